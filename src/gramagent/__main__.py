@@ -1,0 +1,3 @@
+from gramagent.cli import main
+
+main()

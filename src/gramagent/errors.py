@@ -1,0 +1,197 @@
+"""The error taxonomy of gramagent.
+
+This is a leaf module: it imports nothing else from gramagent, so every layer (the spec
+language included) can raise these errors without import cycles.
+
+```
+GramagentError
+├── SpecError                 a gram file, signature or spec object is invalid (positioned)
+├── SchemaError               a JSON Schema uses a keyword gramagent cannot express
+├── ValidationError           bad input to a run (e.g. an empty user message)
+├── ConfigurationError        missing API key, unknown provider, bad option (before any request)
+├── ToolError                 binding failed: missing or mismatched tool implementations
+└── RunError                  a run stopped; carries the conversation and usage so far
+    ├── ModelAPIError         transport or HTTP failure, after retries
+    └── LimitExceeded         an iteration, time, token or call limit was hit
+```
+
+Errors that happen *inside* a tool call (bad JSON, unknown tool, schema violation, an
+exception or timeout in the tool) are not raised: they become error results that the model
+sees, so it can recover.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ConfigurationError",
+    "Diagnostic",
+    "GramagentError",
+    "LimitExceeded",
+    "ModelAPIError",
+    "RunError",
+    "SchemaError",
+    "SpecError",
+    "ToolError",
+    "ValidationError",
+]
+
+
+class GramagentError(Exception):
+    """Base class of every error gramagent raises."""
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One problem at a place in a source text. ``line`` and ``column`` are 1-based."""
+
+    message: str
+    """What is wrong, and what was expected."""
+    file: str | None = None
+    """The file name, or None for text that did not come from a file."""
+    line: int | None = None
+    """1-based line, or None when the problem has no position (e.g. a whole-spec rule)."""
+    column: int | None = None
+    """1-based column."""
+
+    def __str__(self) -> str:
+        where = [self.file or "<string>"]
+        if self.line is not None:
+            where.append(str(self.line))
+            if self.column is not None:
+                where.append(str(self.column))
+        return f"{':'.join(where)}: {self.message}"
+
+
+class SpecError(GramagentError):
+    """A gram text, type signature or spec object is invalid.
+
+    Carries every problem found (not only the first) as :class:`Diagnostic` objects; ``str()``
+    gives one ``file:line:col: message`` line per problem.
+    """
+
+    def __init__(self, diagnostics: Sequence[Diagnostic] | str) -> None:
+        if isinstance(diagnostics, str):
+            diagnostics = [Diagnostic(diagnostics)]
+        self.diagnostics: tuple[Diagnostic, ...] = tuple(diagnostics)
+        super().__init__("\n".join(str(d) for d in self.diagnostics))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.diagnostics,))
+
+
+class SchemaError(GramagentError):
+    """A JSON Schema uses something gramagent cannot express as a gram signature.
+
+    ``keyword`` names the unsupported keyword and ``path`` where it stands (JSON-pointer style).
+    """
+
+    def __init__(self, message: str, *, keyword: str | None = None, path: str = "") -> None:
+        self.keyword = keyword
+        self.path = path
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.args, {"keyword": self.keyword, "path": self.path}))
+
+
+class ValidationError(GramagentError):
+    """Input to a run is invalid (for example an empty user message)."""
+
+
+class ConfigurationError(GramagentError):
+    """The run cannot start: a missing API key, an unknown provider, a bad option."""
+
+
+class ToolError(GramagentError):
+    """Binding an agent's tool specs to implementations failed.
+
+    ``problems`` lists every missing or mismatched tool, not only the first.
+    """
+
+    def __init__(self, problems: Sequence[str] | str) -> None:
+        if isinstance(problems, str):
+            problems = [problems]
+        self.problems: tuple[str, ...] = tuple(problems)
+        if len(self.problems) == 1:
+            message = self.problems[0]
+        else:
+            message = f"{len(self.problems)} tool binding problems:\n" + "\n".join(
+                f"  - {p}" for p in self.problems
+            )
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.problems,))
+
+
+class RunError(GramagentError):
+    """A run stopped before the model answered.
+
+    ``context`` holds the conversation up to the failure (pass it back to ``run_agent`` to
+    continue), ``usage`` the tokens spent so far; nothing of the run is lost.
+    """
+
+    def __init__(self, message: str, *, context: Any = None, usage: Any = None) -> None:
+        self.context = context
+        self.usage = usage
+        super().__init__(message)
+
+    def _state(self) -> dict[str, Any]:
+        return {"context": self.context, "usage": self.usage}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.args, self._state()))
+
+
+class ModelAPIError(RunError):
+    """The model server could not be reached or answered with an error, after retries."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        body: str | None = None,
+        model: str | None = None,
+        context: Any = None,
+        usage: Any = None,
+    ) -> None:
+        self.status = status
+        self.body = body
+        self.model = model
+        super().__init__(message, context=context, usage=usage)
+
+    def _state(self) -> dict[str, Any]:
+        return {**super()._state(), "status": self.status, "body": self.body, "model": self.model}
+
+
+class LimitExceeded(RunError):
+    """A run limit was hit. ``limit`` names it, ``value`` is its setting, ``observed`` the count."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        limit: str,
+        value: Any = None,
+        observed: Any = None,
+        context: Any = None,
+        usage: Any = None,
+    ) -> None:
+        self.limit = limit
+        self.value = value
+        self.observed = observed
+        super().__init__(message, context=context, usage=usage)
+
+    def _state(self) -> dict[str, Any]:
+        return {**super()._state(), "limit": self.limit, "value": self.value,
+                "observed": self.observed}
+
+
+def _rebuild(cls: type[Exception], args: tuple[Any, ...], state: dict[str, Any]) -> Exception:
+    """Unpickle an error whose constructor takes keyword-only state."""
+    return cls(*args, **state)

@@ -1,0 +1,188 @@
+"""The conversation vocabulary shared by the runtime and the model adapters.
+
+A leaf module (like :mod:`gramagent.errors`): the loop appends these messages, the adapters
+render them into their wire formats, and :class:`Conversation` round-trips through JSON so a
+conversation can be saved, resumed or shipped to another process.
+
+Every message carries a ``kind`` literal, so ``match`` statements over messages are exhaustive
+and the JSON form is self-describing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+__all__ = [
+    "AssistantMessage",
+    "Conversation",
+    "Message",
+    "ToolCall",
+    "ToolResultMessage",
+    "Usage",
+    "UserMessage",
+    "message_from_dict",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """A call the model asked for. ``arguments`` is the raw JSON text, as the model sent it."""
+
+    id: str
+    """The call id (``tool_calls[].id`` / ``call_id``); synthesized where a format has none."""
+    name: str
+    """The tool name the model asked for (may be unknown)."""
+    arguments: str
+    """The arguments as raw JSON text; may be malformed, it is validated by the loop."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """Tokens reported by the model server (summed over a run)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests: int = 0
+    """How many model requests the figures cover."""
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            requests=self.requests + other.requests,
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_tokens": self.total_tokens,
+            "requests": self.requests,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserMessage:
+    """A message from the user."""
+
+    content: str
+    kind: Literal["user"] = "user"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "content": self.content}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AssistantMessage:
+    """A model turn: text, tool calls, or both."""
+
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    kind: Literal["assistant"] = "assistant"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [c.to_dict() for c in self.tool_calls]
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResultMessage:
+    """The output of one tool call, sent back to the model under the call's id."""
+
+    call_id: str
+    name: str
+    content: str
+    """The result as text (JSON for structured results), or the error text."""
+    is_error: bool = False
+    kind: Literal["tool_result"] = "tool_result"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "call_id": self.call_id,
+            "name": self.name,
+            "content": self.content,
+            "is_error": self.is_error,
+        }
+
+
+Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
+
+
+def message_from_dict(data: Mapping[str, Any]) -> Message:
+    """Rebuild a message from its ``to_dict`` form."""
+    kind = data.get("kind")
+    if kind == "user":
+        return UserMessage(content=data["content"])
+    if kind == "assistant":
+        calls = tuple(ToolCall(**c) for c in data.get("tool_calls", ()))
+        return AssistantMessage(content=data.get("content"), tool_calls=calls)
+    if kind == "tool_result":
+        return ToolResultMessage(
+            call_id=data["call_id"],
+            name=data["name"],
+            content=data["content"],
+            is_error=bool(data.get("is_error", False)),
+        )
+    raise ValueError(f"unknown message kind {kind!r}")
+
+
+class Conversation:
+    """An ordered, append-only list of messages (most recent last).
+
+    Pass ``AgentResponse.context`` back into ``run_agent(context=...)`` to continue a
+    conversation. The system instruction is not stored: it comes from the agent each turn.
+    """
+
+    __slots__ = ("_messages",)
+
+    def __init__(self, messages: Iterable[Message] = ()) -> None:
+        self._messages: list[Message] = list(messages)
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        return tuple(self._messages)
+
+    def append(self, message: Message) -> None:
+        self._messages.append(message)
+
+    def extend(self, messages: Iterable[Message]) -> None:
+        self._messages.extend(messages)
+
+    def copy(self) -> Conversation:
+        return Conversation(self._messages)
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(self._messages)
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __getitem__(self, index: int) -> Message:
+        return self._messages[index]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Conversation) and self._messages == other._messages
+
+    def __repr__(self) -> str:
+        return f"Conversation({self._messages!r})"
+
+    def to_list(self) -> list[dict[str, Any]]:
+        """JSON-ready list of message dicts."""
+        return [m.to_dict() for m in self._messages]
+
+    @classmethod
+    def from_list(cls, data: Iterable[Mapping[str, Any]]) -> Conversation:
+        """Inverse of :meth:`to_list`."""
+        return cls(message_from_dict(d) for d in data)

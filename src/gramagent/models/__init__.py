@@ -1,0 +1,1 @@
+"""Wire-format adapters, one module each, behind the protocol in ``models.base``."""

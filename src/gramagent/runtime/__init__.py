@@ -1,0 +1,1 @@
+"""Execution: tool binding, the agent loop, events."""

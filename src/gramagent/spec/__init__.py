@@ -1,0 +1,1 @@
+"""The declarative spec language: agents, tool specs, type signatures, JSON Schema."""

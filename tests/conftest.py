@@ -1,0 +1,16 @@
+"""Shared test configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture
+def examples_dir() -> Path:
+    """The repository's examples/ folder."""
+    return EXAMPLES
