@@ -10,6 +10,7 @@ and the JSON form is self-describing.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
@@ -145,10 +146,13 @@ class Conversation:
     conversation. The system instruction is not stored: it comes from the agent each turn.
     """
 
-    __slots__ = ("_messages",)
+    __slots__ = ("_messages", "id")
 
-    def __init__(self, messages: Iterable[Message] = ()) -> None:
+    def __init__(self, messages: Iterable[Message] = (), *, id: str | None = None) -> None:
         self._messages: list[Message] = list(messages)
+        self.id: str = id if id is not None else uuid.uuid4().hex
+        """Identifies the conversation across runs (tools keep per-conversation state under
+        it); kept by :meth:`copy`, not part of equality or of :meth:`to_list`."""
 
     @property
     def messages(self) -> tuple[Message, ...]:
@@ -161,7 +165,8 @@ class Conversation:
         self._messages.extend(messages)
 
     def copy(self) -> Conversation:
-        return Conversation(self._messages)
+        """A new list of the same messages, with the same :attr:`id`."""
+        return Conversation(self._messages, id=self.id)
 
     def __iter__(self) -> Iterator[Message]:
         return iter(self._messages)
@@ -183,6 +188,7 @@ class Conversation:
         return [m.to_dict() for m in self._messages]
 
     @classmethod
-    def from_list(cls, data: Iterable[Mapping[str, Any]]) -> Conversation:
-        """Inverse of :meth:`to_list`."""
-        return cls(message_from_dict(d) for d in data)
+    def from_list(cls, data: Iterable[Mapping[str, Any]], *, id: str | None = None
+                  ) -> Conversation:
+        """Inverse of :meth:`to_list` (pass ``id`` to keep the conversation's identity)."""
+        return cls((message_from_dict(d) for d in data), id=id)
