@@ -1,0 +1,319 @@
+"""Tool-call events, event sinks and Prometheus metrics.
+
+The contract (ADR "Tool Calling MVP Scope", seed 002):
+
+- :class:`ToolCallPlanned` is emitted when a call has been parsed from a model turn, before
+  anything runs; :class:`ToolCallResult` after the call was executed or rejected. For each
+  ``seq`` the planned event precedes the result, and neither is emitted twice.
+- Events never carry raw arguments: only :func:`args_preview_hash`. The ``message`` of an error
+  result names what went wrong without echoing argument values.
+- ``tool`` is the name of a tool the agent declares, or ``"<unknown>"``: label sets stay bounded,
+  so :class:`ToolMetrics` can use event fields as Prometheus labels directly.
+
+A sink is any callable taking one event (:class:`EventSink`). :class:`ToolMetrics` is a sink too:
+pass it in ``run_agent(events=[...])`` to count calls. With no sinks the loop builds no event
+objects at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import weakref
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+
+import orjson
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+__all__ = [
+    "LATENCY_BUCKETS_MS",
+    "UNKNOWN_TOOL_LABEL",
+    "CaptureSink",
+    "Event",
+    "EventSink",
+    "JSONLSink",
+    "ToolCallPlanned",
+    "ToolCallResult",
+    "ToolMetrics",
+    "args_preview_hash",
+    "canonical_json",
+    "emit",
+    "fan_out",
+    "serve_metrics",
+]
+
+logger = logging.getLogger(__name__)
+
+UNKNOWN_TOOL_LABEL = "<unknown>"
+"""The ``tool`` of events (and metric label) for a name the agent does not declare."""
+
+PREVIEW_CHARS = 200
+"""How much of the canonical argument JSON is hashed (ADR: first 200 characters)."""
+
+LATENCY_BUCKETS_MS: tuple[float, ...] = (
+    1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000,
+)
+"""Histogram buckets of ``tool_call_latency_ms``, in milliseconds."""
+
+
+def args_preview_hash(arguments: Any) -> str:
+    """The privacy-preserving fingerprint of a call's arguments (SHA-256, hex).
+
+    Parsed arguments are encoded as canonical JSON (sorted keys, compact separators, non-ASCII
+    kept as is); the first 200 characters of that text are hashed. Identical calls hash alike,
+    and nothing beyond a hash of a bounded preview is kept. Pass a ``str`` for arguments that
+    could not be parsed: the raw text's first 200 characters are hashed.
+
+    Args:
+        arguments: the parsed arguments (any JSON value), or the raw text when unparseable.
+
+    Returns:
+        64 lowercase hex digits.
+    """
+    text = arguments if isinstance(arguments, str) else canonical_json(arguments)
+    return hashlib.sha256(text[:PREVIEW_CHARS].encode("utf-8")).hexdigest()
+
+
+def canonical_json(value: Any) -> str:
+    """Canonical JSON text: sorted keys, compact separators, non-ASCII characters unescaped.
+
+    This is exactly ``json.dumps(value, sort_keys=True, separators=(",", ":"),
+    ensure_ascii=False)``, the reference form of the ADR, so other producers of
+    ``args_preview_hash`` (the Harmony parser, other languages) agree with it.
+    """
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallPlanned:
+    """A tool call was parsed from a model turn and is about to be checked and run."""
+
+    request_id: str
+    """The run the call belongs to (``AgentResponse.run_id``)."""
+    tool: str
+    """The tool name, or ``"<unknown>"`` when the agent declares no such tool."""
+    args_preview_hash: str
+    """:func:`args_preview_hash` of the arguments; never the arguments themselves."""
+    seq: int
+    """Order of the call within the run, from 1."""
+    args_schema_version: str | None = None
+    """Optional version tag of the argument schema."""
+    kind: Literal["tool_call_planned"] = "tool_call_planned"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the JSONL form)."""
+        return {
+            "kind": self.kind,
+            "request_id": self.request_id,
+            "tool": self.tool,
+            "args_preview_hash": self.args_preview_hash,
+            "seq": self.seq,
+            "args_schema_version": self.args_schema_version,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallResult:
+    """A tool call finished: it ran (``ok``), or it was rejected or failed (``error``)."""
+
+    request_id: str
+    """The run the call belongs to."""
+    tool: str
+    """The tool name, or ``"<unknown>"``."""
+    status: Literal["ok", "error"]
+    latency_ms: float
+    """Milliseconds from the planned event to the result."""
+    seq: int
+    """Same ``seq`` as the call's :class:`ToolCallPlanned`."""
+    error_type: str | None = None
+    """One of the tool-call error types (``tool_payload_too_large``, ...), None when ok."""
+    message: str | None = None
+    """A short description of the error that never echoes argument values."""
+    kind: Literal["tool_call_result"] = "tool_call_result"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the JSONL form)."""
+        return {
+            "kind": self.kind,
+            "request_id": self.request_id,
+            "tool": self.tool,
+            "status": self.status,
+            "latency_ms": self.latency_ms,
+            "seq": self.seq,
+            "error_type": self.error_type,
+            "message": self.message,
+        }
+
+
+Event: TypeAlias = ToolCallPlanned | ToolCallResult
+
+
+class EventSink(Protocol):
+    """Anything that takes events: a function, a :class:`JSONLSink`, :class:`ToolMetrics`."""
+
+    def __call__(self, event: Event, /) -> None: ...
+
+
+class CaptureSink:
+    """Keeps every event in memory, in order. For tests and notebooks.
+
+    Example:
+        >>> sink = CaptureSink()
+        >>> # await run_agent(agent, "hi", library=lib, events=sink)
+        >>> sink.events
+        []
+    """
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def __call__(self, event: Event, /) -> None:
+        self.events.append(event)
+
+    def of_kind(self, kind: str) -> list[Event]:
+        """The captured events whose ``kind`` is ``kind``."""
+        return [e for e in self.events if e.kind == kind]
+
+    def clear(self) -> None:
+        self.events.clear()
+
+
+class JSONLSink:
+    """Appends each event to a file as one JSON line, flushed at once.
+
+    The file is opened (in append mode) on the first event. Usable as a context manager;
+    :meth:`close` is idempotent.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._file: IO[bytes] | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Event, /) -> None:
+        line = orjson.dumps(event.to_dict()) + b"\n"
+        with self._lock:
+            if self._file is None:
+                self._file = self.path.open("ab")
+            self._file.write(line)
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    def __enter__(self) -> JSONLSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_metrics_by_registry: weakref.WeakKeyDictionary[Any, ToolMetrics] = weakref.WeakKeyDictionary()
+_metrics_lock = threading.Lock()
+
+
+class ToolMetrics:
+    """Prometheus metrics of tool calls, fed by :class:`ToolCallResult` events.
+
+    ``tool_calls_total{tool,status}`` counts every result; ``tool_call_latency_ms{tool}``
+    observes the latency of calls that ran (ok, exceptions and timeouts), not of calls rejected
+    before running. Labels come from event fields, which are bounded by construction.
+
+    Prometheus refuses to register a metric name twice in one registry, so build instances with
+    :meth:`for_registry`, which returns the one instance of a registry.
+    """
+
+    server_port: int | None = None
+    """The port :func:`serve_metrics` serves on, when it does."""
+
+    def __init__(self, registry: CollectorRegistry | None = None,
+                 *, buckets: Sequence[float] = LATENCY_BUCKETS_MS) -> None:
+        from prometheus_client import REGISTRY, Counter, Histogram
+
+        self.registry = REGISTRY if registry is None else registry
+        self.calls = Counter(
+            "tool_calls_total", "Tool calls by tool and status.", ["tool", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "tool_call_latency_ms", "Latency of executed tool calls, in milliseconds.",
+            ["tool"], buckets=tuple(buckets), registry=self.registry,
+        )
+
+    _server: Any = None
+
+    def stop_serving(self) -> None:
+        """Stop the HTTP server :func:`serve_metrics` started (if any)."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+            self.server_port = None
+
+    @classmethod
+    def for_registry(cls, registry: CollectorRegistry | None = None) -> ToolMetrics:
+        """The metrics of ``registry`` (default: the global one), created on first use."""
+        from prometheus_client import REGISTRY
+
+        key = REGISTRY if registry is None else registry
+        with _metrics_lock:
+            metrics = _metrics_by_registry.get(key)
+            if metrics is None:
+                metrics = _metrics_by_registry[key] = cls(key)
+            return metrics
+
+    def __call__(self, event: Event, /) -> None:
+        if event.kind != "tool_call_result":
+            return
+        self.calls.labels(tool=event.tool, status=event.status).inc()
+        if event.status == "ok" or event.error_type in _EXECUTED_ERRORS:
+            self.latency.labels(tool=event.tool).observe(event.latency_ms)
+
+
+_EXECUTED_ERRORS = frozenset({"tool_exception", "tool_timeout"})
+"""Error types of calls that ran, so their latency is a real measurement."""
+
+
+def serve_metrics(port: int, *, addr: str = "127.0.0.1",
+                  registry: CollectorRegistry | None = None) -> ToolMetrics:
+    """Serve ``registry``'s metrics over HTTP on ``addr:port`` (a daemon thread).
+
+    Returns the :class:`ToolMetrics` sink of that registry: pass it to ``run_agent(events=...)``.
+    Port 0 picks a free port; the bound port is in ``metrics.server_port``.
+    """
+    from prometheus_client import REGISTRY, start_http_server
+
+    metrics = ToolMetrics.for_registry(registry)
+    server, _thread = start_http_server(port, addr=addr,
+                                        registry=REGISTRY if registry is None else registry)
+    metrics.server_port = server.server_port
+    metrics._server = server
+    return metrics
+
+
+def fan_out(sinks: EventSink | Iterable[EventSink] | None) -> tuple[EventSink, ...]:
+    """Normalize the ``events`` option of a run into a tuple of sinks (empty when disabled)."""
+    if sinks is None:
+        return ()
+    if callable(sinks):
+        return (sinks,)
+    return tuple(sinks)
+
+
+def emit(sinks: tuple[EventSink, ...], event: Event) -> None:
+    """Deliver ``event`` to every sink; a failing sink is logged and never stops a run."""
+    for sink in sinks:
+        try:
+            sink(event)
+        except Exception:
+            logger.exception("event sink %r failed on %s", sink, event.kind)

@@ -1,0 +1,147 @@
+"""Tests of the event types, the argument hash, the sinks and the Prometheus metrics."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import urllib.request
+from pathlib import Path
+
+import orjson
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from gramagent.runtime.events import (
+    CaptureSink,
+    JSONLSink,
+    ToolCallPlanned,
+    ToolCallResult,
+    ToolMetrics,
+    args_preview_hash,
+    emit,
+    fan_out,
+    serve_metrics,
+)
+
+
+def reference_hash(arguments: object) -> str:
+    """The ADR's definition, written out independently of the implementation."""
+    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text[:200].encode("utf-8")).hexdigest()
+
+
+def test_hash_matches_the_adr_definition() -> None:
+    """SHA-256 of the canonical JSON (sorted keys, compact) cut to 200 characters."""
+    args = {"b": [1, 2.5, None], "a": "Zoë", "c": {"y": True, "x": "€"}}
+    assert args_preview_hash(args) == reference_hash(args)
+    assert args_preview_hash({"a": 1, "b": 2}) == args_preview_hash({"b": 2, "a": 1})
+    assert len(args_preview_hash(args)) == 64
+
+
+def test_hash_only_covers_the_first_200_characters() -> None:
+    """Arguments differing only after the preview hash alike; a change within it does not."""
+    long = "x" * 300
+    assert args_preview_hash({"a": long + "1"}) == args_preview_hash({"a": long + "2"})
+    assert args_preview_hash({"a": "1" + long}) != args_preview_hash({"a": "2" + long})
+
+
+def test_hash_of_unparseable_text_uses_the_raw_text() -> None:
+    """For a raw string (unparseable arguments) the first 200 characters are hashed."""
+    raw = '{"personName": "Al' + "z" * 400
+    assert args_preview_hash(raw) == hashlib.sha256(raw[:200].encode()).hexdigest()
+
+
+def planned(seq: int = 1) -> ToolCallPlanned:
+    return ToolCallPlanned(request_id="r1", tool="sayHello", args_preview_hash="h" * 64, seq=seq)
+
+
+def result(status: str = "ok", error_type: str | None = None, tool: str = "sayHello"
+           ) -> ToolCallResult:
+    return ToolCallResult(request_id="r1", tool=tool, status=status,  # type: ignore[arg-type]
+                          latency_ms=12.5, seq=1, error_type=error_type)
+
+
+def test_events_serialize_with_their_kind() -> None:
+    """to_dict carries every field and the discriminating kind."""
+    assert planned().to_dict() == {
+        "kind": "tool_call_planned", "request_id": "r1", "tool": "sayHello",
+        "args_preview_hash": "h" * 64, "seq": 1, "args_schema_version": None,
+    }
+    data = result("error", "tool_timeout").to_dict()
+    assert data["kind"] == "tool_call_result" and data["error_type"] == "tool_timeout"
+    assert data["status"] == "error" and data["latency_ms"] == 12.5
+
+
+def test_jsonl_sink_writes_one_flushed_line_per_event(tmp_path: Path) -> None:
+    """Each event is one JSON line, readable before the sink is closed."""
+    path = tmp_path / "events.jsonl"
+    with JSONLSink(path) as sink:
+        sink(planned())
+        sink(result())
+        lines = path.read_bytes().splitlines()
+        assert [orjson.loads(line)["kind"] for line in lines] == [
+            "tool_call_planned", "tool_call_result"]
+    sink.close()  # idempotent
+
+
+def test_fan_out_and_emit_deliver_to_every_sink() -> None:
+    """A single callable, a list of sinks and None are all accepted."""
+    first, second = CaptureSink(), CaptureSink()
+    assert fan_out(None) == ()
+    assert fan_out(first) == (first,)
+    sinks = fan_out([first, second.__call__])
+    emit(sinks, planned())
+    assert first.events == second.events == [planned()]
+
+
+def test_a_failing_sink_does_not_stop_the_others(caplog: pytest.LogCaptureFixture) -> None:
+    """A broken sink is logged; the next sink still gets the event."""
+
+    def broken(event: object) -> None:
+        raise RuntimeError("sink down")
+
+    capture = CaptureSink()
+    emit((broken, capture), planned())
+    assert capture.events == [planned()]
+    assert "event sink" in caplog.text
+
+
+def test_metrics_contract_keys_appear_in_the_exposition() -> None:
+    """tool_calls_total{tool,status} and tool_call_latency_ms{tool} are exposed."""
+    registry = CollectorRegistry()
+    metrics = ToolMetrics(registry)
+    metrics(planned())  # planned events do not count
+    metrics(result("ok"))
+    metrics(result("error", "tool_timeout"))
+    metrics(result("error", "invalid_arguments", tool="<unknown>"))
+    text = generate_latest(registry).decode()
+    assert 'tool_calls_total{status="ok",tool="sayHello"} 1.0' in text
+    assert 'tool_calls_total{status="error",tool="sayHello"} 1.0' in text
+    assert 'tool_calls_total{status="error",tool="<unknown>"} 1.0' in text
+    assert 'tool_call_latency_ms_count{tool="sayHello"} 2.0' in text
+    assert 'tool_call_latency_ms_bucket{le="25.0",tool="sayHello"} 2.0' in text
+    # a rejected call has no latency measurement: no histogram series for it
+    assert 'tool_call_latency_ms_count{tool="<unknown>"}' not in text
+
+
+def test_metrics_for_registry_returns_one_instance_per_registry() -> None:
+    """Registering the metric names twice in one registry would fail; for_registry reuses."""
+    registry = CollectorRegistry()
+    assert ToolMetrics.for_registry(registry) is ToolMetrics.for_registry(registry)
+    assert ToolMetrics.for_registry(CollectorRegistry()) is not ToolMetrics.for_registry(registry)
+
+
+def test_serve_metrics_serves_the_registry_over_http() -> None:
+    """serve_metrics(0) picks a free port and serves the counters."""
+    registry = CollectorRegistry()
+    metrics = serve_metrics(0, registry=registry)
+    metrics(result("ok"))
+    assert metrics.server_port
+    url = f"http://127.0.0.1:{metrics.server_port}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            body = answer.read().decode()
+    finally:
+        metrics.stop_serving()
+    assert metrics.server_port is None
+    assert 'tool_calls_total{status="ok",tool="sayHello"} 1.0' in body
