@@ -1,0 +1,458 @@
+"""The one HTTP client every wire-format adapter posts through.
+
+:class:`HTTPClient` owns one pooled :class:`httpx.AsyncClient` (HTTP/1.1 keep-alive, created
+lazily on first use, sized for a hundred concurrent runs), encodes bodies with orjson, and
+retries what is worth retrying:
+
+- HTTP 408, 409, 429 and 5xx answers, waiting what the server's ``Retry-After`` (seconds or an
+  HTTP date) or ``retry-after-ms`` header asks for, else an exponential backoff with jitter;
+- dropped connections and other transport errors (connect, read, write, protocol, timeouts).
+
+Every failure that survives the retries becomes a :class:`~gramagent.errors.ModelAPIError`
+built by :meth:`HTTPClient.error`, the one place such errors are made: it names the model, the
+URL, the HTTP status and the server's message, and carries an excerpt of the body. The API key
+travels only in the ``Authorization`` header of the pooled client; it is never part of an
+error, a log record or what the :data:`ExchangeHook` sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Protocol, TypedDict
+
+import httpx
+import orjson
+
+from gramagent.errors import ModelAPIError
+from gramagent.logs import log_model_attempt
+
+__all__ = [
+    "RETRY_STATUSES",
+    "ExchangeHook",
+    "HTTPClient",
+    "HTTPOptions",
+    "parse_retry_after",
+    "parse_sse",
+    "retry_delay",
+]
+
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+"""HTTP statuses answered by a retry (any other 5xx is retried too)."""
+
+EXCERPT_CHARS = 500
+"""How much of an error body a ModelAPIError keeps."""
+
+_USER_AGENT = "gramagent/0.1"
+
+
+class ExchangeHook(Protocol):
+    """Called once per HTTP attempt, e.g. to print raw traffic for the CLI's ``-v``.
+
+    ``request`` is the JSON body sent (never the headers, so never the API key); ``response`` the
+    decoded JSON answer (a list of decoded events for a stream), or the body text of an error,
+    or the transport error's text when no answer came; ``status`` is the HTTP status, None when
+    the connection failed.
+    """
+
+    def __call__(self, request: Mapping[str, Any], response: Any, status: int | None) -> None: ...
+
+
+class HTTPOptions(TypedDict, total=False):
+    """Transport options every adapter accepts (and passes to :class:`HTTPClient`)."""
+
+    max_retries: int
+    """Retries after the first attempt (default 2)."""
+    timeout: float
+    """Seconds allowed for one attempt, reading included (default 600)."""
+    connect_timeout: float
+    """Seconds allowed to open a connection (default 10)."""
+    headers: Mapping[str, str]
+    """Extra request headers (e.g. ``OpenAI-Organization``)."""
+    on_exchange: ExchangeHook | None
+    """See :class:`ExchangeHook`."""
+    backoff_base: float
+    """First backoff wait in seconds; doubles with each retry (default 0.5)."""
+    max_backoff: float
+    """Longest single wait; a longer ``Retry-After`` ends the retries (default 60)."""
+    max_total_backoff: float
+    """Most seconds spent waiting over all retries of one request (default 120)."""
+    max_connections: int
+    """Size of the connection pool (default 256)."""
+    sleep: Callable[[float], Awaitable[None]]
+    """The coroutine used to wait between attempts (default :func:`asyncio.sleep`)."""
+
+
+def retry_delay(
+    attempt: int,
+    retry_after: float | None,
+    *,
+    base: float = 0.5,
+    rand: Callable[[], float] = random.random,
+) -> float:
+    """Seconds to wait before retry number ``attempt + 1`` (``attempt`` counts from 0).
+
+    A server hint (``Retry-After``) wins; otherwise ``base * 2**attempt`` with "equal jitter":
+    half of it fixed, the other half random, so that many clients backing off together spread
+    out.
+    """
+    if retry_after is not None:
+        return max(0.0, retry_after)
+    step = base * (2**attempt)
+    return step / 2 + rand() * step / 2
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
+    """The wait a server asks for, in seconds, or None when it asks for none.
+
+    Reads ``retry-after-ms`` (milliseconds, sent by OpenAI) and ``Retry-After`` (delta-seconds
+    or an HTTP date, RFC 9110 section 10.2.3). Unreadable values are ignored.
+    """
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def parse_sse(text: str) -> list[str]:
+    """The ``data`` payloads of a Server-Sent Events stream, in order, up to ``[DONE]``.
+
+    Multi-line ``data`` fields are joined with newlines (the SSE rule); comments, ``event``,
+    ``id`` and ``retry`` fields are skipped.
+    """
+    payloads: list[str] = []
+    data: list[str] = []
+    for line in text.splitlines():
+        if not line:
+            if data:
+                payload = "\n".join(data)
+                data = []
+                if payload == "[DONE]":
+                    return payloads
+                payloads.append(payload)
+            continue
+        if line.startswith("data:"):
+            value = line[5:]
+            data.append(value[1:] if value.startswith(" ") else value)
+    if data:
+        payload = "\n".join(data)
+        if payload != "[DONE]":
+            payloads.append(payload)
+    return payloads
+
+
+class HTTPClient:
+    """A pooled, retrying JSON-over-HTTP client for one model server.
+
+    Args:
+        base_url: The server's API root, e.g. ``https://api.openai.com/v1``.
+        api_key: Sent as ``Authorization: Bearer ...``; None sends no such header.
+        api: The wire-format label used in log records (``chat``, ``responses``, ...).
+        **options: See :class:`HTTPOptions`.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        api: str = "chat",
+        max_retries: int = 2,
+        timeout: float = 600.0,
+        connect_timeout: float = 10.0,
+        headers: Mapping[str, str] | None = None,
+        on_exchange: ExchangeHook | None = None,
+        backoff_base: float = 0.5,
+        max_backoff: float = 60.0,
+        max_total_backoff: float = 120.0,
+        max_connections: int = 256,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        self.base_url = base_url.rstrip("/")
+        self.api = api
+        self.max_retries = max_retries
+        self.on_exchange = on_exchange
+        self._backoff_base = backoff_base
+        self._max_backoff = max_backoff
+        self._max_total_backoff = max_total_backoff
+        self._sleep = sleep
+        self._headers = {
+            "User-Agent": _USER_AGENT,
+            "Content-Type": "application/json",
+            **(headers or {}),
+        }
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._timeout = httpx.Timeout(timeout, connect=min(connect_timeout, timeout))
+        self._limits = httpx.Limits(
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections,
+            keepalive_expiry=30.0,
+        )
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __repr__(self) -> str:
+        return f"HTTPClient({self.base_url!r}, api={self.api!r})"
+
+    # -- public API ---------------------------------------------------------------------------
+
+    async def post_json(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST ``body`` as JSON to ``base_url + path`` and return the decoded JSON object.
+
+        Raises:
+            ModelAPIError: after the retries, or at once for a non-retryable status, or when
+                a successful answer is not a JSON object.
+        """
+        response = await self._post(path, body, accept="application/json")
+        try:
+            data = orjson.loads(response.content)
+        except orjson.JSONDecodeError as exc:
+            self._notify(body, _text(response.content), response.status_code)
+            raise self.error(
+                f"the server answered HTTP {response.status_code} with a body that is not JSON "
+                f"({exc})",
+                url=str(response.url),
+                status=response.status_code,
+                body=response.content,
+                model=body.get("model"),
+            ) from exc
+        self._notify(body, data, response.status_code)
+        if not isinstance(data, dict):
+            raise self.error(
+                f"the server answered with JSON {type(data).__name__}, expected an object",
+                url=str(response.url),
+                status=response.status_code,
+                body=response.content,
+                model=body.get("model"),
+            )
+        return data
+
+    async def post_sse(self, path: str, body: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """POST ``body`` (with ``stream: true``) and return the stream's decoded JSON events.
+
+        The whole stream is read before returning, so a connection dropped mid-stream is
+        retried like any other transport error. An event carrying an ``error`` object, or one
+        that is not JSON, is a :class:`~gramagent.errors.ModelAPIError`.
+        """
+        response = await self._post(path, body, accept="text/event-stream")
+        events: list[dict[str, Any]] = []
+        for payload in parse_sse(_text(response.content)):
+            try:
+                event = orjson.loads(payload)
+            except orjson.JSONDecodeError as exc:
+                self._notify(body, _text(response.content), response.status_code)
+                raise self.error(
+                    f"the stream carried an event that is not JSON ({exc})",
+                    url=str(response.url),
+                    status=response.status_code,
+                    body=payload,
+                    model=body.get("model"),
+                ) from exc
+            if isinstance(event, dict):
+                events.append(event)
+        self._notify(body, events, response.status_code)
+        for event in events:
+            if isinstance(event.get("error"), dict):
+                raise self.error(
+                    f"the stream reported an error: {_error_detail(event) or 'no message'}",
+                    url=str(response.url),
+                    status=response.status_code,
+                    body=orjson.dumps(event),
+                    model=body.get("model"),
+                )
+        return events
+
+    def error(
+        self,
+        message: str,
+        *,
+        url: str | None = None,
+        status: int | None = None,
+        body: bytes | str | Mapping[str, Any] | None = None,
+        model: str | None = None,
+        attempts: int | None = None,
+    ) -> ModelAPIError:
+        """Build the :class:`~gramagent.errors.ModelAPIError` for a failed request.
+
+        This is the one place such errors are made, for transport failures, HTTP errors and
+        replies an adapter cannot read alike. ``body`` is cut to an excerpt of about 500
+        characters.
+        """
+        where = f" ({url})" if url else ""
+        tries = f" after {attempts} attempts" if attempts and attempts > 1 else ""
+        who = f"model {model!r}" if model else "the model server"
+        return ModelAPIError(
+            f"request to {who} failed{tries}: {message}{where}",
+            status=status,
+            body=_excerpt(body),
+            model=model,
+        )
+
+    async def aclose(self) -> None:
+        """Close the pooled connections; the next request opens a new pool."""
+        client, self._client, self._loop = self._client, None, None
+        if client is not None:
+            await client.aclose()
+
+    async def __aenter__(self) -> HTTPClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _pool(self) -> httpx.AsyncClient:
+        """The pooled client of the running event loop (a new loop gets a new pool)."""
+        loop = asyncio.get_running_loop()
+        client = self._client
+        if client is None or self._loop is not loop:
+            # A pool's connections belong to the loop that opened them; a client reused under
+            # a new loop (e.g. successive asyncio.run calls) starts a fresh pool.
+            client = httpx.AsyncClient(
+                headers=self._headers,
+                timeout=self._timeout,
+                limits=self._limits,
+                http1=True,
+                http2=False,
+                follow_redirects=False,
+            )
+            self._client, self._loop = client, loop
+        return client
+
+    async def _post(self, path: str, body: Mapping[str, Any], *, accept: str) -> httpx.Response:
+        """Send with retries; return a 2xx response whose body has been read."""
+        url = self.base_url + path
+        content = orjson.dumps(body)
+        headers = {"Accept": accept}
+        model = body.get("model")
+        model_name = model if isinstance(model, str) else ""
+        waited = 0.0
+        attempt = 0
+        while True:
+            started = time.perf_counter()
+            try:
+                response = await self._pool().post(url, content=content, headers=headers)
+            except httpx.TransportError as exc:
+                detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                log_model_attempt(
+                    model=model_name, api=self.api, attempt=attempt + 1,
+                    elapsed_ms=(time.perf_counter() - started) * 1000, error=detail,
+                )
+                self._notify(body, detail, None)
+                status: int | None = None
+                hint: float | None = None
+                failure = f"could not get an answer: {detail}"
+                failed_body: bytes | None = None
+                cause: BaseException | None = exc
+            else:
+                status = response.status_code
+                if 200 <= status < 300:
+                    log_model_attempt(
+                        model=model_name, api=self.api, attempt=attempt + 1,
+                        elapsed_ms=(time.perf_counter() - started) * 1000, status=status,
+                    )
+                    return response
+                failed_body = response.content
+                detail = _error_detail_bytes(failed_body)
+                failure = f"HTTP {status}" + (f": {detail}" if detail else "")
+                log_model_attempt(
+                    model=model_name, api=self.api, attempt=attempt + 1,
+                    elapsed_ms=(time.perf_counter() - started) * 1000, status=status,
+                    error=failure,
+                )
+                self._notify(body, _text(failed_body), status)
+                cause = None
+                if status not in RETRY_STATUSES and status < 500:
+                    raise self.error(
+                        failure, url=url, status=status, body=failed_body, model=model,
+                        attempts=attempt + 1,
+                    )
+                hint = parse_retry_after(response.headers)
+            if attempt >= self.max_retries:
+                raise self.error(
+                    failure, url=url, status=status, body=failed_body, model=model,
+                    attempts=attempt + 1,
+                ) from cause
+            delay = retry_delay(attempt, hint, base=self._backoff_base)
+            if delay > self._max_backoff or waited + delay > self._max_total_backoff:
+                raise self.error(
+                    f"{failure}; the next retry would wait {delay:.1f} s, beyond the "
+                    f"{self._max_backoff:g} s / {self._max_total_backoff:g} s total allowed",
+                    url=url, status=status, body=failed_body, model=model,
+                    attempts=attempt + 1,
+                ) from cause
+            await self._sleep(delay)
+            waited += delay
+            attempt += 1
+
+    def _notify(self, request: Mapping[str, Any], response: Any, status: int | None) -> None:
+        hook = self.on_exchange
+        if hook is not None:
+            hook(request, response, status)
+
+
+def _text(content: bytes) -> str:
+    return content.decode("utf-8", errors="replace")
+
+
+def _excerpt(body: bytes | str | Mapping[str, Any] | None) -> str | None:
+    if body is None:
+        return None
+    if isinstance(body, bytes):
+        text = _text(body[: EXCERPT_CHARS * 4])
+    elif isinstance(body, str):
+        text = body
+    else:
+        text = _text(orjson.dumps(body))
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "…"
+
+
+def _error_detail(data: Any) -> str | None:
+    """The human message of an OpenAI-style error body (``{"error": {"message": ...}}``)."""
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict):
+            message = err.get("message")
+            if isinstance(message, str) and message:
+                return message
+        elif isinstance(err, str) and err:
+            return err
+        message = data.get("message") or data.get("detail")
+        if isinstance(message, str) and message:
+            return message
+    return None
+
+
+def _error_detail_bytes(content: bytes) -> str:
+    try:
+        detail = _error_detail(orjson.loads(content))
+    except orjson.JSONDecodeError:
+        detail = None
+    if detail is None:
+        detail = _text(content[:400]).strip()
+    return detail if len(detail) <= 300 else detail[:300] + "…"
