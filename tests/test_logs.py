@@ -21,6 +21,7 @@ from gramagent.logs import (
     log_run_error,
     log_tool_call,
     log_usage,
+    reset_logging,
 )
 from gramagent.messages import Usage
 
@@ -241,8 +242,6 @@ def test_configure_logging_levels_and_replacement() -> None:
         configure_logging(2, stream=second)
         assert logger.level == logging.DEBUG
     finally:
-        configure_logging(0, stream=io.StringIO())
-        for handler in list(logger.handlers):
-            if getattr(handler, "_gramagent_cli_handler", False):
-                logger.removeHandler(handler)
-        logger.setLevel(logging.NOTSET)
+        reset_logging()
+    assert not [h for h in logger.handlers if getattr(h, "_gramagent_cli_handler", 0)]
+    assert logger.level == logging.NOTSET

@@ -56,11 +56,13 @@ __all__ = [
     "add_secret",
     "configure_logging",
     "default_redactor",
+    "env_secrets",
     "log_model_attempt",
     "log_run_error",
     "log_tool_call",
     "log_usage",
     "redact",
+    "reset_logging",
 ]
 
 MASK = "[REDACTED]"
@@ -326,10 +328,8 @@ def configure_logging(
         The installed handler.
     """
     level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    reset_logging()
     root = logging.getLogger("gramagent")
-    for old in [h for h in root.handlers if getattr(h, _HANDLER_FLAG, False)]:
-        root.removeHandler(old)
-        old.close()
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     setattr(handler, _HANDLER_FLAG, True)
     handler.addFilter(RedactingFilter())
@@ -338,6 +338,15 @@ def configure_logging(
     root.addHandler(handler)
     root.setLevel(level)
     return handler
+
+
+def reset_logging() -> None:
+    """Undo :func:`configure_logging`: remove its handler and reset the ``gramagent`` level."""
+    root = logging.getLogger("gramagent")
+    for old in [h for h in root.handlers if getattr(h, _HANDLER_FLAG, False)]:
+        root.removeHandler(old)
+        old.close()
+    root.setLevel(logging.NOTSET)
 
 
 # -- the one-line calls of the loop and the adapters ----------------------------------------

@@ -14,8 +14,10 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from gramagent.errors import GramagentError
+from gramagent.logs import redact
 
 __all__ = ["app", "err_console", "handle_errors", "main"]
 
@@ -50,7 +52,8 @@ def handle_errors(func: F) -> F:
         except GramagentError as exc:
             if _state["debug"]:
                 raise
-            err_console.print(f"[red]{type(exc).__name__}[/red]: {exc}", markup=True,
+            err_console.print(f"[red]{type(exc).__name__}[/red]: {escape(redact(str(exc)))}",
+                              markup=True,
                               highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
 
@@ -63,7 +66,7 @@ def main() -> None:
 
 
 # Command modules register themselves on `app` when imported.
-from gramagent.cli import spec_commands  # noqa: E402,F401
+from gramagent.cli import run_commands, spec_commands  # noqa: E402,F401
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
