@@ -1,0 +1,546 @@
+"""The agent loop: request, check and run tool calls in parallel, send results, repeat.
+
+:func:`run_agent` runs one user message to a final answer::
+
+    build ModelRequest -> model.request -> tool calls?
+        no:  append the answer, return AgentResponse
+        yes: for each call, in order: payload size -> JSON object -> known tool -> schema
+             -> (repeated?) ; run the valid ones concurrently (sync tools in threads)
+             -> one result per call id, in call order -> repeat
+
+Bad calls are not exceptions: they become error results the model sees (and count against the
+per-tool retry budget). Limits and transport failures raise :class:`~gramagent.errors.RunError`
+subclasses carrying the conversation so far: the user message and every completed tool result
+are in ``exc.context``, which continues the conversation like ``AgentResponse.context``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from gramagent.errors import (
+    ConfigurationError,
+    LimitExceeded,
+    ModelAPIError,
+    ToolError,
+    ValidationError,
+)
+from gramagent.logs import log_run_error, log_tool_call, log_usage
+from gramagent.messages import (
+    AssistantMessage,
+    Conversation,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from gramagent.models.base import Model, ModelRequest, ModelTurn, ToolChoice
+from gramagent.runtime.calls import (
+    INVALID_CALL_TYPES,
+    CallRejection,
+    check_parsed,
+    parse_arguments,
+    rejection,
+)
+from gramagent.runtime.events import (
+    UNKNOWN_TOOL_LABEL,
+    EventSink,
+    ToolCallPlanned,
+    ToolCallResult,
+    args_preview_hash,
+    canonical_json,
+    emit,
+    fan_out,
+)
+from gramagent.runtime.invoke import Outcome, execute
+from gramagent.runtime.library import BoundAgent, Tool, ToolContext, ToolLibrary
+from gramagent.runtime.limits import INHERIT, RunLimits
+from gramagent.spec.model import Agent, ModelRef
+
+__all__ = ["AgentResponse", "ToolInvocation", "run_agent", "run_agent_sync"]
+
+_tool_log = logging.getLogger("gramagent.tool")
+
+CHARS_PER_TOKEN = 4
+"""Token estimate for turns whose server reports no usage."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolInvocation:
+    """One tool call of a run and how it went."""
+
+    call_id: str
+    name: str
+    """The tool name the model asked for (possibly unknown)."""
+    arguments: dict[str, Any] | str
+    """The parsed arguments, or the raw text when they could not be parsed."""
+    result: Any = None
+    """The tool's return value (``{"ok": true}`` in dry-run mode); None on error."""
+    error: str | None = None
+    """The error text sent to the model; None on success."""
+    error_type: str | None = None
+    """``tool_payload_too_large``, ``tool_payload_parse_error``, ``unknown_tool``,
+    ``invalid_arguments``, ``tool_exception``, ``tool_timeout`` or ``repeated_call``."""
+    latency: float = 0.0
+    """Seconds the tool ran (0 for calls that did not run)."""
+    seq: int = 0
+    """Order of the call within the run, from 1 (the events' ``seq``)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error_type is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {
+            "call_id": self.call_id,
+            "name": self.name,
+            "arguments": self.arguments,
+            "result": self.result,
+            "error": self.error,
+            "error_type": self.error_type,
+            "latency": self.latency,
+            "seq": self.seq,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentResponse:
+    """What a run returns: the answer, the tool calls made, the conversation and usage."""
+
+    content: str
+    """The model's final text."""
+    tool_invocations: tuple[ToolInvocation, ...] = ()
+    """Every tool call of this run, in order."""
+    context: Conversation = field(default_factory=Conversation)
+    """The whole conversation, this run included; pass it back to continue."""
+    usage: Usage = field(default_factory=Usage)
+    """Tokens of this run (reported, or estimated where the server reported none)."""
+    stopped_by: str | None = None
+    """None when the model answered on its own; ``"repeated_call"`` when the loop guard
+    answered a repeated call and asked the model for its final answer."""
+    run_id: str = ""
+    """The run's id (``request_id`` of its events)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the CLI's ``--json`` output)."""
+        return {
+            "content": self.content,
+            "tool_invocations": [i.to_dict() for i in self.tool_invocations],
+            "context": self.context.to_list(),
+            "conversation_id": self.context.id,
+            "usage": self.usage.to_dict(),
+            "stopped_by": self.stopped_by,
+            "run_id": self.run_id,
+        }
+
+
+async def run_agent(
+    agent: Agent | BoundAgent,
+    user_input: str,
+    *,
+    library: ToolLibrary | None = None,
+    context: Conversation | Iterable[Message] | None = None,
+    model: Model | str | ModelRef | None = None,
+    limits: RunLimits | None = None,
+    api: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    events: EventSink | Iterable[EventSink] | None = None,
+    dry_run: bool = False,
+    tool_choice: ToolChoice = "auto",
+    settings: Mapping[str, Any] | None = None,
+) -> AgentResponse:
+    """Run ``agent`` on one user message until the model answers.
+
+    Args:
+        agent: an agent (bound here to ``library``) or an already bound agent.
+        user_input: the user's message; must not be empty.
+        library: tool implementations, when ``agent`` is not bound. May be omitted for an agent
+            without tools, or in dry-run mode (the specs' schemas are then used to check calls).
+        context: the conversation so far (``AgentResponse.context`` of the previous turn); not
+            modified.
+        model: a :class:`~gramagent.models.base.Model` (used as is and not closed), or a model
+            reference overriding the agent's (resolved with ``api``, ``base_url`` and
+            ``api_key``, and closed at the end of the run).
+        limits: guardrails; :class:`RunLimits` defaults when None.
+        api: wire format when resolving the model (``chat``, ``functions``, ``responses``,
+            ``harmony``).
+        base_url: API root when resolving the model.
+        api_key: API key when resolving the model.
+        events: a sink (any callable taking an event), or several; include a
+            :class:`~gramagent.runtime.events.ToolMetrics` to count calls in Prometheus.
+        dry_run: check calls as usual but run no tool: every valid call returns
+            ``{"ok": true}`` (events and metrics are still emitted).
+        tool_choice: for the first request; ``"required"`` or a named tool then falls back to
+            ``"auto"`` so the model can answer.
+        settings: extra request body fields (``temperature``, ``max_tokens``, ...).
+
+    Returns:
+        The answer, the tool invocations, the conversation and the usage of the run.
+
+    Raises:
+        ValidationError: ``user_input`` is empty (before any request).
+        ToolError: binding ``agent`` to ``library`` failed (before any request).
+        ConfigurationError: the model cannot be resolved (before any request).
+        ModelAPIError: the model failed after the adapter's retries; carries ``context``.
+        LimitExceeded: a run limit was hit; carries ``context`` and ``usage``.
+    """
+    if not isinstance(user_input, str) or not user_input.strip():
+        raise ValidationError("user input must not be empty")
+    bound = _bind(agent, library, dry_run=dry_run)
+    ref = _model_ref(model, bound.agent)
+    owned = not _is_model(model)
+    if owned:
+        from gramagent.models.registry import resolve_model
+
+        resolved: Model = resolve_model(ref, api=api, base_url=base_url, api_key=api_key)
+    else:
+        resolved = model  # type: ignore[assignment]
+    run = _Run(
+        bound=bound, model=resolved, model_name=ref.name, limits=limits or RunLimits(),
+        sinks=fan_out(events), dry_run=dry_run, tool_choice=tool_choice,
+        settings=dict(settings or {}), conversation=_conversation(context),
+    )
+    try:
+        return await run.run(user_input)
+    except Exception as exc:
+        log_run_error(exc, agent=bound.agent.name)
+        raise
+    finally:
+        if owned:
+            await resolved.aclose()
+
+
+def run_agent_sync(agent: Agent | BoundAgent, user_input: str, **options: Any) -> AgentResponse:
+    """:func:`run_agent` for code without an event loop (scripts, the REPL).
+
+    Raises:
+        ConfigurationError: called from a running event loop (``await run_agent(...)`` there).
+        Everything :func:`run_agent` raises.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(run_agent(agent, user_input, **options))
+    raise ConfigurationError(
+        "run_agent_sync() cannot run inside a running event loop; use `await run_agent(...)`")
+
+
+# ---------------------------------------------------------------------------------------------
+# One run
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class _Call:
+    """A call of the current turn, through its checks and execution."""
+
+    call: ToolCall
+    seq: int
+    planned_at: float
+    arguments: dict[str, Any] | str
+    """Parsed arguments, or the raw text when unparseable."""
+    tool: Tool | None = None
+    rejection: CallRejection | None = None
+    outcome: Outcome | None = None
+    repeat_key: str | None = None
+    args_hash: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class _Run:
+    bound: BoundAgent
+    model: Model
+    model_name: str
+    limits: RunLimits
+    sinks: tuple[EventSink, ...]
+    dry_run: bool
+    tool_choice: ToolChoice
+    settings: dict[str, Any]
+    conversation: Conversation
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    usage: Usage = field(default_factory=Usage)
+    invocations: list[ToolInvocation] = field(default_factory=list)
+    seq: int = 0
+    invalid: Counter[str] = field(default_factory=Counter)
+    answered: set[str] = field(default_factory=set)
+    """Repeat keys (name + canonical arguments) of calls that ran successfully."""
+    force_answer: bool = False
+    tools_chars: int = -1
+    started: float = 0.0
+
+    async def run(self, user_input: str) -> AgentResponse:
+        self.conversation.append(UserMessage(content=user_input))
+        limits = self.limits
+        loop = asyncio.get_running_loop()
+        self.started = loop.time()
+        deadline = None if limits.wall_time is None else self.started + limits.wall_time
+        tool_choice = self.tool_choice
+        requests = 0
+        while True:
+            self._check_budget(requests, deadline, loop.time())
+            forced = self.force_answer
+            request = ModelRequest(
+                model=self.model_name, instruction=self.bound.agent.instruction,
+                messages=self.conversation.messages, tools=self.bound.definitions,
+                tool_choice="none" if forced else tool_choice, settings=self.settings,
+            )
+            requests += 1
+            turn = await self._request(request, deadline)
+            if not turn.tool_calls:
+                self.conversation.append(AssistantMessage(content=turn.text))
+                log_usage(self.usage, model=self.model_name, scope="run")
+                return AgentResponse(
+                    content=turn.text or "", tool_invocations=tuple(self.invocations),
+                    context=self.conversation, usage=self.usage,
+                    stopped_by="repeated_call" if forced else None, run_id=self.run_id,
+                )
+            if not isinstance(tool_choice, str) or tool_choice == "required":
+                tool_choice = "auto"  # a forced choice applies to the first request only
+            remaining = None if deadline is None else deadline - loop.time()
+            await self._run_calls(turn, remaining)
+
+    # -- limits ---------------------------------------------------------------------------
+
+    def _check_budget(self, requests: int, deadline: float | None, now: float) -> None:
+        limits = self.limits
+        if requests >= limits.max_iterations:
+            raise self._limit("max_iterations", limits.max_iterations, requests,
+                              f"the model made {requests} requests without answering")
+        if deadline is not None and now >= deadline:
+            raise self._wall_time_exceeded(now, "")
+        if limits.max_tokens is not None and self.usage.total_tokens >= limits.max_tokens:
+            raise self._limit("max_tokens", limits.max_tokens, self.usage.total_tokens,
+                              f"the token budget of {limits.max_tokens} is spent "
+                              f"({self.usage.total_tokens} tokens in {self.usage.requests} "
+                              "requests)")
+
+    def _wall_time_exceeded(self, now: float, where: str) -> LimitExceeded:
+        elapsed = round(now - self.started, 3)
+        return self._limit("wall_time", self.limits.wall_time, elapsed,
+                           f"the run took longer than {self.limits.wall_time:g} s{where}")
+
+    def _limit(self, name: str, value: Any, observed: Any, what: str) -> LimitExceeded:
+        return LimitExceeded(
+            f"run stopped: {what} (limit {name}={value}, observed {observed}); the "
+            "conversation so far is in .context",
+            limit=name, value=value, observed=observed, context=self.conversation.copy(),
+            usage=self.usage)
+
+    # -- model ----------------------------------------------------------------------------
+
+    async def _request(self, request: ModelRequest, deadline: float | None) -> ModelTurn:
+        try:
+            async with asyncio.timeout_at(deadline):
+                turn = await self.model.request(request)
+        except ModelAPIError as exc:
+            exc.context = self.conversation.copy()
+            exc.usage = self.usage
+            raise
+        except TimeoutError:
+            now = asyncio.get_running_loop().time()
+            raise self._wall_time_exceeded(now, " (while waiting for the model)") from None
+        usage = turn.usage if turn.usage is not None else self._estimate(request, turn)
+        log_usage(turn.usage, model=self.model_name)
+        self.usage = self.usage + Usage(input_tokens=usage.input_tokens,
+                                        output_tokens=usage.output_tokens, requests=1)
+        return turn
+
+    def _estimate(self, request: ModelRequest, turn: ModelTurn) -> Usage:
+        if self.tools_chars < 0:
+            self.tools_chars = sum(
+                len(d.name) + len(d.description) + len(orjson.dumps(d.parameters))
+                for d in request.tools)
+        chars = len(request.instruction) + self.tools_chars
+        for message in request.messages:
+            chars += _message_chars(message)
+        out = len(turn.text or "") + sum(len(c.name) + len(c.arguments) for c in turn.tool_calls)
+        return Usage(input_tokens=-(-chars // CHARS_PER_TOKEN),
+                     output_tokens=-(-out // CHARS_PER_TOKEN))
+
+    # -- tool calls -----------------------------------------------------------------------
+
+    async def _run_calls(self, turn: ModelTurn, remaining: float | None) -> None:
+        calls = turn.tool_calls
+        self.conversation.append(AssistantMessage(content=turn.text, tool_calls=calls))
+        limits = self.limits
+        if limits.max_tool_calls is not None and self.seq + len(calls) > limits.max_tool_calls:
+            for call in calls:
+                self.conversation.append(ToolResultMessage(
+                    call_id=call.id, name=call.name, is_error=True,
+                    content=f"Not run: the run stopped at its limit of {limits.max_tool_calls} "
+                            "tool calls."))
+            raise self._limit("max_tool_calls", limits.max_tool_calls, self.seq + len(calls),
+                              f"the model asked for {self.seq + len(calls)} tool calls")
+
+        pending = [self._check(call) for call in calls]
+        runnable = [c for c in pending if c.rejection is None]
+        if runnable:
+            outcomes = await asyncio.gather(*(self._execute(c, remaining) for c in runnable))
+            for c, outcome in zip(runnable, outcomes, strict=True):
+                c.outcome = outcome
+        for c in pending:
+            self._finish(c)
+        self._check_retry_budget(pending)
+
+    def _check(self, call: ToolCall) -> _Call:
+        """Parse and check one call; emits its planned event."""
+        self.seq += 1
+        bound = self.bound
+        known = call.name in bound.tools
+        parsed = parse_arguments(call.arguments, max_bytes=self.limits.max_payload_bytes,
+                                 tool=f"tool {call.name!r}" if known else "this call")
+        c = _Call(call, self.seq, time.perf_counter(),
+                  call.arguments if isinstance(parsed, CallRejection) else parsed)
+        if self.sinks or _tool_log.isEnabledFor(logging.INFO):
+            c.args_hash = args_preview_hash(c.arguments)
+        if self.sinks:
+            emit(self.sinks, ToolCallPlanned(
+                request_id=self.run_id, tool=call.name if known else UNKNOWN_TOOL_LABEL,
+                args_preview_hash=c.args_hash or "", seq=c.seq))
+        if isinstance(parsed, CallRejection):
+            c.rejection = parsed
+            return c
+        checked = check_parsed(call.name, parsed, validators=bound.validators,
+                               schemas=bound.schemas)
+        if isinstance(checked, CallRejection):
+            c.rejection = checked
+            return c
+        c.arguments = checked.arguments
+        c.tool = bound.tools[call.name]
+        if self.limits.repeat_guard:
+            c.repeat_key = call.name + "\x00" + canonical_json(checked.arguments)
+            if c.repeat_key in self.answered:
+                c.rejection = rejection(
+                    "repeated_call",
+                    f"tool {call.name!r} was already called with these arguments in this run; "
+                    "its result is above. Use it to answer the user now.",
+                    "repeated call; answered from the earlier result")
+                self.force_answer = True
+        return c
+
+    async def _execute(self, c: _Call, remaining: float | None) -> Outcome:
+        tool = c.tool
+        assert tool is not None and isinstance(c.arguments, dict)
+        timeout = self.limits.tool_timeout if tool.timeout is INHERIT else tool.timeout
+        if remaining is not None:
+            timeout = max(0.0, remaining) if timeout is None else min(timeout, max(0.0, remaining))
+        ctx = None
+        if tool.context_param is not None and not self.dry_run:
+            ctx = ToolContext(
+                conversation_id=self.conversation.id, run_id=self.run_id, call_id=c.call.id,
+                tool=tool.name,
+                state=self.bound.library.conversation_state(self.conversation.id))
+        return await execute(tool, c.arguments, context=ctx, timeout=timeout,
+                             dry_run=self.dry_run,
+                             max_output_chars=self.limits.max_tool_output_chars)
+
+    def _finish(self, c: _Call) -> None:
+        """Record one call's result: conversation, invocation, event, log."""
+        call = c.call
+        if c.rejection is not None:
+            error_type, text, event_message = (c.rejection.error_type, c.rejection.message,
+                                               c.rejection.event_message)
+            result, latency, ran = None, 0.0, False
+            if error_type in INVALID_CALL_TYPES:
+                self.invalid[call.name] += 1
+        else:
+            outcome = c.outcome
+            assert outcome is not None
+            error_type, text, event_message = (outcome.error_type, outcome.output,
+                                               outcome.event_message)
+            result, latency, ran = outcome.result, outcome.latency, True
+            if error_type is None and c.repeat_key is not None:
+                self.answered.add(c.repeat_key)
+        self.conversation.append(ToolResultMessage(
+            call_id=call.id, name=call.name, content=text, is_error=error_type is not None))
+        self.invocations.append(ToolInvocation(
+            call_id=call.id, name=call.name, arguments=c.arguments, result=result,
+            error=text if error_type is not None else None, error_type=error_type,
+            latency=latency if ran else 0.0, seq=c.seq))
+        tool_label = call.name if call.name in self.bound.tools else UNKNOWN_TOOL_LABEL
+        if self.sinks:
+            emit(self.sinks, ToolCallResult(
+                request_id=self.run_id, tool=tool_label,
+                status="ok" if error_type is None else "error",
+                latency_ms=(time.perf_counter() - c.planned_at) * 1000.0, seq=c.seq,
+                error_type=error_type, message=event_message))
+        log_tool_call(tool=tool_label, call_id=call.id, latency_ms=latency * 1000.0,
+                      error_type=error_type, args_hash=c.args_hash, message=event_message)
+
+    def _check_retry_budget(self, pending: list[_Call]) -> None:
+        budget = self.limits.max_invalid_calls_per_tool
+        if budget is None:
+            return
+        for c in pending:
+            count = self.invalid[c.call.name]
+            if count >= budget:
+                raise self._limit(
+                    "max_invalid_calls_per_tool", budget, count,
+                    f"{count} invalid calls to tool {c.call.name[:100]!r} "
+                    f"(last: {c.rejection.error_type if c.rejection else 'unknown'})")
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------
+
+def _bind(agent: Agent | BoundAgent, library: ToolLibrary | None, *, dry_run: bool
+          ) -> BoundAgent:
+    if isinstance(agent, BoundAgent):
+        return agent
+    if library is None:
+        if agent.tools and not dry_run:
+            names = ", ".join(repr(t.name) for t in agent.tools)
+            raise ToolError(f"agent {agent.name!r} declares tools ({names}) but no library was "
+                            "given: pass library=... (e.g. gramagent.tools.builtin_library())")
+        library = ToolLibrary(_spec_stub(spec) for spec in agent.tools)
+    return library.bind(agent)
+
+
+def _spec_stub(spec: Any) -> Tool:
+    """A tool that only carries a spec's contract; dry runs never call it."""
+
+    def not_run(**_: Any) -> Any:
+        raise NotImplementedError(f"{spec.name} has no implementation (dry run)")
+
+    return Tool(spec.name, spec.description, spec.schema, not_run, signature=spec.signature)
+
+
+def _is_model(model: Any) -> bool:
+    return model is not None and not isinstance(model, str | ModelRef)
+
+
+def _model_ref(model: Model | str | ModelRef | None, agent: Agent) -> ModelRef:
+    if isinstance(model, ModelRef):
+        return model
+    if isinstance(model, str):
+        return ModelRef.parse(model)
+    return agent.model
+
+
+def _conversation(context: Conversation | Iterable[Message] | None) -> Conversation:
+    if context is None:
+        return Conversation()
+    if isinstance(context, Conversation):
+        return context.copy()
+    return Conversation(context)
+
+
+def _message_chars(message: Message) -> int:
+    match message:
+        case UserMessage(content=content) | ToolResultMessage(content=content):
+            return len(content)
+        case AssistantMessage(content=content, tool_calls=calls):
+            return len(content or "") + sum(len(c.name) + len(c.arguments) for c in calls)
+    return 0
