@@ -63,6 +63,7 @@ __all__ = [
     "HarmonyModel",
     "HarmonyStreamParser",
     "build_completion_body",
+    "build_prompt",
     "parse_harmony",
     "prefill_for",
     "read_completion",
@@ -135,15 +136,7 @@ class HarmonyModel:
 
     def prompt(self, request: ModelRequest) -> str:
         """The prompt this model sends for ``request`` (prefill included)."""
-        tools = () if request.tool_choice == "none" else request.tools
-        text = render_prompt(
-            request.instruction,
-            request.messages,
-            tools,
-            reasoning=self.reasoning,
-            current_date=self.current_date,
-        )
-        return text + prefill_for(request.tool_choice, bool(tools))
+        return build_prompt(request, reasoning=self.reasoning, current_date=self.current_date)
 
     async def request(self, request: ModelRequest) -> ModelTurn:
         """Render, complete, parse: one assistant turn.
@@ -177,6 +170,22 @@ class HarmonyModel:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def build_prompt(
+    request: ModelRequest, *, reasoning: Reasoning = "low", current_date: str | None = None
+) -> str:
+    """The completion prompt for ``request``: the rendered conversation, then the prefill its
+    ``tool_choice`` asks for (see the module docs)."""
+    tools = () if request.tool_choice == "none" else request.tools
+    text = render_prompt(
+        request.instruction,
+        request.messages,
+        tools,
+        reasoning=reasoning,
+        current_date=current_date,
+    )
+    return text + prefill_for(request.tool_choice, bool(tools))
 
 
 def prefill_for(choice: ToolChoice, has_tools: bool) -> str:
