@@ -66,8 +66,7 @@ def main() -> None:
 
 
 # Command modules register themselves on `app` when imported.
-from gramagent.cli import run_commands, spec_commands  # noqa: E402,F401
-from gramagent.cli import harmony_commands  # noqa: E402,F401
+from gramagent.cli import harmony_commands, run_commands, spec_commands  # noqa: E402,F401
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
