@@ -16,7 +16,7 @@ from typing import Any
 
 from gramagent.errors import Diagnostic, SpecError
 
-__all__ = ["Agent", "ModelRef", "Param", "Signature", "ToolSpec"]
+__all__ = ["Agent", "GramDocument", "ModelRef", "Param", "Signature", "ToolSpec"]
 
 JSONSchema = dict[str, Any]
 
@@ -41,6 +41,12 @@ class Signature:
     """The parameters, in order."""
     returns: JSONSchema = field(default_factory=lambda: {"type": "string"})
     """JSON Schema of the result (the last, unnamed node)."""
+    keywords: JSONSchema = field(default_factory=dict)
+    """Extra JSON Schema keywords of the arguments object itself (e.g.
+    ``additionalProperties: false``), written on a leading unnamed node:
+    ``({additionalProperties: false})==>(a::String)==>(::String)``. Holds ``required`` only
+    when the schema's list is not the canonical one (the required params, in order, present
+    when non-empty)."""
 
     @classmethod
     def parse(cls, text: str) -> Signature:
@@ -214,3 +220,45 @@ def agent_problems(name: str, instruction: str, tools: Sequence[ToolSpec]) -> li
             out.append(f"agent {name or '<unnamed>'!r}: duplicate tool name {spec.name!r}")
         seen.add(spec.name)
     return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GramDocument:
+    """Everything one gram file declares: its agents and its stand-alone tool patterns.
+
+    Stand-alone tools are the top-level ``[name:Tool {...} | ...]`` patterns that agents
+    reference by name; an agent's ``tools`` already hold the resolved specs.
+    """
+
+    agents: tuple[Agent, ...] = ()
+    """The agents, in file order."""
+    tools: tuple[ToolSpec, ...] = ()
+    """The stand-alone (top-level) tool specs, in file order."""
+
+    def agent(self, name: str | None = None) -> Agent:
+        """The agent called ``name``; without a name, the file's only agent.
+
+        Raises:
+            SpecError: There is no such agent, or no name was given and the file does not
+                hold exactly one agent.
+        """
+        names = [a.name for a in self.agents]
+        if name is None:
+            if len(self.agents) == 1:
+                return self.agents[0]
+            if not self.agents:
+                raise SpecError("the file declares no agent (expected [name:Agent {...}])")
+            raise SpecError(f"the file declares {len(names)} agents ({', '.join(names)}); "
+                            "name the one to load")
+        for agent in self.agents:
+            if agent.name == name:
+                return agent
+        raise SpecError(f"no agent named {name!r}; the file declares: "
+                        f"{', '.join(names) or 'no agent'}")
+
+    def tool(self, name: str) -> ToolSpec:
+        """The stand-alone tool spec called ``name``; KeyError if there is none."""
+        for spec in self.tools:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
