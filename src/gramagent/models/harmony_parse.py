@@ -88,6 +88,7 @@ _NEXT_MESSAGE: Final = re.compile(r"<\|(start|channel)\|>")
 _CHANNEL_NAME: Final = re.compile(r"[^\s<]*")
 _STUB_TOOL_NAME: Final = re.compile(r'"tool"\s*:\s*"([^"\\]{1,200})"')
 
+_NO_START: Final = "message without <|start|>: taken as the assistant's"
 _ROLES: Final = frozenset({"user", "assistant", "system", "developer", "tool"})
 _NOT_CALLS: Final = frozenset({"all", "assistant", "user"})
 _ERROR_TEXT_CHARS: Final = 200
@@ -172,7 +173,8 @@ class HarmonyMessage:
 class HarmonyDelta:
     """A piece of the content of the message being streamed (no partial special tokens).
 
-    The deltas of one message, joined, equal its final ``content``.
+    The deltas of one message, joined, equal its final ``content``; they all come before the
+    :class:`HarmonyMessage` itself. Messages that are error items have no deltas.
     """
 
     text: str
@@ -273,8 +275,8 @@ class _Scanner:
     """
 
     __slots__ = (
-        "_base", "_buf", "_deltas", "_header", "_implied", "_msg_offset", "_parts", "_pos",
-        "_problem", "_raw_header", "_scan", "_state",
+        "_base", "_buf", "_deltas", "_header", "_implied", "_msg_offset", "_note", "_parts",
+        "_pos", "_problem", "_raw_header", "_scan", "_state",
     )
 
     def __init__(self, role: str | None, *, deltas: bool) -> None:
@@ -284,6 +286,7 @@ class _Scanner:
         self._parts: list[str] = []
         self._header: _Header | None = None
         self._problem = self._raw_header = ""
+        self._note: str | None = None
         self._implied: str | None = role
         self._state = _EXPECT if role is None else _HEADER
 
@@ -313,10 +316,12 @@ class _Scanner:
             self._pos = 0
             self._scan = max(0, self._scan - cut)
 
-    def _begin_header(self, at: int, header_start: int, implied: str | None) -> None:
+    def _begin_header(self, at: int, header_start: int, implied: str | None,
+                      note: str | None = None) -> None:
         self._msg_offset = self._base + at
         self._pos = self._scan = header_start
         self._implied = implied
+        self._note = note
         self._state = _HEADER
 
     # -- states -------------------------------------------------------------------------------
@@ -337,7 +342,7 @@ class _Scanner:
         else:
             # "<|channel|>" with no "<|start|>" before it: an assistant message whose start
             # token is missing; whatever precedes it belongs to its header.
-            self._begin_header(self._pos, self._pos, "assistant")
+            self._begin_header(self._pos, self._pos, "assistant", _NO_START)
             self._scan = match.start()
         return True
 
@@ -409,27 +414,26 @@ class _Scanner:
         if safe > self._pos:
             piece = buf[self._pos : safe]
             self._parts.append(piece)
-            header = self._header
-            if self._deltas and header is not None:
-                out.append(
-                    HarmonyDelta(
-                        text=piece,
-                        role=header[0],
-                        channel=header[2],
-                        recipient=header[3],
-                        offset=self._msg_offset,
-                    )
-                )
+            if self._deltas and self._header is not None:
+                out.append(self._delta(piece, self._header))
         self._buf = buf[safe:]
         self._base += safe
         self._pos = self._scan = 0
 
     # -- producing items ------------------------------------------------------------------------
 
+    def _delta(self, text: str, header: _Header) -> HarmonyDelta:
+        return HarmonyDelta(
+            text=text, role=header[0], channel=header[2], recipient=header[3],
+            offset=self._msg_offset,
+        )
+
     def _close(self, out: list[HarmonyDelta | HarmonyMessage], tail: str, ended: EndedBy) -> None:
         content = "".join(self._parts) + tail if self._parts else tail
         self._parts = []
         header, self._header = self._header, None
+        if self._deltas and tail and header is not None:
+            out.append(self._delta(tail, header))
         if header is None:
             out.append(
                 _error_item(
@@ -441,7 +445,8 @@ class _Scanner:
                 )
             )
         else:
-            out.append(_build_message(header, self._msg_offset, content, ended, None))
+            notes = [self._note] if self._note else None
+            out.append(_build_message(header, self._msg_offset, content, ended, notes))
 
     def _headerless(self, out: list[HarmonyDelta | HarmonyMessage], text: str,
                     ended: EndedBy) -> None:
@@ -462,14 +467,15 @@ class _Scanner:
                 problem = str(exc)
             else:
                 if channel is not None or ended != "eof" or rest.strip():
-                    warning = (
-                        "no <|message|> in this message: its header is taken as content"
-                        if "<|" in text
-                        else "no Harmony tokens: the text is taken as plain content"
+                    warnings = [self._note] if self._note else []
+                    warnings.append(
+                        "no Harmony tokens: the text is taken as plain content"
+                        if ended == "eof"
+                        else "no <|message|> in this message: its header is taken as content"
                     )
                     header = (implied, None, channel, None, None)
                     content = rest.strip() if channel else rest
-                    out.append(_build_message(header, offset, content, ended, [warning]))
+                    out.append(_build_message(header, offset, content, ended, warnings))
                 return
         elif not text.strip() and ended == "eof":
             return
