@@ -287,7 +287,12 @@ def test_iter_reads_json_lines_dedupes_and_skips_other_files(tmp_path: Path) -> 
 def test_missing_package_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without bfcl_eval installed the error says how to install it."""
     import importlib.util
+    from importlib import metadata
 
+    def not_installed(name: str) -> None:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "distribution", not_installed)
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ConfigurationError, match="pip install --no-deps bfcl-eval"):
         bfcl_data_dir()

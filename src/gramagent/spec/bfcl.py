@@ -45,6 +45,7 @@ import importlib.util
 import json
 import re
 from collections.abc import Iterator, Mapping
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -330,18 +331,29 @@ def _make_nullable(out: JSONSchema) -> None:
 # --------------------------------------------------------------------------------------------
 
 def bfcl_data_dir() -> Path:
-    """The ``data`` folder of the installed ``bfcl_eval`` package (without importing it).
+    """The ``data`` folder of the installed ``bfcl-eval`` distribution (not imported).
+
+    Found through the distribution's metadata first (a module called ``bfcl_eval`` on
+    ``sys.path``, such as a script of that name, cannot shadow it), then through the import
+    system.
 
     Raises:
-        ConfigurationError: ``bfcl_eval`` is not installed.
+        ConfigurationError: ``bfcl-eval`` is not installed.
     """
+    candidates: list[Path] = []
+    try:
+        dist = metadata.distribution("bfcl-eval")
+    except metadata.PackageNotFoundError:
+        pass
+    else:
+        candidates.append(Path(str(dist.locate_file("bfcl_eval/data"))))
     spec = importlib.util.find_spec("bfcl_eval")
-    locations = list(spec.submodule_search_locations or ()) if spec else []
-    for location in locations:
-        data = Path(location) / "data"
+    if spec is not None and spec.submodule_search_locations:
+        candidates += [Path(loc) / "data" for loc in spec.submodule_search_locations]
+    for data in candidates:
         if data.is_dir():
             return data
-    raise ConfigurationError("bfcl_eval is not installed (pip install --no-deps "
+    raise ConfigurationError("bfcl-eval is not installed (pip install --no-deps "
                              "bfcl-eval==2026.3.23)")
 
 
