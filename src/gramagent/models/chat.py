@@ -184,6 +184,12 @@ class ChatCompletionsModel:
         """Close the connection pool."""
         await self.http.aclose()
 
+    async def __aenter__(self) -> ChatCompletionsModel:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
 
 # -- request ---------------------------------------------------------------------------------
 

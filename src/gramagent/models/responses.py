@@ -109,6 +109,12 @@ class ResponsesModel:
         """Close the connection pool."""
         await self.http.aclose()
 
+    async def __aenter__(self) -> ResponsesModel:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
 
 # -- request ---------------------------------------------------------------------------------
 

@@ -10,8 +10,9 @@ the endpoint, or a callable ``(path, body) -> turn``. ::
     with ScriptedServer([call("sayHello", {"name": "Alice"}), reply("Hello, Alice!")]) as srv:
         ...  # point a model at srv.base_url; srv.requests records what it was sent
 
-Turns are built with :func:`reply`, :func:`call`, :func:`calls`, :func:`error`, :func:`drop`
-and :func:`completion`, each taking ``delay=`` seconds. A turn is rendered in the form the
+Turns are built with :func:`reply`, :func:`call`, :func:`calls`, :func:`error`, :func:`drop`,
+:func:`completion` and :func:`http_response` (a verbatim answer), each taking ``delay=``
+seconds. A turn is rendered in the form the
 request asks for, using the adapters' own renderers: ``tool_calls`` (or legacy
 ``function_call``, first call only, when the request has ``functions``), Responses ``output``
 items, SSE chunks for ``stream: true``, the constrained ``{"name", "arguments"}`` /
@@ -56,6 +57,7 @@ __all__ = [
     "ScriptCompletion",
     "ScriptDrop",
     "ScriptError",
+    "ScriptHTTP",
     "ScriptReply",
     "ScriptTurn",
     "ScriptedServer",
@@ -64,6 +66,7 @@ __all__ = [
     "completion",
     "drop",
     "error",
+    "http_response",
     "load_script",
     "main",
     "reply",
@@ -137,8 +140,20 @@ class ScriptCompletion:
     delay: float = 0.0
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScriptHTTP:
+    """A verbatim HTTP answer (to script what no well-behaved server sends)."""
+
+    status: int = 200
+    body: bytes = b""
+    content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
+    delay: float = 0.0
+
+
 ScriptTurn: TypeAlias = (
     ScriptReply | ScriptCall | ScriptCalls | ScriptError | ScriptDrop | ScriptCompletion
+    | ScriptHTTP
 )
 ScriptFunction: TypeAlias = Callable[[str, Any], ScriptTurn | None]
 
@@ -187,6 +202,22 @@ def drop(*, delay: float = 0.0) -> ScriptDrop:
 def completion(text: str, usage: UsageLike = None, *, delay: float = 0.0) -> ScriptCompletion:
     """Raw completion text for ``/v1/completions``."""
     return ScriptCompletion(text=text, usage=_usage(usage), delay=delay)
+
+
+def http_response(body: bytes | str | Mapping[str, Any] | Sequence[Any] = b"", status: int = 200,
+                  *, content_type: str = "application/json",
+                  headers: Mapping[str, str] | None = None,
+                  delay: float = 0.0) -> ScriptHTTP:
+    """Answer with exactly this status and body (JSON-encoded when not text or bytes), e.g.
+    a 200 whose body is not JSON, or a reply missing its ``choices``."""
+    if isinstance(body, str):
+        data = body.encode()
+    elif isinstance(body, bytes):
+        data = body
+    else:
+        data = orjson.dumps(body)
+    return ScriptHTTP(status=status, body=data, content_type=content_type,
+                      headers=tuple((headers or {}).items()), delay=delay)
 
 
 # -- the JSON script file --------------------------------------------------------------------
@@ -344,6 +375,8 @@ class ScriptedServer:
         self.models = tuple(models)
         self.requests: list[RecordedRequest] = []
         """Every request received on a model endpoint, in arrival order."""
+        self.connections = 0
+        """TCP connections accepted so far (to check keep-alive reuse)."""
         self._counter = 0
         self._thread: threading.Thread | None = None
         self._aio: asyncio.AbstractEventLoop | None = None
@@ -422,7 +455,8 @@ class ScriptedServer:
             tasks = asyncio.all_tasks(aio)
             for task in tasks:
                 task.cancel()
-            aio.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            if tasks:
+                aio.run_until_complete(asyncio.wait(tasks, timeout=5.0))
             aio.run_until_complete(server.wait_closed())
             aio.close()
 
@@ -431,6 +465,7 @@ class ScriptedServer:
     async def _connection(self, reader: asyncio.StreamReader,
                           writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        self.connections += 1
         conn = h11.Connection(h11.SERVER)
         try:
             while True:
@@ -455,6 +490,10 @@ class ScriptedServer:
                 )
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError, h11.LocalProtocolError):
+            pass
+        except asyncio.CancelledError:
+            # The server is shutting down. End quietly: on Python 3.11 the streams machinery
+            # logs a cancelled connection handler as an unhandled error.
             pass
         finally:
             self._writers.discard(writer)
@@ -548,6 +587,9 @@ class ScriptedServer:
     def _render(self, path: str, body: dict[str, Any], raw: bytes, turn: ScriptTurn) -> _Answer:
         if isinstance(turn, ScriptDrop):
             return _Answer(0, b"", drop=True)
+        if isinstance(turn, ScriptHTTP):
+            return _Answer(turn.status, turn.body, content_type=turn.content_type.encode(),
+                           headers=[(k.encode(), v.encode()) for k, v in turn.headers])
         if isinstance(turn, ScriptError):
             headers = []
             if turn.retry_after is not None:

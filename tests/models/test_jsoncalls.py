@@ -1,0 +1,109 @@
+"""The constrained step schema and the JSON-in-text readers, including fuzzing: whatever a
+model writes, the readers return text or calls and never raise."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gramagent.messages import ToolCall
+from gramagent.models.base import ModelTurn, ToolDefinition
+from gramagent.models.jsoncalls import (
+    extract_json_calls,
+    read_tool_step,
+    tool_step_content,
+    tool_step_schema,
+)
+
+ADDRESS_TOOL = ToolDefinition(
+    name="ship",
+    description="Ship to an address",
+    parameters={
+        "type": "object",
+        "properties": {"to": {"$ref": "#/$defs/Address"}},
+        "required": ["to"],
+        "$defs": {"Address": {"type": "object", "properties": {"city": {"type": "string"}},
+                              "required": ["city"]}},
+    },
+)
+PING = ToolDefinition(name="ping", description="Ping", parameters={"type": "object"})
+
+
+def test_step_schema_lifts_defs_and_validates_steps():
+    """Tool $defs move to the root so references resolve; the schema accepts each tool's call
+    and the final answer, and rejects calls to other names."""
+    schema = tool_step_schema([ADDRESS_TOOL, PING], "auto")
+    assert set(schema) == {"anyOf", "$defs"}
+    assert "$defs" not in schema["anyOf"][0]["properties"]["arguments"]
+    validator = jsonschema.Draft202012Validator(schema)
+    assert validator.is_valid({"name": "ship", "arguments": {"to": {"city": "Oslo"}}})
+    assert validator.is_valid({"name": "ping", "arguments": {}})
+    assert validator.is_valid({"text": "done"})
+    assert not validator.is_valid({"name": "ship", "arguments": {"to": {}}})
+    assert not validator.is_valid({"name": "rm", "arguments": {}})
+    assert ADDRESS_TOOL.parameters["$defs"]  # the tool's own schema is left untouched
+
+
+def test_step_content_round_trips():
+    """tool_step_content is what read_tool_step reads back, malformed arguments included."""
+    call = ToolCall(id="x", name="ping", arguments='{"n": 1}')
+    text, calls = read_tool_step(tool_step_content(ModelTurn(tool_calls=(call,))))
+    assert text is None and [(c.name, c.arguments) for c in calls] == [("ping", '{"n":1}')]
+    broken = ToolCall(id="x", name="ping", arguments='{"n": ')
+    _, calls = read_tool_step(tool_step_content(ModelTurn(tool_calls=(broken,))))
+    assert [(c.name, c.arguments) for c in calls] == [("ping", '{"n": }')]
+    assert read_tool_step(tool_step_content(ModelTurn(text='say "hi"'))) == ('say "hi"', ())
+
+
+NAMES = ["ping", "ship"]
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(["name", "arguments", "text", "x", "tool_call"]), inner,
+                      max_size=3),
+    max_leaves=8,
+)
+fragments = st.one_of(
+    st.text(max_size=30),
+    json_values.map(json.dumps),
+    st.builds(lambda n, a: json.dumps({"name": n, "arguments": a}),
+              st.sampled_from(NAMES + ["other"]), json_values),
+    st.sampled_from(["```json\n", "\n```", "<tool_call>", "</tool_call>", "{", "[", '"', "}"]),
+)
+model_output = st.lists(fragments, max_size=6).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(model_output)
+def test_readers_never_raise(content):
+    """Random, truncated and mixed JSON/prose never crash either reader; text mode only ever
+    returns calls to known tools, each with an id and text arguments."""
+    text, calls = extract_json_calls(content, NAMES)
+    assert all(c.name in NAMES and c.id and isinstance(c.arguments, str) for c in calls)
+    if not calls:
+        assert text == content
+    text, calls = read_tool_step(content, NAMES)
+    assert text is not None or calls
+    assert all(c.id and isinstance(c.arguments, str) for c in calls)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(NAMES), json_values, st.text(max_size=20), st.text(max_size=20))
+def test_text_mode_finds_a_call_anywhere(name, arguments, before, after):
+    """A known call written between arbitrary prose is found, with its arguments intact."""
+    written = json.dumps({"name": name, "arguments": arguments})
+    if "{" in before or "[" in before:
+        before = ""
+    _, calls = extract_json_calls(f"{before}\n{written}\n{after}", NAMES)
+    assert calls
+    assert calls[0].name == name
+    found = calls[0].arguments
+    if isinstance(arguments, str):
+        assert found == arguments
+    elif arguments is None:
+        assert found == "{}"
+    else:
+        assert json.loads(found) == arguments

@@ -1,0 +1,140 @@
+"""resolve_model: providers, apis, base URL and key resolution, ConfigurationError cases."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from gramagent.errors import ConfigurationError
+from gramagent.models.base import Model
+from gramagent.models.chat import ChatCompletionsModel
+from gramagent.models.registry import is_loopback, resolve_model
+from gramagent.models.responses import ResponsesModel
+from gramagent.models.scripted import reply
+from gramagent.spec.model import ModelRef
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No OpenAI settings leak in from the environment running the tests."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+@pytest.mark.parametrize(
+    ("api", "cls", "functions"),
+    [(None, ChatCompletionsModel, False), ("chat", ChatCompletionsModel, False),
+     ("functions", ChatCompletionsModel, True), ("responses", ResponsesModel, None)],
+    ids=["default", "chat", "functions", "responses"],
+)
+def test_apis(api, cls, functions):
+    """Each api builds its adapter; chat is the default, functions is chat in legacy form."""
+    model = resolve_model(ModelRef.parse("openai/gpt-4o-mini"), api=api, api_key="sk-1")
+    assert isinstance(model, cls)
+    assert isinstance(model, Model)
+    assert model.http.base_url == "https://api.openai.com/v1"
+    if functions is not None:
+        assert model.functions is functions
+
+
+def test_environment_supplies_base_url_and_key(monkeypatch):
+    """OPENAI_BASE_URL and OPENAI_API_KEY are used when no arguments are given."""
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://llm.example.com/v1/")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    model = resolve_model("gpt-4o-mini")
+    assert model.http.base_url == "https://llm.example.com/v1"
+    assert model.http._headers["Authorization"] == "Bearer sk-env"
+
+
+def test_arguments_override_environment(monkeypatch):
+    """Explicit base_url and api_key win over the environment."""
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://env.example.com/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    model = resolve_model("openai/x", base_url="https://arg.example.com/v1", api_key="sk-arg")
+    assert model.http.base_url == "https://arg.example.com/v1"
+    assert model.http._headers["Authorization"] == "Bearer sk-arg"
+
+
+@pytest.mark.parametrize("url", ["https://api.openai.com/v1", "http://10.0.0.5:8000/v1"])
+def test_missing_key_for_remote_server(url, monkeypatch):
+    """No key for a non-loopback server is a ConfigurationError naming OPENAI_API_KEY."""
+    monkeypatch.setenv("OPENAI_API_KEY", "")
+    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
+        resolve_model("openai/gpt-4o-mini", base_url=url)
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:8080/v1", "http://localhost:1234/v1", "http://[::1]:9/v1",
+            "http://127.1.2.3/v1"])
+def test_loopback_servers_need_no_key(url):
+    """Local servers are reachable without a key; no Authorization header is sent."""
+    model = resolve_model("openai/qwen", base_url=url)
+    assert "Authorization" not in model.http._headers
+    assert is_loopback(url)
+
+
+def test_is_loopback_rejects_lookalikes():
+    """Hosts that merely contain loopback-looking text are remote."""
+    assert not is_loopback("http://127.0.0.1.example.com/v1")
+    assert not is_loopback("http://localhost.evil.com/v1")
+
+
+@pytest.mark.parametrize(
+    ("ref", "kwargs", "match"),
+    [
+        ("anthropic/claude", {}, "unknown model provider 'anthropic'"),
+        ("openai/gpt", {"api": "assistants"}, "unknown api 'assistants'"),
+        ("openai/gpt", {"base_url": "ftp://x/v1"}, "invalid base URL"),
+        ("openai/gpt", {"base_url": "127.0.0.1:8080"}, "invalid base URL"),
+        ("openai/gpt", {"api_key": "k", "tool_call_mode": "json"}, "tool_call_mode"),
+        ("openai/gpt", {"api_key": "k", "no_such_option": 1}, "no_such_option"),
+        ("openai/gpt", {"api": "responses", "api_key": "k", "stream": True}, "stream"),
+    ],
+    ids=["provider", "api", "scheme", "no-scheme", "mode", "option", "responses-option"],
+)
+def test_configuration_errors(ref, kwargs, match):
+    """Everything checkable before a request raises ConfigurationError with a clear reason."""
+    with pytest.raises(ConfigurationError, match=match):
+        resolve_model(ref, **kwargs)
+
+
+def test_options_reach_the_adapter():
+    """Adapter options pass through resolve_model."""
+    model = resolve_model("openai/m", api_key="k", tool_call_mode="text", stream=True,
+                          max_retries=5)
+    assert (model.tool_call_mode, model.stream, model.http.max_retries) == ("text", True, 5)
+
+
+def test_missing_local_extra(monkeypatch):
+    """Without the local module the error says which extra to install."""
+    monkeypatch.setitem(sys.modules, "gramagent.models.local", None)
+    with pytest.raises(ConfigurationError, match=r'pip install "gramagent\[local\]"'):
+        resolve_model("local/qwen2.5-coder-0.5b")
+
+
+def test_missing_harmony_extra(monkeypatch):
+    """Without the harmony module the error says which extra to install."""
+    monkeypatch.setitem(sys.modules, "gramagent.models.harmony", None)
+    with pytest.raises(ConfigurationError, match=r'pip install "gramagent\[harmony\]"'):
+        resolve_model("openai/gpt-oss-20b", api="harmony", base_url="http://127.0.0.1:1/v1")
+
+
+def test_local_provider_refuses_a_base_url():
+    """Explicit arguments reach the local provider, which runs its own server."""
+    pytest.importorskip("gramagent.models.local")
+    with pytest.raises(ConfigurationError, match="base_url"):
+        resolve_model("local/qwen2.5-coder-0.5b", base_url="http://127.0.0.1:9/v1")
+
+
+async def test_resolved_model_talks_to_a_loopback_server(serve, make_request):
+    """A model resolved for a loopback base URL without a key answers over real HTTP."""
+    srv = serve([reply("resolved")])
+    model = resolve_model("openai/test-model", api="responses", base_url=srv.base_url)
+    try:
+        turn = await model.request(make_request())
+    finally:
+        await model.aclose()
+    assert turn.text == "resolved"
+    assert srv.requests[0].path == "/v1/responses"
+    assert "authorization" not in srv.requests[0].headers
