@@ -101,6 +101,8 @@ class Tool:
     """Per parameter, a function turning its JSON value into the annotated Python type."""
     is_async: bool = field(init=False, default=False)
     """Whether ``invoke`` is a coroutine function (derived)."""
+    accepts: frozenset[str] | None = field(init=False, default=None)
+    """The argument names ``invoke`` takes (derived); None when it takes ``**kwargs``."""
 
     def __post_init__(self) -> None:
         if not callable(self.invoke):
@@ -109,6 +111,7 @@ class Tool:
         object.__setattr__(self, "is_async", _is_coroutine_function(self.invoke))
         if self.context_param is None:
             object.__setattr__(self, "context_param", _find_context_param(self.invoke))
+        object.__setattr__(self, "accepts", _accepted_names(self.invoke, self.context_param))
         if self.signature is None:
             object.__setattr__(self, "signature", _signature_of(self.schema))
 
@@ -468,6 +471,20 @@ def _find_context_param(func: Callable[..., Any]) -> str | None:
                 ann is inspect.Parameter.empty and p.name == "ctx"):
             return p.name
     return None
+
+
+def _accepted_names(func: Callable[..., Any], context_param: str | None) -> frozenset[str] | None:
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    names = set()
+    for p in params:
+        if p.kind is p.VAR_KEYWORD:
+            return None
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != context_param:
+            names.add(p.name)
+    return frozenset(names)
 
 
 def _close_values(state: Mapping[str, Any]) -> None:

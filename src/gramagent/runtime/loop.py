@@ -417,7 +417,10 @@ class _Run:
             c.rejection = checked
             return c
         c.arguments = checked.arguments
-        c.tool = bound.tools[call.name]
+        c.tool = tool = bound.tools[call.name]
+        if tool.accepts is not None and not tool.accepts.issuperset(checked.arguments):
+            c.rejection = _unexpected_arguments(tool, checked.arguments)
+            return c
         if self.limits.repeat_guard:
             c.repeat_key = call.name + "\x00" + canonical_json(checked.arguments)
             if c.repeat_key in self.answered:
@@ -506,6 +509,17 @@ def _bind(agent: Agent | BoundAgent, library: ToolLibrary | None, *, dry_run: bo
                             "given: pass library=... (e.g. gramagent.tools.builtin_library())")
         library = ToolLibrary(_spec_stub(spec) for spec in agent.tools)
     return library.bind(agent)
+
+
+def _unexpected_arguments(tool: Tool, arguments: dict[str, Any]) -> CallRejection:
+    """The schema let extra keys through, but the implementation cannot take them."""
+    extra = sorted(set(arguments) - (tool.accepts or frozenset()))
+    takes = ", ".join(sorted(tool.accepts or ())) or "no arguments"
+    return rejection(
+        "invalid_arguments",
+        f"tool {tool.name!r} got unexpected arguments: {', '.join(map(repr, extra))}. "
+        f"It takes: {takes}.",
+        f"{len(extra)} unexpected argument{'s' if len(extra) != 1 else ''}")
 
 
 def _spec_stub(spec: Any) -> Tool:

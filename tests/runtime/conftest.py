@@ -1,0 +1,47 @@
+"""Fixtures for the loop tests: test tools, agents, adapters over the scripted HTTP server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from runtime_support import ModelFactory, Tools, make_agent, make_tools
+
+from gramagent.models.base import Model
+from gramagent.models.registry import resolve_model
+from gramagent.models.scripted import ScriptedServer
+from gramagent.spec.model import Agent
+
+
+@pytest.fixture
+def tools() -> Tools:
+    return make_tools()
+
+
+@pytest.fixture
+def agent(tools: Tools) -> Agent:
+    return make_agent(tools.library)
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+async def model_for() -> AsyncIterator[ModelFactory]:
+    """Builds adapters (fast retries) pointing at a scripted server; closes them after."""
+    made: list[Model] = []
+
+    def build(srv: ScriptedServer, api: str) -> Model:
+        model = resolve_model("openai/scripted", api=api, base_url=srv.base_url,
+                              max_retries=3, backoff_base=0.001)
+        made.append(model)
+        return model
+
+    yield build
+    for model in made:
+        await model.aclose()
+
+

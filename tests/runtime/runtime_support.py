@@ -1,0 +1,150 @@
+"""Helpers of the loop tests: test tools, agents, and readers of recorded request bodies."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gramagent.models.base import Model
+from gramagent.models.scripted import ScriptedServer, ScriptTurn
+from gramagent.runtime.library import ToolContext, ToolLibrary
+from gramagent.spec.model import Agent
+
+APIS = ("chat", "functions", "responses")
+PARALLEL_APIS = ("chat", "responses")  # legacy functions carry one call per turn
+GREETING = "Returns a friendly greeting message for the given name."
+
+
+@dataclass
+class Tools:
+    """A library of test tools that count how often each one actually ran."""
+
+    library: ToolLibrary = field(default_factory=ToolLibrary)
+    runs: Counter[str] = field(default_factory=Counter)
+
+
+def make_tools() -> Tools:
+    tools = Tools()
+    lib = tools.library
+
+    @lib.register
+    def sayHello(personName: str = "world") -> str:
+        """Returns a friendly greeting message for the given name."""
+        tools.runs["sayHello"] += 1
+        return f"Hello, {personName}! Nice to meet you."
+
+    @lib.register
+    def fail(reason: str) -> str:
+        """Always fails."""
+        tools.runs["fail"] += 1
+        raise ValueError(f"boom: {reason}")
+
+    @lib.register(timeout=0.2)
+    async def stall() -> str:
+        """Never finishes on its own."""
+        tools.runs["stall"] += 1
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    @lib.register
+    def lookup(key: str) -> dict[str, Any]:
+        """Returns a record."""
+        tools.runs["lookup"] += 1
+        return {"key": key, "values": [1, 2], "ok": True}
+
+    @lib.register
+    def visits(ctx: ToolContext) -> int:
+        """Counts calls within one conversation."""
+        tools.runs["visits"] += 1
+        ctx.state["visits"] = ctx.state.get("visits", 0) + 1
+        return int(ctx.state["visits"])
+
+    return tools
+
+
+def make_agent(library: ToolLibrary, names: Sequence[str] | None = None) -> Agent:
+    specs = tuple(t.spec() for t in library if names is None or t.name in names)
+    return Agent(name="hello_world_agent", model="openai/scripted",
+                 instruction="You are friendly. Greet users with sayHello.", tools=specs)
+
+
+
+ModelFactory = Callable[[ScriptedServer, str], Model]
+
+
+
+def script(srv: ScriptedServer, *turns: ScriptTurn) -> ScriptedServer:
+    srv.add(*turns)
+    return srv
+
+
+# -- reading what the model was sent ---------------------------------------------------------
+
+def sent_results(body: dict[str, Any]) -> list[tuple[str | None, str]]:
+    """(call id, content) of every tool result in a request body, whatever the wire format."""
+    out: list[tuple[str | None, str]] = []
+    for item in body.get("messages", ()):
+        if item.get("role") == "tool":
+            out.append((item["tool_call_id"], item["content"]))
+        elif item.get("role") == "function":
+            out.append((None, item["content"]))
+    for item in body.get("input", ()):
+        if item.get("type") == "function_call_output":
+            out.append((item["call_id"], item["output"]))
+    return out
+
+
+def sent_calls(body: dict[str, Any]) -> list[str]:
+    """Names of the tool calls in a request body's history."""
+    names: list[str] = []
+    for item in body.get("messages", ()):
+        names.extend(c["function"]["name"] for c in item.get("tool_calls") or ())
+        if item.get("function_call"):
+            names.append(item["function_call"]["name"])
+    names.extend(i["name"] for i in body.get("input", ()) if i.get("type") == "function_call")
+    return names
+
+
+def sent_choice(body: dict[str, Any]) -> Any:
+    """The tool choice of a request body (``function_call`` for legacy functions)."""
+    return body.get("tool_choice", body.get("function_call"))
+
+
+def user_texts(body: dict[str, Any]) -> list[str]:
+    items = body.get("messages", body.get("input", ()))
+    return [i["content"] for i in items if i.get("role") == "user"]
+
+
+class Barrier:
+    """Lets n concurrent tool calls through only once all n have started (async or threads)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.log: list[tuple[str, int]] = []
+        self._lock = threading.Lock()
+        self._threads = threading.Barrier(n, timeout=10)
+        self._count = 0
+        self._event: asyncio.Event | None = None
+
+    def _mark(self, what: str, i: int) -> None:
+        with self._lock:
+            self.log.append((what, i))
+
+    async def wait_async(self, i: int) -> None:
+        self._mark("start", i)
+        if self._event is None:
+            self._event = asyncio.Event()
+        self._count += 1
+        if self._count == self.n:
+            self._event.set()
+        await asyncio.wait_for(self._event.wait(), timeout=10)
+        self._mark("end", i)
+
+    def wait_sync(self, i: int) -> None:
+        self._mark("start", i)
+        self._threads.wait()
+        self._mark("end", i)

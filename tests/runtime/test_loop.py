@@ -1,0 +1,349 @@
+"""The agent loop over real HTTP: ScriptedServer + the real adapters, for every wire format."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from runtime_support import (
+    APIS,
+    PARALLEL_APIS,
+    Barrier,
+    ModelFactory,
+    Tools,
+    make_agent,
+    script,
+    sent_calls,
+    sent_choice,
+    sent_results,
+    user_texts,
+)
+
+from gramagent.errors import ConfigurationError, ModelAPIError, ToolError, ValidationError
+from gramagent.messages import AssistantMessage, Conversation, ToolResultMessage, UserMessage
+from gramagent.models.base import NamedToolChoice
+from gramagent.models.scripted import ScriptedServer, call, calls, drop, error, reply
+from gramagent.runtime.events import CaptureSink
+from gramagent.runtime.library import ToolLibrary
+from gramagent.runtime.limits import RunLimits
+from gramagent.runtime.loop import AgentResponse, run_agent, run_agent_sync
+from gramagent.spec.model import Agent
+
+HELLO = "Hello, Alice! Nice to meet you."
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_say_hello_conversation(api: str, tools: Tools, agent: Agent,
+                                      server: ScriptedServer, model_for: ModelFactory) -> None:
+    """User message -> one sayHello call -> the tool runs -> its result reaches the model."""
+    script(server, call("sayHello", {"personName": "Alice"}), reply("Hi Alice, welcome!"))
+    response = await run_agent(agent, "Hi, I'm Alice", library=tools.library,
+                               model=model_for(server, api))
+    assert response.content == "Hi Alice, welcome!"
+    (invocation,) = response.tool_invocations
+    assert invocation.name == "sayHello" and invocation.ok
+    assert invocation.arguments == {"personName": "Alice"} and invocation.result == HELLO
+    assert tools.runs["sayHello"] == 1
+    assert [m.kind for m in response.context] == ["user", "assistant", "tool_result",
+                                                  "assistant"]
+    assert response.usage.requests == 2 and response.usage.total_tokens > 0
+    first, second = (r.body for r in server.requests)
+    assert "sayHello" in json.dumps(first.get("tools", first.get("functions")))
+    assert sent_results(first) == []
+    assert [content for _, content in sent_results(second)] == [HELLO]
+    assert user_texts(second) == ["Hi, I'm Alice"]
+    assert response.to_dict()["tool_invocations"][0]["result"] == HELLO
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_resolves_and_closes_its_own_model(api: str, tools: Tools, agent: Agent,
+                                                 server: ScriptedServer) -> None:
+    """With model=None the agent's ModelRef is resolved against base_url/api."""
+    script(server, reply("plain answer"))
+    response = await run_agent(agent, "Hi", library=tools.library, api=api,
+                               base_url=server.base_url)
+    assert response.content == "plain answer"
+    assert server.requests[0].body["model"] == "scripted"
+
+
+@pytest.mark.parametrize("api", PARALLEL_APIS)
+@pytest.mark.parametrize("flavour", ["async", "sync"])
+async def test_parallel_calls_run_concurrently(api: str, flavour: str, server: ScriptedServer,
+                                               model_for: ModelFactory) -> None:
+    """Eight calls of one turn all start before any finishes; results keep call order."""
+    barrier = Barrier(8)
+    library = ToolLibrary()
+    if flavour == "async":
+        @library.register
+        async def work(i: int) -> str:
+            """Works."""
+            await barrier.wait_async(i)
+            return f"done {i}"
+    else:
+        @library.register
+        def work(i: int) -> str:
+            """Works."""
+            barrier.wait_sync(i)
+            return f"done {i}"
+
+    ids = [f"call_{i}" for i in range(8)]
+    script(server, calls(*(call("work", {"i": i}, id=ids[i]) for i in range(8))), reply("all done"))
+    sink = CaptureSink()
+    response = await run_agent(make_agent(library), "go", library=library,
+                               model=model_for(server, api), events=sink)
+    assert response.content == "all done"
+    assert [i.result for i in response.tool_invocations] == [f"done {i}" for i in range(8)]
+    starts = [n for n, (what, _) in enumerate(barrier.log) if what == "start"]
+    ends = [n for n, (what, _) in enumerate(barrier.log) if what == "end"]
+    assert len(starts) == len(ends) == 8 and max(starts) < min(ends)
+    assert sent_results(server.requests[1].body) == [(ids[i], f"done {i}") for i in range(8)]
+    kinds = [e.kind for e in sink.events]
+    assert kinds == ["tool_call_planned"] * 8 + ["tool_call_result"] * 8
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_multi_turn_context_continues_the_conversation(
+        api: str, tools: Tools, agent: Agent, server: ScriptedServer,
+        model_for: ModelFactory) -> None:
+    """Passing response.context back sends the whole history; the caller's copy is kept."""
+    model = model_for(server, api)
+    script(server, call("sayHello", {"personName": "Alice"}), reply("Hello Alice!"),
+           reply("You are Alice."))
+    first = await run_agent(agent, "Hi, I'm Alice", library=tools.library, model=model)
+    second = await run_agent(agent, "Who am I?", library=tools.library, model=model,
+                             context=first.context)
+    assert second.content == "You are Alice."
+    assert len(first.context) == 4 and len(second.context) == 6
+    assert second.context.id == first.context.id
+    assert second.tool_invocations == ()
+    body = server.requests[2].body
+    assert user_texts(body) == ["Hi, I'm Alice", "Who am I?"]
+    assert [c for _, c in sent_results(body)] == [HELLO]
+    assert "Hello Alice!" in json.dumps(body)
+
+
+async def test_tool_context_state_lives_per_conversation(tools: Tools, agent: Agent,
+                                                         server: ScriptedServer,
+                                                         model_for: ModelFactory) -> None:
+    """A ToolContext tool sees the same state across runs of one conversation only."""
+    model = model_for(server, "chat")
+    script(server, call("visits"), reply("1"), call("visits"), reply("2"), call("visits"),
+           reply("fresh"))
+    first = await run_agent(agent, "a", library=tools.library, model=model)
+    second = await run_agent(agent, "b", library=tools.library, model=model,
+                             context=first.context)
+    fresh = await run_agent(agent, "c", library=tools.library, model=model)
+    results = [r.tool_invocations[0].result for r in (first, second, fresh)]
+    assert results == [1, 2, 1]
+
+
+ERROR_CASES: dict[str, tuple[Any, str, str, list[str]]] = {
+    # name: (call, error_type, text expected in the model's error result, ...)
+    "invalid_json": (call("sayHello", '{"personName": "Al'), "tool_payload_parse_error",
+                     "not valid JSON", []),
+    "non_object": (call("sayHello", '["Alice"]'), "tool_payload_parse_error",
+                   "must be a JSON object, got an array", []),
+    "oversized": (call("sayHello", {"personName": "x" * 9000}), "tool_payload_too_large",
+                  "the limit is 8192 bytes", []),
+    "unknown_tool": (call("sayHelo", {"personName": "Alice"}), "unknown_tool",
+                     "Did you mean 'sayHello'?", []),
+    "schema_violation": (call("sayHello", {"personName": 42}), "invalid_arguments",
+                         "personName: 42 is not of type 'string'", ['"personName"']),
+    "unexpected_argument": (call("sayHello", {"personName": "A", "mood": 1}),
+                            "invalid_arguments", "unexpected arguments: 'mood'", []),
+    "tool_exception": (call("fail", {"reason": "disk full"}), "tool_exception",
+                       "ValueError: boom: disk full", []),
+    "tool_timeout": (call("stall", {}), "tool_timeout", "did not finish within 0.2 s", []),
+}
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("case", list(ERROR_CASES))
+async def test_bad_calls_become_error_results_the_model_sees(
+        case: str, api: str, tools: Tools, agent: Agent, server: ScriptedServer,
+        model_for: ModelFactory) -> None:
+    """Each failure is an error result in the next request; a sibling's result is kept."""
+    bad, error_type, expected, more = ERROR_CASES[case]
+    bad = call(bad.name, bad.arguments, id="call_bad")
+    good = call("sayHello", {"personName": "Alice"}, id="call_good")
+    if api in PARALLEL_APIS:
+        script(server, calls(bad, good), reply("recovered"))
+    else:
+        script(server, bad, good, reply("recovered"))
+    sink = CaptureSink()
+    response = await run_agent(agent, "Hi", library=tools.library,
+                               model=model_for(server, api), events=sink)
+    assert response.content == "recovered"
+    failed, ok = response.tool_invocations
+    assert failed.error_type == error_type and failed.error is not None
+    assert expected in failed.error and all(m in failed.error for m in more)
+    assert ok.ok and ok.result == HELLO and tools.runs["sayHello"] == 1
+    results = sent_results(server.requests[-1].body)
+    assert [c for _, c in results] == [failed.error, HELLO]
+    if api in PARALLEL_APIS:
+        assert [i for i, _ in results] == ["call_bad", "call_good"]
+    errors = [e for e in sink.of_kind("tool_call_result") if e.status == "error"]
+    assert [e.error_type for e in errors] == [error_type]
+
+
+async def test_schema_error_result_quotes_the_expected_schema(
+        tools: Tools, agent: Agent, server: ScriptedServer, model_for: ModelFactory) -> None:
+    """invalid_arguments tells the model the schema it should have followed."""
+    script(server, call("lookup", {"key": 1, "extra": True}), reply("ok"))
+    response = await run_agent(agent, "Hi", library=tools.library,
+                               model=model_for(server, "chat"))
+    error_text = response.tool_invocations[0].error or ""
+    assert "Expected arguments (JSON Schema)" in error_text
+    assert '"required":["key"]' in error_text and tools.runs["lookup"] == 0
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_retries_do_not_run_a_tool_twice(api: str, tools: Tools, agent: Agent,
+                                               server: ScriptedServer,
+                                               model_for: ModelFactory) -> None:
+    """429, 500 and dropped connections are retried by the adapter; the tool runs once."""
+    script(server, error(429, "slow down", retry_after=0), call("sayHello", {"personName": "A"}),
+           error(500, "oops"), drop(), reply("done"))
+    response = await run_agent(agent, "Hi", library=tools.library, model=model_for(server, api))
+    assert response.content == "done"
+    assert tools.runs["sayHello"] == 1 and len(response.tool_invocations) == 1
+    assert len(server.requests) == 5
+    assert [len(sent_results(r.body)) for r in server.requests] == [0, 0, 1, 1, 1]
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_model_api_error_carries_the_conversation(api: str, tools: Tools, agent: Agent,
+                                                        server: ScriptedServer,
+                                                        model_for: ModelFactory) -> None:
+    """A failure after a tool turn keeps the user message and the tool result in .context."""
+    script(server, call("sayHello", {"personName": "Alice"}), error(400, "bad request"))
+    with pytest.raises(ModelAPIError) as info:
+        await run_agent(agent, "Hi, I'm Alice", library=tools.library,
+                        model=model_for(server, api))
+    exc = info.value
+    assert exc.status == 400
+    context = exc.context
+    assert isinstance(context, Conversation)
+    assert context[0] == UserMessage(content="Hi, I'm Alice")
+    assert isinstance(context[1], AssistantMessage) and context[1].tool_calls[0].name == "sayHello"
+    assert isinstance(context[2], ToolResultMessage) and context[2].content == HELLO
+    assert exc.usage.requests == 1
+
+
+async def test_empty_input_is_refused_before_any_request(tools: Tools, agent: Agent,
+                                                         server: ScriptedServer,
+                                                         model_for: ModelFactory) -> None:
+    """ValidationError, and the server never hears of it."""
+    with pytest.raises(ValidationError):
+        await run_agent(agent, "   ", library=tools.library, model=model_for(server, "chat"))
+    assert server.requests == []
+
+
+async def test_binding_errors_come_before_any_request(server: ScriptedServer,
+                                                      model_for: ModelFactory) -> None:
+    """An agent whose tools the library lacks fails with ToolError, no request sent."""
+    agent = make_agent(make_library_with_hello())
+    with pytest.raises(ToolError, match="no implementation"):
+        await run_agent(agent, "Hi", library=ToolLibrary(), model=model_for(server, "chat"))
+    with pytest.raises(ToolError, match="no library was given"):
+        await run_agent(agent, "Hi", model=model_for(server, "chat"))
+    assert server.requests == []
+
+
+def make_library_with_hello(greeting: str = "Hello") -> ToolLibrary:
+    library = ToolLibrary()
+
+    @library.register
+    def sayHello(personName: str = "world") -> str:
+        """Returns a friendly greeting message for the given name."""
+        return f"{greeting}, {personName}!"
+
+    return library
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_ab_two_libraries_run_the_same_agent(api: str, server: ScriptedServer,
+                                                   model_for: ModelFactory) -> None:
+    """The same agent spec runs with library A and library B; the model sees each result."""
+    library_a, library_b = make_library_with_hello("Hello"), make_library_with_hello("Howdy")
+    agent = make_agent(library_a)
+    model = model_for(server, api)
+    outputs = []
+    for library in (library_a, library_b):
+        script(server, call("sayHello", {"personName": "Al"}), reply("ok"))
+        response = await run_agent(agent, "Hi", library=library, model=model)
+        outputs.append(response.tool_invocations[0].result)
+    assert outputs == ["Hello, Al!", "Howdy, Al!"]
+    assert [c for _, c in sent_results(server.requests[1].body)] == ["Hello, Al!"]
+    assert [c for _, c in sent_results(server.requests[3].body)] == ["Howdy, Al!"]
+
+
+async def test_structured_results_are_sent_as_compact_json(tools: Tools, agent: Agent,
+                                                           server: ScriptedServer,
+                                                           model_for: ModelFactory) -> None:
+    """A dict result reaches the model as compact JSON; the invocation keeps the value."""
+    script(server, call("lookup", {"key": "k"}), reply("ok"))
+    response = await run_agent(agent, "Hi", library=tools.library,
+                               model=model_for(server, "chat"))
+    assert response.tool_invocations[0].result == {"key": "k", "values": [1, 2], "ok": True}
+    assert sent_results(server.requests[1].body)[0][1] == '{"key":"k","values":[1,2],"ok":true}'
+
+
+async def test_long_tool_output_is_truncated_with_a_marker(server: ScriptedServer,
+                                                           model_for: ModelFactory) -> None:
+    """Output over max_tool_output_chars is cut; the marker says how much."""
+    library = ToolLibrary()
+
+    @library.register
+    def big() -> str:
+        """Big output."""
+        return "x" * 100
+
+    script(server, call("big"), reply("ok"))
+    await run_agent(make_agent(library), "Hi", library=library, model=model_for(server, "chat"),
+                    limits=RunLimits(max_tool_output_chars=10))
+    sent = sent_results(server.requests[1].body)[0][1]
+    assert sent.startswith("x" * 10 + "\n[") and "90 of 100 characters cut" in sent
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_required_tool_choice_applies_to_the_first_request_only(
+        api: str, tools: Tools, agent: Agent, server: ScriptedServer,
+        model_for: ModelFactory) -> None:
+    """A forced choice is sent first, then "auto" so the model can answer."""
+    script(server, call("sayHello", {}), reply("ok"))
+    await run_agent(agent, "Hi", library=tools.library, model=model_for(server, api),
+                    tool_choice=NamedToolChoice("sayHello"))
+    first, second = (sent_choice(r.body) for r in server.requests)
+    assert "sayHello" in json.dumps(first)
+    assert second == "auto"
+
+
+def test_run_agent_sync_runs_and_refuses_to_nest(tools: Tools, agent: Agent,
+                                                 server: ScriptedServer) -> None:
+    """The sync wrapper runs a whole conversation; inside a loop it points at run_agent."""
+    script(server, call("sayHello", {"personName": "Alice"}), reply("Hi!"))
+    response = run_agent_sync(agent, "Hi", library=tools.library, base_url=server.base_url)
+    assert isinstance(response, AgentResponse) and response.content == "Hi!"
+
+    async def nested() -> None:
+        run_agent_sync(agent, "Hi", library=tools.library, base_url=server.base_url)
+
+    import asyncio
+
+    with pytest.raises(ConfigurationError, match="await run_agent"):
+        asyncio.run(nested())
+
+
+async def test_to_dict_is_json_ready(tools: Tools, agent: Agent, server: ScriptedServer,
+                                     model_for: ModelFactory) -> None:
+    """AgentResponse.to_dict() encodes to JSON and rebuilds the conversation."""
+    script(server, call("sayHello", {"personName": "Alice"}), reply("Hi!"))
+    response = await run_agent(agent, "Hi", library=tools.library,
+                               model=model_for(server, "chat"))
+    data = json.loads(json.dumps(response.to_dict()))
+    assert data["content"] == "Hi!" and data["usage"]["requests"] == 2
+    assert Conversation.from_list(data["context"]) == response.context
+    assert data["run_id"] == response.run_id and len(response.run_id) == 32
+    assert sent_calls(server.requests[1].body) == ["sayHello"]
