@@ -493,13 +493,14 @@ class _Scanner:
                ended: EndedBy) -> None:
         text = self._buf[start:stop]
         if text and not text.isspace():
+            lead = len(text) - len(text.lstrip())
             out.append(
                 _error_item(
                     "unexpected_text",
                     "text outside any message (expected <|start|>)",
-                    text,
+                    text.strip(),
                     ended,
-                    self._base + start,
+                    self._base + start + lead,
                 )
             )
 
