@@ -319,15 +319,20 @@ def configure_logging(
     Calling it again replaces the handler it installed before (never other handlers).
 
     Args:
-        verbosity: 0 for warnings and errors, 1 for INFO (model attempts, tool calls, token
-            counts), 2 or more for DEBUG.
+        verbosity: -1 (or less) for critical records only, 0 for warnings and errors, 1 for
+            INFO (model attempts, tool calls, token counts), 2 or more for DEBUG.
         json: One JSON object per record instead of text.
         stream: Where to write; ``sys.stderr`` at the time of the call by default.
 
     Returns:
         The installed handler.
     """
-    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    if verbosity < 0:
+        level = logging.CRITICAL
+    elif verbosity == 0:
+        level = logging.WARNING
+    else:
+        level = logging.INFO if verbosity == 1 else logging.DEBUG
     reset_logging()
     root = logging.getLogger("gramagent")
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import importlib
+import inspect
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -79,6 +80,7 @@ def load_library(reference: str | None = None) -> ToolLibrary:
     """The ToolLibrary named by ``module:attribute`` (default: the built-in tools).
 
     The attribute is either a ToolLibrary or a callable taking no arguments that returns one.
+    Modules are looked up in the working directory too, as ``python -m`` does.
 
     Raises:
         ConfigurationError: the reference is malformed, cannot be imported, or does not
@@ -92,6 +94,8 @@ def load_library(reference: str | None = None) -> ToolLibrary:
         raise ConfigurationError(
             f"--tools {reference!r}: expected 'module:attribute', e.g. {DEFAULT_TOOLS!r}"
         )
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # like `python -m`: modules of the working directory
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -107,6 +111,15 @@ def load_library(reference: str | None = None) -> ToolLibrary:
                 f"--tools {reference!r}: module {module_name!r} has no attribute {attr!r}"
             ) from None
     if not isinstance(obj, ToolLibrary) and callable(obj):
+        try:
+            inspect.signature(obj).bind()
+        except TypeError:
+            raise ConfigurationError(
+                f"--tools {reference!r} is a callable that needs arguments; expected a "
+                "ToolLibrary or a zero-argument function returning one"
+            ) from None
+        except ValueError:  # no signature to inspect (some builtins): just try it
+            pass
         obj = obj()
     if not isinstance(obj, ToolLibrary):
         raise ConfigurationError(
@@ -322,7 +335,8 @@ def run(
         events=events, max_iterations=max_iterations, timeout=timeout, dry_run=dry_run,
     )
     out = _Output(json)
-    configure_logging(verbose)
+    # Without -v a failure is one error line: no log records (retries, run errors) beside it.
+    configure_logging(verbose if verbose > 0 else -1)
     try:
         with asyncio.Runner() as runner:
             session = Session.open(options)
@@ -386,7 +400,7 @@ def chat(
     )
     out = _Output(json)
     failed = False
-    configure_logging(verbose)
+    configure_logging(verbose if verbose > 0 else -1)
     try:
         with asyncio.Runner() as runner:
             session = Session.open(options)
