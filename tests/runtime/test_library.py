@@ -283,3 +283,41 @@ def test_conversation_state_is_per_conversation_and_bounded() -> None:
     library.forget("c2")
     assert second.closed
     library.forget()
+
+
+WEATHER_GRAM = """
+[weather:Agent {
+  instruction: "Use tools.",
+  model: "openai/gpt-4o-mini"
+} |
+  [getWeather:Tool {description: "Current weather for a city."} |
+    (city::String {description: "City name."})
+    ==>(days::DAYS_TYPE {description: "How many days.", default: 3})
+    ==>(unit::String {default: "C", enum: ["C", "F"]})
+    ==>(::String)
+  ]
+]
+"""
+
+
+def test_python_function_and_gram_spec_are_compared() -> None:
+    """A @tool function binds to the gram spec it matches and not to one that differs."""
+    from gramagent.spec.gram import load_agent
+
+    @tool
+    def getWeather(city: str, days: int = 3, unit: Literal["C", "F"] = "C") -> str:
+        """Current weather for a city.
+
+        Args:
+            city: City name.
+            days: How many days.
+        """
+        return f"{city}: sunny for {days} days"
+
+    library = ToolLibrary([getWeather])
+    agent = load_agent(WEATHER_GRAM.replace("DAYS_TYPE", "Integer"))
+    assert library.bind(agent).tools["getWeather"] is getWeather
+    assert getWeather.signature == agent.tools[0].signature
+    with pytest.raises(ToolError) as info:
+        library.bind(load_agent(WEATHER_GRAM.replace("DAYS_TYPE", "Number")))
+    assert '/properties/days/type: spec "number" vs implementation "integer"' in str(info.value)

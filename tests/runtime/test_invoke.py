@@ -1,0 +1,104 @@
+"""Tests of running one checked call: threads and tasks, timeouts, failures, output text."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+
+from gramagent.runtime.invoke import DRY_RUN_RESULT, execute, render_output
+from gramagent.runtime.library import Tool, ToolContext, tool
+
+request_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_var", default="none")
+
+
+def test_render_output_strings_json_and_truncation() -> None:
+    """Strings pass as they are, other values become compact JSON, long text is cut."""
+    assert render_output("héllo", None) == "héllo"
+    assert render_output({"a": [1, None], "b": True}, None) == '{"a":[1,null],"b":true}'
+    assert render_output(3.5, None) == "3.5"
+    cut = render_output("abcdefghij", 4)
+    assert cut.startswith("abcd\n[... output truncated: 6 of 10 characters cut (limit 4)]")
+
+
+async def test_sync_tools_run_in_a_worker_thread_with_context_variables() -> None:
+    """A sync tool runs off the event loop thread and sees the caller's context variables."""
+    seen: dict[str, object] = {}
+
+    @tool
+    def where() -> str:
+        """Where am I."""
+        seen["thread"] = threading.current_thread().name
+        return request_var.get()
+
+    request_var.set("req-42")
+    outcome = await execute(where, {}, context=None, timeout=5)
+    assert outcome.result == "req-42" and outcome.error_type is None
+    assert str(seen["thread"]).startswith("gramagent-tool")
+
+
+async def test_async_tools_and_awaitables_returned_by_sync_callables() -> None:
+    """Coroutine functions are awaited; a sync callable returning an awaitable too."""
+
+    async def later() -> str:
+        return "later"
+
+    direct = Tool("d", "D.", {"type": "object", "properties": {}}, later)
+    indirect = Tool("i", "I.", {"type": "object", "properties": {}}, lambda: later())
+    assert direct.is_async and not indirect.is_async
+    assert (await execute(direct, {}, context=None, timeout=5)).result == "later"
+    assert (await execute(indirect, {}, context=None, timeout=5)).result == "later"
+
+
+async def test_timeouts_and_a_tools_own_timeout_error_differ() -> None:
+    """Our deadline gives tool_timeout; a TimeoutError raised by the tool is tool_exception."""
+
+    @tool
+    async def hang() -> str:
+        """Hangs."""
+        await asyncio.Event().wait()
+        return ""
+
+    @tool
+    def gives_up() -> str:
+        """Raises TimeoutError itself."""
+        raise TimeoutError("upstream timed out")
+
+    timed_out = await execute(hang, {}, context=None, timeout=0.05)
+    assert timed_out.error_type == "tool_timeout" and "0.05 s" in timed_out.output
+    own = await execute(gives_up, {}, context=None, timeout=5)
+    assert own.error_type == "tool_exception"
+    assert "TimeoutError: upstream timed out" in own.output
+    assert own.event_message == "raised an exception: TimeoutError"
+
+
+async def test_unserializable_results_are_the_tools_fault() -> None:
+    """A result that is not JSON becomes a tool_exception, not a crash of the loop."""
+
+    @tool
+    def odd() -> str:
+        """Returns an object."""
+        return object()  # type: ignore[return-value]
+
+    outcome = await execute(odd, {}, context=None, timeout=5)
+    assert outcome.error_type == "tool_exception" and "not JSON" in outcome.output
+
+
+async def test_dry_run_does_not_call_and_context_is_passed() -> None:
+    """Dry run returns the canned result; a context parameter receives the ToolContext."""
+    calls: list[ToolContext] = []
+
+    @tool
+    def remember(ctx: ToolContext, note: str) -> str:
+        """Remembers."""
+        calls.append(ctx)
+        ctx.state.setdefault("notes", []).append(note)
+        return ",".join(ctx.state["notes"])
+
+    ctx = ToolContext(conversation_id="c", run_id="r", call_id="k", tool="remember", state={})
+    dry = await execute(remember, {"note": "x"}, context=ctx, timeout=5, dry_run=True)
+    assert dry.result == DRY_RUN_RESULT and dry.output == '{"ok":true}' and not dry.executed
+    assert calls == []
+    first = await execute(remember, {"note": "a"}, context=ctx, timeout=5)
+    second = await execute(remember, {"note": "b"}, context=ctx, timeout=5)
+    assert (first.result, second.result) == ("a", "a,b") and calls == [ctx, ctx]
