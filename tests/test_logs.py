@@ -245,3 +245,17 @@ def test_configure_logging_levels_and_replacement() -> None:
         reset_logging()
     assert not [h for h in logger.handlers if getattr(h, "_gramagent_cli_handler", 0)]
     assert logger.level == logging.NOTSET
+
+
+def test_helpers_redact_free_text_at_the_source(gramagent_records: ListHandler) -> None:
+    """Error texts are masked before the record exists, whatever handler sees it first."""
+    log_model_attempt(model="m", api="chat", attempt=1, elapsed_ms=1, status=401,
+                      error=f"HTTP 401: bad key {KEY}")
+    log_tool_call(tool="t", call_id="c", latency_ms=1, error_type="tool_exception",
+                  message=f"Authorization: Bearer {KEY}")
+    log_run_error(RuntimeError(f"echoed {KEY}"), agent="a")
+    assert len(gramagent_records.records) == 3
+    for record in gramagent_records.records:
+        assert KEY not in record.getMessage()
+        assert KEY not in repr(record.__dict__)
+        assert MASK in record.getMessage()

@@ -19,7 +19,9 @@ logger                        level      fields
 
 The ``log_*`` helpers below are the one-line calls the loop and the adapters make; each returns at
 once, building nothing, when its logger is disabled at that level (``Logger.isEnabledFor``).
-Tool arguments are never logged, only their hash (the events' privacy rule).
+Tool arguments are never logged, only their hash (the events' privacy rule), and the free text
+they log (error messages, which may quote a server's answer) is redacted at the source, so the
+records hold no secret whatever handler receives them.
 
 Secrets are masked by a :class:`Redactor`: API keys (``sk-...``), bearer tokens, the values of
 ``Authorization``-like headers and fields, literal secrets registered with :func:`add_secret`
@@ -379,6 +381,8 @@ def log_model_attempt(
     level = logging.INFO if error is None else logging.WARNING
     if not _model_log.isEnabledFor(level):
         return
+    if error is not None:
+        error = redact(error)  # a server's error text may echo credentials back
     _model_log.log(
         level,
         "model attempt %d %s: %s",
@@ -420,6 +424,8 @@ def log_tool_call(
     level = logging.INFO if error_type is None else logging.WARNING
     if not _tool_log.isEnabledFor(level):
         return
+    if message:
+        message = redact(message)
     _tool_log.log(
         level,
         "tool %s %s",
@@ -469,6 +475,6 @@ def log_run_error(exc: BaseException, *, agent: str | None = None) -> None:
         "run of %s stopped: %s: %s",
         agent or "agent",
         type(exc).__name__,
-        exc,
+        redact(str(exc)),
         extra={"event": "run_error", "agent": agent, "error_type": type(exc).__name__},
     )

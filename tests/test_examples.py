@@ -1,0 +1,117 @@
+"""Every agent of every ``examples/*.gram`` runs against the scripted server.
+
+For each agent the script is derived from its tools: one turn per tool calling it with
+schema-valid example arguments, then a final text. The agent is bound to the built-in tools, so
+an example that does not parse, names a tool gramagent does not ship, or whose gram contract
+drifted from the implementation fails here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from gramagent.models.registry import resolve_model
+from gramagent.models.scripted import ScriptedServer, ScriptTurn, call, reply
+from gramagent.runtime.loop import run_agent
+from gramagent.spec.gram import load_file
+from gramagent.spec.model import Agent, ModelRef
+from gramagent.tools import builtin_library
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+REJECTED = frozenset({
+    "tool_payload_too_large", "tool_payload_parse_error", "unknown_tool", "invalid_arguments",
+})
+"""Error types meaning the call itself was wrong: example arguments must never produce them."""
+
+STRING_EXAMPLES = {"code": "print(1 + 1)", "personName": "Alice"}
+"""Example strings for parameters where any text would not do."""
+
+
+def example_value(schema: dict[str, Any], name: str = "") -> Any:
+    """A value valid against ``schema``: its example, default, first choice, or a minimal
+    value of its type (objects get every property)."""
+    if "examples" in schema and schema["examples"]:
+        return schema["examples"][0]
+    if "default" in schema:
+        return schema["default"]
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return example_value(schema[key][0], name)
+    kind = schema.get("type", "string")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "string":
+        text = STRING_EXAMPLES.get(name, "example")
+        return text.ljust(schema.get("minLength", 0), "x")
+    if kind == "integer":
+        return int(schema.get("minimum", 1))
+    if kind == "number":
+        return float(schema.get("minimum", 1.0))
+    if kind == "boolean":
+        return True
+    if kind == "null":
+        return None
+    if kind == "array":
+        items = schema.get("items", {})
+        return [example_value(items, name) for _ in range(max(1, schema.get("minItems", 1)))]
+    if kind == "object":
+        return {key: example_value(sub, key)
+                for key, sub in schema.get("properties", {}).items()}
+    raise AssertionError(f"no example for schema {schema!r}")
+
+
+def example_agents() -> list[Any]:
+    """(file, agent) for every agent of every example file, with readable ids."""
+    params = []
+    for path in sorted(EXAMPLES.glob("*.gram")):
+        for agent in load_file(path).agents:
+            params.append(pytest.param(path, agent.name, id=f"{path.stem}:{agent.name}"))
+    return params
+
+
+def test_examples_exist() -> None:
+    """The examples folder holds gram files, at least hello_world."""
+    assert (EXAMPLES / "hello_world.gram").is_file()
+
+
+@pytest.mark.parametrize(("path", "agent_name"), example_agents())
+async def test_example_agent_runs(path: Path, agent_name: str, tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent binds to the built-in tools, accepts a call of each tool with example
+    arguments, and returns the scripted answer."""
+    monkeypatch.chdir(tmp_path)
+    agent: Agent = load_file(path).agent(agent_name)
+    arguments = {}
+    for spec in agent.tools:
+        args = example_value(spec.schema)
+        problems = [e.message for e in Draft202012Validator(spec.schema).iter_errors(args)]
+        assert not problems, f"example arguments for {spec.name} are invalid: {problems}"
+        arguments[spec.name] = args
+    turns: list[ScriptTurn] = [call(name, args) for name, args in arguments.items()]
+    turns.append(reply("example finished"))
+
+    with ScriptedServer(turns) as server:
+        model = resolve_model(ModelRef(provider="openai", name=agent.model.name),
+                              base_url=server.base_url, api_key=None)
+        try:
+            response = await run_agent(agent, "Show me what you can do.",
+                                       library=builtin_library(), model=model)
+        finally:
+            await model.aclose()
+        assert server.remaining == 0
+
+    assert response.content == "example finished"
+    assert [i.name for i in response.tool_invocations] == list(arguments)
+    for invocation in response.tool_invocations:
+        assert invocation.error_type not in REJECTED, (
+            f"{invocation.name} rejected its example arguments: {invocation.error}")
+        assert invocation.error_type != "tool_timeout", invocation.error
