@@ -285,6 +285,21 @@ async def test_streaming_equals_non_streaming(serve, make_request, functions):
     assert "stream" not in plain.requests[0].body
 
 
+async def test_streaming_tolerates_a_plain_json_answer_and_rejects_an_empty_stream(serve,
+                                                                                  make_request):
+    """A server ignoring stream: true and answering JSON still gives the turn; a stream with
+    no choices at all is a ModelAPIError rather than an empty answer."""
+    plain = render_chat_completion(
+        ModelTurn(tool_calls=(ToolCall(id="c9", name="getTime", arguments="{}"),)), model="m")
+    srv = serve([http_response(plain),
+                 http_response(b"data: [DONE]\n\n", content_type="text/event-stream")])
+    async with ChatCompletionsModel(srv.base_url, "k", stream=True) as model:
+        turn = await model.request(make_request())
+        with pytest.raises(ModelAPIError, match="no choices"):
+            await model.request(make_request())
+    assert turn.tool_calls == (ToolCall(id="c9", name="getTime", arguments="{}"),)
+
+
 def test_assemble_merges_tool_call_deltas_by_index():
     """Interleaved deltas for two calls are merged by index; usage comes from the last chunk."""
     chunks = [

@@ -6,6 +6,8 @@ and the requests the server saw, never elapsed time."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import socket
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -193,6 +195,19 @@ async def test_connections_are_reused(serve):
             await http.post_json("/chat/completions", BODY)
     assert len(srv.requests) == 3
     assert srv.connections == 1
+
+
+def test_one_client_across_event_loops(serve):
+    """A client reused by successive asyncio.run calls opens a pool per loop and each loop
+    closes its own at shutdown: no socket leaks (a ResourceWarning would fail this test) and
+    aclose from yet another loop is harmless."""
+    srv = serve([reply("first"), reply("second")])
+    http, _ = client(srv)
+    answers = [asyncio.run(http.post_json("/chat/completions", BODY)) for _ in range(2)]
+    gc.collect()
+    asyncio.run(http.aclose())
+    assert [a["choices"][0]["message"]["content"] for a in answers] == ["first", "second"]
+    assert srv.connections == 2
 
 
 # -- pure helpers -----------------------------------------------------------------------------

@@ -66,6 +66,24 @@ def test_garbage_on_the_socket_gets_400(serve):
     assert httpx.post(srv.base_url + "/chat/completions", json=CHAT).status_code == 200
 
 
+def test_expect_100_continue(serve):
+    """A client waiting for 100 Continue (curl with a large body) gets it, then the answer."""
+    srv = serve([reply("continued")])
+    body = json.dumps(CHAT).encode()
+    with socket.create_connection(("127.0.0.1", srv.port)) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Type: application/json\r\nExpect: 100-continue\r\n"
+                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 100")
+        sock.sendall(body)
+        answer = b""
+        while b"continued" not in answer:
+            chunk = sock.recv(4096)
+            assert chunk
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200")
+
+
 def test_exhausted_script_answers_500(serve):
     """Past the last turn every request gets HTTP 500 "script exhausted"."""
     srv = serve([reply("only one")])

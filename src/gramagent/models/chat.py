@@ -421,7 +421,9 @@ def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
     Content pieces are concatenated; ``tool_calls`` deltas are merged by ``index`` (the id and
     type from the first delta that has them, name and arguments pieces concatenated); legacy
-    ``function_call`` deltas likewise; the last ``finish_reason`` and ``usage`` seen win.
+    ``function_call`` deltas likewise; the last ``finish_reason`` and ``usage`` seen win. A
+    whole ``message`` (a server that ignored ``stream: true``) counts as one big delta. With no
+    choice in any chunk the result has no choices (the parser reports that).
     """
     meta: dict[str, Any] = {}
     content: list[str] = []
@@ -429,6 +431,7 @@ def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     legacy: dict[str, str] | None = None
     finish: str | None = None
     usage: Any = None
+    seen = False
     for chunk in chunks:
         if not meta and chunk.get("id") is not None:
             meta = {k: chunk[k] for k in ("id", "created", "model") if k in chunk}
@@ -437,7 +440,8 @@ def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         for choice in chunk.get("choices") or ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
-            delta = choice.get("delta")
+            seen = True
+            delta = choice.get("delta") or choice.get("message")
             if isinstance(delta, dict):
                 piece = delta.get("content")
                 if isinstance(piece, str):
@@ -452,6 +456,8 @@ def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
                     legacy["arguments"] += fc.get("arguments") or ""
             if choice.get("finish_reason"):
                 finish = choice["finish_reason"]
+    if not seen:
+        return {**meta, "object": "chat.completion", "choices": [], "usage": usage}
     message: dict[str, Any] = {"role": "assistant", "content": "".join(content) if content
                                else None}
     if calls:

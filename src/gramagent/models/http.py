@@ -21,7 +21,7 @@ import asyncio
 import email.utils
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypedDict
 
@@ -214,6 +214,7 @@ class HTTPClient:
         )
         self._client: httpx.AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._closer: AsyncGenerator[None, None] | None = None
 
     def __repr__(self) -> str:
         return f"HTTPClient({self.base_url!r}, api={self.api!r})"
@@ -256,11 +257,15 @@ class HTTPClient:
 
         The whole stream is read before returning, so a connection dropped mid-stream is
         retried like any other transport error. An event carrying an ``error`` object, or one
-        that is not JSON, is a :class:`~gramagent.errors.ModelAPIError`.
+        that is not JSON, is a :class:`~gramagent.errors.ModelAPIError`. A server that answers
+        with plain JSON instead of a stream gives a one-event list.
         """
         response = await self._post(path, body, accept="text/event-stream")
+        content_type = response.headers.get("content-type", "")
+        payloads = ([_text(response.content)] if content_type.startswith("application/json")
+                    else parse_sse(_text(response.content)))
         events: list[dict[str, Any]] = []
-        for payload in parse_sse(_text(response.content)):
+        for payload in payloads:
             try:
                 event = orjson.loads(payload)
             except orjson.JSONDecodeError as exc:
@@ -313,10 +318,15 @@ class HTTPClient:
         )
 
     async def aclose(self) -> None:
-        """Close the pooled connections; the next request opens a new pool."""
-        client, self._client, self._loop = self._client, None, None
-        if client is not None:
-            await client.aclose()
+        """Close the pooled connections; the next request opens a new pool.
+
+        A pool opened under another event loop is left to that loop, which closes it when it
+        shuts down (see :meth:`_pool`).
+        """
+        closer, loop = self._closer, self._loop
+        self._client = self._loop = self._closer = None
+        if closer is not None and loop is asyncio.get_running_loop():
+            await closer.aclose()
 
     async def __aenter__(self) -> HTTPClient:
         return self
@@ -326,13 +336,18 @@ class HTTPClient:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _pool(self) -> httpx.AsyncClient:
-        """The pooled client of the running event loop (a new loop gets a new pool)."""
+    async def _pool(self) -> httpx.AsyncClient:
+        """The pooled client of the running event loop (a new loop gets a new pool).
+
+        A pool's connections belong to the loop that opened them. So that an adapter reused
+        under successive loops (``asyncio.run`` / ``run_agent_sync`` calls) leaks no socket,
+        each pool is tied to its loop by a suspended async generator: the loop's
+        ``shutdown_asyncgens()`` (run by ``asyncio.run`` and ``asyncio.Runner`` before the
+        loop closes) finalizes it, which closes the pool while the loop still runs.
+        """
         loop = asyncio.get_running_loop()
         client = self._client
         if client is None or self._loop is not loop:
-            # A pool's connections belong to the loop that opened them; a client reused under
-            # a new loop (e.g. successive asyncio.run calls) starts a fresh pool.
             client = httpx.AsyncClient(
                 headers=self._headers,
                 timeout=self._timeout,
@@ -341,7 +356,9 @@ class HTTPClient:
                 http2=False,
                 follow_redirects=False,
             )
-            self._client, self._loop = client, loop
+            closer = _close_at_shutdown(client)
+            await closer.__anext__()  # runs to its yield: no suspension, no interleaving
+            self._client, self._loop, self._closer = client, loop, closer
         return client
 
     async def _post(self, path: str, body: Mapping[str, Any], *, accept: str) -> httpx.Response:
@@ -356,7 +373,8 @@ class HTTPClient:
         while True:
             started = time.perf_counter()
             try:
-                response = await self._pool().post(url, content=content, headers=headers)
+                pool = await self._pool()
+                response = await pool.post(url, content=content, headers=headers)
             except httpx.TransportError as exc:
                 detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 log_model_attempt(
@@ -414,6 +432,14 @@ class HTTPClient:
         hook = self.on_exchange
         if hook is not None:
             hook(request, response, status)
+
+
+async def _close_at_shutdown(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
+    """Suspended for the life of ``client``; closing the generator closes the client."""
+    try:
+        yield
+    finally:
+        await client.aclose()
 
 
 def _text(content: bytes) -> str:

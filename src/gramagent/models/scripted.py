@@ -469,7 +469,7 @@ class ScriptedServer:
         conn = h11.Connection(h11.SERVER)
         try:
             while True:
-                request, body = await self._read(conn, reader)
+                request, body = await self._read(conn, reader, writer)
                 if request is None:
                     break
                 answer = await self._answer(request, body)
@@ -502,13 +502,16 @@ class ScriptedServer:
                 await writer.wait_closed()
 
     @staticmethod
-    async def _read(conn: h11.Connection,
-                    reader: asyncio.StreamReader) -> tuple[h11.Request | None, bytes]:
+    async def _read(conn: h11.Connection, reader: asyncio.StreamReader,
+                    writer: asyncio.StreamWriter) -> tuple[h11.Request | None, bytes]:
         request: h11.Request | None = None
         body = bytearray()
         while True:
             event = conn.next_event()
             if event is h11.NEED_DATA:
+                if conn.they_are_waiting_for_100_continue:  # e.g. curl with a large body
+                    writer.write(conn.send(h11.InformationalResponse(status_code=100,
+                                                                      headers=[])))
                 conn.receive_data(await reader.read(65536))
             elif isinstance(event, h11.Request):
                 request = event
