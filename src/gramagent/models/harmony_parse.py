@@ -77,6 +77,7 @@ SPECIAL_TOKENS: Final = (START, MESSAGE, END, CALL, RETURN, CHANNEL, CONSTRAIN)
 
 _STOPS: Final[dict[str, EndedBy]] = {"end": "end", "call": "call", "return": "return"}
 _TERMINATORS: Final = (END, CALL, RETURN, START)
+_PARTIAL_TERMINATORS: Final = frozenset(t[:i] for t in _TERMINATORS for i in range(1, len(t)))
 _HOLD_BACK: Final = max(len(t) for t in _TERMINATORS) - 1
 """A chunk may end with a partial token; at most this many trailing characters are held."""
 _SEARCH_BACK: Final = max(len(t) for t in (START, MESSAGE, END, CALL, RETURN, CHANNEL)) - 1
@@ -235,7 +236,8 @@ class HarmonyStreamParser:
     def feed(self, chunk: str) -> list[HarmonyDelta | HarmonyMessage]:
         """Take one chunk; return the deltas and completed messages it produced, in order."""
         items = self._scanner.feed(chunk)
-        self._messages.extend(i for i in items if isinstance(i, HarmonyMessage))
+        if items:
+            self._messages.extend(i for i in items if type(i) is HarmonyMessage)
         return items
 
     def finish(self) -> list[HarmonyMessage]:
@@ -407,10 +409,8 @@ class _Scanner:
         buf = self._buf
         safe = len(buf)
         lt = buf.rfind("<", max(self._pos, safe - _HOLD_BACK))
-        if lt >= 0:
-            tail = buf[lt:]
-            if any(t.startswith(tail) for t in _TERMINATORS):
-                safe = lt
+        if lt >= 0 and buf[lt:] in _PARTIAL_TERMINATORS:
+            safe = lt
         if safe > self._pos:
             piece = buf[self._pos : safe]
             self._parts.append(piece)
