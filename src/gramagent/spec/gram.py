@@ -17,12 +17,13 @@ patterns shared by its tools::
       sayHello
     ]
 
-Reading parses the text once with tree-sitter and walks the tree. Every problem (syntax errors,
-i.e. ERROR and MISSING nodes, and semantic ones: unknown types or tools, duplicates, empty
-names, bad defaults, missing fields) is collected with its 1-based ``line:column`` into one
+Reading parses the text once with tree-sitter (see :mod:`gramagent.spec._gramsyntax` for the
+syntax side) and gives it meaning here. Every problem (syntax errors, i.e. ERROR and MISSING
+nodes, and semantic ones: unknown types or tools, duplicates, empty names, bad defaults,
+missing fields) is collected with its 1-based ``line:column`` into one
 :class:`~gramagent.errors.SpecError`. Writing (:func:`to_gram`) emits the canonical form;
 reading what it wrote gives equal spec objects. The signature notation itself is described in
-:mod:`gramagent.spec.signature`.
+:mod:`gramagent.spec.signature` and ``docs/signatures.md``.
 """
 
 from __future__ import annotations
@@ -30,16 +31,38 @@ from __future__ import annotations
 import codecs
 import difflib
 import os
-import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
-import tree_sitter_gram
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Node
 
 from gramagent.errors import Diagnostic, SpecError
+from gramagent.spec._gramsyntax import (
+    K_COMMENT,
+    K_ELEMENTS,
+    K_NODE,
+    K_RECORD,
+    K_REFERENCE,
+    K_RELATIONSHIP,
+    K_RIGHT,
+    K_SUBJECT,
+    LANGUAGE,
+    V_BAD,
+    V_JSON,
+    V_LIST,
+    V_MAP,
+    V_SCALAR,
+    V_SYMBOL,
+    Decoder,
+    NodeInfo,
+    Val,
+    dedent_fenced,
+    descendants,
+    parse,
+    syntax_problems,
+)
 from gramagent.spec.model import (
     Agent,
     GramDocument,
@@ -51,6 +74,7 @@ from gramagent.spec.model import (
 )
 from gramagent.spec.signature import (
     ITEMS,
+    KEYWORDS,
     PROPERTIES,
     REQUIRED,
     SCHEMA,
@@ -68,102 +92,14 @@ from gramagent.spec.signature import (
     value_problem,
 )
 
-__all__ = ["load_agent", "load_file", "load_gram", "read_signature", "to_gram"]
+__all__ = ["LANGUAGE", "has_comments", "load_agent", "load_file", "load_gram",
+           "read_signature", "to_gram"]
 
-LANGUAGE = Language(tree_sitter_gram.language())
-"""The gram grammar (tree-sitter-gram)."""
-
-_ID = LANGUAGE.id_for_node_kind
-K_SUBJECT = _ID("subject_pattern", True)
-K_NODE = _ID("node_pattern", True)
-K_RELATIONSHIP = _ID("relationship_pattern", True)
-K_REFERENCE = _ID("pattern_reference", True)
-K_ELEMENTS = _ID("subject_pattern_elements", True)
-K_RECORD = _ID("record", True)
-K_PROPERTY = _ID("record_property", True)
-K_LABELS = _ID("labels", True)
-K_SYMBOL = _ID("symbol", True)
-K_QUOTED_NAME = _ID("quoted_name", True)
-K_DQ_NAME = _ID("double_quoted_name", True)
-K_INTEGER = _ID("integer", True)
-K_DECIMAL = _ID("decimal", True)
-K_HEX = _ID("hexadecimal", True)
-K_OCTAL = _ID("octal", True)
-K_MEASUREMENT = _ID("measurement", True)
-K_STRING = _ID("string_literal", True)
-K_TAGGED = _ID("tagged_string", True)
-K_BOOLEAN = _ID("boolean_literal", True)
-K_ARRAY = _ID("array", True)
-K_MAP = _ID("map", True)
-K_RANGE = _ID("range", True)
-K_COMMENT = _ID("comment", True)
-K_RIGHT = _ID("right_arrow", True)
-_ARROWS = {K_RIGHT, _ID("left_arrow", True), _ID("undirected_arrow", True),
-           _ID("bidirectional_arrow", True)}
-_IDENTIFIERS = {K_SYMBOL, K_QUOTED_NAME, K_INTEGER}
-_KEYS = {K_SYMBOL, K_QUOTED_NAME, K_DQ_NAME}
-
-_ESCAPES = {'"': '"', "'": "'", "`": "`", "\\": "\\", "/": "/", "b": "\b", "f": "\f",
-            "n": "\n", "r": "\r", "t": "\t"}
-_ESCAPE_RE = re.compile(r"\\(.)", re.S)
 _INVALID: Any = object()
 """Marks a value that could not be read (its problem is already recorded)."""
-
 _AGENT_KEYS = ("description", "instruction", "model")
 _TOOL_KEYS = ("description",)
-
-
-def _unescape(text: str) -> str:
-    if "\\" not in text:
-        return text
-    return _ESCAPE_RE.sub(lambda m: _ESCAPES.get(m.group(1), m.group(0)), text)
-
-
-def dedent_fenced(content: str) -> str:
-    """The text of a fenced string: the closing fence's line dropped, common indent removed.
-
-    ``content`` runs from after the opening fence's newline to the closing fence.
-    """
-    lines = content.split("\n")
-    if len(lines) > 1 and not lines[-1].strip(" \t"):
-        lines.pop()
-    indents = [len(line) - len(line.lstrip(" \t")) for line in lines if line.strip(" \t")]
-    if not indents:
-        return "\n".join(line.lstrip(" \t") for line in lines)
-    first = next(line for line in lines if line.strip(" \t"))
-    prefix = first[: min(indents)]
-    for line in lines:
-        if line.strip(" \t"):
-            while not line.startswith(prefix):
-                prefix = prefix[:-1]
-    width = len(prefix)
-    return "\n".join(line[width:] if line.startswith(prefix) else line.lstrip(" \t")
-                     for line in lines)
-
-
-class _Parts(NamedTuple):
-    """The pieces of a subject or node pattern (None when absent)."""
-
-    node: Node
-    ident: Node | None
-    labels: Node | None
-    record: Node | None
-    elements: Node | None
-
-
-def _parts(node: Node) -> _Parts:
-    ident = labels = record = elements = None
-    for child in node.children:
-        kind = child.kind_id
-        if kind in _IDENTIFIERS:
-            ident = child
-        elif kind == K_LABELS:
-            labels = child
-        elif kind == K_RECORD:
-            record = child
-        elif kind == K_ELEMENTS:
-            elements = child
-    return _Parts(node, ident, labels, record, elements)
+_KNOWN_KEYWORDS = sorted(KEYWORDS - {"type"})
 
 
 class _Types:
@@ -171,539 +107,353 @@ class _Types:
 
     def __init__(self, parent: _Types | None = None) -> None:
         self.parent = parent
-        self.patterns: dict[str, _Parts] = {}
+        self.patterns: dict[str, tuple[NodeInfo, Node | None]] = {}
         self.resolved: dict[str, JSONSchema | None] = {}
         self.resolving: set[str] = set()
 
-    def names(self) -> list[str]:
+    def chain(self) -> Iterator[_Types]:
         scope: _Types | None = self
-        out: list[str] = []
         while scope is not None:
-            out.extend(scope.patterns)
+            yield scope
             scope = scope.parent
-        return out
+
+    def find(self, name: str) -> _Types | None:
+        return next((s for s in self.chain() if name in s.patterns), None)
+
+
+def _elements(node: Node) -> list[Node]:
+    """The element nodes after ``|`` in a subject pattern (comments left out)."""
+    for child in node.named_children:
+        if child.kind_id == K_ELEMENTS:
+            return [c for c in child.named_children if c.kind_id != K_COMMENT]
+    return []
+
+
+def _did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(candidates), n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
 
 
 class _Reader:
-    """One parse of one text; collects every problem, positioned."""
+    """One parse of one text; gives it meaning and collects every problem, positioned."""
 
     def __init__(self, src: bytes, file: str | None) -> None:
-        self.src = src
+        self.decoder = Decoder(src)
         self.file = file
-        self.problems: list[tuple[int, int, int, str]] = []
-        self.tree = Parser(LANGUAGE).parse(src)
+        self.tree = parse(src)
+        self.problems: list[tuple[int, str]] = []
+        if self.tree.root_node.has_error:
+            self.problems.extend(syntax_problems(self.tree, self.decoder))
 
     # ---- problems ---------------------------------------------------------------------------
 
-    def error(self, node: Node, message: str) -> None:
-        row, col = node.start_point
-        self.problems.append((node.start_byte, row, col, message))
+    def error(self, offset: int, message: str) -> None:
+        self.problems.append((offset, message))
+
+    def where(self, offset: int) -> str:
+        return self.decoder.where(offset)
 
     def raise_problems(self) -> None:
         if not self.problems:
             return
         seen = set()
         diagnostics = []
-        for offset, row, col, message in sorted(self.problems, key=lambda p: p[0]):
-            if (offset, message) in seen:
-                continue
-            seen.add((offset, message))
-            chars = len(self.src[offset - col: offset].decode("utf-8", "replace"))
-            diagnostics.append(Diagnostic(message, self.file, row + 1, chars + 1))
+        for offset, message in sorted(self.problems, key=lambda p: p[0]):
+            if (offset, message) not in seen:
+                seen.add((offset, message))
+                line, column = self.decoder.position(offset)
+                diagnostics.append(Diagnostic(message, self.file, line, column))
         raise SpecError(diagnostics)
 
-    def position(self, node: Node) -> str:
-        row, col = node.start_point
-        offset = node.start_byte
-        chars = len(self.src[offset - col: offset].decode("utf-8", "replace"))
-        return f"{row + 1}:{chars + 1}"
+    # ---- values -----------------------------------------------------------------------------
 
-    # ---- syntax -----------------------------------------------------------------------------
-
-    def syntax_errors(self) -> None:
-        stack = [self.tree.root_node]
-        while stack:
-            node = stack.pop()
-            if node.is_missing:
-                self.missing(node)
-            elif node.is_error:
-                self.unexpected(node)
-            elif node.has_error:
-                stack.extend(reversed(node.children))
-
-    def missing(self, node: Node) -> None:
-        kind = node.type
-        parent = node.parent
-        if kind in ("]", ")", "}") and parent is not None:
-            opener = {"]": "[", ")": "(", "}": "{"}[kind]
-            for sibling in parent.children:
-                if sibling.type == opener:
-                    self.error(node, f"expected '{kind}' to close the '{opener}' at "
-                                     f"{self.position(sibling)}")
-                    return
-            self.error(node, f"expected '{kind}'")
-        elif parent is not None and parent.kind_id == K_ARRAY:
-            self.error(node, "expected a value: gram lists cannot be empty "
-                             "(write json`[]` for an empty list)")
-        elif parent is not None and parent.kind_id in (K_PROPERTY, _ID("map_entry", True)):
-            self.error(node, "expected a value after ':'")
-        else:
-            self.error(node, f"expected {_friendly(kind)}")
-
-    def unexpected(self, node: Node) -> None:
-        openers: list[Node] = []
-        quote: Node | None = None
-        first: Node | None = None
-        for leaf in _leaves(node):
-            kind = leaf.type
-            if first is None:
-                first = leaf
-            if quote is not None:
-                if kind == quote.type:
-                    quote = None
-                continue
-            if kind in ('"', "'", "`"):
-                quote = leaf
-            elif kind in ("[", "(", "{"):
-                openers.append(leaf)
-            elif kind in ("]", ")", "}") and openers and _CLOSER[openers[-1].type] == kind:
-                openers.pop()
-        if quote is not None:
-            self.error(quote, f"unterminated string: expected a closing {quote.type} on the "
-                              "same line")
-            return
-        if openers and node.end_byte >= len(self.src.rstrip()):
-            for opener in openers:
-                self.error(opener, f"'{opener.type}' is never closed: expected "
-                                   f"'{_CLOSER[opener.type]}' before the end of the text")
-            return
-        leaf = first or node
-        text = self.src[leaf.start_byte: min(leaf.end_byte, leaf.start_byte + 30)]
-        excerpt = text.decode("utf-8", "replace").split("\n")[0] or node.type
-        if excerpt.startswith("\\"):
-            self.error(leaf, "invalid escape in a string: gram strings allow \\\" \\' \\` "
-                             "\\\\ \\/ \\b \\f \\n \\r \\t (write other characters as they are)")
-            return
-        if excerpt.startswith("\0"):
-            self.error(leaf, "a NUL character cannot appear in gram text")
-            return
-        message = f"unexpected '{excerpt}'"
-        expected = self.expected(node)
-        if expected:
-            message += f": expected {expected}"
-        self.error(leaf, message)
-
-    def expected(self, error: Node) -> str | None:
-        """What the grammar accepts where ``error`` starts (None when it says nothing useful)."""
-        before = _leaf_before(error)
-        if before is None or before.next_parse_state == 0:
-            return None
-        it = LANGUAGE.lookahead_iterator(before.next_parse_state)
-        if it is None:
-            return None
-        closer = None
-        ancestor = error.parent
-        while ancestor is not None and closer is None:
-            closer = {K_RECORD: "}", K_MAP: "}", K_NODE: ")", K_SUBJECT: "]",
-                      K_ARRAY: "]"}.get(ancestor.kind_id)
-            ancestor = ancestor.parent
-        names: list[str] = []
-        for symbol in it.symbols():
-            if not LANGUAGE.node_kind_is_visible(symbol):
-                continue
-            kind = LANGUAGE.node_kind_for_id(symbol) or ""
-            if kind in ("]", ")", "}") and closer is not None and kind != closer:
-                continue
-            name = _friendly(kind)
-            if name and name not in names:
-                names.append(name)
-        if not names or len(names) > 6:
-            return None
-        return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
-
-    # ---- scalars ----------------------------------------------------------------------------
-
-    def text(self, node: Node) -> str:
-        return self.src[node.start_byte: node.end_byte].decode()
-
-    def name(self, node: Node) -> str:
-        """An identifier, key or label: symbol, integer, `quoted` or "quoted" name."""
-        raw = self.src[node.start_byte: node.end_byte].decode()
-        if node.kind_id in (K_QUOTED_NAME, K_DQ_NAME):
-            return _unescape(raw[1:-1])
-        return raw
-
-    def string(self, node: Node) -> str | None:
-        """The text of a string literal or tagged string; None if ``node`` is not one."""
-        kind = node.kind_id
-        if kind == K_STRING:
-            raw = self.src[node.start_byte: node.end_byte]
-            if raw.startswith(b"```"):
-                return dedent_fenced(self.content(node))
-            return _unescape(raw[1:-1].decode())
-        if kind == K_TAGGED:
-            tag, body = self.tagged(node)
-            if tag == "json":
-                value = self.json(node, body)
-                if value is _INVALID:
-                    return ""
-                if not isinstance(value, str):
-                    self.error(node, "expected a string, not a JSON "
-                                     f"{type(value).__name__}")
-                    return ""
-                return value
-            return body
-        return None
-
-    def content(self, node: Node) -> str:
-        for child in node.children:
-            if child.type == "string_content":
-                return self.text(child)
-        return ""
-
-    def tagged(self, node: Node) -> tuple[str, str]:
-        raw = self.src[node.start_byte: node.end_byte]
-        if raw.startswith(b"```"):
-            tag = self.text(node.child(1)) if node.child_count > 1 else ""
-            return tag, dedent_fenced(self.content(node))
-        tick = raw.index(b"`")
-        return raw[:tick].decode(), _unescape(raw[tick + 1: -1].decode())
-
-    def json(self, node: Node, body: str) -> Any:
-        try:
-            return orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            self.error(node, f"invalid JSON in json`...`: {exc}")
+    def json(self, val: Val) -> Any:
+        """A JSON value; _INVALID after reporting what is wrong."""
+        kind, payload, offset = val
+        if kind in (V_SCALAR, V_JSON):
+            return payload
+        if kind == V_SYMBOL:
+            if payload == "null":
+                return None
+            self.error(offset, f"unexpected name '{payload}': write a string as \"{payload}\"")
             return _INVALID
-
-    def value(self, node: Node) -> Any:
-        """A JSON value: gram scalar, list, map, ``null`` or json`...`; _INVALID if not."""
-        kind = node.kind_id
-        if kind == K_STRING:
-            return self.string(node)
-        if kind == K_INTEGER:
-            return int(self.src[node.start_byte: node.end_byte])
-        if kind == K_DECIMAL:
-            return float(self.src[node.start_byte: node.end_byte])
-        if kind == K_BOOLEAN:
-            return self.src[node.start_byte] == 0x74  # "t"
-        if kind == K_ARRAY:
-            out = []
-            for child in node.children:
-                if child.is_named and child.kind_id != K_COMMENT:
-                    item = self.value(child)
-                    if item is _INVALID:
-                        return _INVALID
-                    out.append(item)
-            return out
-        if kind == K_MAP:
-            result: dict[str, Any] = {}
-            for entry in node.named_children:
-                if entry.kind_id == K_COMMENT:
-                    continue
-                key_node, value_node = _key_value(entry)
-                if key_node is None or value_node is None:
-                    return _INVALID
-                item = self.value(value_node)
+        if kind == V_LIST:
+            items = [self.json(v) for v in payload]
+            return _INVALID if any(i is _INVALID for i in items) else items
+        if kind == V_MAP:
+            out = {}
+            for key, _, v in payload:
+                item = self.json(v)
                 if item is _INVALID:
                     return _INVALID
-                result[self.name(key_node)] = item
-            return result
-        if kind == K_TAGGED:
-            tag, body = self.tagged(node)
-            return self.json(node, body) if tag == "json" else body
-        if kind == K_HEX:
-            return int(self.text(node), 16)
-        if kind == K_OCTAL:
-            return int(self.text(node), 8)
-        if kind == K_SYMBOL:
-            word = self.text(node)
-            if word == "null":
-                return None
-            self.error(node, f"unexpected name '{word}': write a string as \"{word}\"")
-            return _INVALID
-        if kind == K_MEASUREMENT:
-            self.error(node, f"'{self.text(node)}' is not a JSON value; quote it as a string")
-            return _INVALID
-        if kind == K_RANGE:
-            self.error(node, "ranges are not JSON values; use minimum and maximum")
-            return _INVALID
-        self.error(node, f"expected a value, not {node.type}")
+                out[key] = item
+            return out
+        self.error(offset, payload)  # V_BAD
         return _INVALID
 
-    def record(self, node: Node | None, what: str) -> list[tuple[str, Node, Node]]:
-        """The ``(key, key node, value node)`` entries of a record; duplicates reported."""
-        if node is None:
-            return []
-        out = []
-        seen: set[str] = set()
-        for prop in node.children:
-            if prop.kind_id != K_PROPERTY:
-                continue
-            key_node, value_node = _key_value(prop)
-            if key_node is None or value_node is None:
-                continue
-            key = self.name(key_node)
-            if key in seen:
-                self.error(key_node, f"{what}: duplicate key '{key}'")
-                continue
-            seen.add(key)
-            out.append((key, key_node, value_node))
-        return out
+    def string(self, val: Val) -> str | None:
+        """A string value, or None when ``val`` is not one (nothing reported)."""
+        kind, payload, _ = val
+        if kind in (V_SCALAR, V_JSON) and isinstance(payload, str):
+            return payload
+        if kind == V_BAD:
+            self.error(val[2], payload)
+        return None
 
-    def labels(self, node: Node | None) -> list[tuple[str, Node]]:
-        if node is None:
-            return []
-        return [(self.name(child), child) for child in node.children
-                if child.kind_id in (K_SYMBOL, K_QUOTED_NAME)]
-
-    def required_name(self, parts: _Parts, what: str) -> str | None:
-        """The identifier of a pattern that must have a non-empty one."""
-        if parts.ident is None:
-            self.error(parts.node, f"{what} needs a name, e.g. [name:{what.capitalize()} ...]")
-            return None
-        name = self.name(parts.ident)
-        if not name.strip():
-            self.error(parts.ident, f"{what} name must not be empty")
-            return None
-        return name
-
-    def strings(self, parts: _Parts, what: str, allowed: tuple[str, ...]
-                ) -> tuple[dict[str, tuple[str, Node]], set[str]]:
-        """The string properties of an agent or tool record (and every key present)."""
-        out = {}
-        entries = self.record(parts.record, what)
-        for key, key_node, value_node in entries:
+    def strings(self, info: NodeInfo, what: str, allowed: tuple[str, ...]
+                ) -> tuple[dict[str, tuple[str, int]], set[str]]:
+        """The string properties of an agent or tool record, and every key present."""
+        out: dict[str, tuple[str, int]] = {}
+        keys: set[str] = set()
+        for key, key_offset, val in info.entries or ():
+            if key in keys:
+                self.error(key_offset, f"{what}: duplicate key '{key}'")
+                continue
+            keys.add(key)
             if key not in allowed:
-                hint = _did_you_mean(key, allowed)
-                self.error(key_node, f"{what}: unknown property '{key}' (expected "
-                                     f"{', '.join(allowed)}){hint}")
+                self.error(key_offset, f"{what}: unknown property '{key}' (expected "
+                                       f"{', '.join(allowed)}){_did_you_mean(key, allowed)}")
                 continue
-            text = self.string(value_node)
+            text = self.string(val)
             if text is None:
-                self.error(value_node, f"{what}: {key} must be a string")
+                if val[0] != V_BAD:
+                    self.error(val[2], f"{what}: {key} must be a string")
                 continue
-            out[key] = (text, value_node)
-        return out, {key for key, _, _ in entries}
+            out[key] = (text, val[2])
+        return out, keys
+
+    def required_name(self, info: NodeInfo, what: str) -> str | None:
+        """The identifier of a pattern that must have a non-empty one."""
+        if info.ident is None:
+            self.error(info.offset, f"{what} needs a name, e.g. [name:{what.capitalize()} ...]")
+            return None
+        if not info.ident.strip():
+            self.error(info.ident_offset, f"{what} name must not be empty")
+            return None
+        return info.ident
 
     # ---- types ------------------------------------------------------------------------------
 
-    def collect_types(self, scope: _Types, parts: _Parts) -> None:
+    def collect_type(self, scope: _Types, node: Node) -> None:
         """Register a type pattern ``[Name:Type {...} | members]`` in ``scope``."""
-        if parts.ident is None:
-            self.error(parts.node, "a type pattern needs a name: [Name:Object | ...]")
-            return
-        name = self.name(parts.ident)
-        if not name:
-            self.error(parts.ident, "type name must not be empty")
+        info = self.decoder.info(node)
+        elements = _elements(node)
+        name = info.ident
+        if name is None:
+            self.error(info.offset, "a type pattern needs a name: [Name:Object | ...]")
+        elif not name:
+            self.error(info.ident_offset, "type name must not be empty")
         elif name in TYPE_NAMES:
-            self.error(parts.ident, f"'{name}' is a built-in type; choose another type name")
+            self.error(info.ident_offset, f"'{name}' is a built-in type; choose another name")
         elif name in scope.patterns:
-            first = scope.patterns[name]
-            self.error(parts.ident, f"duplicate type '{name}' (first defined at "
-                                    f"{self.position(first.node)})")
+            first = scope.patterns[name][0]
+            self.error(info.ident_offset, f"duplicate type '{name}' (first defined at "
+                                          f"{self.where(first.offset)})")
         else:
-            scope.patterns[name] = parts
+            scope.patterns[name] = (info, node if elements else None)
 
-    def resolve(self, name: str, node: Node, scope: _Types) -> JSONSchema | None:
+    def resolve_all(self, scope: _Types) -> None:
+        """Check every type pattern of a scope, used or not."""
+        for name, (info, _) in scope.patterns.items():
+            if name not in scope.resolved:
+                self.resolve(name, info.ident_offset, scope)
+
+    def resolve(self, name: str, offset: int, scope: _Types) -> JSONSchema | None:
         """The schema of a named type (a fresh copy), or None after reporting a problem."""
-        where: _Types | None = scope
-        while where is not None and name not in where.patterns:
-            where = where.parent
+        where = scope.find(name)
         if where is None:
-            known = [*TYPE_NAMES, *scope.names()]
-            self.error(node, f"unknown type '{name}' (expected a built-in type: "
-                             f"{', '.join(TYPE_NAMES)}, or a type pattern [{name}:Object | ...]"
-                             f"){_did_you_mean(name, known)}")
+            known = [*TYPE_NAMES, *(n for s in scope.chain() for n in s.patterns)]
+            self.error(offset, f"unknown type '{name}' (expected a built-in type: "
+                               f"{', '.join(TYPE_NAMES)}, or a type pattern "
+                               f"[{name}:Object | ...]){_did_you_mean(name, known)}")
             return None
-        if name in where.resolved:
-            schema = where.resolved[name]
-            return None if schema is None else orjson.loads(orjson.dumps(schema))
-        if name in where.resolving:
-            self.error(node, f"type '{name}' refers to itself; recursive types cannot be "
-                             "written as JSON Schema without $ref")
-            return None
-        where.resolving.add(name)
-        parts = where.patterns[name]
-        result = self.typed(parts, where, member=False, members=parts.elements)
-        where.resolving.discard(name)
-        schema = None if result is None else result[0]
-        where.resolved[name] = schema
-        return None if schema is None else orjson.loads(orjson.dumps(schema))
+        if name not in where.resolved:
+            if name in where.resolving:
+                self.error(offset, f"type '{name}' refers to itself; recursive types cannot be "
+                                   "written as JSON Schema without $ref")
+                return None
+            where.resolving.add(name)
+            info, node = where.patterns[name]
+            members = _elements(node) if node is not None else None
+            result = self.typed(info, where, member=False, members=members,
+                                what=f"type '{name}'")
+            where.resolving.discard(name)
+            where.resolved[name] = None if result is None else result[0]
+        schema = where.resolved[name]
+        return None if schema is None else _copy(schema)
 
-    def base_type(self, parts: _Parts, scope: _Types, what: str) -> JSONSchema | None:
+    def base_type(self, info: NodeInfo, scope: _Types, what: str) -> JSONSchema | None:
         """The schema the labels of a node stand for: built-in types or one named type."""
-        labels = self.labels(parts.labels)
+        labels = info.labels
         if not labels:
-            self.error(parts.node, f"{what} needs a type, e.g. ::String")
+            self.error(info.offset, f"{what} needs a type, e.g. ::String")
             return None
         if len(labels) == 1:
-            name, node = labels[0]
-            jtype = TYPE_NAMES.get(name, "")
+            jtype = TYPE_NAMES.get(labels[0], "")
             if jtype == "":
-                return self.resolve(name, node, scope)
+                return self.resolve(labels[0], info.label_offsets[0], scope)
             return {} if jtype is None else {"type": jtype}
         types: list[str] = []
-        for name, node in labels:
+        for name, offset in zip(labels, info.label_offsets, strict=True):
             jtype = TYPE_NAMES.get(name, "")
-            if jtype is None or jtype == "":
-                if jtype == "" and not any(name in s.patterns for s in _chain(scope)):
-                    self.resolve(name, node, scope)  # reports the unknown type
-                else:
-                    self.error(node, f"'{name}' cannot be part of a union: only built-in "
-                                     "types other than Any combine (e.g. ::String:Null)")
-                return None
             if jtype in types:
-                self.error(node, f"type '{name}' is listed twice")
+                self.error(offset, f"type '{name}' is listed twice")
+                return None
+            if jtype == "" and scope.find(name) is None:
+                self.resolve(name, offset, scope)  # reports the unknown type
+                return None
+            if jtype is None or jtype == "":
+                self.error(offset, f"'{name}' cannot be part of a union: only built-in types "
+                                   "other than Any combine (e.g. ::String:Null)")
                 return None
             types.append(jtype)
         return {"type": types}
 
-    def typed(self, parts: _Parts, scope: _Types, *, member: bool,
-              members: Node | None = None, what: str = "type"
+    def typed(self, info: NodeInfo, scope: _Types, *, member: bool,
+              members: list[Node] | None = None, what: str = "type"
               ) -> tuple[JSONSchema, bool | None] | None:
         """The schema of a typed node or type pattern, and its ``required:`` flag (if any)."""
         count = len(self.problems)
-        schema = self.base_type(parts, scope, what)
+        schema = self.base_type(info, scope, what)
         if schema is None:
             return None
         flag: bool | None = None
-        default_node: Node | None = None
-        for key, key_node, value_node in self.record(parts.record, what):
-            kind = keyword_kind(key)
-            if kind == REQUIRED and value_node.kind_id == K_BOOLEAN:
-                if not member:
-                    self.error(key_node, f"{what}: a required flag applies to parameters and "
-                                         "members only")
-                    continue
-                flag = self.value(value_node)
+        default_offset = info.offset
+        seen: set[str] = set()
+        for key, key_offset, val in info.entries or ():
+            if key in seen:
+                self.error(key_offset, f"{what}: duplicate key '{key}'")
                 continue
-            value = self.keyword(key, kind, key_node, value_node, scope, what)
+            seen.add(key)
+            kind = keyword_kind(key)
+            if kind == REQUIRED and val[0] == V_SCALAR and isinstance(val[1], bool):
+                if member:
+                    flag = val[1]
+                else:
+                    self.error(key_offset, f"{what}: a required flag applies to parameters and "
+                                           "members only")
+                continue
+            value = self.keyword(key, kind, key_offset, val, scope, what)
             if value is not _INVALID:
                 schema[key] = value
                 if key == "default":
-                    default_node = value_node
+                    default_offset = val[2]
         if members is not None:
-            self.members(schema, members, scope, parts)
+            self.members(schema, members, scope, info, what)
         if len(self.problems) > count:
             return None
         problem = default_problem(schema)
         if problem:
-            self.error(default_node or parts.node, f"{what}: {problem}")
+            self.error(default_offset, f"{what}: {problem}")
             return None
         return schema, flag
 
-    def keyword(self, key: str, kind: int | None, key_node: Node, value_node: Node,
-                scope: _Types, what: str) -> Any:
+    def keyword(self, key: str, kind: int | None, key_offset: int, val: Val, scope: _Types,
+                what: str) -> Any:
         """The value of one schema keyword in a record; _INVALID after reporting."""
-        if kind is None:
-            self.error(key_node, f"{what}: unknown keyword '{key}'"
-                                 f"{_did_you_mean(key, _KNOWN_KEYWORDS)}")
-            return _INVALID
         if kind == VALUE:
-            value = self.value(value_node)
+            value = self.json(val)
             if value is _INVALID:
                 return _INVALID
             problem = value_problem(key, value)
             if problem:
-                self.error(value_node, f"{what}: {problem}")
+                self.error(val[2], f"{what}: {problem}")
                 return _INVALID
             return value
-        if kind == TYPE:
-            self.error(key_node, f"{what}: write the type as a label, e.g. (x::String)")
+        if kind is None:
+            self.error(key_offset, f"{what}: unknown keyword '{key}'"
+                                   f"{_did_you_mean(key, _KNOWN_KEYWORDS)}")
             return _INVALID
-        if kind == SCHEMA or (kind == ITEMS and value_node.kind_id != K_ARRAY):
-            return self.type_ref(value_node, scope)
+        if kind == TYPE:
+            self.error(key_offset, f"{what}: write the type as a label, e.g. (x::String)")
+            return _INVALID
+        if kind == SCHEMA or (kind == ITEMS and val[0] != V_LIST):
+            return self.ref(val, scope)
         if kind in (SCHEMA_LIST, ITEMS):
-            if value_node.kind_id != K_ARRAY:
-                self.error(value_node, f"{what}: {key} takes a list of types, e.g. [A, B]")
+            if val[0] != V_LIST:
+                self.error(val[2], f"{what}: {key} takes a list of types, e.g. [A, B]")
                 return _INVALID
-            refs = [self.type_ref(child, scope) for child in value_node.named_children
-                    if child.kind_id != K_COMMENT]
-            return _INVALID if _INVALID in refs else refs
+            refs = [self.ref(v, scope) for v in val[1]]
+            return _INVALID if any(r is _INVALID for r in refs) else refs
         if kind == SCHEMA_MAP:
-            if value_node.kind_id != K_MAP:
-                self.error(value_node, f"{what}: {key} takes a map of types, e.g. "
-                                       "{\"^x-\": String}")
+            if val[0] != V_MAP:
+                self.error(val[2], f"{what}: {key} takes a map of types, e.g. "
+                                   "{\"^x-\": String}")
                 return _INVALID
             out = {}
-            for entry in value_node.named_children:
-                k, v = _key_value(entry)
-                if k is None or v is None:
-                    continue
-                ref = self.type_ref(v, scope)
+            for name, _, v in val[1]:
+                ref = self.ref(v, scope)
                 if ref is _INVALID:
                     return _INVALID
-                out[self.name(k)] = ref
+                out[name] = ref
             return out
         if kind == PROPERTIES:
-            if value_node.kind_id != K_MAP or value_node.named_child_count:
-                self.error(value_node, f"{what}: properties are member nodes of a type "
-                                       "pattern; only 'properties: {}' (explicitly none) is "
-                                       "written as a keyword")
+            if val[0] != V_MAP or val[1]:
+                self.error(val[2], f"{what}: properties are the member nodes of a type "
+                                   "pattern; only 'properties: {}' (explicitly none) is written "
+                                   "as a keyword")
                 return _INVALID
             return {}
-        # REQUIRED, as a list of names
-        value = self.value(value_node)
+        value = self.json(val)  # REQUIRED, as a list of names
         if value is _INVALID:
             return _INVALID
         if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
-            self.error(value_node, f"{what}: required is true, false or a list of names")
+            self.error(val[2], f"{what}: required is true, false or a list of names")
             return _INVALID
         return value
 
-    def type_ref(self, node: Node, scope: _Types) -> Any:
+    def ref(self, val: Val, scope: _Types) -> Any:
         """A sub-schema written as a type name or ``true``/``false``."""
-        kind = node.kind_id
-        if kind == K_BOOLEAN:
-            return self.value(node)
-        if kind in (K_SYMBOL, K_QUOTED_NAME):
-            name = self.name(node)
-            if name in TYPE_NAMES:
-                jtype = TYPE_NAMES[name]
+        kind, payload, offset = val
+        if kind == V_SCALAR and isinstance(payload, bool):
+            return payload
+        if kind == V_SYMBOL:
+            if payload in TYPE_NAMES:
+                jtype = TYPE_NAMES[payload]
                 return {} if jtype is None else {"type": jtype}
-            schema = self.resolve(name, node, scope)
+            schema = self.resolve(payload, offset, scope)
             return _INVALID if schema is None else schema
-        self.error(node, "expected a type name (String, Integer, ... or a type pattern's name) "
-                         "or true/false")
+        self.error(offset, "expected a type name (String, Integer, ... or a type pattern's "
+                           "name) or true/false")
         return _INVALID
 
-    def members(self, schema: JSONSchema, elements: Node, scope: _Types,
-                parts: _Parts) -> None:
+    def members(self, schema: JSONSchema, elements: list[Node], scope: _Types,
+                info: NodeInfo, what: str) -> None:
         """Fill ``properties``/``required`` of an object type from its member nodes."""
         jtype = schema.get("type", "object")
         if "object" not in (jtype if isinstance(jtype, list) else [jtype]):
-            self.error(parts.node, "members (properties) need an Object type: "
-                                   "[Name:Object | (field::String)]")
+            self.error(info.offset, f"{what}: members (properties) need an Object type: "
+                                    "[Name:Object | (field::String)]")
             return
         if "properties" in schema:
-            self.error(parts.node, "'properties: {}' says there are none, but members follow")
+            self.error(info.offset, f"{what}: 'properties: {{}}' says there are none, but "
+                                    "members follow")
             return
         explicit = "required" in schema
         props: dict[str, JSONSchema] = {}
         required: list[str] = []
-        for child in elements.children:
-            if child.kind_id == K_NODE:
-                member = _parts(child)
-                if member.ident is None:
-                    self.error(child, "a member needs a name: (name::Type)")
-                    continue
-                name = self.name(member.ident)
-                if name in props:
-                    self.error(member.ident, f"duplicate member '{name}'")
-                    continue
-                result = self.typed(member, scope, member=True, what=f"member '{name}'")
-                if result is None:
-                    continue
-                sub, flag = result
-                if explicit and flag is not None:
-                    self.error(child, f"member '{name}': a required flag conflicts with the "
-                                      "type's required list")
-                props[name] = sub
-                if flag if flag is not None else "default" not in sub:
-                    required.append(name)
-            elif child.is_named and child.kind_id != K_COMMENT:
-                self.error(child, "expected a member node (name::Type) in a type pattern")
+        for child in elements:
+            if child.kind_id != K_NODE:
+                self.error(child.start_byte, f"{what}: expected a member node (name::Type)")
+                continue
+            member = self.decoder.info(child)
+            name = member.ident
+            if name is None:
+                self.error(member.offset, f"{what}: a member needs a name: (name::Type)")
+                continue
+            if name in props:
+                self.error(member.ident_offset, f"{what}: duplicate member '{name}'")
+                continue
+            result = self.typed(member, scope, member=True, what=f"member '{name}'")
+            if result is None:
+                continue
+            sub, flag = result
+            if explicit and flag is not None:
+                self.error(member.offset, f"member '{name}': a required flag conflicts with "
+                                          "the type's required list")
+            props[name] = sub
+            if flag if flag is not None else "default" not in sub:
+                required.append(name)
         schema["properties"] = props
         if not explicit and required:
             schema["required"] = required
@@ -713,154 +463,140 @@ class _Reader:
     def signature(self, path: Node, scope: _Types) -> Signature | None:
         """A tool signature from a node or relationship pattern."""
         count = len(self.problems)
-        nodes: list[Node] = []
-        current: Node | None = path
-        while current is not None and current.kind_id == K_RELATIONSHIP:
-            right = None
-            arrow = False
-            for child in current.children:
-                kind = child.kind_id
-                if kind in _ARROWS:
-                    self.arrow(child)
-                    arrow = True
-                elif kind == K_NODE and not arrow:
-                    nodes.append(child)
-                elif kind in (K_NODE, K_RELATIONSHIP):
-                    right = child
-            current = right
-        if current is not None:
-            nodes.append(current)
-        if len(self.problems) > count:
+        decoded = self.decoder.path(path)
+        if decoded is None:
             return None
-        node_parts = [_parts(n) for n in nodes]
-        result = node_parts.pop()
-        keywords: JSONSchema = {}
-        if node_parts and node_parts[0].ident is None and node_parts[0].labels is None:
-            keywords = self.arguments(node_parts.pop(0), scope)
-        params: list[Param] = []
-        flags: list[tuple[Node, bool | None]] = []
-        seen: dict[str, Node] = {}
-        for parts in node_parts:
-            if parts.ident is None:
-                self.error(parts.node, "a parameter needs a name: (name::Type)")
+        infos, arrows = decoded
+        for arrow in arrows:
+            if isinstance(arrow, int):
                 continue
-            name = self.name(parts.ident)
+            if arrow.kind_id != K_RIGHT:
+                self.error(arrow.start_byte, "a signature reads left to right: expected -->, "
+                                             f"==> or ~~>, not {self.decoder.text(arrow)}")
+            elif arrow.named_child_count:
+                self.error(arrow.start_byte, "an arrow in a signature carries no subject: "
+                                             "write ==>")
+        result = infos.pop()
+        keywords: JSONSchema = {}
+        if infos and infos[0].ident is None and not infos[0].labels:
+            keywords = self.arguments(infos.pop(0), scope)
+        params: list[Param] = []
+        flagged: list[int] = []
+        seen: dict[str, int] = {}
+        for info in infos:
+            name = info.ident
+            if name is None:
+                self.error(info.offset, "a parameter needs a name: (name::Type)")
+                continue
             if not name:
-                self.error(parts.ident, "parameter name must not be empty")
+                self.error(info.ident_offset, "parameter name must not be empty")
                 continue
             if name in seen:
-                self.error(parts.ident, f"duplicate parameter '{name}' (first at "
-                                        f"{self.position(seen[name])})")
+                self.error(info.ident_offset, f"duplicate parameter '{name}' (first at "
+                                              f"{self.where(seen[name])})")
                 continue
-            seen[name] = parts.ident
-            typed = self.typed(parts, scope, member=True, what=f"parameter '{name}'")
+            seen[name] = info.ident_offset
+            typed = self.typed(info, scope, member=True, what=f"parameter '{name}'")
             if typed is None:
                 continue
             sub, flag = typed
+            if flag is not None:
+                flagged.append(info.offset)
             required = flag if flag is not None else "default" not in sub
             params.append(Param(name=name, schema=sub, required=required))
-            flags.append((parts.node, flag))
         returns = self.result(result, scope)
-        if len(self.problems) > count or returns is None:
-            return None
         if "required" in keywords:
             listed = keywords["required"]
-            for node, flag in flags:
-                if flag is not None:
-                    self.error(node, "a required flag conflicts with the required list of "
-                                     "the arguments node")
-                    return None
+            for offset in flagged:
+                self.error(offset, "a required flag conflicts with the required list of the "
+                                   "arguments node")
             params = [Param(name=p.name, schema=p.schema, required=p.name in listed)
                       for p in params]
             if listed and listed == canonical_required(params):
                 del keywords["required"]
+        if len(self.problems) > count or returns is None:
+            return None
         return Signature(params=tuple(params), returns=returns, keywords=keywords)
 
-    def arrow(self, node: Node) -> None:
-        if node.kind_id != K_RIGHT:
-            self.error(node, f"a signature reads left to right: expected -->, ==> or ~~>, "
-                             f"not {self.text(node)}")
-        elif node.named_child_count:
-            self.error(node, "an arrow in a signature carries no subject: write ==>")
-
-    def arguments(self, parts: _Parts, scope: _Types) -> JSONSchema:
+    def arguments(self, info: NodeInfo, scope: _Types) -> JSONSchema:
         """Keywords of the arguments object, from the leading unnamed node's record."""
         out: JSONSchema = {}
-        for key, key_node, value_node in self.record(parts.record, "arguments"):
+        for key, key_offset, val in info.entries or ():
+            if key in out:
+                self.error(key_offset, f"arguments: duplicate key '{key}'")
+                continue
             kind = keyword_kind(key)
             if kind == PROPERTIES:
-                self.error(key_node, "arguments: the parameters are the properties")
+                self.error(key_offset, "arguments: the parameters are the properties")
                 continue
-            if kind == REQUIRED and value_node.kind_id == K_BOOLEAN:
-                self.error(key_node, "arguments: required takes a list of parameter names")
+            if kind == REQUIRED and val[0] == V_SCALAR and isinstance(val[1], bool):
+                self.error(key_offset, "arguments: required takes a list of parameter names")
                 continue
-            value = self.keyword(key, kind, key_node, value_node, scope, "arguments")
+            value = self.keyword(key, kind, key_offset, val, scope, "arguments")
             if value is not _INVALID:
                 out[key] = value
         return out
 
-    def result(self, parts: _Parts, scope: _Types) -> JSONSchema | None:
-        if parts.ident is not None:
-            self.error(parts.ident, "the result node takes no name: write (::String)")
+    def result(self, info: NodeInfo, scope: _Types) -> JSONSchema | None:
+        if info.ident is not None:
+            self.error(info.ident_offset, "the result node takes no name: write (::String)")
             return None
-        typed = self.typed(parts, scope, member=False, what="the result")
+        typed = self.typed(info, scope, member=False, what="the result")
         return None if typed is None else typed[0]
 
     # ---- tools and agents -------------------------------------------------------------------
 
-    def tool(self, parts: _Parts, file_types: _Types) -> ToolSpec | None:
+    def tool(self, node: Node, info: NodeInfo, file_types: _Types) -> ToolSpec | None:
         count = len(self.problems)
-        name = self.required_name(parts, "tool")
+        name = self.required_name(info, "tool")
         what = f"tool '{name}'" if name else "tool"
-        props, keys = self.strings(parts, what, _TOOL_KEYS)
+        props, keys = self.strings(info, what, _TOOL_KEYS)
         description = props.get("description")
         if description is None:
             if "description" not in keys:
-                self.error(parts.ident or parts.node, f"{what}: missing description")
+                self.error(info.offset, f"{what}: missing description")
         elif not description[0].strip():
             self.error(description[1], f"{what}: description must not be empty")
         scope = _Types(file_types)
         path: Node | None = None
-        for child in (parts.elements.children if parts.elements is not None else ()):
+        for child in _elements(node):
             kind = child.kind_id
             if kind in (K_NODE, K_RELATIONSHIP):
                 if path is not None:
-                    self.error(child, f"{what}: a tool has one signature (found a second "
-                                      "path)")
+                    self.error(child.start_byte, f"{what}: a tool has one signature (found a "
+                                                 "second path)")
                 else:
                     path = child
             elif kind == K_SUBJECT:
-                self.collect_types(scope, _parts(child))
-            elif child.is_named and kind != K_COMMENT:
-                self.error(child, f"{what}: expected a signature like (x::String)==>(::String)"
-                                  " or a type pattern")
+                self.collect_type(scope, child)
+            else:
+                self.error(child.start_byte, f"{what}: expected a signature like "
+                                             "(x::String)==>(::String) or a type pattern")
         if path is None:
-            self.error(parts.ident or parts.node, f"{what}: missing signature, e.g. "
-                                                  f"[{name or 'name'}:Tool {{...}} | "
-                                                  "()==>(::String)]")
+            self.error(info.offset, f"{what}: missing signature, e.g. [{name or 'name'}:Tool "
+                                    "{...} | ()==>(::String)]")
             return None
         sig = self.signature(path, scope)
-        for type_name, type_parts in scope.patterns.items():
-            if type_name not in scope.resolved:
-                self.resolve(type_name, type_parts.ident or type_parts.node, scope)
+        self.resolve_all(scope)
         if sig is None or len(self.problems) > count or name is None or description is None:
             return None
         return ToolSpec.create(name, description[0], sig)
 
-    def agent(self, parts: _Parts, tools: dict[str, ToolSpec | None],
+    def agent(self, node: Node, info: NodeInfo, tools: dict[str, ToolSpec | None],
               file_types: _Types) -> Agent | None:
         count = len(self.problems)
-        name = self.required_name(parts, "agent")
+        name = self.required_name(info, "agent")
         what = f"agent '{name}'" if name else "agent"
-        props, keys = self.strings(parts, what, _AGENT_KEYS)
+        props, keys = self.strings(info, what, _AGENT_KEYS)
         description = props.get("description")
         if description is not None and not description[0].strip():
             self.error(description[1], f"{what}: description must not be empty (leave it out "
                                        "instead)")
         instruction = props.get("instruction")
-        if instruction is None and "instruction" not in keys:
-            self.error(parts.ident or parts.node, f"{what}: missing instruction")
-        elif instruction is not None and not instruction[0].strip():
+        if instruction is None:
+            if "instruction" not in keys:
+                self.error(info.offset, f"{what}: missing instruction")
+        elif not instruction[0].strip():
             self.error(instruction[1], f"{what}: instruction must not be empty")
         model: ModelRef | None = None
         if "model" in props:
@@ -869,241 +605,141 @@ class _Reader:
             except SpecError as exc:
                 self.error(props["model"][1], f"{what}: {exc.diagnostics[0].message}")
         elif "model" not in keys:
-            self.error(parts.ident or parts.node, f"{what}: missing model, e.g. "
-                                                  "model: \"openai/gpt-4o-mini\"")
+            self.error(info.offset, f"{what}: missing model, e.g. model: \"openai/gpt-4o-mini\"")
         specs: list[ToolSpec] = []
-        seen: dict[str, Node] = {}
-        for child in (parts.elements.children if parts.elements is not None else ()):
+        seen: dict[str, int] = {}
+        for child in _elements(node):
             kind = child.kind_id
-            spec: ToolSpec | None = None
             if kind == K_REFERENCE:
-                ref = self.name(child)
-                where: Node = child
-                if ref not in tools:
-                    self.error(child, f"{what}: unknown tool '{ref}' (define it as a top-level "
-                                      f"[{ref}:Tool {{...}} | ...] pattern)"
-                                      f"{_did_you_mean(ref, list(tools))}")
+                tool_name = self.decoder.name(child)
+                offset = child.start_byte
+                if tool_name not in tools:
+                    self.error(offset, f"{what}: unknown tool '{tool_name}' (define it as a "
+                                       f"top-level [{tool_name}:Tool {{...}} | ...] pattern)"
+                                       f"{_did_you_mean(tool_name, tools)}")
                     continue
-                spec = tools[ref]
-                tool_name = ref
+                spec = tools[tool_name]
             elif kind == K_SUBJECT:
-                tparts = _parts(child)
-                label = self.labels(tparts.labels)
-                if [n for n, _ in label] != ["Tool"]:
-                    self.error(child, f"{what}: expected a tool pattern [name:Tool {{...}} | "
-                                      "signature] or a tool name")
+                tool_info = self.decoder.info(child)
+                if tool_info.labels != ("Tool",):
+                    self.error(child.start_byte, f"{what}: expected a tool pattern "
+                                                 "[name:Tool {...} | signature] or a tool name")
                     continue
-                spec = self.tool(tparts, file_types)
-                where = tparts.ident or child
-                tool_name = self.name(tparts.ident) if tparts.ident is not None else ""
-            elif child.is_named and kind != K_COMMENT:
-                self.error(child, f"{what}: expected a tool pattern [name:Tool {{...}} | "
-                                  "signature] or a tool name")
-                continue
+                spec = self.tool(child, tool_info, file_types)
+                tool_name = tool_info.ident or ""
+                offset = tool_info.ident_offset if tool_info.ident is not None else child.start_byte
             else:
+                self.error(child.start_byte, f"{what}: expected a tool pattern [name:Tool "
+                                             "{...} | signature] or a tool name")
                 continue
             if tool_name in seen:
-                self.error(where, f"{what}: duplicate tool '{tool_name}' (first at "
-                                  f"{self.position(seen[tool_name])})")
+                self.error(offset, f"{what}: duplicate tool '{tool_name}' (first at "
+                                   f"{self.where(seen[tool_name])})")
                 continue
-            seen[tool_name] = where
+            seen[tool_name] = offset
             if spec is not None:
                 specs.append(spec)
         if len(self.problems) > count or name is None or instruction is None or model is None:
             return None
-        try:
-            return Agent(name=name, description=None if description is None else description[0],
-                         model=model, instruction=instruction[0], tools=tuple(specs))
-        except SpecError as exc:  # pragma: no cover - the checks above cover the rules
-            for d in exc.diagnostics:
-                self.error(parts.node, d.message)
-            return None
+        return Agent(name=name, description=None if description is None else description[0],
+                     model=model, instruction=instruction[0], tools=tuple(specs))
 
     def document(self) -> GramDocument:
-        root = self.tree.root_node
-        if root.has_error:
-            self.syntax_errors()
-        agent_parts: list[_Parts] = []
-        tool_parts: list[_Parts] = []
+        agents_found: list[tuple[Node, NodeInfo]] = []
+        tools_found: list[tuple[Node, NodeInfo]] = []
         file_types = _Types()
         broken: set[str] = set()
-        for child in root.children:
+        for child in self.tree.root_node.named_children:
             kind = child.kind_id
             if kind == K_COMMENT or child.is_error:
                 continue
             if kind != K_SUBJECT:
                 if kind == K_RECORD:
-                    self.error(child, "a file-level record is not part of an agent file")
+                    self.error(child.start_byte, "a file-level record is not part of an agent "
+                                                 "file")
                 elif not child.has_error:
-                    self.error(child, "expected an agent [name:Agent {...} | tools], a tool "
-                                      "[name:Tool {...} | signature] or a type pattern at the "
-                                      "top level")
+                    self.error(child.start_byte, "expected an agent [name:Agent {...} | tools], "
+                                                 "a tool [name:Tool {...} | signature] or a type "
+                                                 "pattern at the top level")
                 continue
-            parts = _parts(child)
+            info = self.decoder.info(child)
             if child.has_error:
-                if parts.ident is not None:
-                    broken.add(self.name(parts.ident))
+                if info.ident is not None:
+                    broken.add(info.ident)
                 continue
-            labels = [n for n, _ in self.labels(parts.labels)]
-            if labels == ["Agent"]:
-                agent_parts.append(parts)
-            elif labels == ["Tool"]:
-                tool_parts.append(parts)
-            elif labels:
-                self.collect_types(file_types, parts)
+            if info.labels == ("Agent",):
+                agents_found.append((child, info))
+            elif info.labels == ("Tool",):
+                tools_found.append((child, info))
+            elif info.labels:
+                self.collect_type(file_types, child)
             else:
-                self.error(child, "a top-level pattern needs a label: [name:Agent ...], "
-                                  "[name:Tool ...] or [Name:Object ...]")
+                self.error(child.start_byte, "a top-level pattern needs a label: "
+                                             "[name:Agent ...], [name:Tool ...] or "
+                                             "[Name:Object ...]")
         tools: dict[str, ToolSpec | None] = dict.fromkeys(broken)
-        first_at: dict[str, Node] = {}
+        first_at: dict[str, int] = {}
         standalone: list[ToolSpec] = []
-        for parts in tool_parts:
-            spec = self.tool(parts, file_types)
-            name = self.name(parts.ident) if parts.ident is not None else None
-            if name is None:
+        for node, info in tools_found:
+            spec = self.tool(node, info, file_types)
+            if info.ident is None:
                 continue
-            if name in first_at:
-                self.error(parts.ident or parts.node, f"duplicate tool '{name}' (first defined "
-                                                      f"at {self.position(first_at[name])})")
+            if info.ident in first_at:
+                self.error(info.ident_offset, f"duplicate tool '{info.ident}' (first defined at "
+                                              f"{self.where(first_at[info.ident])})")
                 continue
-            first_at[name] = parts.node
-            tools[name] = spec
+            first_at[info.ident] = info.ident_offset
+            tools[info.ident] = spec
             if spec is not None:
                 standalone.append(spec)
-        for type_name, type_parts in file_types.patterns.items():
-            if type_name not in file_types.resolved:
-                self.resolve(type_name, type_parts.ident or type_parts.node, file_types)
+        self.resolve_all(file_types)
         agents: list[Agent] = []
-        agent_at: dict[str, Node] = {}
-        for parts in agent_parts:
-            agent = self.agent(parts, tools, file_types)
-            if parts.ident is not None:
-                name = self.name(parts.ident)
-                if name in agent_at:
-                    self.error(parts.ident, f"duplicate agent '{name}' (first defined at "
-                                            f"{self.position(agent_at[name])})")
+        agent_at: dict[str, int] = {}
+        for node, info in agents_found:
+            agent = self.agent(node, info, tools, file_types)
+            if info.ident is not None:
+                if info.ident in agent_at:
+                    self.error(info.ident_offset, f"duplicate agent '{info.ident}' (first "
+                                                  f"defined at {self.where(agent_at[info.ident])})")
                     continue
-                agent_at[name] = parts.node
+                agent_at[info.ident] = info.ident_offset
             if agent is not None:
                 agents.append(agent)
         self.raise_problems()
         return GramDocument(agents=tuple(agents), tools=tuple(standalone))
 
     def lone_signature(self) -> Signature:
-        root = self.tree.root_node
-        if root.has_error:
-            self.syntax_errors()
         scope = _Types()
         paths = []
-        for child in root.children:
+        for child in self.tree.root_node.named_children:
             kind = child.kind_id
             if kind == K_COMMENT or child.has_error:
                 continue
             if kind in (K_NODE, K_RELATIONSHIP):
                 paths.append(child)
             elif kind == K_SUBJECT:
-                self.collect_types(scope, _parts(child))
+                self.collect_type(scope, child)
             else:
-                self.error(child, "expected a signature like (x::String)==>(::String), "
-                                  "optionally followed by type patterns")
+                self.error(child.start_byte, "expected a signature like "
+                                             "(x::String)==>(::String), optionally followed by "
+                                             "type patterns")
         sig = None
         if len(paths) > 1:
-            self.error(paths[1], "expected one signature path (found a second one)")
+            self.error(paths[1].start_byte, "expected one signature path (found a second one)")
         elif not paths and not self.problems:
-            self.error(root, "expected a signature like (x::String)==>(::String)")
+            self.error(0, "expected a signature like (x::String)==>(::String)")
         elif paths:
             sig = self.signature(paths[0], scope)
-        for type_name, type_parts in scope.patterns.items():
-            if type_name not in scope.resolved:
-                self.resolve(type_name, type_parts.ident or type_parts.node, scope)
+        self.resolve_all(scope)
         self.raise_problems()
-        assert sig is not None
+        if sig is None:  # pragma: no cover - problems were raised above
+            raise SpecError("invalid signature")
         return sig
 
 
-_CLOSER = {"[": "]", "(": ")", "{": "}"}
-_KNOWN_KEYWORDS = sorted(
-    k for k in ("description", "title", "default", "examples", "enum", "const", "format",
-                "pattern", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
-                "exclusiveMaximum", "multipleOf", "items", "prefixItems", "minItems",
-                "maxItems", "uniqueItems", "required", "additionalProperties", "anyOf",
-                "oneOf", "allOf", "not", "properties", "patternProperties", "minProperties",
-                "maxProperties"))
-
-
-def _chain(scope: _Types) -> Iterator[_Types]:
-    current: _Types | None = scope
-    while current is not None:
-        yield current
-        current = current.parent
-
-
-def _key_value(node: Node) -> tuple[Node | None, Node | None]:
-    """The key and value nodes of a record property or map entry."""
-    key = value = None
-    for child in node.children:
-        if child.is_named and child.kind_id != K_COMMENT:
-            if key is None:
-                key = child
-            else:
-                value = child
-                break
-    if key is not None and key.kind_id not in _KEYS:
-        return None, None
-    return key, value
-
-
-def _descendants(node: Node) -> Iterator[Node]:
-    """``node`` and everything under it, in document order."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(current.children))
-
-
-def _leaves(node: Node) -> Iterator[Node]:
-    return (n for n in _descendants(node) if not n.child_count)
-
-
-def _leaf_before(node: Node) -> Node | None:
-    current = node
-    sibling = current.prev_sibling
-    while sibling is None:
-        parent = current.parent
-        if parent is None:
-            return None
-        current = parent
-        sibling = current.prev_sibling
-    while sibling.child_count:
-        last = sibling.child(sibling.child_count - 1)
-        if last is None:
-            break
-        sibling = last
-    return sibling
-
-
-_FRIENDLY = {
-    "symbol": "a name", "integer": "a number", "decimal": "a number", "hexadecimal": "a number",
-    "octal": "a number", "measurement": "a number", '"': "a string", "'": "a string",
-    "`": "a string", "```": "a string", "string_literal": "a string", "tagged_string":
-    "a string", "true": "true or false", "false": "true or false", "boolean_literal":
-    "true or false", "array": "a list", "map": "a map", "-": "an arrow (==>)",
-    "=": "an arrow (==>)", "~": "an arrow (==>)", "<-": "an arrow (==>)",
-    "<=": "an arrow (==>)", "<~": "an arrow (==>)",
-}
-_SILENT = {"comment", "range", "..", "...", "@", "@@", "->", "=>", "~>", "end", "\n"}
-
-
-def _friendly(kind: str) -> str:
-    if kind in _SILENT:
-        return ""
-    return _FRIENDLY.get(kind, f"'{kind}'")
-
-
-def _did_you_mean(word: str, candidates: list[str] | tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(word, list(candidates), n=1)
-    return f"; did you mean '{close[0]}'?" if close else ""
+def _copy(schema: JSONSchema) -> JSONSchema:
+    """A deep copy of a JSON schema (named types are copied into every use)."""
+    return orjson.loads(orjson.dumps(schema))  # type: ignore[no-any-return]
 
 
 # --------------------------------------------------------------------------------------------
@@ -1184,8 +820,7 @@ def has_comments(text: str | bytes) -> bool:
     src = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
     if b"//" not in src:
         return False
-    root = Parser(LANGUAGE).parse(src).root_node
-    return any(n.kind_id == K_COMMENT for n in _descendants(root))
+    return any(n.kind_id == K_COMMENT for n in descendants(parse(src).root_node))
 
 
 # --------------------------------------------------------------------------------------------
