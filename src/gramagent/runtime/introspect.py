@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import inspect
 import re
 import types
@@ -223,18 +224,18 @@ def _schema(tp: Any, seen: tuple[Any, ...]) -> JSONSchema:
     if tp in _ARRAYS or origin in _ARRAYS:
         if origin is tuple and args and not (len(args) == 2 and args[1] is ...):
             raise TypeError(f"fixed-length tuples are not supported ({tp!r}); use list[T]")
-        schema: JSONSchema = {"type": "array"}
+        array: JSONSchema = {"type": "array"}
         if args and args[0] is not Any:
-            schema["items"] = _schema(args[0], seen)
-        return schema
+            array["items"] = _schema(args[0], seen)
+        return array
     if tp in _OBJECTS or origin in _OBJECTS:
-        schema = {"type": "object"}
+        mapping: JSONSchema = {"type": "object"}
         if args:
             if args[0] is not str:
                 raise TypeError(f"object keys must be str ({tp!r})")
             if args[1] is not Any:
-                schema["additionalProperties"] = _schema(args[1], seen)
-        return schema
+                mapping["additionalProperties"] = _schema(args[1], seen)
+        return mapping
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return _enum_schema([member.value for member in tp])
     if isinstance(tp, type) and (is_typeddict(tp) or dataclasses.is_dataclass(tp)):
@@ -292,7 +293,7 @@ def _record_schema(tp: type, seen: tuple[Any, ...]) -> JSONSchema:
                 default = _json_default(f.default)
                 if default is not _NO_JSON:
                     schema = {**schema, "default": default}
-            elif f.default_factory is dataclasses.MISSING:  # type: ignore[misc]
+            elif f.default_factory is dataclasses.MISSING:
                 required.append(f.name)
             properties[f.name] = schema
     else:
@@ -322,43 +323,59 @@ def _strip_required(hint: Any) -> Any:
 
 
 def _converter(tp: Any) -> Callable[[Any], Any] | None:
-    """A function building the annotated Python value from its JSON form, when one is needed."""
+    """A function building the annotated Python value from its JSON form, when one is needed
+    (dataclasses, enums, tuples and sets, and containers of those); None when the JSON value
+    is already right."""
     origin, args = get_origin(tp), get_args(tp)
     if origin is typing.Annotated:
         return _converter(args[0])
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        hints = get_type_hints(tp)
-        fields = {f.name: _converter(hints[f.name]) for f in dataclasses.fields(tp)}
-
-        def build(value: Any) -> Any:
-            if not isinstance(value, dict):
-                return value
-            kwargs = {k: (fields[k](v) if fields.get(k) else v) for k, v in value.items()}
-            return tp(**kwargs)
-
-        return build
+        return _dataclass_converter(tp)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return tp
     if origin in (Union, types.UnionType):
-        inner = [(a, _converter(a)) for a in args if a is not type(None)]
-        if len(inner) == 1 and inner[0][1] is not None:
-            convert = inner[0][1]
-            return lambda value: None if value is None else convert(value)
-        return None
-    if origin in _ARRAYS and args:
-        item = _converter(args[0])
-        if item is not None:
-            make = list if origin in (list, Sequence, typing.Sequence) else origin
-            return lambda value: make(item(v) for v in value)
-        if origin is not list and origin not in (Sequence, typing.Sequence):
-            return origin
-    if origin in (tuple, set, frozenset):
-        return origin
+        members = [a for a in args if a is not type(None)]
+        inner = _converter(members[0]) if len(members) == 1 else None
+        return None if inner is None else functools.partial(_or_none, inner)
+    if tp in _ARRAYS or origin in _ARRAYS:
+        container: Callable[[Any], Any] = list if (origin or tp) in (list, Sequence) \
+            else (origin or tp)
+        item = _converter(args[0]) if args else None
+        if item is None:
+            return None if container is list else container
+        return functools.partial(_each, container, item)
     if origin in _OBJECTS and len(args) == 2:
-        value_conv = _converter(args[1])
-        if value_conv is not None:
-            return lambda value: {k: value_conv(v) for k, v in value.items()}
+        value = _converter(args[1])
+        return None if value is None else functools.partial(_values, value)
     return None
+
+
+def _dataclass_converter(cls: type) -> Callable[[Any], Any]:
+    hints = get_type_hints(cls)
+    fields = {f.name: _converter(hints[f.name]) for f in dataclasses.fields(cls)}
+
+    def build(value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        kwargs = {}
+        for key, item in value.items():
+            convert = fields.get(key)
+            kwargs[key] = item if convert is None else convert(item)
+        return cls(**kwargs)
+
+    return build
+
+
+def _or_none(convert: Callable[[Any], Any], value: Any) -> Any:
+    return None if value is None else convert(value)
+
+
+def _each(container: Callable[[Any], Any], convert: Callable[[Any], Any], value: Any) -> Any:
+    return container(convert(v) for v in value)
+
+
+def _values(convert: Callable[[Any], Any], value: Any) -> Any:
+    return {k: convert(v) for k, v in value.items()}
 
 
 _NO_JSON = object()
@@ -392,7 +409,7 @@ def _collapse(text: str) -> str:
 def _where(func: Callable[..., Any]) -> str:
     name = f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
     try:
-        code = inspect.unwrap(func).__code__  # type: ignore[attr-defined]
+        code = inspect.unwrap(func).__code__
         return f"@tool {name} ({code.co_filename}:{code.co_firstlineno})"
     except AttributeError:
         return f"@tool {name}"

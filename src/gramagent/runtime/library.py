@@ -168,19 +168,24 @@ def tool(
     """
 
     def make(fn: Callable[..., Any]) -> Tool:
-        contract = describe_function(fn, description=description, context_type=ToolContext)
-        signature = Signature(
-            params=tuple(Param(name=p.name, schema=p.schema, required=p.required)
-                         for p in contract.params),
-            returns=contract.returns,
-        )
-        return Tool(
-            name or fn.__name__, contract.description, _schema_of(signature), fn,
-            timeout=timeout, signature=signature, context_param=contract.context_param,
-            converters=MappingProxyType(dict(contract.converters)),
-        )
+        return _make_tool(fn, name=name, description=description, timeout=timeout)
 
     return make(func) if func is not None else make
+
+
+def _make_tool(fn: Callable[..., Any], *, name: str | None, description: str | None,
+               timeout: float | None | Inherit) -> Tool:
+    contract = describe_function(fn, description=description, context_type=ToolContext)
+    signature = Signature(
+        params=tuple(Param(name=p.name, schema=p.schema, required=p.required)
+                     for p in contract.params),
+        returns=contract.returns,
+    )
+    return Tool(
+        name or fn.__name__, contract.description, _schema_of(signature), fn,
+        timeout=timeout, signature=signature, context_param=contract.context_param,
+        converters=MappingProxyType(dict(contract.converters)),
+    )
 
 
 class ToolLibrary:
@@ -203,7 +208,7 @@ class ToolLibrary:
 
     @overload
     def register(
-        self, *, name: str | None = None, description: str | None = None,
+        self, /, *, name: str | None = None, description: str | None = None,
         timeout: float | None | Inherit = INHERIT, replace: bool = False,
     ) -> Callable[[Callable[..., Any]], Tool]: ...
 
@@ -222,7 +227,7 @@ class ToolLibrary:
         """
 
         def add(target: Tool | Callable[..., Any]) -> Tool:
-            t = target if isinstance(target, Tool) else tool(
+            t = target if isinstance(target, Tool) else _make_tool(
                 target, name=name, description=description, timeout=timeout)
             if not replace and t.name in self._tools:
                 raise ToolError(f"a tool named {t.name!r} is registered already "
@@ -393,7 +398,7 @@ def canonical_schema(schema: Mapping[str, Any], *, descriptions: bool = True) ->
 
 def _canon(node: Any, descriptions: bool) -> Any:
     if isinstance(node, Mapping):
-        out = {}
+        out: dict[str, Any] = {}
         for key, value in node.items():
             if key == "description" and not descriptions and isinstance(value, str):
                 continue

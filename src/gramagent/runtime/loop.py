@@ -48,6 +48,7 @@ from gramagent.models.base import Model, ModelRequest, ModelTurn, ToolChoice
 from gramagent.runtime.calls import (
     INVALID_CALL_TYPES,
     CallRejection,
+    ToolErrorType,
     check_parsed,
     parse_arguments,
     rejection,
@@ -451,6 +452,8 @@ class _Run:
     def _finish(self, c: _Call) -> None:
         """Record one call's result: conversation, invocation, event, log."""
         call = c.call
+        error_type: ToolErrorType | None
+        event_message: str | None
         if c.rejection is not None:
             error_type, text, event_message = (c.rejection.error_type, c.rejection.message,
                                                c.rejection.event_message)
