@@ -273,10 +273,20 @@ def test_stream_equals_batch_on_random_chunkings(cuts: list[int]) -> None:
 )
 def test_stream_equals_batch_on_random_text(pieces: list[str], cuts: list[int],
                                             role: str | None) -> None:
-    """Token soup, cut anywhere: the streaming parser agrees with the batch parser."""
+    """Token soup, cut anywhere: the streaming parser agrees with the batch parser, and each
+    message's deltas, all released before it, join to its content."""
     text = "".join(pieces)
-    messages, _ = _stream(text, [c for c in cuts if c <= len(text)], role)
+    messages, items = _stream(text, [c for c in cuts if c <= len(text)], role)
     assert messages == parse_harmony(text, role=role)
+    pending: list[str] = []
+    for item in items:
+        if isinstance(item, HarmonyDelta):
+            pending.append(item.text)
+        else:
+            if item.kind == "message":
+                assert "".join(pending) == item.content
+            pending = []
+    assert pending == []
 
 
 def test_deltas_hold_back_partial_tokens() -> None:
@@ -288,6 +298,16 @@ def test_deltas_hold_back_partial_tokens() -> None:
     (message,) = parser.feed("urn|>")
     assert isinstance(message, HarmonyMessage) and message.content == "Hello"
     assert parser.finish() == []
+
+
+def test_held_back_text_is_released_at_the_end() -> None:
+    """Text that looked like the start of a token when the stream ended is content after all."""
+    parser = HarmonyStreamParser()
+    assert [d.text for d in parser.feed("<|channel|>final<|message|>abc<|re")] == ["abc"]  # type: ignore[union-attr]
+    delta, message = parser.finish()
+    assert isinstance(delta, HarmonyDelta) and delta.text == "<|re"
+    assert isinstance(message, HarmonyMessage) and message.content == "abc<|re"
+    assert parser.messages == [message] == parse_harmony("<|channel|>final<|message|>abc<|re")
 
 
 def test_delta_of_text_that_only_looks_like_a_token() -> None:

@@ -202,7 +202,7 @@ def parse_harmony(text: str, *, role: str | None = "assistant") -> list[HarmonyM
     scanner = _Scanner(role, deltas=False)
     out = scanner.feed(text)
     out.extend(scanner.finish())
-    return out  # type: ignore[return-value]  # no deltas when deltas=False
+    return out  # type: ignore[return-value]  # a scanner without deltas yields messages only
 
 
 class HarmonyStreamParser:
@@ -218,7 +218,8 @@ class HarmonyStreamParser:
         for chunk in chunks:
             for item in parser.feed(chunk):
                 ...  # HarmonyDelta or HarmonyMessage
-        rest = parser.finish()
+        for item in parser.finish():
+            ...
     """
 
     __slots__ = ("_messages", "_scanner")
@@ -240,10 +241,11 @@ class HarmonyStreamParser:
             self._messages.extend(i for i in items if type(i) is HarmonyMessage)
         return items
 
-    def finish(self) -> list[HarmonyMessage]:
-        """Signal the end of the text; return the messages it completes (e.g. a cut-off one)."""
+    def finish(self) -> list[HarmonyDelta | HarmonyMessage]:
+        """Signal the end of the text; return what it completes (e.g. a cut-off message, after
+        the last delta of its content)."""
         items = self._scanner.finish()
-        self._messages.extend(items)
+        self._messages.extend(i for i in items if type(i) is HarmonyMessage)
         return items
 
     def __iter__(self) -> Iterator[HarmonyMessage]:
@@ -300,11 +302,11 @@ class _Scanner:
         self._run(out, final=False)
         return out
 
-    def finish(self) -> list[HarmonyMessage]:
+    def finish(self) -> list[HarmonyDelta | HarmonyMessage]:
         out: list[HarmonyDelta | HarmonyMessage] = []
         self._run(out, final=True)
         self._buf, self._parts = "", []
-        return out  # type: ignore[return-value]  # only messages are produced at the end
+        return out
 
     def _run(self, out: list[HarmonyDelta | HarmonyMessage], *, final: bool) -> None:
         step = (self._step_expect, self._step_header, self._step_content)
@@ -475,6 +477,8 @@ class _Scanner:
                     )
                     header = (implied, None, channel, None, None)
                     content = rest.strip() if channel else rest
+                    if self._deltas and content:
+                        out.append(self._delta(content, header))
                     out.append(_build_message(header, offset, content, ended, warnings))
                 return
         elif not text.strip() and ended == "eof":
