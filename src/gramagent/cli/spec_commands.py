@@ -1,5 +1,186 @@
-"""CLI commands of the spec language: check, fmt, schema, signature."""
+"""CLI commands of the spec language: ``check``, ``fmt``, ``schema``, ``signature``.
+
+Results go to stdout; diagnostics go to stderr as ``file:line:col: message`` lines, one per
+problem, and make the command exit with status 1.
+"""
 
 from __future__ import annotations
 
-from gramagent.cli import app  # noqa: F401  (commands are added by the spec work)
+import json
+import os
+import stat
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from gramagent.cli import app, handle_errors
+from gramagent.errors import Diagnostic, SchemaError, SpecError
+from gramagent.spec.gram import has_comments, load_file, to_gram
+from gramagent.spec.model import ToolSpec
+from gramagent.spec.signature import (
+    format_signature,
+    parse_signature,
+    schema_to_signature,
+    signature_to_schema,
+)
+
+__all__ = ["check", "fmt", "schema", "signature"]
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+@app.command()
+@handle_errors
+def check(
+    files: list[Path] = typer.Argument(..., help="Gram files to validate."),  # noqa: B008
+) -> None:
+    """Validate gram files; print every problem as file:line:col: message."""
+    problems: list[Diagnostic] = []
+    agents = tools = 0
+    for file in files:
+        try:
+            document = load_file(file)
+        except SpecError as exc:
+            problems.extend(exc.diagnostics)
+            continue
+        agents += len(document.agents)
+        specs = [*document.tools, *(t for a in document.agents for t in a.tools)]
+        tools += len({id(t) for t in specs})  # a referenced tool is the stand-alone one
+    if problems:
+        for problem in problems:
+            typer.echo(str(problem), err=True)
+        typer.echo(f"{_plural(len(problems), 'problem')} found", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"OK: {_plural(len(files), 'file')}, {_plural(agents, 'agent')}, "
+               f"{_plural(tools, 'tool')}")
+
+
+@app.command()
+@handle_errors
+def fmt(
+    file: Path = typer.Argument(..., help="The gram file to format."),  # noqa: B008
+    write: bool = typer.Option(False, "--write", "-w",
+                               help="Rewrite the file in place (atomically)."),
+    check_only: bool = typer.Option(False, "--check",
+                                    help="Print nothing; exit 1 if the file is not canonical."),
+    force: bool = typer.Option(False, "--force",
+                               help="With --write: rewrite even if comments would be lost."),
+) -> None:
+    """Print the canonical gram of a file (or rewrite it with --write).
+
+    Comments are not kept; --write refuses to drop them unless --force is given.
+    """
+    document = load_file(file)
+    original = file.read_bytes()
+    text = to_gram(document)
+    if check_only:
+        if text.encode() != original:
+            typer.echo(f"{file}: not in canonical form", err=True)
+            raise typer.Exit(1)
+        return
+    if not write:
+        typer.echo(text, nl=False)
+        return
+    if text.encode() == original:
+        typer.echo(f"{file}: already canonical", err=True)
+        return
+    if has_comments(original) and not force:
+        raise SpecError([Diagnostic("the file has comments, which fmt does not keep; use "
+                                    "--force to rewrite it anyway", str(file))])
+    _replace(file, text.encode())
+    typer.echo(f"{file}: formatted", err=True)
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically: a temporary file beside it, then a rename."""
+    mode = stat.S_IMODE(path.stat().st_mode)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@app.command()
+@handle_errors
+def schema(
+    signature: str = typer.Argument(..., help="A gram signature, e.g. "
+                                              "'(name::String)==>(::String)'."),
+    strict: bool = typer.Option(False, "--strict",
+                                help="Compile for OpenAI strict mode; changes go to stderr."),
+) -> None:
+    """Print the JSON Schema of a gram type signature."""
+    result: Any = signature_to_schema(parse_signature(signature, file="<signature>"))
+    ok = True
+    if strict:
+        from gramagent.spec.schema import strict_schema  # only this option needs it
+
+        compiled = strict_schema(result)
+        for change in compiled.changes:
+            typer.echo(f"strict: {change}", err=True)
+        for problem in compiled.problems:
+            typer.echo(f"strict: cannot express {problem}", err=True)
+        result, ok = compiled.schema, compiled.ok
+    typer.echo(json.dumps(result, indent=2, ensure_ascii=False))
+    if not ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+@handle_errors
+def signature(
+    file: str = typer.Argument(..., help="A JSON file ('-' for stdin): an arguments schema, "
+                                         "or a function/tool definition with 'parameters'."),
+    tool: bool = typer.Option(False, "--tool",
+                              help="Print a whole [name:Tool {...} | ...] pattern (needs a "
+                                   "function definition with a name and description)."),
+) -> None:
+    """Print the gram signature of a JSON Schema."""
+    name = "<stdin>" if file == "-" else file
+    text = sys.stdin.read() if file == "-" else _read(Path(file))
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError([Diagnostic(f"invalid JSON: {exc.msg}", name, exc.lineno,
+                                    exc.colno)]) from None
+    function = _function(data)
+    params = function.get("parameters") if function is not None else data
+    sig = schema_to_signature(params)
+    if not tool:
+        typer.echo(format_signature(sig))
+        return
+    if function is None or not isinstance(function.get("name"), str):
+        raise SchemaError("--tool needs a function definition with a name, description and "
+                          "parameters", keyword="name")
+    spec = ToolSpec.create(function["name"], str(function.get("description") or ""), sig)
+    typer.echo(to_gram(spec), nl=False)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError([Diagnostic(f"cannot read the file: {exc.strerror or exc}",
+                                    str(path))]) from None
+
+
+def _function(data: Any) -> dict[str, Any] | None:
+    """The function definition in ``data`` (plain, or OpenAI's ``{"type": "function"}``)."""
+    if not isinstance(data, dict):
+        return None
+    if data.get("type") == "function" and isinstance(data.get("function"), dict):
+        return data["function"]
+    if "parameters" in data and "properties" not in data:
+        return data
+    return None

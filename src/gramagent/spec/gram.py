@@ -649,7 +649,8 @@ class _Reader:
         tools_found: list[tuple[Node, NodeInfo]] = []
         file_types = _Types()
         broken: set[str] = set()
-        for child in self.tree.root_node.named_children:
+        root = self.tree.root_node
+        for child in root.named_children if not root.is_error else ():
             kind = child.kind_id
             if kind == K_COMMENT or child.is_error:
                 continue
@@ -711,7 +712,8 @@ class _Reader:
     def lone_signature(self) -> Signature:
         scope = _Types()
         paths = []
-        for child in self.tree.root_node.named_children:
+        root = self.tree.root_node
+        for child in root.named_children if not root.is_error else ():
             kind = child.kind_id
             if kind == K_COMMENT or child.has_error:
                 continue
