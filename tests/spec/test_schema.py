@@ -579,3 +579,120 @@ def test_invalid_schemas_raise_schema_error() -> None:
     assert str(info.value).startswith("invalid JSON Schema at /properties/x/type: 'strang'")
     with pytest.raises(SchemaError, match="not JSON"):
         compile_validator({"type": "object", "default": object()})
+
+
+# --------------------------------------------------------------------------------------------
+# The fast path agrees with jsonschema (differential, property-based)
+# --------------------------------------------------------------------------------------------
+
+_KEYS = ["a", "b", "c"]
+_FAST_LEAVES = st.sampled_from([
+    True, False, {}, {"type": "string"}, {"type": "integer"}, {"type": "number"},
+    {"type": "boolean"}, {"type": "null"}, {"type": ["string", "null"]},
+    {"type": "array"}, {"type": "object"},
+    {"enum": ["a", "b"]}, {"enum": [1, True, None, "1", [1], {"a": 1}]}, {"const": 1},
+    {"const": [1.0, {"a": False}]},
+    {"type": "string", "minLength": 1, "maxLength": 2}, {"type": "string", "pattern": "^a"},
+    {"type": "string", "format": "date"}, {"format": "ipv4"},
+    {"minimum": 0}, {"maximum": 1.5}, {"exclusiveMinimum": 0, "exclusiveMaximum": 2},
+    {"minItems": 1}, {"maxItems": 1}, {"minProperties": 1}, {"maxProperties": 1},
+    {"description": "annotations only", "default": 3},
+])
+
+
+def _fast_schemas(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    props = st.dictionaries(st.sampled_from(_KEYS), children, max_size=3)
+    return st.one_of(
+        st.builds(lambda p, r, extra: {"type": "object", "properties": p,
+                                       "required": sorted(r), **extra},
+                  props, st.sets(st.sampled_from(_KEYS)),
+                  st.sampled_from([{}, {"additionalProperties": False},
+                                   {"additionalProperties": {"type": "integer"}}])),
+        st.builds(lambda i: {"type": "array", "items": i}, children),
+        st.builds(lambda p, i: {"prefixItems": p, "items": i},
+                  st.lists(children, min_size=1, max_size=2),
+                  st.sampled_from([False, {"type": "null"}])),
+        st.builds(lambda xs: {"anyOf": xs}, st.lists(children, min_size=1, max_size=3)),
+        st.builds(lambda xs: {"oneOf": xs}, st.lists(children, min_size=1, max_size=3)),
+        st.builds(lambda xs: {"allOf": xs}, st.lists(children, min_size=1, max_size=3)),
+        st.builds(lambda x: {"not": x}, children),
+    )
+
+
+_FAST_DEFS = st.recursive(_FAST_LEAVES, _fast_schemas, max_leaves=4)
+_FAST_SCHEMAS = st.builds(
+    lambda body, d: {"$defs": {"d": d}, "allOf": [body]},
+    st.recursive(st.one_of(_FAST_LEAVES, st.just({"$ref": "#/$defs/d"})), _fast_schemas,
+                 max_leaves=10),
+    _FAST_DEFS)
+_INSTANCES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([0.0, 1.0, 1.5, -0.5]),
+              st.sampled_from(["", "a", "ab", "abc", "b", "1", "2024-01-31", "2024-02-30",
+                               "10.0.0.1", "10.0.0.300"])),
+    lambda children: st.one_of(st.lists(children, max_size=3),
+                               st.dictionaries(st.sampled_from([*_KEYS, "z"]), children,
+                                               max_size=3)),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_FAST_SCHEMAS, st.lists(_INSTANCES, min_size=1, max_size=5))
+def test_fast_path_agrees_with_jsonschema(schema: Any, instances: list[Any]) -> None:
+    """For the keywords it compiles, the fast predicate decides exactly like jsonschema."""
+    from jsonschema import Draft202012Validator, FormatChecker
+
+    reference = Draft202012Validator(schema, format_checker=FormatChecker(
+        ["date", "email", "ipv4", "ipv6", "uuid", "regex"]))
+    validator = compile_validator(schema)
+    assert validator.fast
+    for instance in instances:
+        assert validator.is_valid(instance) == reference.is_valid(instance), instance
+        assert (validator.errors(instance) == []) == reference.is_valid(instance), instance
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "number", "multipleOf": 0.1},
+    {"type": "array", "uniqueItems": True},
+    {"type": "object", "patternProperties": {"^x": {"type": "integer"}}},
+    {"if": {"type": "integer"}, "then": {"minimum": 0}},
+    {"type": "object", "dependentRequired": {"a": ["b"]}},
+], ids=["multipleOf", "uniqueItems", "patternProperties", "if-then", "dependentRequired"])
+def test_other_keywords_fall_back_to_jsonschema(schema: dict[str, Any]) -> None:
+    """Keywords the fast path does not compile are left to jsonschema, which still decides."""
+    from jsonschema import Draft202012Validator
+
+    validator = compile_validator(schema)
+    assert not validator.fast
+    reference = Draft202012Validator(schema)
+    for instance in (None, 0.3, -1, 4, [1, 1], [1, 2], {"a": 1}, {"a": 1, "b": 2}, {"x1": 1.5}):
+        assert validator.is_valid(instance) == reference.is_valid(instance), instance
+
+
+@pytest.mark.parametrize("ref", ["https://example.com/schema", "#/$defs/missing", "other.json"])
+def test_refs_outside_the_schema_are_refused(ref: str) -> None:
+    """Nothing is fetched: a $ref must point inside the schema."""
+    with pytest.raises(SchemaError) as info:
+        compile_validator(obj({"x": {"$ref": ref}}))
+    assert info.value.keyword == "$ref"
+    assert ref in str(info.value)
+
+
+def test_fallback_still_validates() -> None:
+    """A schema outside the fast path validates and explains through jsonschema."""
+    validator = compile_validator(obj({"n": {"type": "number", "multipleOf": 2}}))
+    assert not validator.fast
+    assert validator.is_valid({"n": 4})
+    assert validator.errors({"n": 3}) == ["n: 3 is not a multiple of 2"]
+
+
+def test_recursive_refs_on_the_fast_path() -> None:
+    """A recursive schema ($ref to the root and to a definition) compiles and validates."""
+    tree = {"type": "object", "properties": {"v": {"type": "integer"},
+                                             "kids": {"type": "array", "items": {"$ref": "#"}}},
+            "required": ["v"]}
+    validator = compile_validator(tree)
+    assert validator.fast
+    assert validator.is_valid({"v": 1, "kids": [{"v": 2, "kids": [{"v": 3}]}]})
+    assert validator.errors({"v": 1, "kids": [{"v": 2, "kids": [{}]}]}) == [
+        "kids[0].kids[0]: 'v' is a required property"]
