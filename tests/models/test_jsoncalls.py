@@ -107,3 +107,12 @@ def test_text_mode_finds_a_call_anywhere(name, arguments, before, after):
         assert found == "{}"
     else:
         assert json.loads(found) == arguments
+
+
+def test_huge_integers_stay_valid_json():
+    """Arguments holding integers beyond 64 bits (which orjson refuses) are still encoded as
+    JSON, not as Python reprs (found by the fuzz test above)."""
+    content = '{"name": "ping", "arguments": {"n": -9223372036854775809}}'
+    for reader in (extract_json_calls, read_tool_step):
+        _, calls = reader(content, NAMES)
+        assert json.loads(calls[0].arguments) == {"n": -9223372036854775809}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 from typing import Any
 
@@ -31,8 +32,11 @@ def arguments_text(value: Any) -> str:
         return "{}"
     try:
         return orjson.dumps(value).decode()
-    except TypeError:
-        return str(value)
+    except TypeError:  # e.g. an integer beyond 64 bits, which orjson refuses
+        try:
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        except (TypeError, ValueError):
+            return str(value)
 
 
 def tool_parameters(tool: ToolDefinition, strict: bool) -> tuple[dict[str, Any], bool]:

@@ -161,8 +161,8 @@ def read_tool_step(
             return content, ()
         body = fenced.group(1).strip()
     try:
-        value = orjson.loads(body)
-    except orjson.JSONDecodeError:
+        value = json.loads(body)  # not orjson: it turns integers beyond 64 bits into floats
+    except ValueError:
         return None, (_broken_call(body),)
     steps = value if isinstance(value, list) else [value]
     calls: list[ToolCall] = []
