@@ -102,7 +102,7 @@ def retry_delay(
     """
     if retry_after is not None:
         return max(0.0, retry_after)
-    step = base * (2**attempt)
+    step = base * 2.0**attempt
     return step / 2 + rand() * step / 2
 
 
@@ -239,7 +239,7 @@ class HTTPClient:
                 url=str(response.url),
                 status=response.status_code,
                 body=response.content,
-                model=body.get("model"),
+                model=_model_of(body),
             ) from exc
         self._notify(body, data, response.status_code)
         if not isinstance(data, dict):
@@ -248,7 +248,7 @@ class HTTPClient:
                 url=str(response.url),
                 status=response.status_code,
                 body=response.content,
-                model=body.get("model"),
+                model=_model_of(body),
             )
         return data
 
@@ -275,7 +275,7 @@ class HTTPClient:
                     url=str(response.url),
                     status=response.status_code,
                     body=payload,
-                    model=body.get("model"),
+                    model=_model_of(body),
                 ) from exc
             if isinstance(event, dict):
                 events.append(event)
@@ -287,7 +287,7 @@ class HTTPClient:
                     url=str(response.url),
                     status=response.status_code,
                     body=orjson.dumps(event),
-                    model=body.get("model"),
+                    model=_model_of(body),
                 )
         return events
 
@@ -366,8 +366,8 @@ class HTTPClient:
         url = self.base_url + path
         content = orjson.dumps(body)
         headers = {"Accept": accept}
-        model = body.get("model")
-        model_name = model if isinstance(model, str) else ""
+        model = _model_of(body)
+        model_name = model or ""
         waited = 0.0
         attempt = 0
         while True:
@@ -432,6 +432,11 @@ class HTTPClient:
         hook = self.on_exchange
         if hook is not None:
             hook(request, response, status)
+
+
+def _model_of(body: Mapping[str, Any]) -> str | None:
+    model = body.get("model")
+    return model if isinstance(model, str) else None
 
 
 async def _close_at_shutdown(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:

@@ -603,7 +603,8 @@ class ScriptedServer:
             return _json_error(turn.status, turn.message, headers)
         self._counter += 1
         n = self._counter
-        model = body.get("model") if isinstance(body.get("model"), str) else self.models[0]
+        asked = body.get("model")
+        model = asked if isinstance(asked, str) else self.models[0]
         stream = body.get("stream") is True
         options = body.get("stream_options")
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
