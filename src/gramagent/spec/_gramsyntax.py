@@ -19,11 +19,11 @@ routes give the same result; tests compare them.
 from __future__ import annotations
 
 import bisect
+import json
 import re
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-import orjson
 import tree_sitter_gram
 from tree_sitter import Language, Node, Parser, Tree
 
@@ -316,8 +316,8 @@ class Decoder:
             if tag != "json":
                 return (V_SCALAR, body, offset)
             try:
-                return (V_JSON, orjson.loads(body), offset)
-            except orjson.JSONDecodeError as exc:
+                return (V_JSON, json.loads(body, parse_constant=_no_constant), offset)
+            except ValueError as exc:
                 return (V_BAD, f"invalid JSON in json`...`: {exc}", offset)
         if kind == K_HEX:
             return (V_SCALAR, int(self.text(node), 16), offset)
@@ -421,6 +421,10 @@ class Decoder:
         if current is not None:
             infos.append(self.info(current))
         return infos, arrows
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def key_value(node: Node) -> tuple[Node | None, Node | None]:

@@ -35,7 +35,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 from tree_sitter import Node
 
 from gramagent.errors import Diagnostic, SpecError
@@ -256,21 +255,22 @@ class _Reader:
         """Check every type pattern of a scope, used or not."""
         for name, (info, _) in scope.patterns.items():
             if name not in scope.resolved:
-                self.resolve(name, info.ident_offset, scope)
+                self.resolve(name, info.ident_offset, scope, f"type '{name}'")
 
-    def resolve(self, name: str, offset: int, scope: _Types) -> JSONSchema | None:
+    def resolve(self, name: str, offset: int, scope: _Types, what: str) -> JSONSchema | None:
         """The schema of a named type (a fresh copy), or None after reporting a problem."""
         where = scope.find(name)
         if where is None:
             known = [*TYPE_NAMES, *(n for s in scope.chain() for n in s.patterns)]
-            self.error(offset, f"unknown type '{name}' (expected a built-in type: "
-                               f"{', '.join(TYPE_NAMES)}, or a type pattern "
-                               f"[{name}:Object | ...]){_did_you_mean(name, known)}")
+            self.error(offset, f"{what}: unknown type '{name}'{_did_you_mean(name, known)} "
+                               "(built-in types: String, Integer, Number, Boolean, Array, "
+                               "Object, Null, Any, and Text, Int, Double, Float, Bool; or "
+                               f"define a type pattern [{name}:Object | ...])")
             return None
         if name not in where.resolved:
             if name in where.resolving:
-                self.error(offset, f"type '{name}' refers to itself; recursive types cannot be "
-                                   "written as JSON Schema without $ref")
+                self.error(offset, f"{what}: type '{name}' refers to itself; recursive types "
+                                   "cannot be written as JSON Schema without $ref")
                 return None
             where.resolving.add(name)
             info, node = where.patterns[name]
@@ -291,7 +291,7 @@ class _Reader:
         if len(labels) == 1:
             jtype = TYPE_NAMES.get(labels[0], "")
             if jtype == "":
-                return self.resolve(labels[0], info.label_offsets[0], scope)
+                return self.resolve(labels[0], info.label_offsets[0], scope, what)
             return {} if jtype is None else {"type": jtype}
         types: list[str] = []
         for name, offset in zip(labels, info.label_offsets, strict=True):
@@ -300,7 +300,7 @@ class _Reader:
                 self.error(offset, f"type '{name}' is listed twice")
                 return None
             if jtype == "" and scope.find(name) is None:
-                self.resolve(name, offset, scope)  # reports the unknown type
+                self.resolve(name, offset, scope, what)  # reports the unknown type
                 return None
             if jtype is None or jtype == "":
                 self.error(offset, f"'{name}' cannot be part of a union: only built-in types "
@@ -368,12 +368,12 @@ class _Reader:
             self.error(key_offset, f"{what}: write the type as a label, e.g. (x::String)")
             return _INVALID
         if kind == SCHEMA or (kind == ITEMS and val[0] != V_LIST):
-            return self.ref(val, scope)
+            return self.ref(val, scope, what)
         if kind in (SCHEMA_LIST, ITEMS):
             if val[0] != V_LIST:
                 self.error(val[2], f"{what}: {key} takes a list of types, e.g. [A, B]")
                 return _INVALID
-            refs = [self.ref(v, scope) for v in val[1]]
+            refs = [self.ref(v, scope, what) for v in val[1]]
             return _INVALID if any(r is _INVALID for r in refs) else refs
         if kind == SCHEMA_MAP:
             if val[0] != V_MAP:
@@ -382,7 +382,7 @@ class _Reader:
                 return _INVALID
             out = {}
             for name, _, v in val[1]:
-                ref = self.ref(v, scope)
+                ref = self.ref(v, scope, what)
                 if ref is _INVALID:
                     return _INVALID
                 out[name] = ref
@@ -402,7 +402,7 @@ class _Reader:
             return _INVALID
         return value
 
-    def ref(self, val: Val, scope: _Types) -> Any:
+    def ref(self, val: Val, scope: _Types, what: str) -> Any:
         """A sub-schema written as a type name or ``true``/``false``."""
         kind, payload, offset = val
         if kind == V_SCALAR and isinstance(payload, bool):
@@ -411,10 +411,10 @@ class _Reader:
             if payload in TYPE_NAMES:
                 jtype = TYPE_NAMES[payload]
                 return {} if jtype is None else {"type": jtype}
-            schema = self.resolve(payload, offset, scope)
+            schema = self.resolve(payload, offset, scope, what)
             return _INVALID if schema is None else schema
-        self.error(offset, "expected a type name (String, Integer, ... or a type pattern's "
-                           "name) or true/false")
+        self.error(offset, f"{what}: expected a type name (String, Integer, ... or a type "
+                           "pattern's name) or true/false")
         return _INVALID
 
     def members(self, schema: JSONSchema, elements: list[Node], scope: _Types,
@@ -741,7 +741,15 @@ class _Reader:
 
 def _copy(schema: JSONSchema) -> JSONSchema:
     """A deep copy of a JSON schema (named types are copied into every use)."""
-    return orjson.loads(orjson.dumps(schema))  # type: ignore[no-any-return]
+    return {k: _copy_value(v) for k, v in schema.items()}
+
+
+def _copy_value(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_value(v) for v in value]
+    return value
 
 
 # --------------------------------------------------------------------------------------------

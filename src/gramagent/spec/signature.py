@@ -34,13 +34,13 @@ and type patterns.
 
 from __future__ import annotations
 
+import copy
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-import orjson
 
 from gramagent.errors import SchemaError, SpecError
 from gramagent.spec.model import JSONSchema, Param, Signature
@@ -240,7 +240,7 @@ def default_problem(schema: Mapping[str, Any]) -> str | None:
 
 
 def _short(value: Any, limit: int = 40) -> str:
-    text = orjson.dumps(value).decode() if json_problem(value) is None else repr(value)
+    text = dump_json(value) if json_problem(value) is None else repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -340,8 +340,7 @@ def _check_schema(node: Any, path: str) -> Any:
             problem = value_problem(key, value)
             if problem:
                 raise SchemaError(f"{here}: {problem}", keyword=key, path=path)
-            out[key] = orjson.loads(orjson.dumps(value)) if isinstance(value, list | dict) \
-                else value
+            out[key] = copy.deepcopy(value)
         elif kind == TYPE:
             out[key] = _check_type(value, here)
         elif kind == SCHEMA:
@@ -425,8 +424,13 @@ def quote_string(text: str) -> str:
 
 def json_literal(value: Any) -> str:
     """Any JSON value as a gram tagged string: ``json`[1, [2]]```."""
-    body = orjson.dumps(value).decode()
-    return "json`" + body.translate(_BT_ESCAPES) + "`"
+    return "json`" + dump_json(value).translate(_BT_ESCAPES) + "`"
+
+
+def dump_json(value: Any, *, sort_keys: bool = False) -> str:
+    """Compact JSON text (any size of integer; no NaN or infinity)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+                      sort_keys=sort_keys)
 
 
 def format_name(name: str) -> str:
@@ -516,7 +520,7 @@ class SignatureWriter:
     def __init__(self) -> None:
         self.patterns: list[TypePattern | None] = []
         self._names: set[str] = set(TYPE_NAMES)
-        self._by_shape: dict[bytes, str] = {}
+        self._by_shape: dict[str, str] = {}
 
     @property
     def definitions(self) -> list[TypePattern]:
@@ -558,7 +562,7 @@ class SignatureWriter:
 
     def define(self, schema: Mapping[str, Any], hint: str) -> str:
         """Emit a type pattern for ``schema`` (or reuse an equal one); return its name."""
-        shape = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+        shape = dump_json(schema, sort_keys=True)
         known = self._by_shape.get(shape)
         if known is not None:
             return known
