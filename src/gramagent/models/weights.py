@@ -41,6 +41,7 @@ __all__ = [
     "PackagedWeights",
     "WeightsVerificationError",
     "assemble_weights",
+    "check_model_name",
     "default_cache_dir",
     "known_weights",
     "locate_chunks",
@@ -186,14 +187,22 @@ def resolve_weights(
     """
     if _looks_like_path(name):
         return _user_gguf(name)
-    weights = known_weights().get(name)
-    if weights is None:
+    check_model_name(name)
+    return materialize_weights(known_weights()[name], cache_dir=cache_dir, progress=progress)
+
+
+def check_model_name(name: str) -> None:
+    """Cheaply check that ``name`` is a known model or looks like a GGUF path (no I/O).
+
+    Raises:
+        ConfigurationError: listing the known names and the path form.
+    """
+    if not _looks_like_path(name) and name not in known_weights():
         known = ", ".join(sorted(known_weights()))
         raise ConfigurationError(
             f"unknown local model {name!r}: expected one of {known}, "
             "or the path of a GGUF file (local/path/to/model.gguf)"
         )
-    return materialize_weights(weights, cache_dir=cache_dir, progress=progress)
 
 
 def materialize_weights(

@@ -1,0 +1,142 @@
+"""The embedded server's lifecycle and the ``local`` provider's options, without real weights.
+
+Start failures are exercised for real: the child process runs xllamacpp on a file that is not
+a loadable model, and must come back as a ModelAPIError carrying llama.cpp's reason. Runs on
+the real 0.5B model are in ``tests/e2e``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gramagent.errors import ConfigurationError, ModelAPIError
+from gramagent.models.local import (
+    DEFAULT_SETTINGS,
+    EmbeddedServer,
+    LocalModel,
+    ServerConfig,
+    acquire_server,
+    local_model,
+)
+from gramagent.models.registry import resolve_model
+from gramagent.spec.model import ModelRef
+
+needs_xllamacpp = pytest.mark.skipif(
+    subprocess.run([sys.executable, "-c", "import xllamacpp"], capture_output=True).returncode
+    != 0,
+    reason="xllamacpp is not installed (pip install 'gramagent[local]')",
+)
+
+
+@pytest.fixture
+def broken_gguf(tmp_path: Path) -> Path:
+    """A file with the GGUF magic and garbage after it: llama.cpp refuses to load it."""
+    path = tmp_path / "broken.gguf"
+    path.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\xff" * 64)
+    return path
+
+
+def test_the_registry_resolves_local_refs_to_a_local_model() -> None:
+    """``local/...`` goes to this module; nothing starts until the first request."""
+    model = resolve_model(ModelRef.parse("local/qwen2.5-coder-0.5b"))
+    assert isinstance(model, LocalModel)
+    assert model.name == "qwen2.5-coder-0.5b"
+    assert model.tool_call_mode == "constrained"
+    assert model.server is None
+
+
+def test_defaults_and_overrides() -> None:
+    """Temperature 0 by default; settings and the tool-call mode can be overridden."""
+    model = local_model(ModelRef.parse("local/qwen2.5-coder-1.5b"))
+    assert isinstance(model, LocalModel)
+    assert model.settings["temperature"] == DEFAULT_SETTINGS["temperature"] == 0.0
+    custom = local_model("local/x.gguf", tool_call_mode="text",
+                         settings={"max_tokens": 64, "temperature": 0.5})
+    assert isinstance(custom, LocalModel)
+    assert custom.tool_call_mode == "text"
+    assert custom.settings == {"temperature": 0.5, "max_tokens": 64}
+
+
+@pytest.mark.parametrize("option", ["base_url", "api_key"])
+def test_a_server_address_or_key_is_refused(option: str) -> None:
+    with pytest.raises(ConfigurationError, match=f"{option} cannot be set"):
+        local_model("qwen2.5-coder-0.5b", **{option: "http://example.invalid/v1"})
+
+
+def test_only_chat_completions_is_spoken() -> None:
+    with pytest.raises(ConfigurationError, match="Chat Completions only"):
+        local_model("qwen2.5-coder-0.5b", api="responses")
+
+
+def test_unknown_model_names_fail_at_construction() -> None:
+    """A bad name is reported before any server or request."""
+    with pytest.raises(ConfigurationError, match="unknown local model 'gpt-5'"):
+        local_model("gpt-5")
+
+
+def test_the_server_command_line() -> None:
+    config = ServerConfig(model_path=Path("/m/x.gguf"), ctx_size=2048, threads=3, parallel=2)
+    command = config.command()
+    assert command[:3] == [sys.executable, "-m", "gramagent.models.local"]
+    assert command[3:] == ["--model", "/m/x.gguf", "--port", "0", "--ctx-size", "2048",
+                           "--threads", "3", "--parallel", "2"]
+    assert ServerConfig(model_path=Path("/m/x.gguf")).threads >= 1
+
+
+def test_the_child_entry_point_documents_itself() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "gramagent.models.local", "--help"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )
+    assert "--model" in result.stdout and "stdin closes" in result.stdout
+
+
+@needs_xllamacpp
+def test_a_model_that_fails_to_load_is_a_model_api_error_with_the_reason(
+    broken_gguf: Path,
+) -> None:
+    """The child exits; the error names the exit status and llama.cpp's own error lines."""
+    server = EmbeddedServer(ServerConfig(model_path=broken_gguf, ctx_size=512, threads=1))
+    with pytest.raises(ModelAPIError) as info:
+        server.start(timeout=120)
+    message = str(info.value)
+    assert "failed to start" in message and str(broken_gguf) in message
+    assert "exited with code 1" in message
+    assert "failed to load model" in message  # llama.cpp's reason, from the captured log
+    assert not server.alive
+
+
+@needs_xllamacpp
+def test_a_start_timeout_stops_the_child(broken_gguf: Path) -> None:
+    """Not ready in time: a ModelAPIError, and no child process is left running."""
+    server = EmbeddedServer(ServerConfig(model_path=broken_gguf, ctx_size=512, threads=1))
+    with pytest.raises(ModelAPIError, match="did not start within 0 s"):
+        server.start(timeout=0)
+    assert server.pid is not None
+    assert not server.alive
+
+
+@needs_xllamacpp
+async def test_a_failed_start_surfaces_from_the_first_request(broken_gguf: Path) -> None:
+    """Through the Model protocol: the first request raises the start failure."""
+    from gramagent.messages import UserMessage
+    from gramagent.models.base import ModelRequest
+
+    model = local_model(str(broken_gguf), ctx_size=512, threads=1, progress=False)
+    request = ModelRequest(model="x", instruction="Be brief.",
+                           messages=[UserMessage(content="Hi")])
+    with pytest.raises(ModelAPIError, match="failed to start"):
+        await model.request(request)
+    await model.aclose()
+
+
+@needs_xllamacpp
+def test_acquire_server_does_not_keep_a_server_that_failed(broken_gguf: Path) -> None:
+    config = ServerConfig(model_path=broken_gguf, ctx_size=512, threads=1)
+    for _ in range(2):  # each attempt starts afresh and fails the same way
+        with pytest.raises(ModelAPIError, match="failed to start"):
+            acquire_server(config, timeout=120, progress=False)
