@@ -236,10 +236,14 @@ def _fast_node(text: str, pos: int, base: int) -> tuple[NodeInfo, int] | None:
 # --------------------------------------------------------------------------------------------
 
 class Decoder:
-    """Decodes the nodes of one parsed text (``src`` is what was parsed)."""
+    """Decodes the nodes of one parsed text (``src`` is what was parsed).
 
-    def __init__(self, src: bytes) -> None:
+    ``fast=False`` turns the text route off (every read walks the tree), for tests.
+    """
+
+    def __init__(self, src: bytes, *, fast: bool = True) -> None:
         self.src = src
+        self.fast = fast
         self._lines: list[int] | None = None
 
     # ---- positions --------------------------------------------------------------------------
@@ -334,7 +338,7 @@ class Decoder:
 
     def entries(self, record: Node) -> tuple[Entry, ...]:
         """The entries of a record node."""
-        if not record.has_error:
+        if self.fast and not record.has_error:
             text = self.src[record.start_byte: record.end_byte].decode()
             if _RECORD_RE.fullmatch(text):
                 return _fast_entries(text, 1, len(text), record.start_byte)
@@ -347,7 +351,7 @@ class Decoder:
 
     def info(self, node: Node) -> NodeInfo:
         """The identifier, labels and record of a node or subject pattern."""
-        if node.kind_id == K_NODE and not node.has_error:
+        if self.fast and node.kind_id == K_NODE and not node.has_error:
             text = self.src[node.start_byte: node.end_byte].decode()
             fast = _fast_node(text, 0, node.start_byte)
             if fast is not None and fast[1] == len(text):
@@ -390,7 +394,7 @@ class Decoder:
         infos: list[NodeInfo] = []
         arrows: list[Node | int] = []
         pos = 0
-        while True:
+        while self.fast:
             fast = _fast_node(text, pos, base)
             if fast is None:
                 break
@@ -511,6 +515,12 @@ def _missing(node: Node, decoder: Decoder) -> str:
 
 
 def _unexpected(node: Node, decoder: Decoder) -> list[tuple[int, str]]:
+    following = node.next_sibling
+    if following is not None and node.child_count and all(
+            c.is_named and not c.has_error and not c.is_error for c in node.children):
+        # Whole, valid pieces tree-sitter could not fit in: what follows them is unexpected
+        # (typically a missing comma).
+        return [(following.start_byte, _unexpected_text(following, _last_leaf(node), decoder))]
     openers: list[Node] = []
     quote: Node | None = None
     first: Node | None = None
@@ -545,16 +555,36 @@ def _unexpected(node: Node, decoder: Decoder) -> list[tuple[int, str]]:
                                   "they are)")]
     if excerpt.startswith("\0"):
         return [(leaf.start_byte, "a NUL character cannot appear in gram text")]
+    return [(leaf.start_byte, _unexpected_text(leaf, _leaf_before(node), decoder, node))]
+
+
+def _unexpected_text(node: Node, before: Node | None, decoder: Decoder,
+                     context: Node | None = None) -> str:
+    """``unexpected 'x': expected ...`` for ``node``, which follows the leaf ``before``."""
+    while node.child_count:
+        first = node.child(0)
+        if first is None:
+            break
+        node = first
+    raw = decoder.src[node.start_byte: min(node.end_byte, node.start_byte + 30)]
+    excerpt = raw.decode("utf-8", "replace").split("\n")[0] or node.type
     message = f"unexpected '{excerpt}'"
-    expected = _expected(node)
-    if expected:
-        message += f": expected {expected}"
-    return [(leaf.start_byte, message)]
+    expected = _expected(before, context or node)
+    return f"{message}: expected {expected}" if expected else message
 
 
-def _expected(error: Node) -> str | None:
-    """What the grammar accepts where ``error`` starts (None when it says nothing useful)."""
-    before = _leaf_before(error)
+def _last_leaf(node: Node) -> Node:
+    while node.child_count:
+        last = node.child(node.child_count - 1)
+        if last is None:
+            break
+        node = last
+    return node
+
+
+def _expected(before: Node | None, error: Node) -> str | None:
+    """What the grammar accepts after the leaf ``before`` (None when it says nothing
+    useful); ``error`` is the node in the way, whose ancestors say which closer fits."""
     if before is None or before.next_parse_state == 0:
         return None
     lookahead = LANGUAGE.lookahead_iterator(before.next_parse_state)

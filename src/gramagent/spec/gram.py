@@ -136,8 +136,8 @@ def _did_you_mean(word: str, candidates: Iterable[str]) -> str:
 class _Reader:
     """One parse of one text; gives it meaning and collects every problem, positioned."""
 
-    def __init__(self, src: bytes, file: str | None) -> None:
-        self.decoder = Decoder(src)
+    def __init__(self, src: bytes, file: str | None, *, fast: bool = True) -> None:
+        self.decoder = Decoder(src, fast=fast)
         self.file = file
         self.tree = parse(src)
         self.problems: list[tuple[int, str]] = []
