@@ -321,3 +321,27 @@ def test_python_function_and_gram_spec_are_compared() -> None:
     with pytest.raises(ToolError) as info:
         library.bind(load_agent(WEATHER_GRAM.replace("DAYS_TYPE", "Number")))
     assert '/properties/days/type: spec "number" vs implementation "integer"' in str(info.value)
+
+
+def test_bind_is_cached_per_agent_until_the_library_changes() -> None:
+    """Binding the same agent again is free; registering a tool invalidates the cache."""
+    library = ToolLibrary()
+
+    @library.register
+    def sayHello(personName: str = "world") -> str:
+        """Returns a friendly greeting message for the given name."""
+        return personName
+
+    agent = agent_with(hello_spec())
+    first = library.bind(agent)
+    assert library.bind(agent) is first
+    assert library.bind(agent, check_description=False) is not first
+    assert library.bind(agent_with(hello_spec())) is not first  # an equal but new agent
+
+    @library.register(replace=True, name="sayHello")
+    def other(personName: str = "world") -> str:
+        """Returns a friendly greeting message for the given name."""
+        return "other"
+
+    rebound = library.bind(agent)
+    assert rebound is not first and rebound.tools["sayHello"] is other

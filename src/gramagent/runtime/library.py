@@ -32,7 +32,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from types import MappingProxyType
-from typing import Any, TypeVar, overload
+from typing import Any, overload
 
 from gramagent.errors import SchemaError, ToolError
 from gramagent.models.base import ToolDefinition
@@ -44,7 +44,9 @@ from gramagent.spec.model import Agent, Param, Signature, ToolSpec
 __all__ = ["BoundAgent", "Tool", "ToolContext", "ToolLibrary", "tool"]
 
 JSONSchema = dict[str, Any]
-F = TypeVar("F", bound=Callable[..., Any])
+
+_BIND_CACHE_SIZE = 64
+"""Bound agents a library remembers (the agent object is the key; it is kept alive)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -199,6 +201,7 @@ class ToolLibrary:
         self._tools: dict[str, Tool] = {}
         self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._states_lock = threading.Lock()
+        self._bound: OrderedDict[tuple[int, bool], BoundAgent] = OrderedDict()
         self.max_conversations = max_conversations
         for t in tools:
             self.register(t)
@@ -233,6 +236,7 @@ class ToolLibrary:
                 raise ToolError(f"a tool named {t.name!r} is registered already "
                                 "(pass replace=True to replace it)")
             self._tools[t.name] = t
+            self._bound.clear()
             return t
 
         return add(obj) if obj is not None else add
@@ -265,9 +269,16 @@ class ToolLibrary:
         which also ignores parameter descriptions), and its schema matches (compared
         canonically: key order, ``required`` order and the gram round trip do not matter).
 
+        The result is cached per agent object (until a tool is registered), so binding the
+        same agent on every run costs a dictionary lookup.
+
         Raises:
             ToolError: listing every problem found, not only the first.
         """
+        key = (id(agent), check_description)
+        cached = self._bound.get(key)
+        if cached is not None and cached.agent is agent:
+            return cached
         problems: list[str] = []
         tools: dict[str, Tool] = {}
         for spec in agent.tools:
@@ -282,7 +293,11 @@ class ToolLibrary:
             tools[spec.name] = impl
         if problems:
             raise ToolError(problems)
-        return BoundAgent.build(agent, self, tools)
+        bound = BoundAgent.build(agent, self, tools)
+        self._bound[key] = bound
+        while len(self._bound) > _BIND_CACHE_SIZE:
+            self._bound.popitem(last=False)
+        return bound
 
     def conversation_state(self, conversation_id: str) -> dict[str, Any]:
         """The state dict of a conversation (created empty on first use)."""
