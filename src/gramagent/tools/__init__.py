@@ -1,1 +1,101 @@
-"""Built-in tool implementations."""
+"""Built-in tool implementations: ``sayHello``, ``python_repl``, data and chart tools.
+
+:func:`builtin_library` returns a :class:`~gramagent.runtime.library.ToolLibrary` with every
+built-in tool whose dependencies are installed: ``sayHello`` always; ``python_repl`` on Linux
+(it needs the OS isolation of :mod:`gramagent.tools.sandbox`); ``load_csv``,
+``describe_table`` (pyarrow) and ``chart`` (pyarrow and matplotlib) with the ``tools`` extra.
+The gram specs of these tools are in ``examples/tools.gram``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+from gramagent.runtime.library import ToolLibrary
+from gramagent.tools.hello import say_hello
+from gramagent.tools.sandbox import SandboxConfig
+from gramagent.tools.workspace import (
+    DATA_DIR_ENV,
+    DEFAULT_MAX_UPLOAD_BYTES,
+    ToolSettings,
+    Workspace,
+    WorkspaceProvider,
+)
+
+__all__ = [
+    "DATA_DIR_ENV",
+    "SandboxConfig",
+    "ToolSettings",
+    "Workspace",
+    "available_tools",
+    "builtin_library",
+    "say_hello",
+]
+
+
+def _installed(*modules: str) -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in modules)
+
+
+def available_tools() -> dict[str, bool]:
+    """Per built-in tool name, whether its dependencies are present here."""
+    data = _installed("pyarrow")
+    return {
+        "sayHello": True,
+        "python_repl": sys.platform.startswith("linux"),
+        "load_csv": data,
+        "describe_table": data,
+        "chart": data and _installed("matplotlib"),
+    }
+
+
+def builtin_library(
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    session_dir: str | os.PathLike[str] | None = None,
+    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
+    sandbox: SandboxConfig | None = None,
+) -> ToolLibrary:
+    """A ToolLibrary with every built-in tool available here.
+
+    Args:
+        data_dir: a shared data directory (uploaded CSV files and parquet tables); default:
+            ``GRAMAGENT_DATA_DIR`` if set, else the ``data/`` folder of each conversation's
+            workspace.
+        session_dir: one workspace directory for every conversation, kept after use; default:
+            a temporary workspace per conversation, removed when the library forgets it.
+        max_upload_bytes: the largest CSV file ``load_csv`` converts.
+        sandbox: a :class:`~gramagent.tools.sandbox.SandboxConfig` for ``python_repl``
+            (limits, isolation requirements); default: ``SandboxConfig.from_env()``.
+
+    Returns:
+        The library; tools whose dependencies are missing are left out (see
+        :func:`available_tools`).
+    """
+    settings = ToolSettings(
+        session_dir=Path(session_dir) if session_dir is not None else None,
+        data_dir=Path(data_dir) if data_dir is not None else None,
+        max_upload_bytes=max_upload_bytes,
+        sandbox=sandbox,
+    )
+    workspaces = WorkspaceProvider(settings)
+    available = available_tools()
+    library = ToolLibrary([say_hello])
+    workspaces.attach(library)
+    if available["python_repl"]:
+        from gramagent.tools.repl import make_python_repl
+
+        library.register(make_python_repl(workspaces))
+    if available["load_csv"]:
+        from gramagent.tools.data import make_data_tools
+
+        for data_tool in make_data_tools(workspaces):
+            library.register(data_tool)
+    if available["chart"]:
+        from gramagent.tools.chart import make_chart
+
+        library.register(make_chart(workspaces))
+    return library

@@ -1,0 +1,275 @@
+"""The ``chart`` tool: a PNG chart of a parquet table, drawn with matplotlib (Agg backend).
+
+Its arguments follow the strict schema of the design notes exactly: every property is
+required, and the optional ones (``logical_name``, ``x_label``, ``y_label``, ``title``,
+``note``) accept an empty string. Chart types: ``bar`` (horizontal bars), ``column`` (vertical
+bars), ``stacked_column``, ``line`` and ``scatter``; each series plots one numeric column
+against ``x_field``. Rows sharing an ``x_field`` value are summed for the bar kinds.
+
+The figure is drawn on a :class:`matplotlib.figure.Figure` without pyplot, so concurrent calls
+do not share global state. Needs ``matplotlib`` and ``pyarrow`` (the ``tools`` extra).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from gramagent.runtime.library import Tool, ToolContext
+from gramagent.tools.data import DataError, read_table, table_path
+
+if TYPE_CHECKING:
+    from gramagent.tools.workspace import WorkspaceProvider
+
+__all__ = ["CHART_DESCRIPTION", "CHART_SCHEMA", "CHART_TYPES", "ChartRequest", "make_chart",
+           "render_chart"]
+
+CHART_TYPES = ("bar", "column", "stacked_column", "line", "scatter")
+MAX_CATEGORIES = 200
+"""Most distinct x values a bar, column or stacked column chart draws."""
+MAX_POINTS = 100_000
+
+CHART_DESCRIPTION = (
+    "Draw a chart of a table as a PNG image and return its path. chart_type: bar (horizontal "
+    "bars), column (vertical bars), stacked_column, line or scatter. Each series plots one "
+    "numeric column (y_field) against x_field. Always send every field; use an empty string "
+    "for logical_name, x_label, y_label, title and note when not needed."
+)
+
+CHART_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "df_name": {"type": "string"},
+        "logical_name": {"type": "string", "default": ""},
+        "chart_type": {"type": "string", "enum": list(CHART_TYPES)},
+        "x_field": {"type": "string"},
+        "x_label": {"type": "string", "default": ""},
+        "y_label": {"type": "string", "default": ""},
+        "series": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "y_field": {"type": "string"}},
+                "required": ["name", "y_field"],
+                "additionalProperties": False,
+            },
+            "minItems": 1,
+            "maxItems": 10,
+        },
+        "title": {"type": "string", "default": ""},
+        "note": {"type": "string", "default": ""},
+    },
+    "required": ["df_name", "logical_name", "chart_type", "x_field", "x_label", "y_label",
+                 "series", "title", "note"],
+    "additionalProperties": False,
+}
+"""The strict arguments schema of the design notes (every property required)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChartRequest:
+    """The arguments of one chart call."""
+
+    df_name: str
+    chart_type: str
+    x_field: str
+    series: tuple[tuple[str, str], ...]
+    """(name, y_field) per series."""
+    logical_name: str = ""
+    x_label: str = ""
+    y_label: str = ""
+    title: str = ""
+    note: str = ""
+
+    @classmethod
+    def from_arguments(cls, arguments: dict[str, Any]) -> ChartRequest:
+        """Build from the tool's arguments, checking what the schema cannot.
+
+        Raises:
+            DataError: a series entry is malformed, or the chart type is unknown.
+        """
+        series = []
+        for i, item in enumerate(arguments.get("series") or ()):
+            if not isinstance(item, dict) or not isinstance(item.get("y_field"), str):
+                raise DataError(f"series[{i}] must be an object with name and y_field")
+            series.append((str(item.get("name") or item["y_field"]), item["y_field"]))
+        if not 1 <= len(series) <= 10:
+            raise DataError(f"series must have 1 to 10 entries, got {len(series)}")
+        chart_type = str(arguments.get("chart_type", ""))
+        if chart_type not in CHART_TYPES:
+            raise DataError(f"unknown chart_type {chart_type!r}; use one of "
+                            f"{', '.join(CHART_TYPES)}")
+        text = {k: str(arguments.get(k) or "") for k in
+                ("logical_name", "x_label", "y_label", "title", "note")}
+        return cls(df_name=str(arguments.get("df_name", "")), chart_type=chart_type,
+                   x_field=str(arguments.get("x_field", "")), series=tuple(series), **text)
+
+
+def _check_columns(table_name: str, schema: pa.Schema, request: ChartRequest) -> None:
+    names = schema.names
+    problems = []
+    if request.x_field not in names:
+        problems.append(f"x_field {request.x_field!r} is not a column")
+    for name, y_field in request.series:
+        if y_field not in names:
+            problems.append(f"series {name!r}: y_field {y_field!r} is not a column")
+            continue
+        kind = schema.field(y_field).type
+        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)
+                or pa.types.is_decimal(kind)):
+            problems.append(f"series {name!r}: column {y_field!r} is {kind}, not numeric")
+    if problems:
+        raise DataError(f"cannot chart table {table_name!r}: " + "; ".join(problems)
+                        + f". Columns: {', '.join(f'{f.name} ({f.type})' for f in schema)}")
+
+
+def _aggregate(table: pa.Table, x_field: str, y_fields: Sequence[str]) -> pa.Table:
+    """Sum the y columns per distinct x value, keeping the order of first appearance."""
+    x = table[x_field]
+    if pc.count_distinct(x).as_py() == table.num_rows:
+        return table
+    keyed = table.append_column("__order", pa.array(range(table.num_rows)))
+    grouped = keyed.group_by(x_field, use_threads=False).aggregate(
+        [("__order", "min"), *((y, "sum") for y in y_fields)])
+    grouped = grouped.sort_by("__order_min")
+    return pa.table({x_field: grouped[x_field],
+                     **{y: grouped[f"{y}_sum"] for y in y_fields}})
+
+
+def render_chart(table: pa.Table, request: ChartRequest, target: Path) -> str:
+    """Draw ``request`` from ``table`` into the PNG ``target``; returns a one-line summary."""
+    y_fields = list(dict.fromkeys(y for _, y in request.series))
+    data = table.select(list(dict.fromkeys([request.x_field, *y_fields])))
+    summed = False
+    if request.chart_type in ("bar", "column", "stacked_column"):
+        aggregated = _aggregate(data, request.x_field, y_fields)
+        summed = aggregated.num_rows != data.num_rows
+        data = aggregated
+        if data.num_rows > MAX_CATEGORIES:
+            raise DataError(f"{data.num_rows} distinct values of {request.x_field!r} are too "
+                            f"many for a {request.chart_type} chart (at most {MAX_CATEGORIES});"
+                            " aggregate the table first or use a line chart")
+    elif data.num_rows > MAX_POINTS:
+        raise DataError(f"{data.num_rows} rows are too many to plot (at most {MAX_POINTS})")
+    x_values = data[request.x_field].to_pylist()
+    x_numeric = pa.types.is_integer(data.schema.field(request.x_field).type) or \
+        pa.types.is_floating(data.schema.field(request.x_field).type)
+    figure = Figure(figsize=(9, 5.5), dpi=100, layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    positions = list(range(len(x_values)))
+    labels = ["" if v is None else str(v) for v in x_values]
+    count = len(request.series)
+    if request.chart_type in ("bar", "column"):
+        width = 0.8 / count
+        for i, (name, y_field) in enumerate(request.series):
+            values = _numbers(data[y_field])
+            offsets = [p - 0.4 + width * (i + 0.5) for p in positions]
+            if request.chart_type == "column":
+                axes.bar(offsets, values, width=width, label=name)
+            else:
+                axes.barh(offsets, values, height=width, label=name)
+    elif request.chart_type == "stacked_column":
+        bottom = [0.0] * len(positions)
+        for name, y_field in request.series:
+            values = _numbers(data[y_field])
+            axes.bar(positions, values, width=0.7, bottom=bottom, label=name)
+            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    elif request.chart_type == "line":
+        xs = x_values if x_numeric else positions
+        for name, y_field in request.series:
+            axes.plot(xs, _numbers(data[y_field]), marker="o", markersize=3, label=name)
+    else:  # scatter
+        xs = x_values if x_numeric else positions
+        for name, y_field in request.series:
+            axes.scatter(xs, _numbers(data[y_field]), s=16, label=name)
+    if request.chart_type == "bar":
+        axes.set_yticks(positions, labels)
+        axes.invert_yaxis()
+    elif not (x_numeric and request.chart_type in ("line", "scatter")):
+        axes.set_xticks(positions, labels)
+        if max((len(s) for s in labels), default=0) * len(labels) > 90:
+            axes.tick_params(axis="x", labelrotation=45)
+            for tick in axes.get_xticklabels():
+                tick.set_horizontalalignment("right")
+    value_label = request.y_label or (request.series[0][0] if count == 1 else "")
+    category_label = request.x_label or request.x_field
+    if request.chart_type == "bar":
+        axes.set_xlabel(value_label)
+        axes.set_ylabel(category_label)
+        axes.grid(axis="x", alpha=0.3)
+    else:
+        axes.set_xlabel(category_label)
+        axes.set_ylabel(value_label)
+        axes.grid(axis="y", alpha=0.3)
+    axes.set_axisbelow(True)
+    title = request.title or request.logical_name
+    if title:
+        axes.set_title(title)
+    if count > 1:
+        axes.legend()
+    if request.note:
+        figure.text(0.01, 0.005, request.note, fontsize=8, color="0.35", ha="left", va="bottom")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.partial")
+    figure.savefig(partial, format="png")
+    partial.replace(target)
+    series_text = ", ".join(f"{name} ({y})" for name, y in request.series)
+    return (f"{request.chart_type} chart of table {request.df_name}: x = {request.x_field} "
+            f"({len(x_values)} values{', summed per value' if summed else ''}), series: "
+            f"{series_text}")
+
+
+def _numbers(column: pa.ChunkedArray) -> list[float]:
+    return [float("nan") if v is None else float(v) for v in column.to_pylist()]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", text.strip()).strip("_")[:60]
+
+
+def _free_name(folder: Path, stem: str) -> Path:
+    """The first ``stem_N.png`` of ``folder`` that does not exist, reserved by creating it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        target = folder / f"{stem}_{n}.png"
+        try:
+            target.touch(exist_ok=False)
+            return target
+        except FileExistsError:
+            n += 1
+
+
+def make_chart(workspaces: WorkspaceProvider) -> Tool:
+    """The ``chart`` tool, drawing into the charts folder of each conversation's workspace."""
+    naming = threading.Lock()
+
+    def chart(ctx: ToolContext = None, **arguments: Any) -> str:  # type: ignore[assignment]
+        request = ChartRequest.from_arguments(arguments)
+        workspace = workspaces.get(ctx)
+        path = table_path(workspace.data_dir, request.df_name)
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+        _check_columns(request.df_name, pq.read_schema(path), request)
+        table = read_table(workspace.data_dir, request.df_name)
+        stem = _slug(request.logical_name)
+        if stem:  # a logical name identifies the chart: drawing it again replaces it
+            target = workspace.charts_dir / f"{stem}.png"
+        else:
+            with naming:
+                target = _free_name(workspace.charts_dir,
+                                    f"{request.df_name}_{request.chart_type}")
+        summary = render_chart(table, request, target)
+        return f"Chart saved to {target}: {summary}"
+
+    return Tool("chart", CHART_DESCRIPTION, CHART_SCHEMA, chart, context_param="ctx")

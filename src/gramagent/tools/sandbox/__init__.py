@@ -1,0 +1,24 @@
+"""An isolated, persistent Python session (the engine behind the ``python_repl`` tool).
+
+See :class:`PythonSandbox` and ``docs/sandbox.md`` for what is and is not isolated.
+"""
+
+from gramagent.tools.sandbox.session import (
+    WEAK_ISOLATION_ENV,
+    Isolation,
+    PythonSandbox,
+    ReplResult,
+    SandboxConfig,
+    SandboxError,
+    SandboxLimits,
+)
+
+__all__ = [
+    "WEAK_ISOLATION_ENV",
+    "Isolation",
+    "PythonSandbox",
+    "ReplResult",
+    "SandboxConfig",
+    "SandboxError",
+    "SandboxLimits",
+]

@@ -1,0 +1,312 @@
+"""OS-level isolation of a sandbox worker, applied by the worker to itself before any user code.
+
+Runs inside the isolated worker interpreter (``python -I -S``), so it imports only the standard
+library. :func:`isolate` applies, in this order, and reports what it achieved:
+
+1. **Namespaces** (``unshare``): a new network namespace (only a loopback interface, which is
+   down: no route anywhere), a new mount namespace and a new IPC namespace; plus a new user
+   namespace when not started as root (unprivileged namespaces).
+2. **Filesystem view** (in the new mount namespace): every mount becomes private, places that
+   hold other people's files or are writable by anyone (``/tmp``, ``/home``, ``/root``,
+   ``/run``, ...) are covered by empty tmpfs mounts, the few paths the worker needs (the
+   interpreter and its site-packages, the data directory, the work directory) are bound back
+   at their own paths, then the whole tree is made read-only and ``nosuid``, except the work
+   directory, which stays writable.
+3. **Resource limits** (``setrlimit``): address space, CPU seconds, open files, file size,
+   processes (no new process or thread can start), core dumps off.
+4. **Privileges**: as root, switch to an unprivileged uid/gid with no supplementary groups
+   (which clears every capability); otherwise drop the capabilities the user namespace gave.
+   Then ``PR_SET_NO_NEW_PRIVS``, so no exec can gain privileges again (setuid binaries, file
+   capabilities).
+
+Each step that cannot be applied is reported, not silently skipped; the parent decides whether
+the result is strong enough (see ``docs/sandbox.md``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import resource
+from typing import Any
+
+__all__ = ["isolate"]
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+
+MS_RDONLY = 0x1
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_NOEXEC = 0x8
+MS_REMOUNT = 0x20
+MS_NOATIME = 0x400
+MS_NODIRATIME = 0x800
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_PRIVATE = 0x40000
+MS_RELATIME = 0x200000
+MS_STRICTATIME = 0x1000000
+
+AT_FDCWD = -100
+AT_RECURSIVE = 0x8000
+MOUNT_ATTR_RDONLY = 0x1
+MOUNT_ATTR_NOSUID = 0x2
+SYS_MOUNT_SETATTR = 442  # the same number on every architecture that has it
+
+PR_SET_NO_NEW_PRIVS = 38
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+COVERED = ("/tmp", "/var/tmp", "/dev/shm", "/run", "/home", "/root", "/mnt", "/media", "/srv")
+"""Covered by an empty tmpfs in the worker's view (what the worker needs is bound back)."""
+
+SYSTEM_TOPS = frozenset({
+    "bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "nix", "opt", "proc",
+    "sbin", "snap", "sys", "usr", "var",
+})
+"""Top-level directories never covered (the system the interpreter runs on)."""
+
+_MOUNT_OPTION_FLAGS = {
+    "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
+    "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME,
+}
+
+_libc: Any = None
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def _c() -> Any:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                ctypes.c_ulong, ctypes.c_void_p]
+        _libc.unshare.argtypes = [ctypes.c_int]
+        _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
+                                ctypes.c_ulong]
+        _libc.syscall.restype = ctypes.c_long
+    return _libc
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int,
+           data: str | None = None) -> None:
+    def enc(text: str | None) -> bytes | None:
+        return text.encode() if text is not None else None
+
+    _check(_c().mount(enc(source), target.encode(), enc(fstype), flags, enc(data)),
+           f"mount {target}")
+
+
+def _mount_setattr(path: str, *, set_: int = 0, clear: int = 0, recursive: bool) -> None:
+    attr = _MountAttr(set_, clear, 0, 0)
+    flags = AT_RECURSIVE if recursive else 0
+    _check(_c().syscall(SYS_MOUNT_SETATTR, AT_FDCWD, path.encode(), flags, ctypes.byref(attr),
+                        ctypes.sizeof(attr)), f"mount_setattr {path}")
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Steps
+# ---------------------------------------------------------------------------------------------
+
+def _unshare(root: bool) -> tuple[bool, bool, str]:
+    """Enter new namespaces. Returns (network isolated, mount namespace, detail)."""
+    libc = _c()
+    user = 0 if root else CLONE_NEWUSER
+    uid, gid = os.getuid(), os.getgid()
+    if libc.unshare(user | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC) == 0:
+        mounts = True
+    elif libc.unshare(user | CLONE_NEWNET) == 0:
+        mounts = False
+    else:
+        errno = ctypes.get_errno()
+        return False, False, f"unshare failed: {os.strerror(errno)}"
+    if not root:  # map our own ids into the new user namespace
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    detail = "new network namespace (no interfaces up)"
+    return True, mounts, detail
+
+
+def _covers(exposed: list[str], extra: list[str]) -> list[str]:
+    tops = set(COVERED)
+    for path in [*exposed, *extra]:
+        parts = path.strip("/").split("/")
+        if parts and parts[0] and parts[0] not in SYSTEM_TOPS:
+            tops.add("/" + parts[0])
+    out: list[str] = []
+    for top in sorted(tops):
+        real = os.path.realpath(top)
+        if os.path.isdir(real) and real != "/" and real not in out:
+            out.append(real)
+    # drop covers nested in another cover
+    return [c for c in out if not any(c != o and _under(c, o) for o in out)]
+
+
+def _readonly_everything() -> None:
+    """Make every mount read-only and nosuid (mount_setattr, or a remount per mount)."""
+    try:
+        _mount_setattr("/", set_=MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, recursive=True)
+        return
+    except OSError as exc:
+        if exc.errno not in (38, 22):  # ENOSYS (kernel < 5.12) or EINVAL: remount one by one
+            raise
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4:6] for line in f]
+    for target, options in points:
+        target = target.encode().decode("unicode_escape")
+        flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID
+        for option in options.split(","):
+            flags |= _MOUNT_OPTION_FLAGS.get(option, 0)
+        try:
+            _mount(None, target, None, flags)
+        except OSError:
+            if target == "/":
+                raise
+
+
+def _filesystem(workdir: str, readable: list[str], hide_also: list[str]) -> str:
+    """Build the worker's view of the filesystem; returns a description of it."""
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    exposed = [(p, False) for p in readable] + [(workdir, True)]
+    exposed.sort(key=lambda item: item[0].count("/"))
+    fds = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path, _ in exposed}
+    covers = _covers([p for p, _ in exposed], hide_also)
+    for cover in covers:
+        _mount("tmpfs", cover, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+    for path, writable in exposed:
+        if any(_under(path, c) for c in covers):
+            os.makedirs(path, exist_ok=True)
+            _mount(f"/proc/self/fd/{fds[path]}", path, None, MS_BIND | MS_REC)
+        elif writable:  # its own mount, so it can stay writable when the rest is not
+            _mount(path, path, None, MS_BIND | MS_REC)
+    for fd in fds.values():
+        os.close(fd)
+    _readonly_everything()
+    try:
+        _mount_setattr(workdir, clear=MOUNT_ATTR_RDONLY, recursive=True)
+    except OSError as exc:
+        if exc.errno not in (38, 22):
+            raise
+        _mount(None, workdir, None, MS_REMOUNT | MS_BIND | MS_NOSUID)
+    return ("read-only view; writable: the work directory only; hidden behind empty tmpfs: "
+            + ", ".join(covers))
+
+
+def _limits(limits: dict[str, int]) -> str:
+    pairs = [
+        (resource.RLIMIT_AS, limits["memory_bytes"]),
+        (resource.RLIMIT_CPU, limits["session_cpu_seconds"]),
+        (resource.RLIMIT_NOFILE, limits["max_open_files"]),
+        (resource.RLIMIT_FSIZE, limits["max_file_bytes"]),
+        (resource.RLIMIT_NPROC, 1),
+        (resource.RLIMIT_CORE, 0),
+    ]
+    for which, value in pairs:
+        resource.setrlimit(which, (value, value))
+    return (f"address space {limits['memory_bytes']} B, CPU {limits['session_cpu_seconds']} s "
+            f"per worker, {limits['max_open_files']} open files, files up to "
+            f"{limits['max_file_bytes']} B, no new processes or threads, no core dumps")
+
+
+def _drop_capabilities() -> None:
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_c().capset(ctypes.byref(header), ctypes.byref(data)), "capset")
+
+
+def _effective_capabilities() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
+    return -1
+
+
+def _privileges(root: bool, uid: int | None, gid: int | None, in_userns: bool) -> tuple[bool, str]:
+    if root:
+        if uid is None or gid is None or uid == 0:
+            return False, "running as root: no unprivileged uid was given"
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+    elif in_userns:
+        _drop_capabilities()
+    caps = _effective_capabilities()
+    _check(_c().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+    ok = os.geteuid() != 0 and caps == 0
+    return ok, f"uid {os.getuid()}, gid {os.getgid()}, no capabilities, no new privileges" if ok \
+        else f"uid {os.geteuid()} with capabilities {caps:#x}"
+
+
+def isolate(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Isolate the calling process as ``config`` asks; returns a report per feature.
+
+    ``config`` holds ``workdir``, ``readable`` (paths to keep visible, read-only), ``hide``
+    (more paths whose top-level directory is covered), ``limits`` (the numbers of
+    :func:`_limits`), ``uid``/``gid`` (used when running as root).
+
+    Each report entry is ``{"ok": bool, "detail": str}`` for ``network``, ``filesystem``,
+    ``limits`` and ``privileges``. A step that fails is reported with its error; the steps
+    after it still run.
+    """
+    report: dict[str, dict[str, Any]] = {}
+    root = os.geteuid() == 0
+    try:
+        net, mounts, detail = _unshare(root)
+    except OSError as exc:
+        net, mounts, detail = False, False, f"unshare failed: {exc}"
+    report["network"] = {"ok": net, "detail": detail}
+    in_userns = net and not root
+    if mounts:
+        try:
+            fs_detail = _filesystem(config["workdir"], list(config["readable"]),
+                                    list(config.get("hide", ())))
+            report["filesystem"] = {"ok": True, "detail": fs_detail}
+        except OSError as exc:
+            report["filesystem"] = {"ok": False, "detail": f"filesystem setup failed: {exc}"}
+    else:
+        report["filesystem"] = {"ok": False, "detail": "no mount namespace: the worker sees "
+                                "and may write what its user may"}
+    try:
+        report["limits"] = {"ok": True, "detail": _limits(config["limits"])}
+    except (OSError, ValueError) as exc:
+        report["limits"] = {"ok": False, "detail": f"setrlimit failed: {exc}"}
+    try:
+        ok, detail = _privileges(root, config.get("uid"), config.get("gid"), in_userns)
+        report["privileges"] = {"ok": ok, "detail": detail}
+    except OSError as exc:
+        report["privileges"] = {"ok": False, "detail": f"dropping privileges failed: {exc}"}
+    os.chdir(config["workdir"])
+    return report
