@@ -314,12 +314,16 @@ async def test_events_order_hashes_and_privacy(api: str, tools: Tools, agent: Ag
     assert planned[0].args_preview_hash == reference_hash(canonical(good))
     assert planned[1].args_preview_hash == reference_hash(raw_bad)
     assert planned[2].tool == "<unknown>"
-    results = [e for e in events if isinstance(e, ToolCallResult)]
+    results = sorted((e for e in events if isinstance(e, ToolCallResult)), key=lambda e: e.seq)
     assert [(e.status, e.error_type) for e in results] == [
         ("ok", None), ("error", "tool_payload_parse_error"), ("error", "unknown_tool"),
         ("error", "invalid_arguments"), ("error", "tool_exception"),
         ("error", "tool_payload_too_large")]
     assert all(e.latency_ms >= 0 for e in results)
+    # a rejected call's result is emitted when it is rejected, before the turn's tools run
+    order = [(e.kind, e.seq) for e in events]
+    assert order.index(("tool_call_result", 2)) < order.index(("tool_call_planned", 3))
+    assert order.index(("tool_call_result", 5)) > order.index(("tool_call_planned", 5))
     dumped = json.dumps([e.to_dict() for e in events])
     assert SECRET not in dumped and "hunter2" not in dumped
     assert len(response.tool_invocations) == 6

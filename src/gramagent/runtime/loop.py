@@ -395,10 +395,9 @@ class _Run:
         self._check_retry_budget(pending)
 
     def _check(self, call: ToolCall) -> _Call:
-        """Parse and check one call; emits its planned event."""
+        """Parse and check one call. Emits its planned event, and its result if rejected."""
         self.seq += 1
-        bound = self.bound
-        known = call.name in bound.tools
+        known = call.name in self.bound.tools
         parsed = parse_arguments(call.arguments, max_bytes=self.limits.max_payload_bytes,
                                  tool=f"tool {call.name!r}" if known else "this call")
         c = _Call(call, self.seq, time.perf_counter(),
@@ -407,33 +406,37 @@ class _Run:
             c.args_hash = args_preview_hash(c.arguments)
         if self.sinks:
             emit(self.sinks, ToolCallPlanned(
-                request_id=self.run_id, tool=call.name if known else UNKNOWN_TOOL_LABEL,
+                request_id=self.run_id, tool=self._label(call.name),
                 args_preview_hash=c.args_hash or "", seq=c.seq))
-        if isinstance(parsed, CallRejection):
-            c.rejection = parsed
-            return c
+        c.rejection = parsed if isinstance(parsed, CallRejection) else self._inspect(c, parsed)
+        if c.rejection is not None and self.sinks:
+            self._emit_result(c, c.rejection.error_type, c.rejection.event_message)
+        return c
+
+    def _inspect(self, c: _Call, parsed: dict[str, Any]) -> CallRejection | None:
+        """The checks after parsing: known tool, schema, implementation, repetition."""
+        call, bound = c.call, self.bound
         checked = check_parsed(call.name, parsed, validators=bound.validators,
                                schemas=bound.schemas)
         if isinstance(checked, CallRejection):
-            c.rejection = checked
-            return c
+            return checked
         c.arguments = checked.arguments
         c.tool = tool = bound.tools[call.name]
         if tool.accepts is not None and not tool.accepts.issuperset(checked.arguments):
-            c.rejection = _unexpected_arguments(tool, checked.arguments)
-            return c
+            return _unexpected_arguments(tool, checked.arguments)
         if self.limits.repeat_guard:
             c.repeat_key = call.name + "\x00" + canonical_json(checked.arguments)
             if c.repeat_key in self.answered:
-                c.rejection = rejection(
+                self.force_answer = True
+                return rejection(
                     "repeated_call",
                     f"tool {call.name!r} was already called with these arguments in this run; "
                     "its result is above. Use it to answer the user now.",
                     "repeated call; answered from the earlier result")
-                self.force_answer = True
-        return c
+        return None
 
     async def _execute(self, c: _Call, remaining: float | None) -> Outcome:
+        """Run one checked call; emits its result event as soon as it finishes."""
         tool = c.tool
         assert tool is not None and isinstance(c.arguments, dict)
         timeout = self.limits.tool_timeout if tool.timeout is INHERIT else tool.timeout
@@ -445,19 +448,34 @@ class _Run:
                 conversation_id=self.conversation.id, run_id=self.run_id, call_id=c.call.id,
                 tool=tool.name,
                 state=self.bound.library.conversation_state(self.conversation.id))
-        return await execute(tool, c.arguments, context=ctx, timeout=timeout,
-                             dry_run=self.dry_run,
-                             max_output_chars=self.limits.max_tool_output_chars)
+        outcome = await execute(tool, c.arguments, context=ctx, timeout=timeout,
+                                dry_run=self.dry_run,
+                                max_output_chars=self.limits.max_tool_output_chars)
+        if self.sinks:
+            self._emit_result(c, outcome.error_type, outcome.event_message)
+        return outcome
+
+    def _emit_result(self, c: _Call, error_type: ToolErrorType | None,
+                     message: str | None) -> None:
+        emit(self.sinks, ToolCallResult(
+            request_id=self.run_id, tool=self._label(c.call.name),
+            status="ok" if error_type is None else "error",
+            latency_ms=(time.perf_counter() - c.planned_at) * 1000.0, seq=c.seq,
+            error_type=error_type, message=message))
+
+    def _label(self, name: str) -> str:
+        """The tool name for events, metrics and logs: bounded to the agent's tools."""
+        return name if name in self.bound.tools else UNKNOWN_TOOL_LABEL
 
     def _finish(self, c: _Call) -> None:
-        """Record one call's result: conversation, invocation, event, log."""
+        """Record one call's result, in call order: conversation, invocation, log."""
         call = c.call
         error_type: ToolErrorType | None
         event_message: str | None
         if c.rejection is not None:
             error_type, text, event_message = (c.rejection.error_type, c.rejection.message,
                                                c.rejection.event_message)
-            result, latency, ran = None, 0.0, False
+            result, latency = None, 0.0
             if error_type in INVALID_CALL_TYPES:
                 self.invalid[call.name] += 1
         else:
@@ -465,7 +483,7 @@ class _Run:
             assert outcome is not None
             error_type, text, event_message = (outcome.error_type, outcome.output,
                                                outcome.event_message)
-            result, latency, ran = outcome.result, outcome.latency, True
+            result, latency = outcome.result, outcome.latency
             if error_type is None and c.repeat_key is not None:
                 self.answered.add(c.repeat_key)
         self.conversation.append(ToolResultMessage(
@@ -473,15 +491,8 @@ class _Run:
         self.invocations.append(ToolInvocation(
             call_id=call.id, name=call.name, arguments=c.arguments, result=result,
             error=text if error_type is not None else None, error_type=error_type,
-            latency=latency if ran else 0.0, seq=c.seq))
-        tool_label = call.name if call.name in self.bound.tools else UNKNOWN_TOOL_LABEL
-        if self.sinks:
-            emit(self.sinks, ToolCallResult(
-                request_id=self.run_id, tool=tool_label,
-                status="ok" if error_type is None else "error",
-                latency_ms=(time.perf_counter() - c.planned_at) * 1000.0, seq=c.seq,
-                error_type=error_type, message=event_message))
-        log_tool_call(tool=tool_label, call_id=call.id, latency_ms=latency * 1000.0,
+            latency=latency, seq=c.seq))
+        log_tool_call(tool=self._label(call.name), call_id=call.id, latency_ms=latency * 1000.0,
                       error_type=error_type, args_hash=c.args_hash, message=event_message)
 
     def _check_retry_budget(self, pending: list[_Call]) -> None:
