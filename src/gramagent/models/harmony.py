@@ -243,13 +243,13 @@ def read_completion(data: Mapping[str, Any], *, prefill: str = "") -> ModelTurn:
         token = _stop_token(choice.get("stop_reason"), messages[-1])
         messages = parse_harmony(text + token)
     turn = turn_from_messages(messages)
-    usage = usage_from(data.get("usage"), "prompt_tokens", "completion_tokens")
+    if turn.tool_calls:
+        finish = "tool_calls"
     return ModelTurn(
         text=turn.text,
         tool_calls=turn.tool_calls,
-        usage=usage,
-        finish_reason="tool_calls" if turn.tool_calls else (finish if isinstance(finish, str)
-                                                            else None),
+        usage=usage_from(data.get("usage"), "prompt_tokens", "completion_tokens"),
+        finish_reason=finish if isinstance(finish, str) else None,
         raw={"response": dict(data), "text": text, **(turn.raw or {})},
     )
 
