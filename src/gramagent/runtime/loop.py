@@ -341,14 +341,17 @@ class _Run:
     # -- model ----------------------------------------------------------------------------
 
     async def _request(self, request: ModelRequest, deadline: float | None) -> ModelTurn:
+        limit = asyncio.timeout_at(deadline)
         try:
-            async with asyncio.timeout_at(deadline):
+            async with limit:
                 turn = await self.model.request(request)
         except ModelAPIError as exc:
             exc.context = self.conversation.copy()
             exc.usage = self.usage
             raise
         except TimeoutError:
+            if not limit.expired():  # not our deadline: the adapter's own business
+                raise
             now = asyncio.get_running_loop().time()
             raise self._wall_time_exceeded(now, " (while waiting for the model)") from None
         usage = turn.usage if turn.usage is not None else self._estimate(request, turn)
