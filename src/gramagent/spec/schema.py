@@ -55,7 +55,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
@@ -156,7 +156,7 @@ class StrictResult:
     """The compiled schema (a new dict; the input is left untouched)."""
     changes: tuple[StrictChange, ...] = ()
     """Everything that was changed, in the order it was done (children before parents)."""
-    problems: tuple[StrictChange, ...] = field(default=())
+    problems: tuple[StrictChange, ...] = ()
     """What strict mode cannot express (action ``unsupported``); empty when :attr:`ok`."""
 
     @property
@@ -183,10 +183,13 @@ def strict_schema(schema: Mapping[str, Any], *, profile: StrictProfile = OPENAI)
 
     Returns:
         The new schema, every change made, and every problem left (see :attr:`StrictResult.ok`).
+
+    Raises:
+        SchemaError: ``schema`` is malformed (a keyword whose value has the wrong shape, such
+            as ``required`` that is not a list of names); ``keyword`` and ``path`` say where.
     """
-    source = copy.deepcopy(dict(schema))
-    compiler = _StrictCompiler(profile, root=source)
-    out = compiler.node(copy.deepcopy(source), "")
+    compiler = _StrictCompiler(profile, root=schema)
+    out = compiler.node(copy.deepcopy(dict(schema)), "")
     if not _is_object(out) or "anyOf" in out:
         compiler.problem("", "the root must be an object schema (not anyOf or another type)")
     compiler.check_limits(out)
@@ -255,7 +258,7 @@ _TYPED_BY = ("type", "anyOf", "$ref", "enum", "const")
 class _StrictCompiler:
     """One compilation: walks the schema, rewriting nodes and recording what it did."""
 
-    def __init__(self, profile: StrictProfile, root: JSONSchema) -> None:
+    def __init__(self, profile: StrictProfile, root: Mapping[str, Any]) -> None:
         self.profile = profile
         self.root = root
         self.changes: list[StrictChange] = []
@@ -276,6 +279,7 @@ class _StrictCompiler:
         if not isinstance(node, dict):
             raise SchemaError(f"{path or '/'}: a schema must be an object, not {_json(node)}",
                               path=path)
+        _check_shape(node, path)
         node = self.rewrite_composition(node, path)
         node = self.drop_unsupported(node, path)
         if "$ref" in node and len(node) > 1 and not node.keys() - {"$ref", *_ANNOTATIONS}:
@@ -289,9 +293,7 @@ class _StrictCompiler:
         if isinstance(node.get("anyOf"), list):
             node["anyOf"] = [self.node(sub, _pointer(path, "anyOf", i))
                              for i, sub in enumerate(node["anyOf"])]
-        if isinstance(node.get("items"), list):
-            self.problem(path, "items as a list (positional items) cannot be expressed")
-        elif "items" in node:
+        if "items" in node:
             node["items"] = self.node(node["items"], _pointer(path, "items"))
         elif _has_type(node, "array"):
             self.problem(path, "an array without items cannot be expressed")
@@ -372,7 +374,7 @@ class _StrictCompiler:
                 node["type"] = [*t, "null"] if isinstance(t, list) else [t, "null"]
             if "const" in node:
                 node["enum"] = [node.pop("const")]
-            if "enum" in node:
+            if "enum" in node and None not in node["enum"]:
                 node["enum"] = [*node["enum"], None]
         else:
             annotations = {k: node.pop(k) for k in _ANNOTATIONS if k in node}
@@ -404,6 +406,34 @@ class _StrictCompiler:
                 self.problem(path, f"an enum of {len(values)} values has {chars} characters; "
                                    f"{p.name} allows {p.large_enum_chars} above "
                                    f"{p.large_enum_values} values")
+
+
+_SHAPES: dict[str, tuple[type | tuple[type, ...], str]] = {
+    "type": ((str, list), "a type name or a list of them"),
+    "properties": (dict, "an object of schemas"),
+    "$defs": (dict, "an object of schemas"),
+    "definitions": (dict, "an object of schemas"),
+    "required": (list, "a list of property names"),
+    "enum": (list, "a list of values"),
+    "anyOf": (list, "a list of schemas"),
+    "oneOf": (list, "a list of schemas"),
+    "allOf": (list, "a list of schemas"),
+    "items": ((dict, bool), "a schema"),
+    "additionalProperties": ((dict, bool), "a schema"),
+    "description": (str, "a string"),
+    "title": (str, "a string"),
+}
+"""The value shape of the keywords the compiler reads."""
+
+
+def _check_shape(node: JSONSchema, path: str) -> None:
+    for key, (kind, what) in _SHAPES.items():
+        if key in node and not isinstance(node[key], kind):
+            raise SchemaError(f"{path or '/'}: {key} must be {what}, not {_json(node[key])}",
+                              keyword=key, path=path)
+    if "required" in node and not all(isinstance(n, str) for n in node["required"]):
+        raise SchemaError(f"{path or '/'}: required must be a list of property names",
+                          keyword="required", path=path)
 
 
 def _has_type(node: Mapping[str, Any], name: str) -> bool:
@@ -558,7 +588,8 @@ _FORMAT_CHECKER = FormatChecker(
     [f for f in _CHEAP_FORMATS if f in Draft202012Validator.FORMAT_CHECKER.checkers])
 
 _MAX_MESSAGE = 300
-_CACHE_SIZE = 2048
+_CACHE_SIZE = 4096
+"""Validators kept (the oldest is dropped first); one takes a few KB."""
 
 
 class SchemaValidator:
