@@ -57,7 +57,6 @@ from gramagent.spec._gramsyntax import (
     Decoder,
     NodeInfo,
     Val,
-    dedent_fenced,
     descendants,
     parse,
     syntax_problems,
@@ -838,12 +837,23 @@ def has_comments(text: str | bytes) -> bool:
 # --------------------------------------------------------------------------------------------
 
 def _string(text: str, indent: str, *, fence: bool) -> str:
-    """A string value; multi-line ones fenced (when that reads back exactly)."""
+    """A string value; multi-line ones fenced when that reads back exactly."""
     if fence and "\n" in text and "```" not in text and "\0" not in text:
         body = "\n".join(indent + line if line else "" for line in text.split("\n"))
-        if dedent_fenced(body + "\n" + indent) == text:
-            return "```\n" + body + "\n" + indent + "```"
+        literal = "```\n" + body + "\n" + indent + "```"
+        if _reads_back(literal, text):
+            return literal
     return quote_string(text)
+
+
+def _reads_back(literal: str, text: str) -> bool:
+    """Whether a string literal reads as ``text`` (fences drop leading blank lines, ...)."""
+    src = f"[x {{v: {literal}}}]".encode()
+    tree = parse(src)
+    if tree.root_node.has_error:
+        return False
+    entries = Decoder(src).entries(tree.root_node.child(0).child(2))  # type: ignore[union-attr]
+    return len(entries) == 1 and entries[0][2][1] == text
 
 
 def _tool(spec: ToolSpec, indent: str) -> str:

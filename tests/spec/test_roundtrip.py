@@ -1,0 +1,154 @@
+"""Round trips: gram text -> spec objects -> gram text, and spec objects -> JSON -> objects."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gramagent.spec.gram import load_file, load_gram, to_gram
+from gramagent.spec.model import Agent, GramDocument, ModelRef, Param, Signature, ToolSpec
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+GRAM_FILES = sorted([*ROOT.joinpath("examples").glob("*.gram"),
+                     *ROOT.joinpath("tests", "fixtures").glob("*.gram")])
+
+
+@pytest.mark.parametrize("path", GRAM_FILES, ids=lambda p: p.name)
+def test_every_example_and_fixture_round_trips(path: Path) -> None:
+    """read(write(read(file))) == read(file), and writing is stable."""
+    document = load_file(path)
+    text = to_gram(document)
+    again = load_gram(text)
+    assert again == document
+    assert to_gram(again) == text
+
+
+@pytest.mark.parametrize("path", GRAM_FILES, ids=lambda p: p.name)
+def test_every_agent_round_trips_through_json(path: Path) -> None:
+    """Agent.to_dict -> JSON text -> Agent.from_dict gives an equal agent."""
+    for agent in load_file(path).agents:
+        data = json.loads(json.dumps(agent.to_dict()))
+        assert Agent.from_dict(data) == agent
+
+
+def test_written_agent_reads_back_alone() -> None:
+    """to_gram of one agent writes its tools inline."""
+    agent = load_file(ROOT / "examples" / "hello_goodbye.gram").agent()
+    text = to_gram(agent)
+    assert text.count(":Tool {") == 2
+    assert load_gram(text).agent() == agent
+
+
+def test_tool_spec_round_trips_alone() -> None:
+    """to_gram of a tool spec is a stand-alone tool pattern."""
+    spec = load_file(ROOT / "tests" / "fixtures" / "chart.gram").tool("chart")
+    assert load_gram(to_gram(spec)).tool("chart") == spec
+    with pytest.raises(TypeError, match="takes an Agent, ToolSpec or GramDocument"):
+        to_gram("text")  # type: ignore[arg-type]
+
+
+def test_multi_line_instruction_is_fenced_when_exact() -> None:
+    """Multi-line instructions are fenced; texts a fence would change are quoted."""
+    base = dict(name="a", model=ModelRef.parse("openai/m"))
+    fenced = Agent(instruction="Line one.\n  indented\n\nlast", **base)
+    assert "instruction: ```\n  Line one.\n    indented\n\n  last\n  ```," in to_gram(fenced)
+    for text in ("  all\n  indented", "has ``` inside\nx", "trailing\n", "tab\t\nx"):
+        agent = Agent(instruction=text, **base)
+        assert load_gram(to_gram(agent)).agent() == agent
+
+
+# --------------------------------------------------------------------------------------------
+# Property-based
+# --------------------------------------------------------------------------------------------
+
+_chars = st.characters(blacklist_categories=("Cs",))
+_text = st.lists(st.one_of(_chars, st.sampled_from(["\n", "`", "```", "  ", "\t", "\r", '"'])),
+                max_size=20).map("".join)
+_solid = _text.filter(lambda t: t.strip() != "")
+_names = st.one_of(
+    st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_.\-]{0,10}", fullmatch=True),
+    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"),
+            min_size=1, max_size=8).filter(lambda t: t.strip() != ""),
+)
+_models = st.builds(
+    lambda provider, name: ModelRef(provider=provider, name=name),
+    st.from_regex(r"[a-z][a-z0-9_-]{0,8}", fullmatch=True),
+    st.from_regex(r"[A-Za-z0-9][A-Za-z0-9./:_-]{0,20}", fullmatch=True),
+)
+_leaf_schemas = st.one_of(
+    st.builds(dict, type=st.sampled_from(["string", "integer", "number", "boolean", "null"])),
+    st.builds(lambda d: {"type": "string", "description": d}, _text),
+    st.builds(lambda d: {"type": "integer", "default": d, "minimum": -5},
+              st.integers(-5, 10**12)),
+    st.builds(lambda e: {"type": "string", "enum": e}, st.lists(_text, min_size=1, max_size=3)),
+    st.builds(lambda v: {"type": ["number", "null"], "default": v},
+              st.none() | st.floats(allow_nan=False, allow_infinity=False)),
+    st.just({}),
+)
+_schemas = st.recursive(_leaf_schemas, lambda inner: st.one_of(
+    st.builds(lambda i, n: {"type": "array", "items": i, "minItems": n}, inner,
+              st.integers(0, 3)),
+    st.builds(lambda p: {"type": "object", "properties": p, "required": sorted(p)[:1]}
+              if p else {"type": "object"}, st.dictionaries(_names, inner, max_size=3)),
+), max_leaves=5)
+
+
+@st.composite
+def signatures(draw: st.DrawFn) -> Signature:
+    params = draw(st.lists(st.tuples(_names, _schemas, st.booleans()), max_size=4,
+                           unique_by=lambda t: t[0]))
+    keywords = draw(st.sampled_from([{}, {"additionalProperties": False},
+                                     {"description": "args"}]))
+    return Signature(params=tuple(Param(name=n, schema=s, required=r) for n, s, r in params),
+                     returns=draw(_schemas), keywords=keywords)
+
+
+_tools = st.builds(lambda name, description, sig: ToolSpec.create(name, description, sig),
+                   _names, _solid, signatures())
+
+
+@st.composite
+def agents(draw: st.DrawFn, shared: tuple[ToolSpec, ...] = ()) -> Agent:
+    tools = draw(st.lists(st.one_of(_tools, st.sampled_from(shared)) if shared else _tools,
+                          max_size=3, unique_by=lambda t: t.name))
+    return Agent(name=draw(_names), model=draw(_models), instruction=draw(_solid),
+                 description=draw(st.none() | _solid), tools=tuple(tools))
+
+
+@st.composite
+def documents(draw: st.DrawFn) -> GramDocument:
+    shared = tuple(draw(st.lists(_tools, max_size=3, unique_by=lambda t: t.name)))
+    found = draw(st.lists(agents(shared), max_size=3, unique_by=lambda a: a.name))
+    return GramDocument(agents=tuple(found), tools=shared)
+
+
+_settings = settings(max_examples=100, deadline=None,
+                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@_settings
+@given(agents())
+def test_generated_agents_survive_write_then_read(agent: Agent) -> None:
+    """Any valid agent written as gram reads back equal."""
+    assert load_gram(to_gram(agent)).agent() == agent
+
+
+@settings(max_examples=50, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(documents())
+def test_generated_documents_survive_write_then_read(document: GramDocument) -> None:
+    """Documents with shared (referenced) and inline tools read back equal."""
+    assert load_gram(to_gram(document)) == document
+
+
+@_settings
+@given(agents())
+def test_generated_agents_survive_json(agent: Agent) -> None:
+    """Agent.to_dict / from_dict through JSON text gives an equal agent."""
+    data: Any = json.loads(json.dumps(agent.to_dict()))
+    assert Agent.from_dict(data) == agent
