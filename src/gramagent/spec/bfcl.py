@@ -131,7 +131,16 @@ def normalize_bfcl_schema(node: Mapping[str, Any], *, path: str = "") -> JSONSch
     return _Normalizer().node(node, path)
 
 
+def _child(path: str, *parts: str | int) -> str:
+    """``path`` extended by JSON-pointer parts (``/`` and ``~`` escaped)."""
+    for part in parts:
+        path += "/" + str(part).replace("~", "~0").replace("/", "~1")
+    return path
+
+
 class _Normalizer:
+    """The recursive walk of :func:`normalize_bfcl_schema`."""
+
     def node(self, node: Any, path: str, *, parent: JSONSchema | None = None) -> JSONSchema:
         if not isinstance(node, Mapping):
             raise SchemaError(f"{path or '/'}: a schema must be an object, not {node!r}",
@@ -188,7 +197,7 @@ class _Normalizer:
         if props_in is not None and not isinstance(props_in, Mapping):
             raise SchemaError(f"{path or '/'}: properties must be an object",
                               keyword="properties", path=path)
-        props = {name: self.node(sub, f"{path}/properties/{name}")
+        props = {name: self.node(sub, _child(path, "properties", name))
                  for name, sub in (props_in or {}).items()}
         required_in = node.get("required", [])
         if not isinstance(required_in, list) or not all(isinstance(r, str)
@@ -211,11 +220,11 @@ class _Normalizer:
         if items is None:
             return
         if isinstance(items, list):
-            out["prefixItems"] = [self.node(sub, f"{path}/items/{i}")
+            out["prefixItems"] = [self.node(sub, _child(path, "items", i))
                                   for i, sub in enumerate(items)]
             out.update(items=False, minItems=len(items), maxItems=len(items))
         else:
-            out["items"] = self.node(items, f"{path}/items", parent=out)
+            out["items"] = self.node(items, _child(path, "items"), parent=out)
 
     def enum(self, values: Any, out: JSONSchema, path: str) -> None:
         if not isinstance(values, list) or not values:
@@ -279,8 +288,9 @@ def _flag(props: Mapping[str, Any], name: str, path: str) -> bool | None:
         return value
     if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
         return value.lower() in _TRUE
-    raise SchemaError(f"{path}/properties/{name}: optional must be a boolean, not {value!r}",
-                      keyword="optional", path=f"{path}/properties/{name}")
+    where = _child(path, "properties", name)
+    raise SchemaError(f"{where}: optional must be a boolean, not {value!r}",
+                      keyword="optional", path=where)
 
 
 def _coerce(value: Any, jtype: str | None) -> Any:
