@@ -1,0 +1,193 @@
+"""Tests for the spec commands of the CLI: check, fmt, schema, signature."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gramagent.cli import app
+from gramagent.spec.gram import load_file
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+EXAMPLES = ROOT / "examples"
+FIXTURES = ROOT / "tests" / "fixtures"
+
+runner = CliRunner()
+
+BROKEN = ('[t:Tool {description: "d"} | (p::Strng)==>(::String)]\n'
+          '[a:Agent {instruction: "i"} | t, t]\n'
+          '[u:Tool {description: "d" x: 1} | ()==>(::String)]\n')
+
+
+# --------------------------------------------------------------------------------------------
+# check
+# --------------------------------------------------------------------------------------------
+
+def test_check_ok() -> None:
+    """Valid files: exit 0 and one OK line with counts."""
+    result = runner.invoke(app, ["check", str(EXAMPLES / "hello_world.gram"),
+                                 str(EXAMPLES / "hello_goodbye.gram")])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "OK: 2 files, 2 agents, 3 tools\n"
+
+
+def test_check_reports_every_problem_of_every_file(tmp_path: Path) -> None:
+    """Invalid files: exit 1 and one file:line:col: message line per problem."""
+    broken = tmp_path / "broken.gram"
+    broken.write_text(BROKEN)
+    other = tmp_path / "other.gram"
+    other.write_text('[a:Agent {instruction: "i", model: "m"} | nope]\n')
+    result = runner.invoke(app, ["check", str(broken), str(EXAMPLES / "hello_world.gram"),
+                                 str(other)])
+    assert result.exit_code == 1
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(f"{broken}:1:34: parameter 'p': unknown type 'Strng'")
+    assert lines[1] == f'{broken}:2:1: agent \'a\': missing model, e.g. model: ' \
+                       '"openai/gpt-4o-mini"'
+    assert lines[2] == f"{broken}:2:34: agent 'a': duplicate tool 't' (first at 2:31)"
+    assert lines[3] == f"{broken}:3:27: unexpected 'x': expected ',' or '}}'"
+    assert lines[4].startswith(f"{other}:1:43: agent 'a': unknown tool 'nope'")
+    assert lines[5] == "5 problems found"
+    assert result.stdout == ""
+
+
+def test_check_missing_file(tmp_path: Path) -> None:
+    """A file that cannot be read is a problem like any other."""
+    result = runner.invoke(app, ["check", str(tmp_path / "none.gram")])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"{tmp_path / 'none.gram'}: cannot read the file")
+
+
+# --------------------------------------------------------------------------------------------
+# fmt
+# --------------------------------------------------------------------------------------------
+
+def test_fmt_prints_canonical_gram() -> None:
+    """fmt prints the canonical form; the canonical example is unchanged."""
+    path = EXAMPLES / "hello_goodbye.gram"
+    result = runner.invoke(app, ["fmt", str(path)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == path.read_text()
+    assert runner.invoke(app, ["fmt", "--check", str(path)]).exit_code == 0
+
+
+def test_fmt_check_flags_non_canonical_files() -> None:
+    """--check exits 1 when formatting would change the file."""
+    result = runner.invoke(app, ["fmt", "--check", str(EXAMPLES / "hello_world.gram")])
+    assert result.exit_code == 1
+    assert "not in canonical form" in result.stderr
+
+
+def test_fmt_write_rewrites_atomically_and_keeps_the_mode(tmp_path: Path) -> None:
+    """--write replaces the file (same content as printed, same permissions, no leftovers)."""
+    path = tmp_path / "hello.gram"
+    path.write_text((EXAMPLES / "hello_world.gram").read_text())
+    os.chmod(path, 0o640)
+    printed = runner.invoke(app, ["fmt", str(path)]).stdout
+    result = runner.invoke(app, ["fmt", "--write", str(path)])
+    assert result.exit_code == 0, result.output
+    assert path.read_text() == printed
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hello.gram"]
+    assert load_file(path) == load_file(EXAMPLES / "hello_world.gram")
+    again = runner.invoke(app, ["fmt", "--write", str(path)])
+    assert "already canonical" in again.stderr
+
+
+def test_fmt_write_refuses_to_drop_comments(tmp_path: Path) -> None:
+    """Comments would be lost: --write needs --force."""
+    path = tmp_path / "c.gram"
+    original = "// keep me\n" + (EXAMPLES / "hello_goodbye.gram").read_text()
+    path.write_text(original)
+    result = runner.invoke(app, ["fmt", "--write", str(path)])
+    assert result.exit_code == 1
+    assert "comments" in result.stderr
+    assert path.read_text() == original
+    assert runner.invoke(app, ["fmt", "--write", "--force", str(path)]).exit_code == 0
+    assert path.read_text() == original.removeprefix("// keep me\n")
+
+
+def test_fmt_invalid_file(tmp_path: Path) -> None:
+    """An invalid file is not formatted; the problems are printed."""
+    path = tmp_path / "broken.gram"
+    path.write_text(BROKEN)
+    result = runner.invoke(app, ["fmt", "--write", str(path)])
+    assert result.exit_code == 1
+    assert "unknown type 'Strng'" in result.stderr
+    assert path.read_text() == BROKEN
+
+
+# --------------------------------------------------------------------------------------------
+# schema and signature
+# --------------------------------------------------------------------------------------------
+
+def test_schema_prints_json_schema() -> None:
+    """schema prints the arguments schema of a signature."""
+    result = runner.invoke(app, ["schema", '(a::String)==>(b::Integer {default:3})==>(::String)'])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {
+        "type": "object",
+        "properties": {"a": {"type": "string"}, "b": {"type": "integer", "default": 3}},
+        "required": ["a"],
+    }
+
+
+def test_schema_strict() -> None:
+    """--strict prints the strict-mode schema; what changed goes to stderr."""
+    result = runner.invoke(app, ["schema", "--strict",
+                                 '(a::String)==>(b::Integer {default:3})==>(::String)'])
+    assert result.exit_code == 0, result.output
+    schema = json.loads(result.stdout)
+    assert schema["required"] == ["a", "b"]
+    assert schema["additionalProperties"] is False
+    assert "strict:" in result.stderr
+
+
+def test_schema_rejects_a_bad_signature() -> None:
+    """Errors are positioned in the signature text."""
+    result = runner.invoke(app, ["schema", "(a::Strng)==>(::String)"])
+    assert result.exit_code == 1
+    assert "<signature>:1:5: parameter 'a': unknown type 'Strng'" in result.stderr
+
+
+def test_signature_of_a_schema_file(tmp_path: Path) -> None:
+    """signature prints gram that reads back to the same schema."""
+    result = runner.invoke(app, ["signature", str(FIXTURES / "chart_tool.json")])
+    assert result.exit_code == 0, result.output
+    assert "(series::Array {items: SeriesItem, minItems: 1, maxItems: 10})" in result.stdout
+    schema = json.loads((FIXTURES / "chart_tool.json").read_text())
+    back = runner.invoke(app, ["schema", result.stdout])
+    assert json.loads(back.stdout) == schema
+
+
+def test_signature_of_a_function_definition_as_a_tool(tmp_path: Path) -> None:
+    """An OpenAI tool definition (from stdin) becomes a whole tool pattern with --tool."""
+    definition = {"type": "function", "function": {
+        "name": "get_weather", "description": "Weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]}}}
+    result = runner.invoke(app, ["signature", "-", "--tool"], input=json.dumps(definition))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ('[get_weather:Tool {description: "Weather for a city"} |\n'
+                             "  (city::String)==>(::String)\n]\n")
+    plain = runner.invoke(app, ["signature", "-"], input=json.dumps(definition))
+    assert plain.stdout == "(city::String)==>(::String)\n"
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    ('{"type": "object", "properties": {"a": {"$ref": "#/x"}}}',
+     "unsupported keyword '$ref'"),
+    ('{"type": "object",\n "properties": {,}}', "<in>:2:17: invalid JSON"),
+])
+def test_signature_errors(tmp_path: Path, content: str, expected: str) -> None:
+    """Unsupported keywords and invalid JSON are one clear line each."""
+    path = tmp_path / "in.json"
+    path.write_text(content)
+    result = runner.invoke(app, ["signature", str(path)])
+    assert result.exit_code == 1
+    assert expected.replace("<in>", str(path)) in result.stderr
