@@ -4,7 +4,8 @@ Its arguments follow the strict schema of the design notes exactly: every proper
 required, and the optional ones (``logical_name``, ``x_label``, ``y_label``, ``title``,
 ``note``) accept an empty string. Chart types: ``bar`` (horizontal bars), ``column`` (vertical
 bars), ``stacked_column``, ``line`` and ``scatter``; each series plots one numeric column
-against ``x_field``. Rows sharing an ``x_field`` value are summed for the bar kinds.
+against ``x_field``. Rows sharing an ``x_field`` value are summed (every kind but scatter,
+which plots each row).
 
 The figure is drawn on a :class:`matplotlib.figure.Figure` without pyplot, so concurrent calls
 do not share global state. Needs ``matplotlib`` and ``pyarrow`` (the ``tools`` extra).
@@ -37,6 +38,8 @@ CHART_TYPES = ("bar", "column", "stacked_column", "line", "scatter")
 MAX_CATEGORIES = 200
 """Most distinct x values a bar, column or stacked column chart draws."""
 MAX_POINTS = 100_000
+MAX_TICK_LABELS = 40
+"""Most category labels written on the x axis (every n-th one beyond that)."""
 
 CHART_DESCRIPTION = (
     "Draw a chart of a table as a PNG image and return its path. chart_type: bar (horizontal "
@@ -150,11 +153,11 @@ def render_chart(table: pa.Table, request: ChartRequest, target: Path) -> str:
     y_fields = list(dict.fromkeys(y for _, y in request.series))
     data = table.select(list(dict.fromkeys([request.x_field, *y_fields])))
     summed = False
-    if request.chart_type in ("bar", "column", "stacked_column"):
+    if request.chart_type != "scatter":
         aggregated = _aggregate(data, request.x_field, y_fields)
         summed = aggregated.num_rows != data.num_rows
         data = aggregated
-        if data.num_rows > MAX_CATEGORIES:
+        if request.chart_type != "line" and data.num_rows > MAX_CATEGORIES:
             raise DataError(f"{data.num_rows} distinct values of {request.x_field!r} are too "
                             f"many for a {request.chart_type} chart (at most {MAX_CATEGORIES});"
                             " aggregate the table first or use a line chart")
@@ -196,8 +199,9 @@ def render_chart(table: pa.Table, request: ChartRequest, target: Path) -> str:
         axes.set_yticks(positions, labels)
         axes.invert_yaxis()
     elif not (x_numeric and request.chart_type in ("line", "scatter")):
-        axes.set_xticks(positions, labels)
-        if max((len(s) for s in labels), default=0) * len(labels) > 90:
+        step = max(1, -(-len(labels) // MAX_TICK_LABELS))
+        axes.set_xticks(positions[::step], labels[::step])
+        if max((len(s) for s in labels), default=0) * len(labels[::step]) > 90:
             axes.tick_params(axis="x", labelrotation=45)
             for tick in axes.get_xticklabels():
                 tick.set_horizontalalignment("right")

@@ -145,7 +145,7 @@ def convert_csv(data_dir: Path, relative: str, *, max_bytes: int) -> tuple[str, 
     size = path.stat().st_size
     if size > max_bytes:
         raise DataError(f"{relative!r} has {size} bytes, over the upload limit of {max_bytes}")
-    name = check_table_name(path.stem)
+    name = check_table_name(PurePosixPath(relative.strip().replace("\\", "/")).stem)
     try:
         table = pacsv.read_csv(path)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
@@ -192,7 +192,7 @@ def _column_summary(column: pa.ChunkedArray) -> str:
             parts.append(f"from {bounds['min'].as_py()} to {bounds['max'].as_py()}")
     else:
         distinct = pc.count_distinct(column).as_py()
-        values = pc.unique(column).slice(0, 6).to_pylist()
+        values = [v for v in pc.unique(column).slice(0, 7).to_pylist() if v is not None]
         shown = ", ".join(_cell(v) for v in values[:5])
         more = ", ..." if distinct > 5 else ""
         parts.append(f"{distinct} distinct ({shown}{more})")
