@@ -69,12 +69,24 @@ def example_value(schema: dict[str, Any], name: str = "") -> Any:
     raise AssertionError(f"no example for schema {schema!r}")
 
 
+KNOWN_BROKEN = {
+    "hello_goodbye:hello_goodbye_agent":
+        "sayGoodbye is not a built-in tool: `gramagent run examples/hello_goodbye.gram` fails "
+        "with ToolError until gramagent.tools ships it",
+}
+"""Examples known not to run, with why; strict, so a fixed one fails until it leaves here."""
+
+
 def example_agents() -> list[Any]:
     """(file, agent) for every agent of every example file, with readable ids."""
     params = []
     for path in sorted(EXAMPLES.glob("*.gram")):
         for agent in load_file(path).agents:
-            params.append(pytest.param(path, agent.name, id=f"{path.stem}:{agent.name}"))
+            key = f"{path.stem}:{agent.name}"
+            marks = []
+            if key in KNOWN_BROKEN:
+                marks.append(pytest.mark.xfail(reason=KNOWN_BROKEN[key], strict=True))
+            params.append(pytest.param(path, agent.name, id=key, marks=marks))
     return params
 
 

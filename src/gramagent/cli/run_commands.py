@@ -202,6 +202,9 @@ class Session:
             # Every binding problem at once, before any request.
             session.target = session.library.bind(session.agent)
         ref = ModelRef.parse(options.model) if options.model else session.agent.model
+        if options.base_url and not options.model and ref.provider == "local":
+            # --base-url names the server: the agent's embedded model is then served by it.
+            ref = ModelRef(provider="openai", name=ref.name)
         model_options: dict[str, Any] = {}
         if options.verbose:
             model_options["on_exchange"] = _exchange_printer(err_console)
@@ -289,7 +292,10 @@ def _session_options(**kwargs: Any) -> RunOptions:
 _AGENT_FILE = typer.Argument(..., help="The agent's gram file.", show_default=False)
 _AGENT = typer.Option(None, "--agent", help="Which agent of a file that declares several.")
 _MODEL = typer.Option(None, "--model", help="Override the model, e.g. openai/gpt-4o-mini.")
-_BASE_URL = typer.Option(None, "--base-url", help="API root (else OPENAI_BASE_URL).")
+_BASE_URL = typer.Option(
+    None, "--base-url",
+    help="API root of an OpenAI-compatible server (else OPENAI_BASE_URL); an agent whose "
+         "model is local/NAME then asks that server for NAME.")
 _API = typer.Option(None, "--api", help="Wire format (default: the model's).",
                     case_sensitive=False)
 _API_KEY = typer.Option(None, "--api-key", help="API key (else OPENAI_API_KEY).",
