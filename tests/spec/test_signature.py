@@ -102,6 +102,15 @@ def test_every_arrow_family_reads(arrow: str) -> None:
     assert sig.returns == {"type": "boolean"}
 
 
+def test_a_type_pattern_in_a_union_joins_its_type() -> None:
+    """(x::Point:Null) is Point's schema with type [object, null]."""
+    schema = param_schema("(p::Point:Null {default: null})==>(::String)\n"
+                          "[Point:Object | (x::Number), (y::Number)]")
+    assert schema == {"type": ["object", "null"], "default": None,
+                      "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
+                      "required": ["x", "y"]}
+
+
 def test_union_labels_make_a_type_list_and_nullable() -> None:
     """Several labels are a union; Null among them makes the value nullable."""
     assert param_schema("(x::String:Null)==>(::String)") == {"type": ["string", "null"]}
@@ -390,6 +399,10 @@ def test_long_signatures_break_before_arrows() -> None:
     ('(a::String {pattern: "("})==>(::String)', "is not a valid regular expression"),
     ("(a::Any:String)==>(::String)", "'Any' cannot be part of a union"),
     ("(a::String:String)==>(::String)", "type 'String' is listed twice"),
+    ("(a::P:Q)==>(::String)\n[P:Object | (x::String)]\n[Q:Object | (y::String)]",
+     "<string>:1:7: parameter 'a': 'Q': a union holds at most one type pattern"),
+    ("(a::P:Null)==>(::String)\n[P:Any {minimum: 1}]", "'P' has no type (Any)"),
+    ("(a::P:Object)==>(::String)\n[P:Object | (x::String)]", "type 'Object' is listed twice"),
     ("(a::P)==>(::String)\n[P:Object | (q::P)]",
      "<string>:2:17: member 'q': type 'P' refers to itself"),
     ("(a::P)==>(::String)\n[P:String | (q::String)]", "members (properties) need an Object"),
@@ -561,3 +574,43 @@ def test_generated_signatures_survive_write_then_read(
     sig = Signature(params=tuple(Param(name=n, schema=s, required=r) for n, s, r in params),
                     returns=returns)
     assert parse_signature(format_signature(sig)) == sig
+
+
+# --------------------------------------------------------------------------------------------
+# The documentation's examples
+# --------------------------------------------------------------------------------------------
+
+def _doc_blocks() -> list[tuple[str, str]]:
+    text = (Path(__file__).resolve().parent.parent.parent / "docs" / "signatures.md").read_text()
+    parts = text.split("```")
+    return [(parts[i].split("\n", 1)[0], parts[i].split("\n", 1)[1])
+            for i in range(1, len(parts), 2)]
+
+
+def _doc_schema(block: str, types: list[str]) -> dict[str, Any]:
+    """The schema of a documentation block; ``types`` collects the blocks of type patterns."""
+    from gramagent.spec.gram import load_gram
+
+    if ":Tool" in block:
+        (tool,) = load_gram(block).tools
+        return tool.schema
+    if block.startswith("["):
+        types.append(block)
+        block = "(x::Any)==>(::String)"
+    return signature_to_schema(parse_signature(block + "\n" + "\n".join(types)))
+
+
+def test_documentation_examples_read_and_match_their_json() -> None:
+    """Every gram block of docs/signatures.md reads; a JSON block after one is its schema."""
+    blocks = _doc_blocks()
+    types: list[str] = []
+    checked = 0
+    for index, (lang, body) in enumerate(blocks):
+        if lang != "gram":
+            continue
+        schema = _doc_schema(body, types)
+        following = blocks[index + 1] if index + 1 < len(blocks) else ("", "")
+        if following[0] == "json":
+            assert schema == json.loads(following[1]), body
+            checked += 1
+    assert checked == 3

@@ -282,7 +282,12 @@ class _Reader:
         return None if schema is None else _copy(schema)
 
     def base_type(self, info: NodeInfo, scope: _Types, what: str) -> JSONSchema | None:
-        """The schema the labels of a node stand for: built-in types or one named type."""
+        """The schema the labels of a node stand for.
+
+        One label: a built-in type or a type pattern's name. Several: a union of built-in
+        types (``String:Null``), which may include one type pattern whose own type joins the
+        union (``Address:Null``).
+        """
         labels = info.labels
         if not labels:
             self.error(info.offset, f"{what} needs a type, e.g. ::String")
@@ -293,20 +298,38 @@ class _Reader:
                 return self.resolve(labels[0], info.label_offsets[0], scope, what)
             return {} if jtype is None else {"type": jtype}
         types: list[str] = []
+        named: JSONSchema | None = None
         for name, offset in zip(labels, info.label_offsets, strict=True):
             jtype = TYPE_NAMES.get(name, "")
-            if jtype in types:
-                self.error(offset, f"type '{name}' is listed twice")
+            if jtype == "":
+                if named is not None:
+                    self.error(offset, f"{what}: '{name}': a union holds at most one type "
+                                       "pattern")
+                    return None
+                named = self.resolve(name, offset, scope, what)
+                if named is None:
+                    return None
+                own = named.get("type")
+                if own is None:
+                    self.error(offset, f"{what}: '{name}' has no type (Any), so it cannot "
+                                       "be part of a union")
+                    return None
+                new = [own] if isinstance(own, str) else own
+            elif jtype is None:
+                self.error(offset, f"{what}: 'Any' cannot be part of a union (it already "
+                                   "allows every value)")
                 return None
-            if jtype == "" and scope.find(name) is None:
-                self.resolve(name, offset, scope, what)  # reports the unknown type
-                return None
-            if jtype is None or jtype == "":
-                self.error(offset, f"'{name}' cannot be part of a union: only built-in types "
-                                   "other than Any combine (e.g. ::String:Null)")
-                return None
-            types.append(jtype)
-        return {"type": types}
+            else:
+                new = [jtype]
+            for t in new:
+                if t in types:
+                    self.error(offset, f"{what}: type '{name}' is listed twice")
+                    return None
+                types.append(t)
+        if named is None:
+            return {"type": types}
+        named["type"] = types
+        return named
 
     def typed(self, info: NodeInfo, scope: _Types, *, member: bool,
               members: list[Node] | None = None, what: str = "type"
