@@ -80,9 +80,13 @@ def run_responses(http: httpx.AsyncClient) -> Any:
               "parameters": TOOL_PARAMETERS}]
 
     async def run() -> str:
-        items: list[dict[str, Any]] = [{"role": "user", "content": USER_MESSAGE}]
+        items: list[dict[str, Any]] = [
+            {"role": "system", "content": INSTRUCTION},
+            {"role": "user", "content": USER_MESSAGE},
+        ]
         while True:
-            body = {"model": MODEL, "instructions": INSTRUCTION, "input": items, "tools": tools}
+            body = {"model": MODEL, "input": items, "tools": tools, "tool_choice": "auto",
+                    "parallel_tool_calls": True, "store": False}
             reply = await http.post("/responses", content=orjson.dumps(body))
             reply.raise_for_status()
             output = orjson.loads(reply.content)["output"]

@@ -9,7 +9,9 @@ Contenders:
 
 - ``floor``: ``bench/floor_loop.py``, a minimal hand-written loop on bare httpx (the client
   gramagent uses), sending the same requests;
-- ``gramagent``: ``bench/peers/gramagent_peer.py``, ``run_agent`` with the built-in library;
+- ``gramagent``: ``bench/peers/gramagent_peer.py``, ``run_agent`` with a plain-function
+  ``sayHello`` (run in a worker thread, as the built-in one is); ``gramagent-async``: the
+  same with the tool written ``async def`` (run as a task, no thread hop);
 - ``openai-agents`` and ``pydantic-ai``: ``bench/peers/*_peer.py`` in their own venvs
   (created on first use, or with ``--setup``: ``pip install openai-agents`` and
   ``pip install "pydantic-ai-slim[openai]"``).
@@ -32,6 +34,7 @@ import asyncio
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -44,13 +47,15 @@ ROOT = BENCH.parent
 VENVS = BENCH / ".venvs"
 PEERS = BENCH / "peers"
 
-PEER_VENVS: dict[str, tuple[str, ...]] = {
-    "openai-agents": ("openai-agents",),
-    "pydantic-ai": ("pydantic-ai-slim[openai]",),
+PEER_VENVS: dict[str, tuple[str, tuple[str, ...]]] = {
+    # venv name: (module that must import, pip requirements)
+    "openai-agents": ("agents", ("openai-agents",)),
+    "pydantic-ai": ("pydantic_ai", ("pydantic-ai-slim[openai]",)),
 }
 SCRIPTS = {
     "floor": BENCH / "floor_loop.py",
     "gramagent": PEERS / "gramagent_peer.py",
+    "gramagent-async": PEERS / "gramagent_peer.py",
     "openai-agents": PEERS / "openai_agents_peer.py",
     "pydantic-ai": PEERS / "pydantic_ai_peer.py",
 }
@@ -67,22 +72,28 @@ def venv_python(name: str) -> Path:
 
 def ensure_venv(name: str) -> Path | None:
     """The peer's venv python, created and installed on first use; None if that failed."""
+    module, requirements = PEER_VENVS[name]
     python = venv_python(name)
-    marker = VENVS / name / ".installed"
-    if marker.exists():
+    if python.exists() and _imports(python, module):
         return python
-    print(f"[setup] creating {VENVS / name} (pip install {' '.join(PEER_VENVS[name])})",
+    print(f"[setup] preparing {VENVS / name} (pip install {' '.join(requirements)})",
           file=sys.stderr)
     VENVS.mkdir(parents=True, exist_ok=True)
     (VENVS / ".gitignore").write_text("*\n")
-    venv.EnvBuilder(with_pip=True, clear=False).create(VENVS / name)
-    done = subprocess.run([str(python), "-m", "pip", "install", "-q", *PEER_VENVS[name]],
+    if not python.exists():
+        venv.EnvBuilder(with_pip=True).create(VENVS / name)
+    done = subprocess.run([str(python), "-m", "pip", "install", "-q", *requirements],
                           check=False)
-    if done.returncode != 0:
-        print(f"[setup] pip install for {name} failed; skipping it", file=sys.stderr)
+    if done.returncode != 0 or not _imports(python, module):
+        print(f"[setup] installing {name} failed; skipping it", file=sys.stderr)
         return None
-    marker.write_text("ok\n")
     return python
+
+
+def _imports(python: Path, module: str) -> bool:
+    done = subprocess.run([str(python), "-c", f"import {module}"], capture_output=True,
+                          check=False)
+    return done.returncode == 0
 
 
 # -- the scripted server ----------------------------------------------------------------------
@@ -127,12 +138,25 @@ def measure(contender: str, python: Path, base_url: str, api: str,
     ]
     env = {**os.environ, "PYTHONPATH": str(PEERS)}
     env.pop("OPENAI_API_KEY", None)
+    if contender == "gramagent-async":
+        env["GRAMAGENT_BENCH_TOOL"] = "async"
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
     if done.returncode != 0:
         tail = "\n".join(done.stderr.strip().splitlines()[-8:])
         print(f"[{contender}/{api}] failed (exit {done.returncode}):\n{tail}", file=sys.stderr)
         return None
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def median_figures(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """One contender's figures: the median of each measure over its samples."""
+    out = dict(samples[0])
+    for mode in ("sequential", "concurrent"):
+        out[mode] = dict(samples[0][mode])
+        for key in ("cpu_ms_per_run", "runs_per_s"):
+            out[mode][key] = statistics.median(s[mode][key] for s in samples)
+    out["samples"] = len(samples)
+    return out
 
 
 def table(results: dict[tuple[str, str], dict[str, Any]]) -> str:
@@ -185,6 +209,7 @@ def parallel_calls(kind: str, n: int = 8, sleep: float = 0.2) -> float:
     The scripted server (in this process: only wall time matters here) answers the first
     request with ``n`` parallel calls and the second with a text; ``kind`` is ``async`` (tools
     ``await asyncio.sleep``) or ``sync`` (tools call ``time.sleep``, run in worker threads).
+    The whole run is timed (both model requests included), warm, best of three.
     """
     from gramagent.models.registry import resolve_model
     from gramagent.models.scripted import ScriptedServer, call, calls, reply
@@ -211,19 +236,27 @@ def parallel_calls(kind: str, n: int = 8, sleep: float = 0.2) -> float:
         tools=tuple(t.spec() for t in library),
     )
     script = [calls(*(call(f"nap{i}", {}) for i in range(n))), reply("all done")]
-    with ScriptedServer(script) as server:
+    bound = library.bind(agent)
+    with ScriptedServer(script, loop=True) as server:
         model = resolve_model(ModelRef.parse("openai/gpt-4o-mini"), api="chat",
                               base_url=server.base_url, api_key="sk-bench-parallel")
 
         async def once() -> float:
             started = time.perf_counter()
-            response = await run_agent(agent, "nap", library=library, model=model)
+            response = await run_agent(bound, "nap", model=model)
             elapsed = time.perf_counter() - started
             assert len(response.tool_invocations) == n, response.tool_invocations
-            await model.aclose()
+            assert all(i.error_type is None for i in response.tool_invocations)
             return elapsed
 
-        return asyncio.run(once())
+        async def best_of(rounds: int) -> float:
+            await once()  # warm: imports, connection, worker threads
+            try:
+                return min([await once() for _ in range(rounds)])
+            finally:
+                await model.aclose()
+
+        return asyncio.run(best_of(3))
 
 
 # -- main -------------------------------------------------------------------------------------
@@ -235,9 +268,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--contenders", default=",".join(CONTENDERS))
     p.add_argument("--apis", default=",".join(APIS))
     p.add_argument("--runs", type=int, default=300, help="sequential runs per contender")
-    p.add_argument("--concurrent-runs", type=int, default=2000)
+    p.add_argument("--concurrent-runs", type=int, default=1000)
     p.add_argument("--concurrency", type=int, default=100)
     p.add_argument("--warmup", type=int, default=30)
+    p.add_argument("--repeat", type=int, default=3,
+                   help="measure each contender this many times; report the medians")
     p.add_argument("--no-parallel", action="store_true", help="skip the parallel-calls check")
     args = p.parse_args(argv)
 
@@ -257,16 +292,21 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"# {platform.python_implementation()} {platform.python_version()} on "
           f"{platform.machine()}, {os.cpu_count()} CPUs; commit {_commit()}")
-    results: dict[tuple[str, str], dict[str, Any]] = {}
+    samples: dict[tuple[str, str], list[dict[str, Any]]] = {}
     with Server() as server:
-        for api in [a for a in args.apis.split(",") if a]:
-            for name in contenders:
-                if name not in pythons:
-                    continue
-                print(f"[{name}/{api}] measuring...", file=sys.stderr, flush=True)
-                figures = measure(name, pythons[name], server.base_url, api, args)
-                if figures is not None:
-                    results[(api, name)] = figures
+        # Round-robin over the contenders, --repeat times: a burst of load from elsewhere on
+        # the machine then spoils one sample of each rather than all samples of one.
+        for round_ in range(args.repeat):
+            for api in [a for a in args.apis.split(",") if a]:
+                for name in contenders:
+                    if name not in pythons:
+                        continue
+                    print(f"[{name}/{api}] round {round_ + 1}/{args.repeat}...",
+                          file=sys.stderr, flush=True)
+                    figures = measure(name, pythons[name], server.base_url, api, args)
+                    if figures is not None:
+                        samples.setdefault((api, name), []).append(figures)
+    results = {key: median_figures(runs) for key, runs in samples.items()}
     print(table(results))
     for line in verdicts(results):
         print(line)
