@@ -355,11 +355,19 @@ class _Reader:
                     self.error(key_offset, f"{what}: a required flag applies to parameters and "
                                            "members only")
                 continue
-            value = self.keyword(key, kind, key_offset, val, scope, what)
-            if value is not _INVALID:
-                schema[key] = value
-                if key == "default":
-                    default_offset = val[2]
+            if kind == VALUE and val[0] == V_SCALAR:  # the common case, inline
+                value = val[1]
+                problem = value_problem(key, value)
+                if problem:
+                    self.error(val[2], f"{what}: {problem}")
+                    continue
+            else:
+                value = self.keyword(key, kind, key_offset, val, scope, what)
+                if value is _INVALID:
+                    continue
+            schema[key] = value
+            if key == "default":
+                default_offset = val[2]
         if members is not None:
             self.members(schema, members, scope, info, what)
         if len(self.problems) > count:

@@ -136,9 +136,12 @@ def keyword_kind(key: str) -> int | None:
 def value_problem(key: str, value: Any) -> str | None:
     """What is wrong with ``value`` for the JSON-valued keyword ``key`` (None: nothing)."""
     check = _VALUE_CHECKS.get(key, "any")
-    problem = json_problem(value)
-    if problem:
-        return f"{key}: {problem}"
+    if check == "string" and isinstance(value, str):
+        return None  # the common case, decided without walking the value
+    if not isinstance(value, str | bool | int):
+        problem = json_problem(value)
+        if problem:
+            return f"{key}: {problem}"
     ok = True
     if check == "string":
         ok = isinstance(value, str)
