@@ -7,6 +7,8 @@ type patterns), then times
 - ``parse``: tree-sitter-gram parsing the bytes into a syntax tree, and
 - ``load``: :func:`gramagent.spec.gram.load_gram`, i.e. parse + walk + build every
   ``ToolSpec`` (signature and JSON Schema),
+- ``load, tree walk only``: the same with the reader's regex fast route turned off (every
+  value read from tree-sitter nodes), to show what the fast route saves,
 
 and prints MB/s for both and their ratio. Times are CPU time of this process
 (``time.process_time``), best of ``--repeat`` runs: the work is single-threaded and CPU-bound,
@@ -27,7 +29,7 @@ from pathlib import Path
 
 from tree_sitter import Parser
 
-from gramagent.spec.gram import LANGUAGE, load_gram
+from gramagent.spec.gram import LANGUAGE, _Reader, load_gram
 
 WORDS = ("city", "name", "count", "limit", "unit", "query", "date", "region", "price", "mode",
          "label", "title", "note", "weight", "height", "depth", "color", "size", "level")
@@ -106,12 +108,14 @@ def main() -> None:
 
     parse = best(lambda: Parser(LANGUAGE).parse(src), args.repeat)
     load = best(lambda: load_gram(src), args.repeat)
+    tree_only = best(lambda: _Reader(src, None, fast=False).document(), args.repeat)
     params = sum(len(t.signature.params) for t in document.tools)
     print(f"file: {megabytes:.2f} MB, {len(document.tools)} tools, {params} parameters")
     print(f"python {platform.python_version()} on {platform.machine()}, "
           f"best of {args.repeat} (CPU time)")
     print(f"tree-sitter parse : {parse * 1000:8.1f} ms  {megabytes / parse:6.2f} MB/s")
     print(f"load_gram (total) : {load * 1000:8.1f} ms  {megabytes / load:6.2f} MB/s")
+    print(f"  tree walk only  : {tree_only * 1000:8.1f} ms  {megabytes / tree_only:6.2f} MB/s")
     print(f"load / parse time : {load / parse:6.2f}x")
 
 
