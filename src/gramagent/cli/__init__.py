@@ -66,7 +66,12 @@ def main() -> None:
 
 
 # Command modules register themselves on `app` when imported.
-from gramagent.cli import harmony_commands, run_commands, spec_commands  # noqa: E402,F401
+from gramagent.cli import (  # noqa: E402,F401
+    harmony_commands,
+    run_commands,
+    spec_commands,
+    tool_commands,
+)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

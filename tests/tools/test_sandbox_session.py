@@ -1,0 +1,170 @@
+"""PythonSandbox: isolation report, REPL semantics, persistence, limits, restarts."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from tools_support import fast_config, start_or_skip
+
+from gramagent.tools.sandbox import (
+    WEAK_ISOLATION_ENV,
+    Isolation,
+    PythonSandbox,
+    ReplResult,
+    SandboxConfig,
+    SandboxError,
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
+                    reason="the full isolation is checked where it must work: root on Linux")
+def test_isolation_is_complete_as_root(sandbox: PythonSandbox) -> None:
+    """Network, filesystem, limits and privileges all took effect; uid is unprivileged."""
+    isolation = sandbox.isolation
+    assert isolation is not None and isolation.complete, isolation.describe()
+    assert set(isolation.features) == {"network", "filesystem", "limits", "privileges"}
+    ids = "import os\n0 not in (os.getuid(), os.geteuid(), os.getgid()) and not os.getgroups()"
+    assert sandbox.run(ids).value == "True"
+    assert "writable: the work directory only" in isolation.features["filesystem"][1]
+
+
+def test_repl_semantics(sandbox: PythonSandbox) -> None:
+    """Output, the last expression's value (not None), and tracebacks of the cell only."""
+    result = sandbox.run("print('hello')\n6 * 7")
+    assert (result.output, result.value, result.error) == ("hello\n", "42", None)
+    assert sandbox.run("x = 1").to_text() == "(no output)"
+    assert sandbox.run("None").value is None
+    assert sandbox.run("_").value == "42"
+    failure = sandbox.run("def f():\n    return 1 / 0\nf()")
+    assert failure.error is not None
+    assert failure.error.splitlines()[-1] == "ZeroDivisionError: division by zero"
+    assert '<cell 5>", line 3' in failure.error and "_worker.py" not in failure.error
+    syntax = sandbox.run("def broken(:\n    pass")
+    assert syntax.error is not None and "SyntaxError" in syntax.error
+    stderr = sandbox.run("import sys, os\nsys.stderr.write('warn\\n')\nos.write(1, b'raw\\n')")
+    assert stderr.output == "warn\nraw\n"
+    exiting = sandbox.run("raise SystemExit(3)").error
+    assert exiting is not None and exiting.splitlines()[-1] == "SystemExit: 3"
+    assert sandbox.run("x").value == "1"  # SystemExit did not end the session
+
+
+def test_state_persists_within_a_session(sandbox: PythonSandbox) -> None:
+    sandbox.run("import math\ndef area(r):\n    return math.pi * r * r\ncache = {}")
+    sandbox.run("cache['a'] = round(area(2), 3)")
+    assert sandbox.run("cache").value == "{'a': 12.566}"
+
+
+def test_sessions_are_isolated_from_each_other(tmp_path: Path) -> None:
+    one = start_or_skip(PythonSandbox(tmp_path / "one", config=fast_config()))
+    two = start_or_skip(PythonSandbox(tmp_path / "two", config=fast_config()))
+    try:
+        one.run("shared = 'one'")
+        error = two.run("shared").error
+        assert error is not None and "NameError" in error
+        assert one.run("shared").value == "'one'"
+    finally:
+        one.close()
+        two.close()
+
+
+def test_environment_and_working_directory(sandbox: PythonSandbox) -> None:
+    """The worker works in its private directory with a minimal environment."""
+    value = sandbox.run("import os\n(os.getcwd(), os.environ['HOME'], os.environ['TMPDIR'])").value
+    workdir = str(sandbox.workdir)
+    assert value == repr((workdir, workdir, workdir))
+    sandbox.run("import tempfile\nwith tempfile.NamedTemporaryFile() as f:\n    f.write(b'ok')")
+    assert oct(os.stat(sandbox.workdir).st_mode & 0o777) == "0o700"
+
+
+def test_read_table_helper(sandbox: PythonSandbox, data_dir: Path) -> None:
+    """read_table() reads parquet from DATA_DIR single-threaded; list_tables() lists them."""
+    pq.write_table(pa.table({"k": ["a", "b"], "v": [1, 2]}), data_dir / "tiny.parquet")
+    result = sandbox.run("t = read_table('tiny')\nprint(list_tables())\nt.to_pydict()")
+    assert result.error is None, result.error
+    assert result.output == "['tiny']\n"
+    assert result.value == "{'k': ['a', 'b'], 'v': [1, 2]}"
+    error = sandbox.run("read_table('../x')").error
+    assert error is not None and "invalid table name" in error
+
+
+def test_output_is_capped(tmp_path: Path) -> None:
+    box = start_or_skip(PythonSandbox(tmp_path / "w", config=fast_config(max_output_chars=100)))
+    try:
+        result = box.run("print('y' * 5000)")
+        assert result.truncated
+        assert result.output.startswith("y" * 100)
+        assert "[... output truncated: 5001 bytes printed, limit 100 characters]" in result.output
+        assert len(box.run("'z' * 10_000").value or "") == 100
+    finally:
+        box.close()
+
+
+def test_wall_clock_timeout_restarts_with_lost_state(sandbox: PythonSandbox) -> None:
+    """A call past the timeout kills the worker; the next call says the state was lost."""
+    sandbox.run("kept = 'before'")
+    first_pid = sandbox.run("import os\nos.getpid()").value
+    with pytest.raises(SandboxError) as info:
+        sandbox.run("import time\ntime.sleep(60)")
+    assert info.value.kind == "timeout" and info.value.state_lost
+    assert "did not finish within 4 s" in str(info.value)
+    assert not sandbox.running and sandbox.restarts == 1
+    after = sandbox.run("kept")
+    assert after.restarted and after.error is not None and "NameError" in after.error
+    assert after.to_text().startswith("[note: this ran in a new Python session")
+    assert sandbox.run("import os\nos.getpid()").value != first_pid
+    assert not sandbox.run("1").restarted  # only the first call after the loss says so
+
+
+def test_worker_exit_is_reported_and_replaced(sandbox: PythonSandbox) -> None:
+    with pytest.raises(SandboxError) as info:
+        sandbox.run("import os\nos._exit(7)")
+    assert info.value.kind == "crashed"
+    assert "exited with status 7" in str(info.value)
+    assert sandbox.run("2 + 2").value == "4"
+
+
+def test_closed_sandbox_refuses_calls(sandbox: PythonSandbox) -> None:
+    sandbox.close()
+    assert not sandbox.running
+    with pytest.raises(SandboxError) as info:
+        sandbox.run("1")
+    assert info.value.kind == "closed"
+
+
+def test_result_text() -> None:
+    """to_text puts the restart notice, output, value and error in that order."""
+    text = ReplResult(output="out\n", value="1", error="Boom\n", restarted=True).to_text()
+    assert text.splitlines() == [
+        "[note: this ran in a new Python session; variables and imports from earlier calls "
+        "were lost]", "out", "1", "Boom"]
+    assert ReplResult(output="", value=None, error=None).to_text() == "(no output)"
+
+
+def test_isolation_report_helpers() -> None:
+    weak = Isolation({"network": (False, "unshare failed: EPERM"), "limits": (True, "ok")})
+    assert not weak.complete
+    assert weak.missing() == ["network: unshare failed: EPERM", "filesystem: not reported",
+                              "privileges: not reported"]
+    full = Isolation({f: (True, "") for f in ("network", "filesystem", "limits", "privileges")})
+    assert full.complete and full.missing() == []
+
+
+def test_weak_isolation_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail closed by default; GRAMAGENT_SANDBOX_ALLOW_WEAK=1 relaxes it."""
+    monkeypatch.delenv(WEAK_ISOLATION_ENV, raising=False)
+    assert SandboxConfig.from_env().require_isolation
+    monkeypatch.setenv(WEAK_ISOLATION_ENV, "1")
+    assert not SandboxConfig.from_env().require_isolation
+    assert SandboxConfig.from_env(require_isolation=True).require_isolation
+
+
+def test_sandbox_errors_pickle() -> None:
+    import pickle
+
+    error = pickle.loads(pickle.dumps(SandboxError("gone", kind="timeout", state_lost=True)))
+    assert (str(error), error.kind, error.state_lost) == ("gone", "timeout", True)
