@@ -126,6 +126,12 @@ def test_literals_escapes_and_comments() -> None:
     assert document.agent().instruction == "# Role\nTest **every** literal."
 
 
+def test_windows_line_ends() -> None:
+    """A file with CRLF line ends reads like the LF one, fenced instructions included."""
+    crlf = (FIXTURES / "weather.gram").read_text().replace("\n", "\r\n")
+    assert load_gram(crlf) == load_file(FIXTURES / "weather.gram")
+
+
 def test_both_label_separators_on_patterns() -> None:
     """[a::Agent ...] and [t::Tool ...] read like the single-colon forms."""
     text = ISSUE_EXAMPLE.replace(":Agent", "::Agent").replace(":Tool", "::Tool")

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gramagent.spec.gram import load_file, load_gram, to_gram
+from gramagent.spec.gram import _Reader, load_file, load_gram, to_gram
 from gramagent.spec.model import Agent, GramDocument, ModelRef, Param, Signature, ToolSpec
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -142,8 +142,11 @@ def test_generated_agents_survive_write_then_read(agent: Agent) -> None:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(documents())
 def test_generated_documents_survive_write_then_read(document: GramDocument) -> None:
-    """Documents with shared (referenced) and inline tools read back equal."""
-    assert load_gram(to_gram(document)) == document
+    """Documents with shared (referenced) and inline tools read back equal, on the reader's
+    fast route and on its tree-walk route."""
+    text = to_gram(document)
+    assert load_gram(text) == document
+    assert _Reader(text.encode(), None, fast=False).document() == document
 
 
 @_settings

@@ -122,9 +122,10 @@ def unescape(text: str) -> str:
 def dedent_fenced(content: str) -> str:
     """The text of a fenced string: the closing fence's line dropped, common indent removed.
 
-    ``content`` runs from after the opening fence's newline to the closing fence.
+    ``content`` runs from after the opening fence's newline to the closing fence. Windows
+    line ends (CRLF) count as plain line ends.
     """
-    lines = content.split("\n")
+    lines = content.replace("\r\n", "\n").split("\n")
     if len(lines) > 1 and not lines[-1].strip(" \t"):
         lines.pop()
     body = [line for line in lines if line.strip(" \t")]
