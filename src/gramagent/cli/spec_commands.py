@@ -155,7 +155,7 @@ def signature(
         raise SpecError([Diagnostic(f"invalid JSON: {exc.msg}", name, exc.lineno,
                                     exc.colno)]) from None
     function = _function(data)
-    params = function.get("parameters") if function is not None else data
+    params: Any = function.get("parameters") if function is not None else data
     sig = schema_to_signature(params)
     if not tool:
         typer.echo(format_signature(sig))
@@ -180,7 +180,8 @@ def _function(data: Any) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         return None
     if data.get("type") == "function" and isinstance(data.get("function"), dict):
-        return data["function"]
+        function: dict[str, Any] = data["function"]
+        return function
     if "parameters" in data and "properties" not in data:
         return data
     return None

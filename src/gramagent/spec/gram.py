@@ -883,7 +883,9 @@ def _reads_back(literal: str, text: str) -> bool:
     tree = parse(src)
     if tree.root_node.has_error:
         return False
-    entries = Decoder(src).entries(tree.root_node.child(0).child(2))  # type: ignore[union-attr]
+    subject = tree.root_node.named_children[0]
+    record = next(c for c in subject.named_children if c.kind_id == K_RECORD)
+    entries = Decoder(src).entries(record)
     return len(entries) == 1 and entries[0][2][1] == text
 
 
