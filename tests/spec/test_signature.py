@@ -448,6 +448,12 @@ def test_signature_syntax_error() -> None:
     ({"type": "object", "properties": {"a": {"anyOf": []}}}, "anyOf", "/properties/a"),
     ({"type": "object", "properties": {"a": True}}, "properties", "/properties/a"),
     ({"type": "object", "properties": {}, "required": "a"}, "required", ""),
+    ({"type": "object", "properties": {"": {"type": "string"}}}, "properties", ""),
+    ({"type": "object", "properties": {"a\0": {}}}, "properties", ""),
+    ({"type": "object", "properties": {"a": {"patternProperties": {"\0": {}}}}},
+     "patternProperties", "/properties/a"),
+    ({"type": "object", "properties": {"a": {"type": "string", "properties": {"b": {}}}}},
+     "properties", "/properties/a"),
     ({"type": "string"}, "type", ""),
 ])
 def test_schema_to_signature_names_the_unsupported_keyword(

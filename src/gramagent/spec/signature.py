@@ -334,7 +334,7 @@ def _check_schema(node: Any, path: str) -> Any:
                           f"{_short(node)}", keyword=path.rsplit("/", 1)[-1] or None, path=path)
     out: JSONSchema = {}
     for key, value in node.items():
-        kind = keyword_kind(key) if isinstance(key, str) else None
+        kind = keyword_kind(key) if isinstance(key, str) and "\0" not in key else None
         if kind is None:
             raise SchemaError(f"{path or '/'}: unsupported keyword {key!r}", keyword=str(key),
                               path=path)
@@ -359,17 +359,28 @@ def _check_schema(node: Any, path: str) -> Any:
             if not isinstance(value, Mapping):
                 raise SchemaError(f"{here}: {key} must map names to schemas", keyword=key,
                                   path=path)
-            out[key] = {str(k): _check_schema(v, _pointer(here, k)) for k, v in value.items()}
+            for name in value:
+                if not isinstance(name, str) or "\0" in name or (kind == PROPERTIES
+                                                                 and not name):
+                    raise SchemaError(f"{here}: the name {name!r} cannot be written in gram "
+                                      "(names are non-empty text without NUL)", keyword=key,
+                                      path=path)
+            out[key] = {k: _check_schema(v, _pointer(here, k)) for k, v in value.items()}
         else:  # REQUIRED
             if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
                 raise SchemaError(f"{here}: required must be a list of names", keyword=key,
                                   path=path)
             out[key] = list(value)
-    for name, sub in (out.get("properties") or {}).items():
+    props = out.get("properties") or {}
+    for name, sub in props.items():
         if not isinstance(sub, dict):
             where = _pointer(path, "properties", name)
             raise SchemaError(f"{where}: a property schema must be an object, not {sub!r}",
                               keyword="properties", path=where)
+    jtype = out.get("type", "object")
+    if props and "object" not in (jtype if isinstance(jtype, list) else [jtype]):
+        raise SchemaError(f"{path or '/'}: properties on a schema of type {_short(jtype)} "
+                          "(properties need type object)", keyword="properties", path=path)
     problem = default_problem(out)
     if problem:
         raise SchemaError(f"{_pointer(path, 'default')}: {problem}", keyword="default",
