@@ -297,14 +297,9 @@ def schema_to_signature(schema: Mapping[str, Any]) -> Signature:
                           f"{_short(schema.get('type'))}", keyword="type")
     checked = _check_schema(schema, "")
     props = checked.pop("properties", {})
-    params = []
     required = checked.get("required", [])
-    for name, sub in props.items():
-        if not isinstance(sub, dict):
-            path = _pointer("", "properties", name)
-            raise SchemaError(f"{path}: a parameter schema must be an object, not {sub!r}",
-                              keyword="properties", path=path)
-        params.append(Param(name=name, schema=sub, required=name in required))
+    params = [Param(name=name, schema=sub, required=name in required)
+              for name, sub in props.items()]
     keywords = {k: v for k, v in checked.items() if k != "type"}
     if "required" in keywords and _canonical(keywords["required"], list(props)):
         del keywords["required"]
