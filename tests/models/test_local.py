@@ -7,6 +7,7 @@ the real 0.5B model are in ``tests/e2e``.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -85,6 +86,18 @@ def test_the_server_command_line() -> None:
     assert command[3:] == ["--model", "/m/x.gguf", "--port", "0", "--ctx-size", "2048",
                            "--threads", "3", "--parallel", "2"]
     assert ServerConfig(model_path=Path("/m/x.gguf")).threads >= 1
+
+
+def test_threads_default_to_the_environment_or_the_cores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GRAMAGENT_LOCAL_THREADS", "1")
+    assert ServerConfig(model_path=Path("x.gguf")).threads == 1
+    monkeypatch.setenv("GRAMAGENT_LOCAL_THREADS", "many")
+    with pytest.raises(ConfigurationError, match="GRAMAGENT_LOCAL_THREADS"):
+        ServerConfig(model_path=Path("x.gguf"))
+    monkeypatch.delenv("GRAMAGENT_LOCAL_THREADS")
+    assert ServerConfig(model_path=Path("x.gguf")).threads == len(os.sched_getaffinity(0))
 
 
 def test_the_child_entry_point_documents_itself() -> None:

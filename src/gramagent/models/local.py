@@ -75,6 +75,17 @@ _LOG_TAIL = 40
 
 
 def _default_threads() -> int:
+    """``$GRAMAGENT_LOCAL_THREADS``, else the cores this process may use.
+
+    On a machine busy with other work, fewer threads can be much faster: llama.cpp's threads
+    wait for each other at every step (see bench/RESULTS.md, "Embedded model").
+    """
+    if env := os.environ.get("GRAMAGENT_LOCAL_THREADS"):
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise ConfigurationError(
+                f"GRAMAGENT_LOCAL_THREADS must be a number of threads, not {env!r}") from None
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
@@ -309,7 +320,8 @@ def acquire_server(
         if not _atexit_registered:
             atexit.register(shutdown_servers)
             _atexit_registered = True
-        with _status(f"Loading {label or config.model_path.name} on {config.threads} threads",
+        threads = f"{config.threads} thread{'s' if config.threads != 1 else ''}"
+        with _status(f"Loading {label or config.model_path.name} on {threads}",
                      progress_enabled(progress)):
             server.start(timeout)
         _servers[config] = server
