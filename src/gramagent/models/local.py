@@ -48,7 +48,7 @@ from gramagent.models.weights import check_model_name, progress_enabled, resolve
 from gramagent.spec.model import ModelRef
 
 if TYPE_CHECKING:
-    from gramagent.models.chat import ChatCompletionsModel
+    from gramagent.models.chat import ChatCompletionsModel, ToolCallMode
 
 __all__ = [
     "DEFAULT_CTX_SIZE",
@@ -56,6 +56,7 @@ __all__ = [
     "EmbeddedServer",
     "LocalModel",
     "ServerConfig",
+    "acquire_server",
     "local_model",
     "main",
     "shutdown_servers",
@@ -351,7 +352,7 @@ class LocalModel:
         ctx_size: int = DEFAULT_CTX_SIZE,
         threads: int | None = None,
         parallel: int = 1,
-        tool_call_mode: str = "constrained",
+        tool_call_mode: ToolCallMode = "constrained",
         settings: dict[str, Any] | None = None,
         start_timeout: float = DEFAULT_START_TIMEOUT,
         progress: bool | None = None,
@@ -359,7 +360,7 @@ class LocalModel:
         chat_options: dict[str, Any] | None = None,
     ) -> None:
         self.name = name
-        self.tool_call_mode = tool_call_mode
+        self.tool_call_mode: ToolCallMode = tool_call_mode
         self.settings = {**DEFAULT_SETTINGS, **(settings or {})}
         self._server_options = {"ctx_size": ctx_size, "parallel": parallel,
                                 "threads": threads or _default_threads()}
@@ -504,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--parallel", type=int, default=1)
     args = parser.parse_args(argv)
     try:
-        import xllamacpp
+        import xllamacpp  # type: ignore[import-untyped]
     except ImportError:
         print("xllamacpp is not installed: pip install 'gramagent[local]'", file=sys.stderr)
         return 2
