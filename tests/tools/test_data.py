@@ -167,3 +167,18 @@ def test_parquet_files_are_readable_by_others(library: ToolLibrary, data_dir: Pa
     """Tables are world-readable files, so the sandbox's user can read them."""
     call(library, "load_csv", path="sales.csv")
     assert os.stat(data_dir / "sales.parquet").st_mode & 0o004
+
+
+def test_uploaded_csv_is_converted_on_first_use(data_dir: Path) -> None:
+    """describe_table on a table whose CSV was uploaded but not loaded converts it first."""
+    library = builtin_library(data_dir=data_dir)
+    try:
+        text = call(library, "describe_table", df_name="sales")
+        assert str(text).startswith("Table sales: 48 rows")
+        assert (data_dir / "sales.parquet").is_file()
+    finally:
+        library.forget()
+    capped = builtin_library(data_dir=data_dir, max_upload_bytes=10)
+    (data_dir / "sales.parquet").unlink()
+    with pytest.raises(DataError, match="over the upload limit of 10"):
+        call(capped, "describe_table", df_name="sales")

@@ -26,7 +26,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from gramagent.runtime.library import Tool, ToolContext
-from gramagent.tools.data import DataError, read_table, table_path
+from gramagent.tools.data import DataError, ensure_table, read_table
 
 if TYPE_CHECKING:
     from gramagent.tools.workspace import WorkspaceProvider
@@ -261,7 +261,8 @@ def make_chart(workspaces: WorkspaceProvider) -> Tool:
     def chart(ctx: ToolContext = None, **arguments: Any) -> str:  # type: ignore[assignment]
         request = ChartRequest.from_arguments(arguments)
         workspace = workspaces.get(ctx)
-        path = table_path(workspace.data_dir, request.df_name)
+        path = ensure_table(workspace.data_dir, request.df_name,
+                            max_bytes=workspace.settings.max_upload_bytes)
         import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
         _check_columns(request.df_name, pq.read_schema(path), request)

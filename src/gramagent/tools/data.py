@@ -4,7 +4,8 @@
 ``name`` being the file's stem (which must be an identifier). Paths are confined to the data
 directory: absolute paths, ``..`` and symlinks that lead out are refused, and files over the
 upload cap are not read. :func:`describe_table` reports a table's schema, simple statistics and
-its first rows. Needs ``pyarrow`` (the ``tools`` extra).
+its first rows. A table whose CSV file was uploaded but not loaded yet is converted on first
+use. Needs ``pyarrow`` (the ``tools`` extra).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "confined_path",
     "convert_csv",
     "describe",
+    "ensure_table",
     "list_tables",
     "make_data_tools",
     "read_table",
@@ -120,6 +122,20 @@ def table_path(data_dir: Path, name: str) -> Path:
                 else "; there are no tables yet: load a CSV file with load_csv first")
         raise DataError(f"unknown table {name!r}{hint}")
     return path
+
+
+def ensure_table(data_dir: Path, name: str, *, max_bytes: int) -> Path:
+    """The parquet file of table ``name``, converting ``<name>.csv`` first if only it exists.
+
+    So a tool asked about an uploaded file that was not loaded yet still reads parquet.
+
+    Raises:
+        DataError: as :func:`table_path` and :func:`convert_csv`.
+    """
+    check_table_name(name)
+    if not (data_dir / f"{name}.parquet").is_file() and (data_dir / f"{name}.csv").is_file():
+        convert_csv(data_dir, f"{name}.csv", max_bytes=max_bytes)
+    return table_path(data_dir, name)
 
 
 def read_table(data_dir: Path, name: str, columns: list[str] | None = None) -> pa.Table:
@@ -251,6 +267,7 @@ def make_data_tools(workspaces: WorkspaceProvider) -> list[Tool]:
             df_name: the table name (as given by load_csv).
         """
         workspace = workspaces.get(ctx)
+        ensure_table(workspace.data_dir, df_name, max_bytes=workspace.settings.max_upload_bytes)
         return describe(df_name, read_table(workspace.data_dir, df_name))
 
     return [tool(load_csv), tool(describe_table)]
