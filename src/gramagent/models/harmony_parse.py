@@ -75,7 +75,9 @@ CONSTRAIN: Final = "<|constrain|>"
 SPECIAL_TOKENS: Final = (START, MESSAGE, END, CALL, RETURN, CHANNEL, CONSTRAIN)
 """The Harmony special tokens as they appear in completion text."""
 
-_STOPS: Final[dict[str, EndedBy]] = {"end": "end", "call": "call", "return": "return"}
+_ENDED_BY: Final[dict[str, EndedBy]] = {
+    "end": "end", "call": "call", "return": "return", "start": "start"
+}
 _TERMINATORS: Final = (END, CALL, RETURN, START)
 _PARTIAL_TERMINATORS: Final = frozenset(t[:i] for t in _TERMINATORS for i in range(1, len(t)))
 _HOLD_BACK: Final = max(len(t) for t in _TERMINATORS) - 1
@@ -328,6 +330,19 @@ class _Scanner:
         self._note = note
         self._state = _HEADER
 
+    def _expect_at(self, pos: int) -> None:
+        """Look for the next message from ``pos`` on."""
+        self._pos = self._scan = pos
+        self._state = _EXPECT
+
+    def _after_end(self, match: re.Match[str]) -> None:
+        """Go on after the token that ended a header or content: a ``<|start|>`` opens the
+        next header, any other token leaves the scanner expecting a message."""
+        if match.group(1) == "start":
+            self._begin_header(match.start(), match.end(), None)
+        else:
+            self._expect_at(match.end())
+
     # -- states -------------------------------------------------------------------------------
 
     def _step_expect(self, out: list[HarmonyDelta | HarmonyMessage], final: bool) -> bool:
@@ -336,7 +351,7 @@ class _Scanner:
         if match is None:
             if final:
                 self._stray(out, self._pos, len(buf), "eof")
-                self._pos = self._scan = len(buf)
+                self._expect_at(len(buf))
             else:
                 self._scan = max(self._pos, len(buf) - _SEARCH_BACK)
             return False
@@ -358,8 +373,7 @@ class _Scanner:
                 self._scan = max(self._pos, len(buf) - _SEARCH_BACK)
                 return False
             self._headerless(out, buf[self._pos :], "eof")
-            self._pos = self._scan = len(buf)
-            self._state = _EXPECT
+            self._expect_at(len(buf))
             return False
         at, token = match.start(), match.group(1)
         text = buf[self._pos : at]
@@ -373,13 +387,9 @@ class _Scanner:
             self._parts = []
             self._pos = self._scan = match.end()
             self._state = _CONTENT
-        elif token == "start":
-            self._headerless(out, text, "start")
-            self._begin_header(at, match.end(), None)
         else:
-            self._headerless(out, text, _STOPS[token])
-            self._pos = self._scan = match.end()
-            self._state = _EXPECT
+            self._headerless(out, text, _ENDED_BY[token])
+            self._after_end(match)
         return True
 
     def _step_content(self, out: list[HarmonyDelta | HarmonyMessage], final: bool) -> bool:
@@ -388,19 +398,12 @@ class _Scanner:
         if match is None:
             if final:
                 self._close(out, buf[self._pos :], "eof")
-                self._pos = self._scan = len(buf)
-                self._state = _EXPECT
+                self._expect_at(len(buf))
             else:
                 self._release(out)
             return False
-        at, token = match.start(), match.group(1)
-        if token == "start":
-            self._close(out, buf[self._pos : at], "start")
-            self._begin_header(at, match.end(), None)
-        else:
-            self._close(out, buf[self._pos : at], _STOPS[token])
-            self._pos = self._scan = match.end()
-            self._state = _EXPECT
+        self._close(out, buf[self._pos : match.start()], _ENDED_BY[match.group(1)])
+        self._after_end(match)
         return True
 
     def _release(self, out: list[HarmonyDelta | HarmonyMessage]) -> None:
@@ -587,46 +590,38 @@ def _build_message(header: _Header, offset: int, content: str, ended: EndedBy,
     if ended == "start":
         warnings = [*(warnings or ()),
                     "message not closed: the next <|start|> began before its end token"]
-    if role != "assistant" or (recipient is None and channel != "tool") or (
-        recipient in _NOT_CALLS
-    ):
-        return HarmonyMessage(
-            role=role,
-            channel=channel,
-            recipient=recipient,
-            content_type=content_type,
-            content=content,
-            ended_by=ended,
-            author_name=author_name,
-            warnings=tuple(warnings) if warnings else (),
-            offset=offset,
-        )
-    warnings = list(warnings or ())
-    if ended == "eof":
-        warnings.append("tool call cut off by the end of the text (no <|call|>): "
-                        "not to be executed")
+    name: str | None = None
+    arguments: str | None = None
     rejected: CallRejection | None = None
-    arguments: str | None
-    if recipient is None:
-        name, arguments, rejected = _stub_call(content)
-    else:
-        if recipient.startswith("functions."):
-            name = recipient[10:]
-            if channel != "commentary":
-                warnings.append(f"call to {recipient} on channel {channel!r} "
-                                "(expected 'commentary')")
+    if role == "assistant" and (recipient is not None or channel == "tool") and (
+        recipient not in _NOT_CALLS
+    ):
+        warnings = list(warnings or ())
+        if ended == "eof":
+            warnings.append("tool call cut off by the end of the text (no <|call|>): "
+                            "not to be executed")
+        if recipient is None:
+            name, arguments, rejected = _stub_call(content)
         else:
-            name = recipient
-            if not (recipient == "python" or recipient.startswith("browser.")):
-                warnings.append(f"recipient {recipient!r} is not in the 'functions' namespace")
-        if name == "python":
-            arguments = content
-        else:
-            parsed = parse_arguments(content, tool=f"tool {name!r}")
-            if isinstance(parsed, CallRejection):
-                rejected, arguments = parsed, None
+            if recipient.startswith("functions."):
+                name = recipient[10:]
+                if channel != "commentary":
+                    warnings.append(f"call to {recipient} on channel {channel!r} "
+                                    "(expected 'commentary')")
             else:
+                name = recipient
+                if not (recipient == "python" or recipient.startswith("browser.")):
+                    warnings.append(
+                        f"recipient {recipient!r} is not in the 'functions' namespace"
+                    )
+            if name == "python":
                 arguments = content
+            else:
+                parsed = parse_arguments(content, tool=f"tool {name!r}")
+                if isinstance(parsed, CallRejection):
+                    rejected = parsed
+                else:
+                    arguments = content
     return HarmonyMessage(
         role=role,
         channel=channel,
@@ -639,7 +634,7 @@ def _build_message(header: _Header, offset: int, content: str, ended: EndedBy,
         arguments=arguments,
         error_type=rejected.error_type if rejected else None,  # type: ignore[arg-type]
         error=rejected.event_message if rejected else None,
-        warnings=tuple(warnings),
+        warnings=tuple(warnings) if warnings else (),
         offset=offset,
     )
 
