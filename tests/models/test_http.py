@@ -14,8 +14,17 @@ from typing import Any
 
 import pytest
 
-from gramagent.errors import ModelAPIError
-from gramagent.models.http import HTTPClient, parse_retry_after, parse_sse, retry_delay
+from gramagent.errors import ConfigurationError, ModelAPIError
+from gramagent.models.chat import ChatCompletionsModel
+from gramagent.models.harmony import HarmonyModel
+from gramagent.models.http import (
+    HTTPAdapter,
+    HTTPClient,
+    parse_retry_after,
+    parse_sse,
+    retry_delay,
+)
+from gramagent.models.responses import ResponsesModel
 from gramagent.models.scripted import drop, error, http_response, reply
 
 BODY = {"model": "m1", "messages": [{"role": "user", "content": "hi"}]}
@@ -208,6 +217,54 @@ def test_one_client_across_event_loops(serve):
     asyncio.run(http.aclose())
     assert [a["choices"][0]["message"]["content"] for a in answers] == ["first", "second"]
     assert srv.connections == 2
+
+
+# -- the adapters' shared plumbing --------------------------------------------------------------
+
+ADAPTERS: dict[str, type[HTTPAdapter]] = {
+    "chat": ChatCompletionsModel,
+    "responses": ResponsesModel,
+    "harmony": HarmonyModel,
+}
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS.values(), ids=ADAPTERS.keys())
+def test_adapters_refuse_transport_options_with_a_shared_client(adapter):
+    """Transport options belong to a shared HTTPClient: giving both is a ConfigurationError."""
+    shared = HTTPClient("http://127.0.0.1:9/v1")
+    with pytest.raises(ConfigurationError, match="shared HTTPClient"):
+        adapter("http://127.0.0.1:9/v1", http=shared, max_retries=0)
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS.values(), ids=ADAPTERS.keys())
+async def test_adapters_post_through_a_shared_client_and_close_it(adapter, serve):
+    """An adapter given http= uses that client (its base URL wins); leaving ``async with``
+    closes the pool it opened."""
+    srv = serve([reply("ok")])
+    shared, _ = client(srv)
+    async with adapter("http://127.0.0.1:9/unused", http=shared) as model:
+        assert isinstance(model, adapter)
+        assert model.http is shared
+        await model.http.post_json("/chat/completions", BODY)
+        assert shared._client is not None
+    assert shared._client is None
+    assert len(srv.requests) == 1
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS.values(), ids=ADAPTERS.keys())
+async def test_adapters_raise_an_unreadable_reply_as_model_api_error(adapter, make_request,
+                                                                      serve):
+    """A 200 whose JSON the adapter cannot read is a ModelAPIError with status 200, naming
+    the model and the URL, with the reply in its body excerpt."""
+    srv = serve([http_response({"unexpected": True})])
+    async with adapter(srv.base_url, max_retries=0) as model:
+        with pytest.raises(ModelAPIError) as info:
+            await model.request(make_request())
+    err = info.value
+    assert err.status == 200
+    assert err.model == "test-model"
+    assert f"({srv.base_url}/" in str(err)
+    assert "unexpected" in (err.body or "")
 
 
 # -- pure helpers -----------------------------------------------------------------------------

@@ -75,7 +75,7 @@ from gramagent.models.base import (
     ToolChoice,
     ToolDefinition,
 )
-from gramagent.models.http import HTTPClient, HTTPOptions
+from gramagent.models.http import HTTPAdapter, HTTPClient, HTTPOptions
 from gramagent.models.jsoncalls import (
     extract_json_calls,
     read_tool_step,
@@ -100,7 +100,7 @@ ToolCallMode: TypeAlias = Literal["native", "constrained", "text"]
 _MODES: tuple[str, ...] = ("native", "constrained", "text")
 
 
-class ChatCompletionsModel:
+class ChatCompletionsModel(HTTPAdapter):
     """A :class:`~gramagent.models.base.Model` speaking Chat Completions.
 
     Args:
@@ -135,17 +135,14 @@ class ChatCompletionsModel:
             raise ConfigurationError(
                 f"unknown tool_call_mode {tool_call_mode!r}; expected one of {', '.join(_MODES)}"
             )
-        if http is not None and http_options:
-            raise ConfigurationError(
-                "pass transport options to the shared HTTPClient, not with http="
-            )
+        super().__init__(
+            base_url, api_key, api="functions" if functions else "chat", http=http,
+            **http_options,
+        )
         self.functions = functions
         self.tool_call_mode: ToolCallMode = tool_call_mode
         self.stream = stream
         self.strict = strict
-        self.http = http or HTTPClient(
-            base_url, api_key, api="functions" if functions else "chat", **http_options
-        )
 
     def __repr__(self) -> str:
         return (
@@ -175,20 +172,7 @@ class ChatCompletionsModel:
         try:
             return parse_chat_reply(data, tool_call_mode=self.tool_call_mode, tool_names=names)
         except ReplyError as exc:
-            raise self.http.error(
-                str(exc), url=self.http.base_url + CHAT_PATH, status=200, body=data,
-                model=request.model,
-            ) from exc
-
-    async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self.http.aclose()
-
-    async def __aenter__(self) -> ChatCompletionsModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
+            raise self.reply_error(CHAT_PATH, exc, body=data, model=request.model) from exc
 
 
 # -- request ---------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ from gramagent.models.harmony_parse import (
     parse_harmony,
 )
 from gramagent.models.harmony_render import Reasoning, render_prompt
-from gramagent.models.http import HTTPClient, HTTPOptions
+from gramagent.models.http import HTTPAdapter, HTTPClient, HTTPOptions
 
 __all__ = [
     "COMPLETIONS_PATH",
@@ -83,7 +83,7 @@ _REASONING: Final = ("low", "medium", "high")
 _STOP_TOKEN_IDS: Final = {200012: CALL, 200002: RETURN, 200007: END}
 
 
-class HarmonyModel:
+class HarmonyModel(HTTPAdapter):
     """A :class:`~gramagent.models.base.Model` for gpt-oss over ``/v1/completions``.
 
     Args:
@@ -118,15 +118,11 @@ class HarmonyModel:
             raise ConfigurationError(
                 f"unknown reasoning effort {reasoning!r}; expected one of {', '.join(_REASONING)}"
             )
-        if http is not None and http_options:
-            raise ConfigurationError(
-                "pass transport options to the shared HTTPClient, not with http="
-            )
+        super().__init__(base_url, api_key, api="harmony", http=http, **http_options)
         self.reasoning: Reasoning = reasoning
         self.max_tokens = max_tokens
         self.current_date = current_date
         self.stream = stream
-        self.http = http or HTTPClient(base_url, api_key, api="harmony", **http_options)
 
     def __repr__(self) -> str:
         return (
@@ -156,20 +152,9 @@ class HarmonyModel:
             data = _assemble(reply) if self.stream else reply
             return read_completion(data, prefill=prefill)
         except ReplyError as exc:
-            raise self.http.error(
-                str(exc), url=self.http.base_url + COMPLETIONS_PATH, status=200,
-                body=orjson.dumps(reply), model=request.model,
+            raise self.reply_error(
+                COMPLETIONS_PATH, exc, body=orjson.dumps(reply), model=request.model
             ) from exc
-
-    async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self.http.aclose()
-
-    async def __aenter__(self) -> HarmonyModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
 
 def build_prompt(

@@ -23,17 +23,18 @@ import random
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypedDict
+from typing import Any, Protocol, Self, TypedDict, Unpack
 
 import httpx
 import orjson
 
-from gramagent.errors import ModelAPIError
+from gramagent.errors import ConfigurationError, ModelAPIError
 from gramagent.logs import log_model_attempt
 
 __all__ = [
     "RETRY_STATUSES",
     "ExchangeHook",
+    "HTTPAdapter",
     "HTTPClient",
     "HTTPOptions",
     "parse_retry_after",
@@ -432,6 +433,54 @@ class HTTPClient:
         hook = self.on_exchange
         if hook is not None:
             hook(request, response, status)
+
+
+class HTTPAdapter:
+    """What the HTTP adapters (chat, responses, harmony) share: the client, closing, errors.
+
+    A subclass adds its ``request`` method; it owns an :class:`HTTPClient` made from
+    ``base_url``, ``api_key`` and the transport ``options``, or uses the one passed as
+    ``http`` (sharing its pool; transport options then belong to that client).
+
+    Raises:
+        ConfigurationError: ``http`` given together with transport options.
+    """
+
+    http: HTTPClient
+    """The client every request of this adapter goes through."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        *,
+        api: str,
+        http: HTTPClient | None = None,
+        **options: Unpack[HTTPOptions],
+    ) -> None:
+        if http is not None and options:
+            raise ConfigurationError(
+                "pass transport options to the shared HTTPClient, not with http="
+            )
+        self.http = http or HTTPClient(base_url, api_key, api=api, **options)
+
+    def reply_error(
+        self, path: str, problem: Exception, *, body: bytes | Mapping[str, Any], model: str
+    ) -> ModelAPIError:
+        """The error for a successful answer at ``path`` that the adapter cannot read."""
+        return self.http.error(
+            str(problem), url=self.http.base_url + path, status=200, body=body, model=model
+        )
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self.http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
 
 def _model_of(body: Mapping[str, Any]) -> str | None:

@@ -33,7 +33,6 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Unpack
 
-from gramagent.errors import ConfigurationError
 from gramagent.messages import AssistantMessage, Message, ToolCall, UserMessage
 from gramagent.models._wire import (
     ReplyError,
@@ -43,7 +42,7 @@ from gramagent.models._wire import (
     usage_from,
 )
 from gramagent.models.base import ModelRequest, ModelTurn, NamedToolChoice, ToolChoice
-from gramagent.models.http import HTTPClient, HTTPOptions
+from gramagent.models.http import HTTPAdapter, HTTPClient, HTTPOptions
 
 __all__ = [
     "RESPONSES_PATH",
@@ -57,7 +56,7 @@ __all__ = [
 RESPONSES_PATH = "/responses"
 
 
-class ResponsesModel:
+class ResponsesModel(HTTPAdapter):
     """A :class:`~gramagent.models.base.Model` speaking the Responses API, statelessly.
 
     Args:
@@ -78,12 +77,8 @@ class ResponsesModel:
         http: HTTPClient | None = None,
         **http_options: Unpack[HTTPOptions],
     ) -> None:
-        if http is not None and http_options:
-            raise ConfigurationError(
-                "pass transport options to the shared HTTPClient, not with http="
-            )
+        super().__init__(base_url, api_key, api="responses", http=http, **http_options)
         self.strict = strict
-        self.http = http or HTTPClient(base_url, api_key, api="responses", **http_options)
 
     def __repr__(self) -> str:
         return f"ResponsesModel({self.http.base_url!r}, strict={self.strict})"
@@ -100,20 +95,7 @@ class ResponsesModel:
         try:
             return parse_responses_reply(data)
         except ReplyError as exc:
-            raise self.http.error(
-                str(exc), url=self.http.base_url + RESPONSES_PATH, status=200, body=data,
-                model=request.model,
-            ) from exc
-
-    async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self.http.aclose()
-
-    async def __aenter__(self) -> ResponsesModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
+            raise self.reply_error(RESPONSES_PATH, exc, body=data, model=request.model) from exc
 
 
 # -- request ---------------------------------------------------------------------------------
