@@ -234,22 +234,16 @@ class HTTPClient:
             data = orjson.loads(response.content)
         except orjson.JSONDecodeError as exc:
             self._notify(body, _text(response.content), response.status_code)
-            raise self.error(
+            raise self._bad_answer(
                 f"the server answered HTTP {response.status_code} with a body that is not JSON "
                 f"({exc})",
-                url=str(response.url),
-                status=response.status_code,
-                body=response.content,
-                model=_model_of(body),
+                response, body, response.content,
             ) from exc
         self._notify(body, data, response.status_code)
         if not isinstance(data, dict):
-            raise self.error(
+            raise self._bad_answer(
                 f"the server answered with JSON {type(data).__name__}, expected an object",
-                url=str(response.url),
-                status=response.status_code,
-                body=response.content,
-                model=_model_of(body),
+                response, body, response.content,
             )
         return data
 
@@ -271,24 +265,18 @@ class HTTPClient:
                 event = orjson.loads(payload)
             except orjson.JSONDecodeError as exc:
                 self._notify(body, _text(response.content), response.status_code)
-                raise self.error(
+                raise self._bad_answer(
                     f"the stream carried an event that is not JSON ({exc})",
-                    url=str(response.url),
-                    status=response.status_code,
-                    body=payload,
-                    model=_model_of(body),
+                    response, body, payload,
                 ) from exc
             if isinstance(event, dict):
                 events.append(event)
         self._notify(body, events, response.status_code)
         for event in events:
             if isinstance(event.get("error"), dict):
-                raise self.error(
+                raise self._bad_answer(
                     f"the stream reported an error: {_error_detail(event) or 'no message'}",
-                    url=str(response.url),
-                    status=response.status_code,
-                    body=orjson.dumps(event),
-                    model=_model_of(body),
+                    response, body, orjson.dumps(event),
                 )
         return events
 
@@ -362,6 +350,16 @@ class HTTPClient:
             self._client, self._loop, self._closer = client, loop, closer
         return client
 
+    def _bad_answer(
+        self, message: str, response: httpx.Response, request: Mapping[str, Any],
+        body: bytes | str,
+    ) -> ModelAPIError:
+        """The error for a 2xx ``response`` to ``request`` whose ``body`` cannot be used."""
+        return self.error(
+            message, url=str(response.url), status=response.status_code, body=body,
+            model=_model_of(request),
+        )
+
     async def _post(self, path: str, body: Mapping[str, Any], *, accept: str) -> httpx.Response:
         """Send with retries; return a 2xx response whose body has been read."""
         url = self.base_url + path
@@ -384,6 +382,7 @@ class HTTPClient:
                 )
                 self._notify(body, detail, None)
                 status: int | None = None
+                retryable = True
                 hint: float | None = None
                 failure = f"could not get an answer: {detail}"
                 failed_body: bytes | None = None
@@ -406,28 +405,23 @@ class HTTPClient:
                 )
                 self._notify(body, _text(failed_body), status)
                 cause = None
-                if status not in RETRY_STATUSES and status < 500:
-                    raise self.error(
-                        failure, url=url, status=status, body=failed_body, model=model,
-                        attempts=attempt + 1,
-                    )
-                hint = parse_retry_after(response.headers)
-            if attempt >= self.max_retries:
-                raise self.error(
-                    failure, url=url, status=status, body=failed_body, model=model,
-                    attempts=attempt + 1,
-                ) from cause
-            delay = retry_delay(attempt, hint, base=self._backoff_base)
-            if delay > self._max_backoff or waited + delay > self._max_total_backoff:
-                raise self.error(
-                    f"{failure}; the next retry would wait {delay:.1f} s, beyond the "
-                    f"{self._max_backoff:g} s / {self._max_total_backoff:g} s total allowed",
-                    url=url, status=status, body=failed_body, model=model,
-                    attempts=attempt + 1,
-                ) from cause
-            await self._sleep(delay)
-            waited += delay
-            attempt += 1
+                retryable = status in RETRY_STATUSES or status >= 500
+                hint = parse_retry_after(response.headers) if retryable else None
+            if retryable and attempt < self.max_retries:
+                delay = retry_delay(attempt, hint, base=self._backoff_base)
+                if delay <= self._max_backoff and waited + delay <= self._max_total_backoff:
+                    await self._sleep(delay)
+                    waited += delay
+                    attempt += 1
+                    continue
+                failure += (
+                    f"; the next retry would wait {delay:.1f} s, beyond the "
+                    f"{self._max_backoff:g} s / {self._max_total_backoff:g} s total allowed"
+                )
+            raise self.error(
+                failure, url=url, status=status, body=failed_body, model=model,
+                attempts=attempt + 1,
+            ) from cause
 
     def _notify(self, request: Mapping[str, Any], response: Any, status: int | None) -> None:
         hook = self.on_exchange
