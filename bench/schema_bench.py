@@ -17,6 +17,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import subprocess
 import time
@@ -36,28 +37,9 @@ from gramagent.spec.signature import (
     signature_to_schema,
 )
 
-CHART = {
-    "type": "object",
-    "properties": {
-        "df_name": {"type": "string"},
-        "logical_name": {"type": "string", "default": ""},
-        "chart_type": {"type": "string",
-                       "enum": ["bar", "column", "stacked_column", "line", "scatter"]},
-        "x_field": {"type": "string"},
-        "x_label": {"type": "string", "default": ""},
-        "y_label": {"type": "string", "default": ""},
-        "series": {"type": "array", "minItems": 1, "maxItems": 10,
-                   "items": {"type": "object", "additionalProperties": False,
-                             "properties": {"name": {"type": "string"},
-                                            "y_field": {"type": "string"}},
-                             "required": ["name", "y_field"]}},
-        "title": {"type": "string", "default": ""},
-        "note": {"type": "string", "default": ""},
-    },
-    "required": ["df_name", "logical_name", "chart_type", "x_field", "x_label", "y_label",
-                 "series", "title", "note"],
-    "additionalProperties": False,
-}
+CHART: dict[str, Any] = json.loads(
+    (Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "chart_tool.json").read_text()
+)
 """The chart tool of the seed notes: a realistic, nested tool schema."""
 
 VALID = {"df_name": "sales", "logical_name": "", "chart_type": "line", "x_field": "month",

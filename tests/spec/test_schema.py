@@ -20,32 +20,6 @@ from gramagent.spec.schema import (
     strip_strict_nulls,
 )
 
-# The chart tool of seed 004 ("Strict tool schemas"), verbatim.
-CHART_TOOL: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "df_name": {"type": "string"},
-        "logical_name": {"type": "string", "default": ""},
-        "chart_type": {"type": "string",
-                       "enum": ["bar", "column", "stacked_column", "line", "scatter"]},
-        "x_field": {"type": "string"},
-        "x_label": {"type": "string", "default": ""},
-        "y_label": {"type": "string", "default": ""},
-        "series": {"type": "array",
-                   "items": {"type": "object",
-                             "properties": {"name": {"type": "string"},
-                                            "y_field": {"type": "string"}},
-                             "required": ["name", "y_field"],
-                             "additionalProperties": False},
-                   "minItems": 1, "maxItems": 10},
-        "title": {"type": "string", "default": ""},
-        "note": {"type": "string", "default": ""},
-    },
-    "required": ["df_name", "logical_name", "chart_type", "x_field", "x_label", "y_label",
-                 "series", "title", "note"],
-    "additionalProperties": False,
-}
-
 
 def obj(properties: dict[str, Any], required: list[str] | None = None, **extra: Any
         ) -> dict[str, Any]:
@@ -93,15 +67,17 @@ def assert_strict_invariants(schema: dict[str, Any], profile=OPENAI) -> None:
 # The seed's chart tool
 # --------------------------------------------------------------------------------------------
 
-def test_chart_tool_keeps_its_shape_and_moves_defaults_into_descriptions() -> None:
+def test_chart_tool_keeps_its_shape_and_moves_defaults_into_descriptions(
+    chart_tool: dict[str, Any],
+) -> None:
     """The seed schema is already strict except for `default`, which becomes description text."""
-    result = strict_schema(CHART_TOOL)
+    result = strict_schema(chart_tool)
     out = result.schema
     assert result.ok
-    assert out["required"] == CHART_TOOL["required"]
+    assert out["required"] == chart_tool["required"]
     assert out["additionalProperties"] is False
-    assert out["properties"]["series"] == CHART_TOOL["properties"]["series"]
-    assert out["properties"]["chart_type"] == CHART_TOOL["properties"]["chart_type"]
+    assert out["properties"]["series"] == chart_tool["properties"]["series"]
+    assert out["properties"]["chart_type"] == chart_tool["properties"]["chart_type"]
     for name in ("logical_name", "x_label", "y_label", "title", "note"):
         assert out["properties"][name] == {"type": "string", "description": 'Default: ""'}
     assert actions(result) == [(f"/properties/{n}", "described")
@@ -109,13 +85,15 @@ def test_chart_tool_keeps_its_shape_and_moves_defaults_into_descriptions() -> No
     assert_strict_invariants(out)
 
 
-def test_chart_tool_calls_validate_the_same_against_both_schemas() -> None:
+def test_chart_tool_calls_validate_the_same_against_both_schemas(
+    chart_tool: dict[str, Any],
+) -> None:
     """A complete call (empty strings for the optional fields) is valid for both schemas."""
     call = {"df_name": "sales", "logical_name": "", "chart_type": "bar", "x_field": "month",
             "x_label": "", "y_label": "", "series": [{"name": "Revenue", "y_field": "rev"}],
             "title": "", "note": ""}
-    original = compile_validator(CHART_TOOL)
-    strict = compile_validator(strict_schema(CHART_TOOL).schema)
+    original = compile_validator(chart_tool)
+    strict = compile_validator(strict_schema(chart_tool).schema)
     assert original.errors(call) == strict.errors(call) == []
     incomplete = {k: v for k, v in call.items() if k != "note"}
     assert original.errors(incomplete) == strict.errors(incomplete) == [
@@ -517,9 +495,9 @@ def test_error_messages_name_the_path() -> None:
     assert not validator.is_valid({"personName": 3})
 
 
-def test_nested_paths_root_errors_and_order() -> None:
+def test_nested_paths_root_errors_and_order(chart_tool: dict[str, Any]) -> None:
     """Array indexes use brackets, root-level problems have no prefix, order is by path."""
-    validator = compile_validator(CHART_TOOL)
+    validator = compile_validator(chart_tool)
     call = {"df_name": 1, "chart_type": "pie", "x_field": "m",
             "series": [{"name": "a", "y_field": "b"}, {"name": 2}], "surprise": True}
     assert validator.errors(call) == [
