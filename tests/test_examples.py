@@ -69,11 +69,7 @@ def example_value(schema: dict[str, Any], name: str = "") -> Any:
     raise AssertionError(f"no example for schema {schema!r}")
 
 
-KNOWN_BROKEN = {
-    "hello_goodbye:hello_goodbye_agent":
-        "sayGoodbye is not a built-in tool: `gramagent run examples/hello_goodbye.gram` fails "
-        "with ToolError until gramagent.tools ships it",
-}
+KNOWN_BROKEN: dict[str, str] = {}
 """Examples known not to run, with why; strict, so a fixed one fails until it leaves here."""
 
 

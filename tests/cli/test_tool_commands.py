@@ -127,7 +127,7 @@ def test_tools_lists_signatures(runner: CliRunner) -> None:
     assert lines[0] == 'sayHello :: (personName::String {default: "world"})==>(::String)'
     assert "    Returns a friendly greeting message for the given name" in lines
     names = [line.split(" :: ")[0] for line in lines if " :: " in line]
-    assert names == ["sayHello", "python_repl", "load_csv", "describe_table", "chart"]
+    assert names == ["sayHello", "sayGoodbye", "python_repl", "load_csv", "describe_table", "chart"]
     as_json = json.loads(runner.invoke(app, ["tools", "--json"]).stdout)
     chart = next(e for e in as_json if e["name"] == "chart")
     assert chart["schema"]["required"][0] == "df_name"

@@ -12,7 +12,7 @@ from gramagent.spec.model import Agent
 from gramagent.tools import available_tools, builtin_library
 from gramagent.tools.workspace import DIRECT_CONVERSATION, STATE_KEY, Workspace
 
-ALL = ["sayHello", "python_repl", "load_csv", "describe_table", "chart"]
+ALL = ["sayHello", "sayGoodbye", "python_repl", "load_csv", "describe_table", "chart"]
 
 
 def test_every_builtin_tool_is_available_here() -> None:

@@ -1,9 +1,10 @@
 """Built-in tool implementations: ``sayHello``, ``python_repl``, data and chart tools.
 
 :func:`builtin_library` returns a :class:`~gramagent.runtime.library.ToolLibrary` with every
-built-in tool whose dependencies are installed: ``sayHello`` always; ``python_repl`` on Linux
-(it needs the OS isolation of :mod:`gramagent.tools.sandbox`); ``load_csv``,
-``describe_table`` (pyarrow) and ``chart`` (pyarrow and matplotlib) with the ``tools`` extra.
+built-in tool whose dependencies are installed: ``sayHello`` and ``sayGoodbye`` always;
+``python_repl`` on Linux (it needs the OS isolation of :mod:`gramagent.tools.sandbox`);
+``load_csv``, ``describe_table`` (pyarrow) and ``chart`` (pyarrow and matplotlib) with the
+``tools`` extra.
 The gram specs of these tools are in ``examples/tools.gram``.
 """
 
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 
 from gramagent.runtime.library import ToolLibrary
-from gramagent.tools.hello import say_hello
+from gramagent.tools.hello import say_goodbye, say_hello
 from gramagent.tools.sandbox import SandboxConfig
 from gramagent.tools.workspace import (
     DATA_DIR_ENV,
@@ -32,6 +33,7 @@ __all__ = [
     "Workspace",
     "available_tools",
     "builtin_library",
+    "say_goodbye",
     "say_hello",
 ]
 
@@ -45,6 +47,7 @@ def available_tools() -> dict[str, bool]:
     data = _installed("pyarrow")
     return {
         "sayHello": True,
+        "sayGoodbye": True,
         "python_repl": sys.platform.startswith("linux"),
         "load_csv": data,
         "describe_table": data,
@@ -83,7 +86,7 @@ def builtin_library(
     )
     workspaces = WorkspaceProvider(settings)
     available = available_tools()
-    library = ToolLibrary([say_hello])
+    library = ToolLibrary([say_hello, say_goodbye])
     workspaces.attach(library)
     if available["python_repl"]:
         from gramagent.tools.repl import make_python_repl

@@ -1,10 +1,10 @@
-"""The ``sayHello`` tool of the hello-world agent."""
+"""The greeting tools of the hello-world examples: ``sayHello`` and ``sayGoodbye``."""
 
 from __future__ import annotations
 
 from gramagent.runtime.library import Tool, tool
 
-__all__ = ["say_hello"]
+__all__ = ["say_goodbye", "say_hello"]
 
 
 def _say_hello(personName: str = "world") -> str:  # noqa: N803 - the spec's parameter name
@@ -15,3 +15,12 @@ def _say_hello(personName: str = "world") -> str:  # noqa: N803 - the spec's par
 say_hello: Tool = tool(name="sayHello")(_say_hello)
 """``sayHello(personName="world")``: its schema is the one generated from
 ``(personName::String {default:"world"})==>(::String)``."""
+
+
+def _say_goodbye(personName: str = "world") -> str:  # noqa: N803 - the spec's parameter name
+    """Returns a warm farewell message for the given name"""
+    return f"Goodbye, {personName}! It was lovely talking with you."
+
+
+say_goodbye: Tool = tool(name="sayGoodbye")(_say_goodbye)
+"""``sayGoodbye(personName="world")``, the second tool of ``examples/hello_goodbye.gram``."""
