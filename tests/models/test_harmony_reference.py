@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from models_support import GET_CURRENT_WEATHER, GET_LOCATION
 
 from gramagent.messages import (
     AssistantMessage,
@@ -90,22 +91,6 @@ def test_valid_existing_directory_is_kept(tmp_path: Path,
 
 # -- rendering ----------------------------------------------------------------------------------
 
-WEATHER = ToolDefinition(
-    name="get_current_weather",
-    description="Gets the current weather in the provided location.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "location": {"type": "string",
-                         "description": "The city and state, e.g. San Francisco, CA"},
-            "format": {"type": "string", "enum": ["celsius", "fahrenheit"],
-                       "default": "celsius"},
-        },
-        "required": ["location"],
-    },
-)
-NO_ARGS = ToolDefinition(name="get_location", description="Gets the location of the user.",
-                         parameters={"type": "object", "properties": {}})
 SEARCH = ToolDefinition(
     name="search_flights",
     description="Search flights.\nPrices are in EUR.",
@@ -150,7 +135,7 @@ SEARCH = ToolDefinition(
         "required": ["route", "passengers"],
     },
 )
-TOOLS = [WEATHER, NO_ARGS, SEARCH]
+TOOLS = [GET_CURRENT_WEATHER, GET_LOCATION, SEARCH]
 
 
 def _call(cid: str, name: str, arguments: str) -> ToolCall:
@@ -175,7 +160,7 @@ CASES = [
          current_date="2025-06-28"),
     Case("no_reasoning_line", "You help.", [UserMessage(content="Hi")], reasoning=None),
     Case("one_tool", "Use a friendly tone.",
-         [UserMessage(content="What is the weather like in SF?")], [WEATHER]),
+         [UserMessage(content="What is the weather like in SF?")], [GET_CURRENT_WEATHER]),
     Case("nested_schemas", "Book travel.", [UserMessage(content="Paris to Rome")], TOOLS),
     Case(
         "multi_turn_calls_and_results", "Use tools.",
@@ -206,7 +191,7 @@ CASES = [
             ToolResultMessage(call_id="c", name="get_current_weather", content="mild",
                               is_error=True),
         ],
-        [WEATHER],
+        [GET_CURRENT_WEATHER],
     ),
     Case("unicode", "Réponds en français.", [UserMessage(content="Grüße 🌍, ça va ?")]),
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from models_support import GET_CURRENT_WEATHER, GET_LOCATION
 
 from gramagent.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from gramagent.models.base import ToolDefinition
@@ -27,22 +28,8 @@ SYSTEM_LOW = (
 )
 
 WEATHER_TOOLS = [
-    ToolDefinition(name="get_location", description="Gets the location of the user.",
-                   parameters={"type": "object", "properties": {}}),
-    ToolDefinition(
-        name="get_current_weather",
-        description="Gets the current weather in the provided location.",
-        parameters={
-            "type": "object",
-            "properties": {
-                "location": {"type": "string",
-                             "description": "The city and state, e.g. San Francisco, CA"},
-                "format": {"type": "string", "enum": ["celsius", "fahrenheit"],
-                           "default": "celsius"},
-            },
-            "required": ["location"],
-        },
-    ),
+    GET_LOCATION,
+    GET_CURRENT_WEATHER,
     ToolDefinition(
         name="get_multiple_weathers",
         description="Gets the current weather in the provided list of locations.",
