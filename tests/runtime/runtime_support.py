@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -17,6 +19,8 @@ from gramagent.spec.model import Agent
 APIS = ("chat", "functions", "responses")
 PARALLEL_APIS = ("chat", "responses")  # legacy functions carry one call per turn
 GREETING = "Returns a friendly greeting message for the given name."
+HELLO = "Hello, Alice! Nice to meet you."
+"""What the sayHello of :func:`make_tools` answers for Alice."""
 
 
 @dataclass
@@ -66,6 +70,18 @@ def make_tools() -> Tools:
     return tools
 
 
+def hello_library(greeting: str = "Hello") -> ToolLibrary:
+    """A library holding only sayHello, answering ``"{greeting}, {personName}!"``."""
+    library = ToolLibrary()
+
+    @library.register
+    def sayHello(personName: str = "world") -> str:
+        """Returns a friendly greeting message for the given name."""
+        return f"{greeting}, {personName}!"
+
+    return library
+
+
 def make_agent(library: ToolLibrary, names: Sequence[str] | None = None) -> Agent:
     specs = tuple(t.spec() for t in library if names is None or t.name in names)
     return Agent(name="hello_world_agent", model="openai/scripted",
@@ -80,6 +96,15 @@ ModelFactory = Callable[[ScriptedServer, str], Model]
 def script(srv: ScriptedServer, *turns: ScriptTurn) -> ScriptedServer:
     srv.add(*turns)
     return srv
+
+
+def reference_hash(arguments: object) -> str:
+    """``args_preview_hash`` as the ADR defines it, written out independently of the
+    implementation: SHA-256 of the first 200 characters of the arguments' canonical JSON
+    (sorted keys, compact), or of the raw text when they did not parse (a ``str``)."""
+    text = arguments if isinstance(arguments, str) else json.dumps(
+        arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text[:200].encode("utf-8")).hexdigest()
 
 
 # -- reading what the model was sent ---------------------------------------------------------

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import urllib.request
 from pathlib import Path
 
 import orjson
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from runtime_support import reference_hash
 
 from gramagent.runtime.events import (
     CaptureSink,
@@ -22,12 +21,6 @@ from gramagent.runtime.events import (
     fan_out,
     serve_metrics,
 )
-
-
-def reference_hash(arguments: object) -> str:
-    """The ADR's definition, written out independently of the implementation."""
-    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text[:200].encode("utf-8")).hexdigest()
 
 
 def test_hash_matches_the_adr_definition() -> None:
@@ -48,7 +41,7 @@ def test_hash_only_covers_the_first_200_characters() -> None:
 def test_hash_of_unparseable_text_uses_the_raw_text() -> None:
     """For a raw string (unparseable arguments) the first 200 characters are hashed."""
     raw = '{"personName": "Al' + "z" * 400
-    assert args_preview_hash(raw) == hashlib.sha256(raw[:200].encode()).hexdigest()
+    assert args_preview_hash(raw) == reference_hash(raw)
 
 
 def planned(seq: int = 1) -> ToolCallPlanned:

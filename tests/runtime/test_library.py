@@ -7,12 +7,11 @@ from dataclasses import dataclass
 from typing import Literal, TypedDict
 
 import pytest
+from runtime_support import GREETING, hello_library
 
 from gramagent.errors import ToolError
 from gramagent.runtime.library import BoundAgent, Tool, ToolContext, ToolLibrary, tool
 from gramagent.spec.model import Agent, Param, Signature, ToolSpec
-
-GREETING = "Returns a friendly greeting message for the given name."
 
 
 def hello_spec(*, description: str = GREETING, name_type: str = "string") -> ToolSpec:
@@ -229,18 +228,7 @@ def test_schemas_compare_canonically() -> None:
 def test_two_libraries_bind_the_same_agent() -> None:
     """A/B: the same spec binds to different implementations from different libraries."""
     agent = agent_with(hello_spec())
-
-    def make(greeting: str) -> ToolLibrary:
-        library = ToolLibrary()
-
-        @library.register
-        def sayHello(personName: str = "world") -> str:
-            """Returns a friendly greeting message for the given name."""
-            return f"{greeting}, {personName}!"
-
-        return library
-
-    bound_a, bound_b = make("Hello").bind(agent), make("Howdy").bind(agent)
+    bound_a, bound_b = hello_library("Hello").bind(agent), hello_library("Howdy").bind(agent)
     assert bound_a.agent is bound_b.agent is agent
     assert bound_a.definitions == bound_b.definitions
     assert bound_a.tools["sayHello"](personName="Al") == "Hello, Al!"

@@ -8,10 +8,12 @@ from typing import Any
 import pytest
 from runtime_support import (
     APIS,
+    HELLO,
     PARALLEL_APIS,
     Barrier,
     ModelFactory,
     Tools,
+    hello_library,
     make_agent,
     script,
     sent_calls,
@@ -29,8 +31,6 @@ from gramagent.runtime.library import ToolLibrary
 from gramagent.runtime.limits import RunLimits
 from gramagent.runtime.loop import AgentResponse, run_agent, run_agent_sync
 from gramagent.spec.model import Agent
-
-HELLO = "Hello, Alice! Nice to meet you."
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -243,7 +243,7 @@ async def test_empty_input_is_refused_before_any_request(tools: Tools, agent: Ag
 async def test_binding_errors_come_before_any_request(server: ScriptedServer,
                                                       model_for: ModelFactory) -> None:
     """An agent whose tools the library lacks fails with ToolError, no request sent."""
-    agent = make_agent(make_library_with_hello())
+    agent = make_agent(hello_library())
     with pytest.raises(ToolError, match="no implementation"):
         await run_agent(agent, "Hi", library=ToolLibrary(), model=model_for(server, "chat"))
     with pytest.raises(ToolError, match="no library was given"):
@@ -251,22 +251,11 @@ async def test_binding_errors_come_before_any_request(server: ScriptedServer,
     assert server.requests == []
 
 
-def make_library_with_hello(greeting: str = "Hello") -> ToolLibrary:
-    library = ToolLibrary()
-
-    @library.register
-    def sayHello(personName: str = "world") -> str:
-        """Returns a friendly greeting message for the given name."""
-        return f"{greeting}, {personName}!"
-
-    return library
-
-
 @pytest.mark.parametrize("api", APIS)
 async def test_ab_two_libraries_run_the_same_agent(api: str, server: ScriptedServer,
                                                    model_for: ModelFactory) -> None:
     """The same agent spec runs with library A and library B; the model sees each result."""
-    library_a, library_b = make_library_with_hello("Hello"), make_library_with_hello("Howdy")
+    library_a, library_b = hello_library("Hello"), hello_library("Howdy")
     agent = make_agent(library_a)
     model = model_for(server, api)
     outputs = []

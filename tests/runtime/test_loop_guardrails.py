@@ -8,7 +8,6 @@ never answers).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -19,11 +18,13 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 from runtime_support import (
     APIS,
+    HELLO,
     PARALLEL_APIS,
     ModelFactory,
     Tools,
     make_agent,
     make_tools,
+    reference_hash,
     script,
     sent_choice,
     sent_results,
@@ -38,16 +39,6 @@ from gramagent.runtime.library import ToolLibrary
 from gramagent.runtime.limits import RunLimits
 from gramagent.runtime.loop import run_agent, run_agent_sync
 from gramagent.spec.model import Agent
-
-HELLO = "Hello, Alice! Nice to meet you."
-
-
-def reference_hash(text: str) -> str:
-    return hashlib.sha256(text[:200].encode()).hexdigest()
-
-
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 # -- limits -----------------------------------------------------------------------------------
@@ -311,7 +302,7 @@ async def test_events_order_hashes_and_privacy(api: str, tools: Tools, agent: Ag
         assert [k for k, _ in kinds] == ["tool_call_planned", "tool_call_result"]
     planned = [e for e in events if isinstance(e, ToolCallPlanned)]
     assert [e.seq for e in planned] == list(range(1, 7))
-    assert planned[0].args_preview_hash == reference_hash(canonical(good))
+    assert planned[0].args_preview_hash == reference_hash(good)
     assert planned[1].args_preview_hash == reference_hash(raw_bad)
     assert planned[2].tool == "<unknown>"
     results = sorted((e for e in events if isinstance(e, ToolCallResult)), key=lambda e: e.seq)
