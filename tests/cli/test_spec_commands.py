@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gramagent.cli import app
-from gramagent.spec.gram import load_file
+from gramagent.spec.gram import load_file, load_gram
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 EXAMPLES = ROOT / "examples"
@@ -99,27 +99,80 @@ def test_fmt_write_rewrites_atomically_and_keeps_the_mode(tmp_path: Path) -> Non
     assert "already canonical" in again.stderr
 
 
-def test_fmt_write_refuses_to_drop_comments(tmp_path: Path) -> None:
-    """Comments would be lost: --write needs --force."""
+COMMENTED = """\
+// Weather tools.
+
+[weather:Agent {
+  // the model to use
+  model: "openai/gpt-4o-mini",
+  instruction: "Answer weather questions."
+} |
+  getForecast  // the only tool
+]
+
+// One tool.
+[getForecast:Tool {description: "Forecast"} |
+  (city::String)==>(::Forecast),  // a named result type
+  // the result
+  [Forecast:Object |
+    (summary::String)  // one line
+  ]
+]
+"""
+
+
+def test_fmt_keeps_comments_and_names(tmp_path: Path) -> None:
+    """fmt --write keeps comments and the user's type names; the result is stable."""
     path = tmp_path / "c.gram"
-    original = "// keep me\n" + (EXAMPLES / "hello_goodbye.gram").read_text()
+    path.write_text(COMMENTED)
+    result = runner.invoke(app, ["fmt", "--write", str(path)])
+    assert result.exit_code == 0, result.output
+    assert path.read_text() == """\
+// Weather tools.
+
+[getForecast:Tool {description: "Forecast"} |
+  (city::String)==>(::Forecast),  // a named result type
+  // the result
+  [Forecast:Object |
+    (summary::String)  // one line
+  ]
+]
+
+[weather:Agent {
+  instruction: "Answer weather questions.",
+  // the model to use
+  model: "openai/gpt-4o-mini"
+} |
+  getForecast  // the only tool
+]
+""".replace("[getForecast:Tool", "// One tool.\n[getForecast:Tool")
+    assert load_file(path) == load_gram(COMMENTED)
+    assert runner.invoke(app, ["fmt", "--check", str(path)]).exit_code == 0
+
+
+def test_fmt_write_refuses_to_drop_a_comment_it_cannot_place(tmp_path: Path) -> None:
+    """A comment inside a node cannot be kept: --write names it and needs --force; printing
+    warns on stderr."""
+    path = tmp_path / "c.gram"
+    original = ('// kept\n[t:Tool {description: "d"} |\n'
+                '  (a::String {default: "x"} // lost\n  )==>(::String)\n]\n')
     path.write_text(original)
     result = runner.invoke(app, ["fmt", "--write", str(path)])
     assert result.exit_code == 1
-    assert "comments" in result.stderr
+    assert result.stderr.splitlines() == [
+        f"{path}:3:29: a comment inside a node (...) cannot be kept (fmt keeps comments "
+        "between patterns, between the elements after '|', between the nodes of a signature "
+        "and between agent properties)",
+        f"{path}: not rewritten: 1 comment would be lost; move it next to a pattern or an "
+        "element, or use --force to drop it"]
     assert path.read_text() == original
+    printed = runner.invoke(app, ["fmt", str(path)])
+    assert printed.exit_code == 0
+    assert printed.stderr.startswith(f"warning: {path}:3:29: a comment inside a node")
     assert runner.invoke(app, ["fmt", "--write", "--force", str(path)]).exit_code == 0
-    assert path.read_text() == original.removeprefix("// keep me\n")
-
-
-def test_fmt_invalid_file(tmp_path: Path) -> None:
-    """An invalid file is not formatted; the problems are printed."""
-    path = tmp_path / "broken.gram"
-    path.write_text(BROKEN)
-    result = runner.invoke(app, ["fmt", "--write", str(path)])
-    assert result.exit_code == 1
-    assert "unknown type 'Strng'" in result.stderr
-    assert path.read_text() == BROKEN
+    assert path.read_text() == printed.stdout
+    assert path.read_text() == ('// kept\n[t:Tool {description: "d"} |\n'
+                                '  (a::String {default: "x"})==>(::String)\n]\n')
 
 
 # --------------------------------------------------------------------------------------------

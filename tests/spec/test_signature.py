@@ -428,8 +428,8 @@ def test_all_signature_errors_are_reported_together() -> None:
 
 def test_signature_syntax_error() -> None:
     """An unclosed node is a syntax error with its position."""
-    with pytest.raises(SpecError, match=r"<string>:1:\d+: expected '\)' to close the '\(' "
-                                        r"at 1:1"):
+    with pytest.raises(SpecError, match=r"<string>:1:\d+: expected '\)' to close the node 'a' "
+                                        r"opened at 1:1"):
         parse_signature("(a::String ==>(::String)")
 
 

@@ -18,7 +18,7 @@ import typer
 
 from gramagent.cli import app, handle_errors
 from gramagent.errors import Diagnostic, SchemaError, SpecError
-from gramagent.spec.gram import has_comments, load_file, to_gram
+from gramagent.spec.gram import format_file, load_file, to_gram
 from gramagent.spec.model import ToolSpec
 from gramagent.spec.signature import (
     format_signature,
@@ -32,6 +32,14 @@ __all__ = ["check", "fmt", "schema", "signature"]
 
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _report(problems: list[Diagnostic]) -> None:
+    """Print one file:line:col: message line per problem and a count; exit with status 1."""
+    for problem in problems:
+        typer.echo(str(problem), err=True)
+    typer.echo(f"{_plural(len(problems), 'problem')} found", err=True)
+    raise typer.Exit(1)
 
 
 @app.command()
@@ -52,10 +60,7 @@ def check(
         specs = [*document.tools, *(t for a in document.agents for t in a.tools)]
         tools += len({id(t) for t in specs})  # a referenced tool is the stand-alone one
     if problems:
-        for problem in problems:
-            typer.echo(str(problem), err=True)
-        typer.echo(f"{_plural(len(problems), 'problem')} found", err=True)
-        raise typer.Exit(1)
+        _report(problems)
     typer.echo(f"OK: {_plural(len(files), 'file')}, {_plural(agents, 'agent')}, "
                f"{_plural(tools, 'tool')}")
 
@@ -69,29 +74,41 @@ def fmt(
     check_only: bool = typer.Option(False, "--check",
                                     help="Print nothing; exit 1 if the file is not canonical."),
     force: bool = typer.Option(False, "--force",
-                               help="With --write: rewrite even if comments would be lost."),
+                               help="With --write: rewrite even if a comment would be lost."),
 ) -> None:
     """Print the canonical gram of a file (or rewrite it with --write).
 
-    Comments are not kept; --write refuses to drop them unless --force is given.
+    Comments between patterns and between the elements of a pattern are kept. A comment
+    fmt cannot place (inside a record or a node) is named on stderr; --write then refuses
+    to rewrite the file unless --force is given.
     """
-    document = load_file(file)
+    try:
+        formatted = format_file(file)
+    except SpecError as exc:
+        _report(list(exc.diagnostics))
     original = file.read_bytes()
-    text = to_gram(document)
+    text = formatted.text
     if check_only:
         if text.encode() != original:
             typer.echo(f"{file}: not in canonical form", err=True)
             raise typer.Exit(1)
         return
+    if write and text.encode() == original:
+        typer.echo(f"{file}: already canonical", err=True)
+        return
+    if write and formatted.dropped and not force:
+        for dropped in formatted.dropped:
+            typer.echo(str(dropped), err=True)
+        count = len(formatted.dropped)
+        typer.echo(f"{file}: not rewritten: {_plural(count, 'comment')} would be lost; move "
+                   f"{'it' if count == 1 else 'them'} next to a pattern or an element, or use "
+                   f"--force to drop {'it' if count == 1 else 'them'}", err=True)
+        raise typer.Exit(1)
+    for dropped in formatted.dropped:
+        typer.echo(f"warning: {dropped}", err=True)
     if not write:
         typer.echo(text, nl=False)
         return
-    if text.encode() == original:
-        typer.echo(f"{file}: already canonical", err=True)
-        return
-    if has_comments(original) and not force:
-        raise SpecError([Diagnostic("the file has comments, which fmt does not keep; use "
-                                    "--force to rewrite it anyway", str(file))])
     _replace(file, text.encode())
     typer.echo(f"{file}: formatted", err=True)
 

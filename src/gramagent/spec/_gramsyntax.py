@@ -484,18 +484,64 @@ def _friendly(kind: str) -> str:
 
 
 def syntax_problems(tree: Tree, decoder: Decoder) -> list[tuple[int, str]]:
-    """Every ERROR and MISSING node of a tree, as ``(byte offset, message)``."""
+    """Every ERROR and MISSING node of a tree, as ``(byte offset, message)``.
+
+    A pattern missing its ``|`` (``[t:Tool {...}`` followed by its elements) is one problem:
+    the stray ``]`` that ends its elements is not reported again.
+    """
     out: list[tuple[int, str]] = []
     stack = [tree.root_node]
+    stray_closer = False
     while stack:
         node = stack.pop()
         if node.is_missing:
             out.append((node.start_byte, _missing(node, decoder)))
+            stray_closer = stray_closer or missing_bar(node.parent)
         elif node.is_error:
+            if stray_closer and _only_leaf(node) == "]":
+                stray_closer = False
+                continue
             out.extend(_unexpected(node, decoder))
         elif node.has_error:
             stack.extend(reversed(node.children))
     return out
+
+
+def _only_leaf(node: Node) -> str | None:
+    """The type of a node's only leaf, or None when it has several (or none)."""
+    while node.child_count == 1:
+        child = node.child(0)
+        if child is None:
+            return None
+        node = child
+    return node.type if not node.child_count else None
+
+
+def missing_bar(pattern: Node | None) -> bool:
+    """Whether ``pattern`` is a subject pattern that lacks its ``|``: tree-sitter closed it
+    early (a MISSING ``]``) and the next top-level piece is what should be its elements."""
+    if pattern is None or pattern.kind_id != K_SUBJECT or not pattern.child_count:
+        return False
+    last = pattern.child(pattern.child_count - 1)
+    following = pattern.next_named_sibling
+    while following is not None and following.kind_id == K_COMMENT:
+        following = following.next_named_sibling
+    return (last is not None and last.is_missing and last.type == "]"
+            and not any(c.type == "|" for c in pattern.children)
+            and following is not None
+            and following.kind_id in (K_NODE, K_RELATIONSHIP, K_SUBJECT, K_REFERENCE))
+
+
+def _opened(opener: Node, decoder: Decoder) -> str:
+    """``the pattern 'x' opened at 1:1``, or ``the '{' at 1:1``."""
+    where = decoder.where(opener.start_byte)
+    owner = opener.parent
+    what = {K_SUBJECT: "pattern", K_NODE: "node"}.get(owner.kind_id) if owner else None
+    ident = next((c for c in owner.named_children if c.kind_id in _IDENTIFIERS), None) \
+        if owner is not None and what else None
+    if ident is None:
+        return f"the '{opener.type}' at {where}"
+    return f"the {what} '{decoder.name(ident)}' opened at {where}"
 
 
 def _missing(node: Node, decoder: Decoder) -> str:
@@ -505,8 +551,10 @@ def _missing(node: Node, decoder: Decoder) -> str:
         opener = {"]": "[", ")": "(", "}": "{"}[kind]
         for sibling in parent.children:
             if sibling.type == opener:
-                return f"expected '{kind}' to close the '{opener}' at " \
-                       f"{decoder.where(sibling.start_byte)}"
+                if missing_bar(parent):
+                    return (f"expected '|' before the elements of {_opened(sibling, decoder)} "
+                            "(or ']' to close it here)")
+                return f"expected '{kind}' to close {_opened(sibling, decoder)}"
         return f"expected '{kind}'"
     if parent is not None and parent.kind_id == K_ARRAY:
         return "expected a value: gram lists cannot be empty (write json`[]` for an empty list)"
@@ -517,6 +565,9 @@ def _missing(node: Node, decoder: Decoder) -> str:
 
 def _unexpected(node: Node, decoder: Decoder) -> list[tuple[int, str]]:
     following = node.next_sibling
+    if _only_leaf(node) == "," and following is not None and following.type in _CLOSER.values():
+        return [(node.start_byte, f"unexpected ',' before '{following.type}': gram has no "
+                                  "trailing commas; remove it")]
     if following is not None and node.child_count and all(
             c.is_named and not c.has_error and not c.is_error for c in node.children):
         # Whole, valid pieces tree-sitter could not fit in: what follows them is unexpected

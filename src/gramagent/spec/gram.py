@@ -33,7 +33,7 @@ import difflib
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tree_sitter import Node
 
@@ -58,17 +58,21 @@ from gramagent.spec._gramsyntax import (
     NodeInfo,
     Val,
     descendants,
+    missing_bar,
     parse,
     syntax_problems,
 )
+from gramagent.spec._gramwrite import collect_comments, write_gram
 from gramagent.spec.model import (
     Agent,
     GramDocument,
     JSONSchema,
     ModelRef,
+    NamedType,
     Param,
     Signature,
     ToolSpec,
+    TypeRefs,
 )
 from gramagent.spec.signature import (
     ITEMS,
@@ -81,17 +85,17 @@ from gramagent.spec.signature import (
     TYPE,
     TYPE_NAMES,
     VALUE,
-    SignatureWriter,
+    _pointer,
     canonical_required,
     default_problem,
     format_name,
     keyword_kind,
-    quote_string,
+    type_label,
     value_problem,
 )
 
-__all__ = ["LANGUAGE", "has_comments", "load_agent", "load_file", "load_gram",
-           "read_signature", "to_gram"]
+__all__ = ["LANGUAGE", "Formatted", "format_file", "format_gram", "has_comments", "load_agent",
+           "load_file", "load_gram", "read_signature", "to_gram"]
 
 _INVALID: Any = object()
 """Marks a value that could not be read (its problem is already recorded)."""
@@ -103,10 +107,12 @@ _KNOWN_KEYWORDS = sorted(KEYWORDS - {"type"})
 class _Types:
     """A scope of named type patterns (a tool's own, or the file's), resolved on demand."""
 
-    def __init__(self, parent: _Types | None = None) -> None:
+    def __init__(self, parent: _Types | None = None, *, shared: bool = False) -> None:
         self.parent = parent
+        self.shared = shared
         self.patterns: dict[str, tuple[NodeInfo, Node | None]] = {}
         self.resolved: dict[str, JSONSchema | None] = {}
+        self.named: dict[str, NamedType] = {}
         self.resolving: set[str] = set()
 
     def chain(self) -> Iterator[_Types]:
@@ -117,6 +123,35 @@ class _Types:
 
     def find(self, name: str) -> _Types | None:
         return next((s for s in self.chain() if name in s.patterns), None)
+
+
+def _used_types(refs: TypeRefs, scope: _Types, out: dict[str, NamedType]) -> None:
+    """Add the file-level types ``refs`` name (and those they use) to ``out``."""
+    for labels in refs.values():
+        for label in labels:
+            if label in TYPE_NAMES:
+                continue
+            where = scope.find(label)
+            if where is None or not where.shared or label in out or label not in where.named:
+                continue
+            named = where.named[label]
+            out[label] = named
+            _used_types(named.refs, where, out)
+
+
+def _previous(node: Node) -> Node | None:
+    """The named sibling before ``node``, comments skipped."""
+    before = node.prev_named_sibling
+    while before is not None and before.kind_id == K_COMMENT:
+        before = before.prev_named_sibling
+    return before
+
+
+def _property(at: str, name: str) -> str:
+    """The JSON pointer of the property ``name`` of the schema at ``at``."""
+    if "~" in name or "/" in name:
+        return _pointer(at, "properties", name)
+    return f"{at}/properties/{name}"
 
 
 def _elements(node: Node) -> list[Node]:
@@ -140,6 +175,8 @@ class _Reader:
         self.file = file
         self.tree = parse(src)
         self.problems: list[tuple[int, str]] = []
+        self.refs: dict[str, tuple[str, ...]] = {}
+        """Where the signature or type being read names a type pattern (see TypeRefs)."""
         if self.tree.root_node.has_error:
             self.problems.extend(syntax_problems(self.tree, self.decoder))
 
@@ -200,7 +237,9 @@ class _Reader:
 
     def strings(self, info: NodeInfo, what: str, allowed: tuple[str, ...]
                 ) -> tuple[dict[str, tuple[str, int]], set[str]]:
-        """The string properties of an agent or tool record, and every key present."""
+        """The string properties of an agent or tool record, and every key present (a
+        misspelt key counts as the allowed one it is close to: it is reported once, as
+        misspelt, not again as missing)."""
         out: dict[str, tuple[str, int]] = {}
         keys: set[str] = set()
         for key, key_offset, val in info.entries or ():
@@ -209,8 +248,10 @@ class _Reader:
                 continue
             keys.add(key)
             if key not in allowed:
+                close = difflib.get_close_matches(key, allowed, n=1)
                 self.error(key_offset, f"{what}: unknown property '{key}' (expected "
                                        f"{', '.join(allowed)}){_did_you_mean(key, allowed)}")
+                keys.update(close)
                 continue
             text = self.string(val)
             if text is None:
@@ -231,6 +272,21 @@ class _Reader:
         return info.ident
 
     # ---- types ------------------------------------------------------------------------------
+
+    def misspelt_kind(self, info: NodeInfo, type_names: set[str | None]) -> bool:
+        """Report a top-level label that names no type but is close to Agent or Tool
+        (``[a:Agnet ...]``)."""
+        if len(info.labels) != 1 or info.labels[0] in TYPE_NAMES or info.labels[0] in type_names:
+            return False
+        label = info.labels[0]
+        close = difflib.get_close_matches(label, ["Agent", "Tool", *TYPE_NAMES], n=1)
+        if not close or close[0] not in ("Agent", "Tool"):
+            return False
+        self.error(info.label_offsets[0], f"unknown label '{label}'; did you mean "
+                                          f"'{close[0]}'? (a top-level pattern is an agent "
+                                          "[name:Agent ...], a tool [name:Tool ...] or a type "
+                                          "pattern [Name:Object ...])")
+        return True
 
     def collect_type(self, scope: _Types, node: Node) -> None:
         """Register a type pattern ``[Name:Type {...} | members]`` in ``scope``."""
@@ -261,10 +317,10 @@ class _Reader:
         where = scope.find(name)
         if where is None:
             known = [*TYPE_NAMES, *(n for s in scope.chain() for n in s.patterns)]
-            self.error(offset, f"{what}: unknown type '{name}'{_did_you_mean(name, known)} "
-                               "(built-in types: String, Integer, Number, Boolean, Array, "
-                               "Object, Null, Any, and Text, Int, Double, Float, Bool; or "
-                               f"define a type pattern [{name}:Object | ...])")
+            hint = _did_you_mean(name, known)
+            self.error(offset, f"{what}: unknown type '{name}'" + (hint or (
+                " (expected a built-in type: String, Integer, Number, Boolean, Array, Object, "
+                f"Null or Any; or a type pattern's name: define [{name}:Object | ...])")))
             return None
         if name not in where.resolved:
             if name in where.resolving:
@@ -274,14 +330,20 @@ class _Reader:
             where.resolving.add(name)
             info, node = where.patterns[name]
             members = _elements(node) if node is not None else None
-            result = self.typed(info, where, member=False, members=members,
+            outer, self.refs = self.refs, {}
+            result = self.typed(info, where, "", member=False, members=members,
                                 what=f"type '{name}'")
+            refs, self.refs = self.refs, outer
             where.resolving.discard(name)
             where.resolved[name] = None if result is None else result[0]
+            if result is not None:
+                where.named[name] = NamedType(name=name, schema=result[0], refs=refs,
+                                              shared=where.shared)
         schema = where.resolved[name]
         return None if schema is None else _copy(schema)
 
-    def base_type(self, info: NodeInfo, scope: _Types, what: str) -> JSONSchema | None:
+    def base_type(self, info: NodeInfo, scope: _Types, at: str, what: str
+                  ) -> JSONSchema | None:
         """The schema the labels of a node stand for.
 
         One label: a built-in type or a type pattern's name. Several: a union of built-in
@@ -295,6 +357,7 @@ class _Reader:
         if len(labels) == 1:
             jtype = TYPE_NAMES.get(labels[0], "")
             if jtype == "":
+                self.refs[at] = labels
                 return self.resolve(labels[0], info.label_offsets[0], scope, what)
             return {} if jtype is None else {"type": jtype}
         types: list[str] = []
@@ -329,14 +392,18 @@ class _Reader:
         if named is None:
             return {"type": types}
         named["type"] = types
+        self.refs[at] = labels
         return named
 
-    def typed(self, info: NodeInfo, scope: _Types, *, member: bool,
+    def typed(self, info: NodeInfo, scope: _Types, at: str, *, member: bool,
               members: list[Node] | None = None, what: str = "type"
               ) -> tuple[JSONSchema, bool | None] | None:
-        """The schema of a typed node or type pattern, and its ``required:`` flag (if any)."""
+        """The schema of a typed node or type pattern, and its ``required:`` flag (if any).
+
+        ``at`` is the JSON pointer of the schema, where type names it uses are recorded.
+        """
         count = len(self.problems)
-        schema = self.base_type(info, scope, what)
+        schema = self.base_type(info, scope, at, what)
         if schema is None:
             return None
         flag: bool | None = None
@@ -362,24 +429,26 @@ class _Reader:
                     self.error(val[2], f"{what}: {problem}")
                     continue
             else:
-                value = self.keyword(key, kind, key_offset, val, scope, what)
+                value = self.keyword(key, kind, key_offset, val, scope, at, what)
                 if value is _INVALID:
                     continue
             schema[key] = value
             if key == "default":
                 default_offset = val[2]
         if members is not None:
-            self.members(schema, members, scope, info, what)
+            self.members(schema, members, scope, info, at, what)
         if len(self.problems) > count:
             return None
         problem = default_problem(schema)
         if problem:
+            if schema["default"] is None:
+                problem += f" (to allow null, write the type as {type_label(schema['type'])}:Null)"
             self.error(default_offset, f"{what}: {problem}")
             return None
         return schema, flag
 
     def keyword(self, key: str, kind: int | None, key_offset: int, val: Val, scope: _Types,
-                what: str) -> Any:
+                at: str, what: str) -> Any:
         """The value of one schema keyword in a record; _INVALID after reporting."""
         if kind == VALUE:
             value = self.json(val)
@@ -398,12 +467,12 @@ class _Reader:
             self.error(key_offset, f"{what}: write the type as a label, e.g. (x::String)")
             return _INVALID
         if kind == SCHEMA or (kind == ITEMS and val[0] != V_LIST):
-            return self.ref(val, scope, what)
+            return self.ref(val, scope, what, at, key)
         if kind in (SCHEMA_LIST, ITEMS):
             if val[0] != V_LIST:
                 self.error(val[2], f"{what}: {key} takes a list of types, e.g. [A, B]")
                 return _INVALID
-            refs = [self.ref(v, scope, what) for v in val[1]]
+            refs = [self.ref(v, scope, what, at, key, i) for i, v in enumerate(val[1])]
             return _INVALID if any(r is _INVALID for r in refs) else refs
         if kind == SCHEMA_MAP:
             if val[0] != V_MAP:
@@ -412,7 +481,7 @@ class _Reader:
                 return _INVALID
             out = {}
             for name, _, v in val[1]:
-                ref = self.ref(v, scope, what)
+                ref = self.ref(v, scope, what, at, key, name)
                 if ref is _INVALID:
                     return _INVALID
                 out[name] = ref
@@ -432,8 +501,9 @@ class _Reader:
             return _INVALID
         return value
 
-    def ref(self, val: Val, scope: _Types, what: str) -> Any:
-        """A sub-schema written as a type name or ``true``/``false``."""
+    def ref(self, val: Val, scope: _Types, what: str, at: str, *parts: str | int) -> Any:
+        """A sub-schema written as a type name or ``true``/``false``, at the JSON pointer
+        ``at`` + ``parts``."""
         kind, payload, offset = val
         if kind == V_SCALAR and isinstance(payload, bool):
             return payload
@@ -441,6 +511,7 @@ class _Reader:
             if payload in TYPE_NAMES:
                 jtype = TYPE_NAMES[payload]
                 return {} if jtype is None else {"type": jtype}
+            self.refs[_pointer(at, *parts)] = (payload,)
             schema = self.resolve(payload, offset, scope, what)
             return _INVALID if schema is None else schema
         self.error(offset, f"{what}: expected a type name (String, Integer, ... or a type "
@@ -448,7 +519,7 @@ class _Reader:
         return _INVALID
 
     def members(self, schema: JSONSchema, elements: list[Node], scope: _Types,
-                info: NodeInfo, what: str) -> None:
+                info: NodeInfo, at: str, what: str) -> None:
         """Fill ``properties``/``required`` of an object type from its member nodes."""
         jtype = schema.get("type", "object")
         if "object" not in (jtype if isinstance(jtype, list) else [jtype]):
@@ -474,7 +545,8 @@ class _Reader:
             if name in props:
                 self.error(member.ident_offset, f"{what}: duplicate member '{name}'")
                 continue
-            result = self.typed(member, scope, member=True, what=f"member '{name}'")
+            result = self.typed(member, scope, _property(at, name), member=True,
+                                what=f"member '{name}'")
             if result is None:
                 continue
             sub, flag = result
@@ -496,6 +568,7 @@ class _Reader:
         decoded = self.decoder.path(path)
         if decoded is None:
             return None
+        self.refs = {}
         infos, arrows = decoded
         for arrow in arrows:
             if isinstance(arrow, int):
@@ -526,7 +599,8 @@ class _Reader:
                                               f"{self.where(seen[name])})")
                 continue
             seen[name] = info.ident_offset
-            typed = self.typed(info, scope, member=True, what=f"parameter '{name}'")
+            typed = self.typed(info, scope, _property("", name), member=True,
+                               what=f"parameter '{name}'")
             if typed is None:
                 continue
             sub, flag = typed
@@ -534,7 +608,7 @@ class _Reader:
                 flagged.append(info.offset)
             required = flag if flag is not None else "default" not in sub
             params.append(Param(name=name, schema=sub, required=required))
-        returns = self.result(result, scope)
+        returns = self.result(result, scope, alone=not infos)
         if "required" in keywords:
             listed = keywords["required"]
             for offset in flagged:
@@ -544,9 +618,16 @@ class _Reader:
                       for p in params]
             if listed and listed == canonical_required(params):
                 del keywords["required"]
+        refs = self.refs
+        self.resolve_all(scope)
         if len(self.problems) > count or returns is None:
             return None
-        return Signature(params=tuple(params), returns=returns, keywords=keywords)
+        named = {n: scope.named[n] for n in scope.patterns if n in scope.named}
+        for own in list(named.values()):
+            _used_types(own.refs, scope, named)
+        _used_types(refs, scope, named)
+        return Signature(params=tuple(params), returns=returns, keywords=keywords,
+                         named_types=tuple(named.values()), type_refs=refs)
 
     def arguments(self, info: NodeInfo, scope: _Types) -> JSONSchema:
         """Keywords of the arguments object, from the leading unnamed node's record."""
@@ -562,16 +643,23 @@ class _Reader:
             if kind == REQUIRED and val[0] == V_SCALAR and isinstance(val[1], bool):
                 self.error(key_offset, "arguments: required takes a list of parameter names")
                 continue
-            value = self.keyword(key, kind, key_offset, val, scope, "arguments")
+            value = self.keyword(key, kind, key_offset, val, scope, "", "arguments")
             if value is not _INVALID:
                 out[key] = value
         return out
 
-    def result(self, info: NodeInfo, scope: _Types) -> JSONSchema | None:
+    def result(self, info: NodeInfo, scope: _Types, *, alone: bool = False
+               ) -> JSONSchema | None:
         if info.ident is not None:
-            self.error(info.ident_offset, "the result node takes no name: write (::String)")
+            if alone:
+                node = f"({format_name(info.ident)}::{':'.join(info.labels) or 'String'})"
+                self.error(info.offset, "a signature ends with its result, an unnamed node: "
+                                        f"write {node}==>(::String)")
+            else:
+                self.error(info.ident_offset, "the result node takes no name: write "
+                                              "(::String)")
             return None
-        typed = self.typed(info, scope, member=False, what="the result")
+        typed = self.typed(info, scope, "returns", member=False, what="the result")
         return None if typed is None else typed[0]
 
     # ---- tools and agents -------------------------------------------------------------------
@@ -644,9 +732,9 @@ class _Reader:
                 tool_name = self.decoder.name(child)
                 offset = child.start_byte
                 if tool_name not in tools:
-                    self.error(offset, f"{what}: unknown tool '{tool_name}' (define it as a "
-                                       f"top-level [{tool_name}:Tool {{...}} | ...] pattern)"
-                                       f"{_did_you_mean(tool_name, tools)}")
+                    self.error(offset, f"{what}: unknown tool '{tool_name}'" + (
+                        _did_you_mean(tool_name, tools) or " (define it as a top-level "
+                        f"[{format_name(tool_name)}:Tool {{...}} | ...] pattern)"))
                     continue
                 spec = tools[tool_name]
             elif kind == K_SUBJECT:
@@ -677,7 +765,8 @@ class _Reader:
     def document(self) -> GramDocument:
         agents_found: list[tuple[Node, NodeInfo]] = []
         tools_found: list[tuple[Node, NodeInfo]] = []
-        file_types = _Types()
+        file_types = _Types(shared=True)
+        types_found: list[tuple[Node, NodeInfo]] = []
         broken: set[str] = set()
         root = self.tree.root_node
         for child in root.named_children if not root.is_error else ():
@@ -688,6 +777,8 @@ class _Reader:
                 if kind == K_RECORD:
                     self.error(child.start_byte, "a file-level record is not part of an agent "
                                                  "file")
+                elif missing_bar(_previous(child)):
+                    pass  # the elements of a pattern that lacks its '|' (reported there)
                 elif not child.has_error:
                     self.error(child.start_byte, "expected an agent [name:Agent {...} | tools], "
                                                  "a tool [name:Tool {...} | signature] or a type "
@@ -703,11 +794,15 @@ class _Reader:
             elif info.labels == ("Tool",):
                 tools_found.append((child, info))
             elif info.labels:
-                self.collect_type(file_types, child)
+                types_found.append((child, info))
             else:
                 self.error(child.start_byte, "a top-level pattern needs a label: "
                                              "[name:Agent ...], [name:Tool ...] or "
                                              "[Name:Object ...]")
+        type_names = {info.ident for _, info in types_found}
+        for node, info in types_found:
+            if not self.misspelt_kind(info, type_names):
+                self.collect_type(file_types, node)
         tools: dict[str, ToolSpec | None] = dict.fromkeys(broken)
         first_at: dict[str, int] = {}
         standalone: list[ToolSpec] = []
@@ -737,7 +832,8 @@ class _Reader:
             if agent is not None:
                 agents.append(agent)
         self.raise_problems()
-        return GramDocument(agents=tuple(agents), tools=tuple(standalone))
+        types = tuple(file_types.named[n] for n in file_types.patterns if n in file_types.named)
+        return GramDocument(agents=tuple(agents), tools=tuple(standalone), types=types)
 
     def lone_signature(self) -> Signature:
         scope = _Types()
@@ -821,6 +917,11 @@ def load_file(path: str | os.PathLike[str]) -> GramDocument:
     Raises:
         SpecError: The file cannot be read or decoded, or its gram has problems.
     """
+    return load_gram(_read_source(path), file=str(path))
+
+
+def _read_source(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of a UTF-8 file, without a byte order mark; SpecError if unreadable."""
     name = str(path)
     try:
         src = Path(path).read_bytes()
@@ -837,7 +938,7 @@ def load_file(path: str | os.PathLike[str]) -> GramDocument:
         column = len(src[start: exc.start].decode("utf-8", "replace")) + 1
         raise SpecError([Diagnostic("the file is not valid UTF-8", name, line, column)]) \
             from None
-    return load_gram(src, file=name)
+    return src
 
 
 def load_agent(source: str | os.PathLike[str], name: str | None = None) -> Agent:
@@ -856,7 +957,8 @@ def load_agent(source: str | os.PathLike[str], name: str | None = None) -> Agent
 
 
 def has_comments(text: str | bytes) -> bool:
-    """Whether a gram text holds ``//`` comments (which :func:`to_gram` does not keep)."""
+    """Whether a gram text holds ``//`` comments (which :func:`to_gram` of what it reads
+    cannot keep; :func:`format_gram` keeps them)."""
     src = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
     if b"//" not in src:
         return False
@@ -867,69 +969,62 @@ def has_comments(text: str | bytes) -> bool:
 # Writing
 # --------------------------------------------------------------------------------------------
 
-def _string(text: str, indent: str, *, fence: bool) -> str:
-    """A string value; multi-line ones fenced when that reads back exactly."""
-    if fence and "\n" in text and "```" not in text and "\0" not in text:
-        body = "\n".join(indent + line if line else "" for line in text.split("\n"))
-        literal = "```\n" + body + "\n" + indent + "```"
-        if _reads_back(literal, text):
-            return literal
-    return quote_string(text)
-
-
-def _reads_back(literal: str, text: str) -> bool:
-    """Whether a string literal reads as ``text`` (fences drop leading blank lines, ...)."""
-    src = f"[x {{v: {literal}}}]".encode()
-    tree = parse(src)
-    if tree.root_node.has_error:
-        return False
-    subject = tree.root_node.named_children[0]
-    record = next(c for c in subject.named_children if c.kind_id == K_RECORD)
-    entries = Decoder(src).entries(record)
-    return len(entries) == 1 and entries[0][2][1] == text
-
-
-def _tool(spec: ToolSpec, indent: str) -> str:
-    writer = SignatureWriter()
-    nodes = writer.nodes(spec.signature)
-    inner = indent + "  "
-    path = "==>".join(nodes)
-    if len(inner) + len(path) > 100:
-        path = f"\n{inner}==>".join(nodes)
-    parts = [inner + path, *(p.render(inner) for p in writer.definitions)]
-    head = (f"{indent}[{format_name(spec.name)}:Tool "
-            f"{{description: {quote_string(spec.description)}}} |")
-    return head + "\n" + ",\n".join(parts) + "\n" + indent + "]"
-
-
-def _agent(agent: Agent, shared: dict[str, ToolSpec]) -> str:
-    entries = []
-    if agent.description is not None:
-        entries.append(f"  description: {_string(agent.description, '  ', fence=True)}")
-    entries.append(f"  instruction: {_string(agent.instruction, '  ', fence=True)}")
-    entries.append(f"  model: {quote_string(str(agent.model))}")
-    head = f"[{format_name(agent.name)}:Agent {{\n" + ",\n".join(entries) + "\n}"
-    if not agent.tools:
-        return head + "]"
-    items = [f"  {format_name(t.name)}" if shared.get(t.name) == t else _tool(t, "  ")
-             for t in agent.tools]
-    return head + " |\n" + ",\n".join(items) + "\n]"
-
-
 def to_gram(obj: Agent | ToolSpec | GramDocument) -> str:
     """The canonical gram text of an agent, a tool spec or a whole document.
 
-    In a document, stand-alone tools come first, and an agent's tool equal to a stand-alone
-    one is written as a reference to it. Reading the text back gives an equal object.
-    Comments are not kept.
+    In a document, file-level type patterns come first, then stand-alone tools, then agents;
+    an agent's tool equal to a stand-alone one is written as a reference to it. Type
+    patterns keep the names they were read with, and file-level ones stay at file level
+    (an agent's too); a tool spec is written whole, its type patterns inside it. Reading
+    the text back gives an equal object. For a text's comments, see :func:`format_gram`.
     """
-    if isinstance(obj, ToolSpec):
-        return _tool(obj, "") + "\n"
-    if isinstance(obj, Agent):
-        return _agent(obj, {}) + "\n"
-    if isinstance(obj, GramDocument):
-        shared = {t.name: t for t in obj.tools}
-        blocks = [_tool(t, "") for t in obj.tools] + [_agent(a, shared) for a in obj.agents]
-        return "\n\n".join(blocks) + "\n"
-    raise TypeError(f"to_gram() takes an Agent, ToolSpec or GramDocument, not "
-                    f"{type(obj).__name__}")
+    return write_gram(obj)
+
+
+class Formatted(NamedTuple):
+    """What :func:`format_gram` gives: the canonical text and the comments it could not keep."""
+
+    text: str
+    """The canonical gram text, with the comments that could be placed."""
+    dropped: tuple[Diagnostic, ...]
+    """One positioned diagnostic per comment left out, saying where it was."""
+
+
+def format_gram(text: str | bytes, *, file: str | None = None) -> Formatted:
+    """The canonical form of a gram text (what ``gramagent fmt`` prints), keeping comments.
+
+    Comments are kept between top-level patterns, between the elements after ``|`` of an
+    agent, tool or type pattern, between the nodes of a signature and between the properties
+    of an agent; each stays with the element it precedes (or ends the line of), wherever the
+    canonical order puts it. Comments elsewhere (inside a node, inside a tool's or type's
+    record, before a pattern's ``|``) are left out and listed in ``dropped``.
+
+    Raises:
+        SpecError: The text has problems (nothing is formatted).
+    """
+    src = text if isinstance(text, bytes) else _encode(text, file)
+    reader = _Reader(src, file)
+    document = reader.document()
+    if b"//" not in src:
+        return Formatted(write_gram(document), ())
+    comments, stray = collect_comments(reader.tree, reader.decoder)
+    out = write_gram(document, comments)
+    stray += [(n.offset, "where the formatter has no place for it")
+              for notes in comments.values() for n in notes.values()]
+    dropped = []
+    for offset, where in sorted(stray):
+        line, column = reader.decoder.position(offset)
+        dropped.append(Diagnostic(f"a comment {where} cannot be kept (fmt keeps comments "
+                                  "between patterns, between the elements after '|', between "
+                                  "the nodes of a signature and between agent properties)",
+                                  file, line, column))
+    return Formatted(out, tuple(dropped))
+
+
+def format_file(path: str | os.PathLike[str]) -> Formatted:
+    """:func:`format_gram` of a ``.gram`` file (UTF-8).
+
+    Raises:
+        SpecError: The file cannot be read or decoded, or its gram has problems.
+    """
+    return format_gram(_read_source(path), file=str(path))

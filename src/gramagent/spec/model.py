@@ -16,9 +16,31 @@ from typing import Any
 
 from gramagent.errors import Diagnostic, SpecError
 
-__all__ = ["Agent", "GramDocument", "ModelRef", "Param", "Signature", "ToolSpec"]
+__all__ = ["Agent", "GramDocument", "ModelRef", "NamedType", "Param", "Signature", "ToolSpec"]
 
 JSONSchema = dict[str, Any]
+
+TypeRefs = Mapping[str, tuple[str, ...]]
+"""Where gram text named a type pattern: a JSON pointer into a schema -> the labels written
+there (``Address:Null`` -> ``("Address", "Null")``)."""
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NamedType:
+    """A named type pattern ``[Name:Labels {...} | members]`` as gram text declared it.
+
+    Formatting metadata: it lets the writer keep the names a user chose instead of generating
+    new ones. It takes no part in equality or in any JSON Schema.
+    """
+
+    name: str
+    """The type name, e.g. ``Forecast``."""
+    schema: JSONSchema
+    """The schema the name stands for (read-only)."""
+    refs: TypeRefs = field(default_factory=dict)
+    """Type names used inside the pattern, by JSON pointer relative to ``schema`` (``""``:
+    the pattern's own labels, as in ``[Shipping:Address:Null]``)."""
+    shared: bool = False
+    """Declared at file level (usable by every tool of the file), not inside one tool."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +69,14 @@ class Signature:
     ``({additionalProperties: false})==>(a::String)==>(::String)``. Holds ``required`` only
     when the schema's list is not the canonical one (the required params, in order, present
     when non-empty)."""
+    named_types: tuple[NamedType, ...] = field(default=(), compare=False, repr=False)
+    """Formatting metadata, not part of equality or of the schema: the type patterns the
+    signature was written with, its own (in declaration order) and the file-level ones it
+    uses. Empty for signatures made from JSON Schema."""
+    type_refs: TypeRefs = field(default_factory=dict, compare=False, repr=False)
+    """Formatting metadata: where the text named a type pattern, by JSON pointer into the
+    arguments schema (``/properties/city``) or, prefixed ``returns``, into the result
+    schema (``returns/items``)."""
 
     @classmethod
     def parse(cls, text: str) -> Signature:
@@ -234,6 +264,9 @@ class GramDocument:
     """The agents, in file order."""
     tools: tuple[ToolSpec, ...] = ()
     """The stand-alone (top-level) tool specs, in file order."""
+    types: tuple[NamedType, ...] = field(default=(), compare=False, repr=False)
+    """Formatting metadata, not part of equality: the file-level type patterns, in file
+    order, so that the writer puts them back at file level, once."""
 
     def agent(self, name: str | None = None) -> Agent:
         """The agent called ``name``; without a name, the file's only agent.

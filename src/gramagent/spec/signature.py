@@ -38,12 +38,12 @@ import copy
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from gramagent.errors import SchemaError, SpecError
-from gramagent.spec.model import JSONSchema, Param, Signature
+from gramagent.spec.model import JSONSchema, NamedType, Param, Signature, TypeRefs
 
 __all__ = [
     "TYPE_NAMES",
@@ -499,6 +499,43 @@ def format_value(value: Any) -> str:
     return text if text is not None else json_literal(value)
 
 
+class Notes(NamedTuple):
+    """Comments a writer places around one element of a list (see ``gramagent fmt``)."""
+
+    before: tuple[str, ...] = ()
+    """Whole comment lines before the element (``""``: a blank line)."""
+    after: str | None = None
+    """A comment at the end of the element's last line."""
+    offset: int = 0
+    """Byte offset of the first of these comments in the text they came from."""
+
+
+ListNotes = dict[Hashable, Notes]
+"""The notes of one list, by element key; the key None holds the lines after the last element.
+Writers pop what they place, so whatever is left was not placed."""
+
+
+def render_elements(items: Sequence[tuple[Hashable, str]], indent: str,
+                    notes: ListNotes | None = None) -> str:
+    """The elements of a pattern, one per line (each text already indented), comma-separated,
+    with the comments of ``notes`` placed around them."""
+    lines: list[str] = []
+    last = len(items) - 1
+    for i, (key, text) in enumerate(items):
+        note = notes.pop(key, None) if notes else None
+        if i < last:
+            text += ","
+        if note is not None:
+            lines.extend(indent + c if c else "" for c in note.before)
+            if note.after is not None:
+                text += "  " + note.after
+        lines.append(text)
+    end = notes.pop(None, None) if notes else None
+    if end is not None:
+        lines.extend(indent + c if c else "" for c in end.before)
+    return "\n".join(lines)
+
+
 @dataclass
 class TypePattern:
     """A named type pattern the writer emits: ``[Name:Labels {record} | members]``."""
@@ -506,70 +543,164 @@ class TypePattern:
     name: str
     labels: str
     record: list[str]
-    members: list[str] = field(default_factory=list)
+    members: list[tuple[str, str]] = field(default_factory=list)
+    """The member nodes: (property name, node text)."""
 
-    def render(self, indent: str = "") -> str:
+    def render(self, indent: str = "", notes: ListNotes | None = None) -> str:
+        """The pattern's text; ``notes`` are comments keyed ``("member", name)``."""
         head = f"[{format_name(self.name)}:{self.labels}"
         if self.record:
             head += " {" + ", ".join(self.record) + "}"
         if not self.members:
             return indent + head + "]"
         inner = indent + "  "
-        body = ",\n".join(inner + m for m in self.members)
+        body = render_elements([(("member", n), inner + m) for n, m in self.members], inner,
+                               notes)
         return f"{indent}{head} |\n{body}\n{indent}]"
 
 
-class SignatureWriter:
-    """Writes a signature as path nodes plus the type patterns its nested schemas need.
+Hint = tuple[str, ...]
+"""Candidate names for a generated type pattern, best first."""
 
-    Type names come from where the schema sits (``series`` items -> ``SeriesItem``), unique
-    within the writer; equal schemas share one pattern.
+
+class SignatureWriter:
+    """Writes signatures as path nodes plus the type patterns their nested schemas need.
+
+    Type patterns the text was written with (:class:`NamedType`) keep their names: wherever
+    a signature's ``type_refs`` say the text named one, the name is written again, provided
+    it still reads back as the same schema. ``own`` types are written by this writer (all of
+    them, in order, used or not); ``external`` ones are written elsewhere (at file level) and
+    only referenced. Every other sub-schema that is not a bare built-in type gets a pattern
+    named after where it sits (``series`` -> ``Series``, its items -> ``SeriesItem``, a
+    member ``days`` -> ``Days``, or ``ForecastDays`` if that name is taken), unique within
+    the writer; equal schemas share one pattern.
     """
 
-    def __init__(self) -> None:
-        self.patterns: list[TypePattern | None] = []
-        self._names: set[str] = set(TYPE_NAMES)
-        self._by_shape: dict[str, str] = {}
+    def __init__(self, own: Iterable[NamedType] = (),
+                 external: Iterable[NamedType] = ()) -> None:
+        first: dict[str, NamedType] = {}
+        for named in own:
+            first.setdefault(named.name, named)  # a tool's own type before a file-level one
+        self._own = list(first.values())
+        self._table: dict[str, NamedType] = {t.name: t for t in external}
+        self._table.update((t.name, t) for t in self._own)  # own names shadow external ones
+        self.patterns: list[TypePattern | None] = [None] * len(self._own)
+        self._names: set[str] = {*TYPE_NAMES, *self._table}
+        self._by_shape: dict[str, str] = {dump_json(t.schema, sort_keys=True): t.name
+                                          for t in self._table.values()}
+        self._finished = not self._own
 
     @property
     def definitions(self) -> list[TypePattern]:
-        """The type patterns written so far, parents before children."""
+        """The type patterns to write: the own named types first, in order, then the
+        generated ones, parents before children."""
+        if not self._finished:
+            self._finished = True
+            for slot, named in enumerate(self._own):
+                self.patterns[slot] = self._named_pattern(named)
         return [p for p in self.patterns if p is not None]
 
     def nodes(self, sig: Signature) -> list[str]:
         """The path nodes of ``sig``: arguments node (if needed), parameters, result."""
+        refs = sig.type_refs
         out = []
         explicit = "required" in sig.keywords
-        head = self.entries(sig.keywords, "Arguments")
+        head = self.entries(sig.keywords, ("Arguments",), refs, "")
         if head or not sig.params:
             out.append("({" + ", ".join(head) + "})" if head else "()")
         for p in sig.params:
             flag = None if explicit else member_flag(p.schema, p.required)
-            out.append(self.member(p.name, p.schema, flag, p.name))
-        out.append(self.member(None, sig.returns, None, "Result"))
+            out.append(self.member(p.name, p.schema, flag, (_camel(p.name),), refs,
+                                   _pointer("", "properties", p.name)))
+        out.append(self.member(None, sig.returns, None, ("Result",), refs, "returns"))
         return out
 
     def member(self, name: str | None, schema: Mapping[str, Any], flag: bool | None,
-               hint: str) -> str:
-        """A node ``(name::Type {keywords})``; ``name`` None for the result node."""
-        props = schema.get("properties")
-        needs_pattern = (isinstance(props, dict) and bool(props)) or (
-            flag is not None and "required" in schema)
-        if needs_pattern:
-            kept = {k: schema[k] for k in _MEMBER_ANNOTATIONS if k in schema}
-            rest = {k: v for k, v in schema.items() if k not in kept}
-            labels = format_name(self.define(rest, hint))
-            entries = self.entries(kept, hint)
+               hint: Hint, refs: TypeRefs, at: str) -> str:
+        """A node ``(name::Type {keywords})``; ``name`` None for the result node. ``at`` is
+        the schema's JSON pointer in ``refs``."""
+        written = refs.get(at)
+        named = self._named_use(written, schema) if written else None
+        if named is not None and not (flag is not None and "required" in named[1]):
+            labels, extras = named
+            entries = self.entries(extras, hint, refs, at)
         else:
-            labels = type_label(schema.get("type"))
-            entries = self.entries(schema, hint)
+            props = schema.get("properties")
+            needs_pattern = (isinstance(props, dict) and bool(props)) or (
+                flag is not None and "required" in schema)
+            if needs_pattern:
+                kept = {k: schema[k] for k in _MEMBER_ANNOTATIONS if k in schema}
+                rest = {k: v for k, v in schema.items() if k not in kept}
+                labels = format_name(self.define(rest, hint, refs, at))
+                entries = self.entries(kept, hint, refs, at)
+            else:
+                labels = type_label(schema.get("type"))
+                entries = self.entries(schema, hint, refs, at)
         if flag is not None:
             entries.append("required: " + ("true" if flag else "false"))
         record = " {" + ", ".join(entries) + "}" if entries else ""
         ident = format_name(name) if name is not None else ""
         return f"({ident}::{labels}{record})"
 
-    def define(self, schema: Mapping[str, Any], hint: str) -> str:
+    def _named_use(self, labels: tuple[str, ...], schema: Mapping[str, Any]
+                   ) -> tuple[str, JSONSchema] | None:
+        """The labels to write for ``schema`` where the text wrote ``labels`` (one of them a
+        type pattern's name), and the keywords the node adds; None when that no longer
+        reads back as ``schema``."""
+        name = next((label for label in labels if label not in TYPE_NAMES), None)
+        named = self._table.get(name) if name is not None else None
+        if named is None:
+            return None
+        base = named.schema
+        jtype = base.get("type")
+        if len(labels) > 1:
+            types: list[str] = []
+            for label in labels:
+                own = jtype if label == name else TYPE_NAMES[label]
+                if own is None:
+                    return None
+                types.extend([own] if isinstance(own, str) else own)
+            if len(set(types)) != len(types):
+                return None
+            jtype = types
+        if schema.get("type") != jtype or ("type" in schema) != (jtype is not None):
+            return None
+        if any(k not in schema for k in base):
+            return None
+        extras = {k: v for k, v in schema.items()
+                  if k != "type" and (k not in base or base[k] != v)}
+        if "properties" in extras:
+            return None
+        text = ":".join(format_name(label) if label == name
+                        else _CANONICAL_NAME[TYPE_NAMES[label] or ""] for label in labels)
+        return text, extras
+
+    def _named_pattern(self, named: NamedType) -> TypePattern:
+        """The pattern of a named type, written with the names its own text used."""
+        refs = named.refs
+        written = refs.get("")
+        head = self._named_use(written, named.schema) if written else None
+        if head is not None:
+            return TypePattern(named.name, head[0],
+                               self.entries(head[1], (named.name,), refs, ""))
+        return self._pattern(named.name, named.schema, refs, "")
+
+    def _pattern(self, name: str, schema: Mapping[str, Any], refs: TypeRefs, at: str
+                 ) -> TypePattern:
+        record = self.entries(schema, (name,), refs, at)
+        members = []
+        props = schema.get("properties")
+        if isinstance(props, dict) and props:
+            explicit = _explicit_required(schema)
+            required = set(schema.get("required") or ())
+            for prop, sub in props.items():
+                flag = None if explicit else member_flag(sub, prop in required)
+                hint = (_camel(prop), name + _camel(prop))
+                members.append((prop, self.member(prop, sub, flag, hint, refs,
+                                                  _pointer(at, "properties", prop))))
+        return TypePattern(name, type_label(schema.get("type")), record, members)
+
+    def define(self, schema: Mapping[str, Any], hint: Hint, refs: TypeRefs, at: str) -> str:
         """Emit a type pattern for ``schema`` (or reuse an equal one); return its name."""
         shape = dump_json(schema, sort_keys=True)
         known = self._by_shape.get(shape)
@@ -579,29 +710,26 @@ class SignatureWriter:
         self._by_shape[shape] = name
         slot = len(self.patterns)
         self.patterns.append(None)
-        record = self.entries(schema, name)
-        members = []
-        props = schema.get("properties")
-        if isinstance(props, dict) and props:
-            explicit = _explicit_required(schema)
-            required = set(schema.get("required") or ())
-            for prop, sub in props.items():
-                flag = None if explicit else member_flag(sub, prop in required)
-                members.append(self.member(prop, sub, flag, name + _camel(prop)))
-        self.patterns[slot] = TypePattern(name, type_label(schema.get("type")), record, members)
+        self.patterns[slot] = self._pattern(name, schema, refs, at)
         return name
 
-    def ref(self, schema: Any, hint: str) -> str:
+    def ref(self, schema: Any, hint: Hint, refs: TypeRefs, at: str) -> str:
         """A sub-schema as a type reference: ``true``/``false``, a built-in name, a pattern."""
         if isinstance(schema, bool):
             return "true" if schema else "false"
+        written = refs.get(at)
+        if written is not None and len(written) == 1:
+            named = self._table.get(written[0])
+            if named is not None and named.schema == schema:
+                return format_name(written[0])
         if not schema:
             return "Any"
         if len(schema) == 1 and isinstance(schema.get("type"), str):
             return _CANONICAL_NAME[schema["type"]]
-        return format_name(self.define(schema, hint))
+        return format_name(self.define(schema, hint, refs, at))
 
-    def entries(self, schema: Mapping[str, Any], hint: str) -> list[str]:
+    def entries(self, schema: Mapping[str, Any], hint: Hint, refs: TypeRefs, at: str
+                ) -> list[str]:
         """The record entries (``key: value``) of a schema's keywords, in canonical order."""
         keys = sorted((k for k in schema if k != "type"),
                       key=lambda k: _RANK.get(k, len(_RANK)))
@@ -620,29 +748,40 @@ class SignatureWriter:
                 else:
                     continue  # member flags say it
             elif kind == SCHEMA or (kind == ITEMS and not isinstance(value, list)):
-                text = self.ref(value, hint + ("Item" if key == "items" else _camel(key)))
+                suffix = "Item" if key == "items" else _camel(key)
+                text = self.ref(value, _suffixed(hint, suffix), refs, _pointer(at, key))
             elif kind in (SCHEMA_LIST, ITEMS):
                 suffix = "Item" if key in ("items", "prefixItems") else "Option"
-                text = "[" + ", ".join(self.ref(v, f"{hint}{suffix}{i + 1}")
-                                       for i, v in enumerate(value)) + "]"
+                text = "[" + ", ".join(
+                    self.ref(v, _suffixed(hint, f"{suffix}{i + 1}"), refs, _pointer(at, key, i))
+                    for i, v in enumerate(value)) + "]"
             elif kind == SCHEMA_MAP:
-                text = "{" + ", ".join(f"{format_key(k)}: {self.ref(v, hint + _camel(k))}"
-                                       for k, v in value.items()) + "}"
+                text = "{" + ", ".join(
+                    f"{format_key(k)}: "
+                    f"{self.ref(v, _suffixed(hint, _camel(k)), refs, _pointer(at, key, k))}"
+                    for k, v in value.items()) + "}"
             else:
                 text = format_value(value)
             out.append(f"{format_key(key)}: {text}")
         return out
 
-    def _unique(self, hint: str) -> str:
-        base = _camel(hint) or "Type"
-        if not base[0].isalpha():
-            base = "T" + base
-        name, n = base, 1
+    def _unique(self, hint: Hint) -> str:
+        """The first free candidate of ``hint``, else the first one numbered."""
+        bases = [b if b[:1].isalpha() else "T" + b for b in hint if b] or ["Type"]
+        for base in bases:
+            if base not in self._names:
+                self._names.add(base)
+                return base
+        name, n = bases[0], 1
         while name in self._names:
             n += 1
-            name = f"{base}{n}"
+            name = f"{bases[0]}{n}"
         self._names.add(name)
         return name
+
+
+def _suffixed(hint: Hint, suffix: str) -> Hint:
+    return tuple(h + suffix for h in hint)
 
 
 def member_flag(schema: Mapping[str, Any], required: bool) -> bool | None:
@@ -669,9 +808,11 @@ def _camel(text: str) -> str:
 def format_signature(sig: Signature) -> str:
     """The canonical gram text of a signature: its path, then one type pattern per line.
 
-    A path longer than 80 characters is broken before each arrow.
+    Type patterns keep the names the signature was read with (``sig.named_types``); others
+    are named after where they sit. A path longer than 80 characters is broken before each
+    arrow.
     """
-    writer = SignatureWriter()
+    writer = SignatureWriter(sig.named_types)
     nodes = writer.nodes(sig)
     path = "==>".join(nodes)
     if len(path) > 80:
