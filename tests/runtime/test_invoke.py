@@ -102,3 +102,50 @@ async def test_dry_run_does_not_call_and_context_is_passed() -> None:
     first = await execute(remember, {"note": "a"}, context=ctx, timeout=5)
     second = await execute(remember, {"note": "b"}, context=ctx, timeout=5)
     assert (first.result, second.result) == ("a", "a,b") and calls == [ctx, ctx]
+
+
+async def test_non_blocking_sync_tools_run_inline_in_a_copied_context() -> None:
+    """``blocking=False`` runs a plain function on the event loop thread, in a copy of the
+    caller's context (what it sets stays its own), with failures reported as usual."""
+    seen: dict[str, object] = {}
+
+    @tool(blocking=False)
+    def here(word: str) -> str:
+        """Echoes a word."""
+        seen["thread"] = threading.current_thread()
+        seen["var"] = request_var.get()
+        request_var.set("changed by the tool")
+        return word.upper()
+
+    @tool(blocking=False)
+    def broken() -> str:
+        """Fails."""
+        raise ValueError("no")
+
+    assert not here.blocking and not here.is_async and tool(lambda: "x", name="t",
+                                                            description="T.").blocking
+    request_var.set("req-7")
+    outcome = await execute(here, {"word": "hi"}, context=None, timeout=5)
+    assert (outcome.result, outcome.output, outcome.error_type) == ("HI", "HI", None)
+    assert seen == {"thread": threading.current_thread(), "var": "req-7"}
+    assert request_var.get() == "req-7"
+    failed = await execute(broken, {}, context=None, timeout=5)
+    assert failed.error_type == "tool_exception" and "ValueError: no" in failed.output
+
+
+async def test_non_blocking_tool_returning_an_awaitable_gets_the_timeout() -> None:
+    """An inline callable that returns an awaitable: the awaitable runs under the timeout."""
+
+    async def hang() -> str:
+        await asyncio.Event().wait()
+        return ""
+
+    async def later() -> str:
+        return "later"
+
+    schema = {"type": "object", "properties": {}}
+    quick = Tool("q", "Q.", schema, lambda: later(), blocking=False)
+    stuck = Tool("s", "S.", schema, lambda: hang(), blocking=False)
+    assert (await execute(quick, {}, context=None, timeout=5)).result == "later"
+    timed_out = await execute(stuck, {}, context=None, timeout=0.05)
+    assert timed_out.error_type == "tool_timeout"

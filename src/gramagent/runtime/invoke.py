@@ -1,4 +1,4 @@
-"""Running one checked tool call: thread or task, timeout, exceptions, output text.
+"""Running one checked tool call: thread or inline, timeout, exceptions, output text.
 
 :func:`execute` never raises for a failing tool (cancellation of the run aside): exceptions and
 timeouts become an :class:`Outcome` with an error the model sees. :func:`render_output` turns a
@@ -64,9 +64,10 @@ async def execute(
 ) -> Outcome:
     """Run ``tool`` with validated ``arguments``; never raises for a failure of the tool.
 
-    Sync tools run in a worker thread (context variables copied), async tools as a task on the
-    running loop. A sync tool that times out keeps running in its thread until it returns
-    (Python cannot stop a thread), but its result is discarded.
+    Sync tools run in a worker thread (context variables copied), or inline when marked
+    ``blocking=False`` (no timeout applies then: nothing can interrupt them); async tools are
+    awaited on the running loop. A sync tool that times out keeps running in its thread until
+    it returns (Python cannot stop a thread), but its result is discarded.
 
     Args:
         tool: the implementation.
@@ -80,10 +81,21 @@ async def execute(
         return Outcome(DRY_RUN_RESULT, render_output(DRY_RUN_RESULT, None), executed=False)
     kwargs = _call_kwargs(tool, arguments, context)
     started = time.perf_counter()
+    pending: Any = None
+    if not (tool.is_async or tool.blocking):
+        try:
+            result = contextvars.copy_context().run(tool.invoke, **kwargs)
+        except Exception as exc:
+            return _failure(tool, exc, time.perf_counter() - started)
+        if not inspect.isawaitable(result):
+            return _finished(tool, result, time.perf_counter() - started, max_output_chars)
+        pending = result  # a sync function returning an awaitable: await it below
     deadline = asyncio.timeout(timeout)
     try:
         async with deadline:
-            if tool.is_async:
+            if pending is not None:
+                result = await pending
+            elif tool.is_async:
                 result = await tool.invoke(**kwargs)
             else:
                 result = await _in_thread(tool.invoke, kwargs)
@@ -100,12 +112,7 @@ async def execute(
         return _failure(tool, exc, latency)
     except Exception as exc:
         return _failure(tool, exc, time.perf_counter() - started)
-    latency = time.perf_counter() - started
-    try:
-        output = render_output(result, max_output_chars)
-    except Exception as exc:  # an unserializable result is the tool's fault
-        return _failure(tool, exc, latency, what="returned a value that is not JSON")
-    return Outcome(result, output, latency=latency)
+    return _finished(tool, result, time.perf_counter() - started, max_output_chars)
 
 
 def render_output(value: Any, max_chars: int | None) -> str:
@@ -120,6 +127,15 @@ def render_output(value: Any, max_chars: int | None) -> str:
     cut = len(text) - max_chars
     return (f"{text[:max_chars]}\n[... output truncated: {cut} of {len(text)} characters cut "
             f"(limit {max_chars})]")
+
+
+def _finished(tool: Tool, result: Any, latency: float, max_output_chars: int | None
+              ) -> Outcome:
+    try:
+        output = render_output(result, max_output_chars)
+    except Exception as exc:  # an unserializable result is the tool's fault
+        return _failure(tool, exc, latency, what="returned a value that is not JSON")
+    return Outcome(result, output, latency=latency)
 
 
 def _call_kwargs(tool: Tool, arguments: dict[str, Any], context: ToolContext | None
