@@ -40,7 +40,6 @@ from gramagent.runtime.limits import RunLimits
 from gramagent.runtime.loop import run_agent, run_agent_sync
 from gramagent.spec.model import Agent
 
-
 # -- limits -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("api", APIS)
@@ -159,6 +158,21 @@ async def test_wall_time_cuts_a_hanging_model_request(tools: Tools, agent: Agent
     assert exc.limit == "wall_time" and "waiting for the model" in str(exc)
     assert [m.kind for m in exc.context] == ["user", "assistant", "tool_result"]
     assert len(model.requests) == 2
+
+
+async def test_a_callers_own_timeout_is_not_the_wall_time(tools: Tools, agent: Agent) -> None:
+    """Cancellation from outside the run (here the caller's shorter timeout) passes through
+    as the caller's, not as a wall_time LimitExceeded; a finished run leaves no timer behind
+    that could cancel the caller later."""
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.2):
+            await run_agent(agent, "Hi", library=tools.library, model=StuckModel(),
+                            limits=RunLimits(wall_time=30))
+    quick = SilentModel([ModelTurn(text="done")])
+    response = await run_agent(agent, "Hi", library=tools.library, model=quick,
+                               limits=RunLimits(wall_time=0.05))
+    assert response.content == "done"
+    await asyncio.sleep(0.1)  # past that run's deadline: nothing cancels this task
 
 
 class SilentModel:

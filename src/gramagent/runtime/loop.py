@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -74,6 +74,8 @@ _tool_log = logging.getLogger("gramagent.tool")
 
 CHARS_PER_TOKEN = 4
 """Token estimate for turns whose server reports no usage."""
+
+_DEFAULT_LIMITS = RunLimits()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -209,7 +211,7 @@ async def run_agent(
     else:
         resolved = model  # type: ignore[assignment]
     run = _Run(
-        bound=bound, model=resolved, model_name=ref.name, limits=limits or RunLimits(),
+        bound=bound, model=resolved, model_name=ref.name, limits=limits or _DEFAULT_LIMITS,
         sinks=fan_out(events), dry_run=dry_run, tool_choice=tool_choice,
         settings=dict(settings or {}), conversation=_conversation(context),
     )
@@ -269,7 +271,7 @@ class _Run:
     tool_choice: ToolChoice
     settings: dict[str, Any]
     conversation: Conversation
-    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    run_id: str = field(default_factory=lambda: secrets.token_hex(16))
     usage: Usage = field(default_factory=Usage)
     invocations: list[ToolInvocation] = field(default_factory=list)
     seq: int = 0
@@ -279,13 +281,33 @@ class _Run:
     force_answer: bool = False
     tools_chars: int = -1
     started: float = 0.0
+    task: asyncio.Task[Any] | None = None
+    """The task running this run, which the wall-time timer cancels."""
+    awaiting_model: bool = False
+    """Whether a model request is in flight (the wall-time timer only cuts those short)."""
+    deadline_hit: bool = False
+    """Set when the wall-time timer cancelled a model request."""
 
     async def run(self, user_input: str) -> AgentResponse:
         self.conversation.append(UserMessage(content=user_input))
         limits = self.limits
         loop = asyncio.get_running_loop()
         self.started = loop.time()
-        deadline = None if limits.wall_time is None else self.started + limits.wall_time
+        if limits.wall_time is None:
+            return await self._turns(None)
+        # One timer for the whole run rather than a timeout scope per request: it cancels a
+        # model request in flight at the deadline (tool calls get the remaining time as their
+        # timeout; the budget check before each request catches the rest).
+        deadline = self.started + limits.wall_time
+        self.task = asyncio.current_task()
+        timer = loop.call_at(deadline, self._on_deadline)
+        try:
+            return await self._turns(deadline)
+        finally:
+            timer.cancel()
+
+    async def _turns(self, deadline: float | None) -> AgentResponse:
+        loop = asyncio.get_running_loop()
         tool_choice = self.tool_choice
         requests = 0
         while True:
@@ -297,7 +319,7 @@ class _Run:
                 tool_choice="none" if forced else tool_choice, settings=self.settings,
             )
             requests += 1
-            turn = await self._request(request, deadline)
+            turn = await self._request(request)
             if not turn.tool_calls:
                 self.conversation.append(AssistantMessage(content=turn.text))
                 log_usage(self.usage, model=self.model_name, scope="run")
@@ -340,25 +362,37 @@ class _Run:
 
     # -- model ----------------------------------------------------------------------------
 
-    async def _request(self, request: ModelRequest, deadline: float | None) -> ModelTurn:
-        limit = asyncio.timeout_at(deadline)
+    async def _request(self, request: ModelRequest) -> ModelTurn:
+        task = self.task
+        cancelling = task.cancelling() if task is not None else 0
+        self.awaiting_model = True
         try:
-            async with limit:
-                turn = await self.model.request(request)
+            turn = await self.model.request(request)
+        except asyncio.CancelledError:
+            # Ours only if the timer cancelled and no other cancellation is pending (the
+            # rule asyncio.timeout follows).
+            if self.deadline_hit and task is not None and task.uncancel() <= cancelling:
+                now = asyncio.get_running_loop().time()
+                raise self._wall_time_exceeded(now, " (while waiting for the model)") from None
+            raise
         except ModelAPIError as exc:
             exc.context = self.conversation.copy()
             exc.usage = self.usage
             raise
-        except TimeoutError:
-            if not limit.expired():  # not our deadline: the adapter's own business
-                raise
-            now = asyncio.get_running_loop().time()
-            raise self._wall_time_exceeded(now, " (while waiting for the model)") from None
+        finally:
+            self.awaiting_model = False
         usage = turn.usage if turn.usage is not None else self._estimate(request, turn)
         log_usage(turn.usage, model=self.model_name)
-        self.usage = self.usage + Usage(input_tokens=usage.input_tokens,
-                                        output_tokens=usage.output_tokens, requests=1)
+        total = self.usage
+        self.usage = Usage(input_tokens=total.input_tokens + usage.input_tokens,
+                           output_tokens=total.output_tokens + usage.output_tokens,
+                           requests=total.requests + 1)
         return turn
+
+    def _on_deadline(self) -> None:
+        if self.awaiting_model and self.task is not None:
+            self.deadline_hit = True
+            self.task.cancel()
 
     def _estimate(self, request: ModelRequest, turn: ModelTurn) -> Usage:
         if self.tools_chars < 0:
@@ -389,7 +423,14 @@ class _Run:
 
         pending = [self._check(call) for call in calls]
         runnable = [c for c in pending if c.rejection is None]
-        if runnable:
+        if len(runnable) == 1:  # nothing to run alongside: no gather
+            c = runnable[0]
+            assert c.tool is not None
+            work = self._execute(c, remaining)
+            # An async tool still gets its own task (its own copy of the context variables),
+            # as it would among several calls; sync tools run in a copied context anyway.
+            c.outcome = await (asyncio.create_task(work) if c.tool.is_async else work)
+        elif runnable:
             outcomes = await asyncio.gather(*(self._execute(c, remaining) for c in runnable))
             for c, outcome in zip(runnable, outcomes, strict=True):
                 c.outcome = outcome
@@ -428,7 +469,7 @@ class _Run:
         if tool.accepts is not None and not tool.accepts.issuperset(checked.arguments):
             return _unexpected_arguments(tool, checked.arguments)
         if self.limits.repeat_guard:
-            c.repeat_key = call.name + "\x00" + canonical_json(checked.arguments)
+            c.repeat_key = call.name + "\x00" + _repeat_form(checked.arguments)
             if c.repeat_key in self.answered:
                 self.force_answer = True
                 return rejection(
@@ -562,10 +603,18 @@ def _model_ref(model: Model | str | ModelRef | None, agent: Agent) -> ModelRef:
 
 def _conversation(context: Conversation | Iterable[Message] | None) -> Conversation:
     if context is None:
-        return Conversation()
+        return Conversation(id=secrets.token_hex(16))
     if isinstance(context, Conversation):
         return context.copy()
     return Conversation(context)
+
+
+def _repeat_form(arguments: dict[str, Any]) -> str:
+    """The arguments as sorted-key JSON, to recognise a repeated call (never sent anywhere)."""
+    try:
+        return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # e.g. an integer beyond 64 bits, which orjson refuses
+        return canonical_json(arguments)
 
 
 def _message_chars(message: Message) -> int:
