@@ -339,6 +339,7 @@ def test_bad_defaults() -> None:
             '  ==>(b::Boolean {default: "yes"})\n'
             '  ==>(s::String:Null {default: 3})\n'
             '  ==>(l::Array {default: {}})\n'
+            '  ==>(o::Object {default: null})\n'
             '  ==>(::String)\n'
             ']')
     assert problems(text) == [
@@ -346,6 +347,8 @@ def test_bad_defaults() -> None:
         "f.gram:3:28: parameter 'b': default \"yes\" does not match type Boolean",
         "f.gram:4:32: parameter 's': default 3 does not match type String:Null",
         "f.gram:5:26: parameter 'l': default {} does not match type Array",
+        "f.gram:6:27: parameter 'o': default null does not match type Object (to allow null, "
+        "write the type as Object:Null)",
     ]
 
 

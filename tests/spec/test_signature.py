@@ -267,6 +267,25 @@ def test_nested_objects_use_type_patterns() -> None:
     }
 
 
+def test_generated_names_come_from_property_names() -> None:
+    """Patterns for JSON Schema sub-schemas are named after their property (items add
+    ``Item``); a name already taken by another shape gets its parent's name in front."""
+    meta = {"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]}
+    other_meta = {"type": "object", "properties": {"z": {"type": "string"}}, "required": ["z"]}
+    schema = {"type": "object", "properties": {
+        "series": {"type": "array", "items": {
+            "type": "object", "properties": {"name": {"type": "string"}, "meta": meta},
+            "required": ["name", "meta"]}},
+        "user": {"type": "object", "properties": {"meta": other_meta}, "required": ["meta"]},
+    }, "required": ["series", "user"]}
+    text = round_trip(schema)
+    assert text == ("(series::Array {items: SeriesItem})==>(user::User)==>(::String)\n"
+                    "[SeriesItem:Object |\n  (name::String),\n  (meta::Meta)\n]\n"
+                    "[Meta:Object |\n  (k::String)\n]\n"
+                    "[User:Object |\n  (meta::UserMeta)\n]\n"
+                    "[UserMeta:Object |\n  (z::String)\n]")
+
+
 def test_equal_nested_schemas_share_one_type_pattern() -> None:
     """Two parameters of the same shape are written with one pattern."""
     point = {"type": "object", "properties": {"x": {"type": "number"},

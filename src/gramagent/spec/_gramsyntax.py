@@ -565,8 +565,11 @@ def _missing(node: Node, decoder: Decoder) -> str:
 
 def _unexpected(node: Node, decoder: Decoder) -> list[tuple[int, str]]:
     following = node.next_sibling
-    if _only_leaf(node) == "," and following is not None and following.type in _CLOSER.values():
-        return [(node.start_byte, f"unexpected ',' before '{following.type}': gram has no "
+    closer = following
+    while closer is not None and closer.kind_id == K_COMMENT:
+        closer = closer.next_sibling
+    if _only_leaf(node) == "," and closer is not None and closer.type in _CLOSER.values():
+        return [(node.start_byte, f"unexpected ',' before '{closer.type}': gram has no "
                                   "trailing commas; remove it")]
     if following is not None and node.child_count and all(
             c.is_named and not c.has_error and not c.is_error for c in node.children):

@@ -24,6 +24,7 @@ instead, with its position.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Hashable, Iterable, Mapping
 from typing import NamedTuple
 
@@ -40,6 +41,7 @@ from gramagent.spec._gramsyntax import (
     K_SUBJECT,
     Decoder,
     descendants,
+    key_value,
     parse,
 )
 from gramagent.spec.model import Agent, GramDocument, NamedType, ToolSpec
@@ -125,14 +127,6 @@ class _Writer:
         keys = [*([("arguments",)] if len(nodes) > len(keys) + 1 else []), *keys, ("result",)]
         path_notes = self.notes((*where, _PATH))
         if path_notes:
-            last = path_notes.get(keys[-1])
-            if last is not None and last.after is not None:
-                # A comment after the result node goes after the path's comma.
-                outer = self.comments.setdefault(where, {})
-                free = outer.get(_PATH, Notes(offset=last.offset))
-                if free.after is None:
-                    outer[_PATH] = free._replace(after=last.after)
-                    path_notes[keys[-1]] = last._replace(after=None)
             path = self._path(nodes, keys, inner, path_notes)
         else:
             path = "==>".join(nodes)
@@ -154,7 +148,8 @@ class _Writer:
 
     @staticmethod
     def _path(nodes: list[str], keys: list[Key], inner: str, path_notes: ListNotes) -> str:
-        """A path one node per line, with the comments between its nodes."""
+        """A path one node per line, with the comments between its nodes (a comment after
+        the last node is one after the path, in the tool's list)."""
         lines: list[str] = []
         for i, (key, node) in enumerate(zip(keys, nodes, strict=True)):
             text = inner + ("==>" if i else "") + node
@@ -162,10 +157,7 @@ class _Writer:
             if note is not None:
                 lines.extend(inner + c if c else "" for c in note.before)
                 if note.after is not None:
-                    if i == len(nodes) - 1:  # nowhere to put it: report it as not kept
-                        path_notes[key] = Notes(after=note.after, offset=note.offset)
-                    else:
-                        text += "  " + note.after
+                    text += "  " + note.after
             lines.append(text)
         return "\n".join(lines)
 
@@ -297,6 +289,7 @@ class _Collector:
         self.decoder = decoder
         self.tree = tree
         self.comments = [n for n in descendants(tree.root_node) if n.kind_id == K_COMMENT]
+        self.starts = [c.start_byte for c in self.comments]
         self.slots: dict[tuple[Key, ...], dict[Hashable, _Slot]] = {}
         self.stray: list[tuple[int, str]] = []
 
@@ -342,7 +335,9 @@ class _Collector:
         return _Span(key, node, _edge(node, last=False), _edge(node, last=True))
 
     def between(self, lo: int, hi: int) -> list[Node]:
-        return [c for c in self.comments if lo <= c.start_byte < hi]
+        """The comments that start in ``[lo, hi)``."""
+        first = bisect.bisect_left(self.starts, lo)
+        return self.comments[first: bisect.bisect_left(self.starts, hi, first)]
 
     def visit(self, where: tuple[Key, ...], spans: list[_Span], lo: int, hi: int,
               owner: str) -> None:
@@ -379,8 +374,9 @@ class _Collector:
         record = next((c for c in node.named_children if c.kind_id == K_RECORD), None)
         if owner == "agent" and record is not None:  # one entry a line: comments fit
             entries = [c for c in record.named_children if c.kind_id != K_COMMENT]
-            spans = [_Span(("entry", self.decoder.name(e.named_children[0])), e,
-                           _edge(e, last=False), _edge(e, last=True)) for e in entries]
+            spans = [_Span(("entry", self.decoder.name(key)), e, _edge(e, last=False),
+                           _edge(e, last=True))
+                     for e in entries if (key := key_value(e)[0]) is not None]
             self.visit((*where, _RECORD), spans, record.start_byte + 1, record.end_byte - 1,
                        "record")
             header = [c for c in self.between(span.start, split)

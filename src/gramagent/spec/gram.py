@@ -21,8 +21,11 @@ Reading parses the text once with tree-sitter (see :mod:`gramagent.spec._gramsyn
 syntax side) and gives it meaning here. Every problem (syntax errors, i.e. ERROR and MISSING
 nodes, and semantic ones: unknown types or tools, duplicates, empty names, bad defaults,
 missing fields) is collected with its 1-based ``line:column`` into one
-:class:`~gramagent.errors.SpecError`. Writing (:func:`to_gram`) emits the canonical form;
-reading what it wrote gives equal spec objects. The signature notation itself is described in
+:class:`~gramagent.errors.SpecError`. Writing (:func:`to_gram`, in
+:mod:`gramagent.spec._gramwrite`) emits the canonical form; reading what it wrote gives
+equal spec objects. Reading records, as formatting metadata, the names of the type patterns
+a text used, so that writing keeps them; :func:`format_gram` (``gramagent fmt``) also keeps
+the text's comments (``docs/format.md``). The signature notation itself is described in
 :mod:`gramagent.spec.signature` and ``docs/signatures.md``.
 """
 
