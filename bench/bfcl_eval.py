@@ -1,0 +1,334 @@
+"""BFCL tool-calling accuracy of a model, run through gramagent's model layer.
+
+Each case of a Berkeley Function Calling Leaderboard category (from the installed
+``bfcl-eval`` package: ``pip install --no-deps bfcl-eval==2026.3.23``) becomes one gramagent
+:class:`~gramagent.models.base.ModelRequest`: the user's question, the case's functions as
+tools (normalized with :func:`gramagent.spec.bfcl.normalize_bfcl_function`),
+``tool_choice="auto"`` and a neutral instruction. For ``local/...`` models that is the embedded
+llama.cpp server with grammar-constrained tool calls, exactly as agents run.
+
+Scoring (our own checker, written to match BFCL's AST checker for the ``simple`` categories):
+
+- ``simple_*``: exactly one call; its name is the expected one; every required parameter is
+  present; no parameter outside the function's properties or the possible answer; each value
+  has the documented type (an int is accepted for a float, BFCL's only automatic conversion,
+  and a value of the possible answers' own type is accepted as BFCL does for "variables"); and
+  each value is among the allowed ones: strings compared after BFCL's normalization (spaces and
+  ``,./-_*^`` removed, lowercase, ``'`` as ``"``), lists element-wise the same way, dicts key by
+  key; a parameter the answer lists without ``""`` (not optional) must be given.
+- ``irrelevance``: correct when the model calls none of the offered functions (answers in
+  text).
+
+Usage::
+
+    python bench/bfcl_eval.py --model local/qwen2.5-coder-0.5b --category simple_python
+    python bench/bfcl_eval.py --model local/qwen2.5-coder-1.5b --category irrelevance --limit 50
+
+Prints one line per case to stderr with ``-v`` and a summary (accuracy, seconds per case) to
+stdout; ``--json FILE`` writes every case's outcome as it goes, and ``--report FILE...``
+summarizes such files (for a category run in chunks with ``--offset``/``--limit``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from gramagent.messages import UserMessage
+from gramagent.models.base import Model, ModelRequest, ToolDefinition
+from gramagent.models.registry import resolve_model
+from gramagent.spec.bfcl import normalize_bfcl_function
+from gramagent.spec.model import ModelRef
+
+INSTRUCTION = (
+    "You are a helpful assistant. When one of the provided functions answers the user's "
+    "request, call it with arguments taken from the request; otherwise answer in text."
+)
+
+_PY_TYPES: dict[str, type | tuple[type, ...]] = {
+    "string": str, "integer": int, "float": float, "boolean": bool, "array": list,
+    "tuple": list, "dict": dict, "any": str,
+}
+_STRIP = re.compile(r"[ ,./\-_*^]")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one case went."""
+
+    id: str
+    ok: bool
+    reason: str
+    seconds: float
+    calls: list[dict[str, Any]]
+    text: str | None
+
+
+# -- the checker -----------------------------------------------------------------------------
+
+
+def standardize(text: str) -> str:
+    """BFCL's string normalization: drop spaces and ``,./-_*^``, lowercase, ``'`` -> ``"``."""
+    return _STRIP.sub("", text).lower().replace("'", '"')
+
+
+def _std(value: Any) -> Any:
+    return standardize(value) if isinstance(value, str) else value
+
+
+def check_simple_call(
+    function: Mapping[str, Any], calls: Sequence[tuple[str, Any]], answer: Mapping[str, Any]
+) -> str | None:
+    """Why ``calls`` do not answer a ``simple`` case, or None when they do.
+
+    Args:
+        function: the case's raw BFCL function document.
+        calls: ``(name, arguments)`` pairs the model made, arguments decoded from JSON.
+        answer: the possible answer, ``{name: {param: [allowed values...]}}``.
+    """
+    if len(calls) != 1:
+        return f"wrong number of calls: {len(calls)}"
+    name, args = calls[0]
+    (want_name, allowed), = answer.items()
+    if name != want_name:
+        return f"wrong function {name!r}, expected {want_name!r}"
+    if not isinstance(args, dict):
+        return f"arguments are not an object: {args!r}"
+    properties = function["parameters"].get("properties", {})
+    for param in function["parameters"].get("required", []):
+        if param not in args:
+            return f"missing required parameter {param!r}"
+    for param, value in args.items():
+        if param not in properties or param not in allowed:
+            return f"unexpected parameter {param!r}"
+        problem = _check_value(param, value, properties[param], allowed[param])
+        if problem:
+            return problem
+    for param, values in allowed.items():
+        if param not in args and "" not in values:
+            return f"parameter {param!r} not given and not optional"
+    return None
+
+
+def _check_value(
+    param: str, value: Any, details: Mapping[str, Any], allowed: list[Any]
+) -> str | None:
+    type_name = details.get("type", "any")
+    if type_name == "float" and type(value) is int:
+        value = float(value)
+    expected = _PY_TYPES.get(type_name, object)
+    answer_type = next((type(a) for a in allowed if a != ""), None)
+    variable = answer_type is not None and answer_type is not expected
+    if type(value) is not expected and not (answer_type is not None and type(value) is answer_type):
+        return f"{param!r}: type {type(value).__name__}, expected {type_name}"
+    if type(value) is expected and expected is list and isinstance(details.get("items"), dict):
+        item_type = _PY_TYPES.get(details["items"].get("type", "any"), object)
+        if not _items_ok(value, item_type, allowed):
+            return f"{param!r}: items of {value!r} are not {details['items'].get('type')}"
+    if not variable:
+        if expected is dict and isinstance(value, dict):
+            return _check_dict(param, value, allowed)
+        if expected is str and isinstance(value, str):
+            if _std(value) not in [_std(a) for a in allowed if isinstance(a, str)]:
+                return f"{param!r}: {value!r} not among {allowed!r}"
+            return None
+        if expected is list and isinstance(value, list):
+            if [_std(v) for v in value] not in [
+                    [_std(x) for x in a] for a in allowed if isinstance(a, list)]:
+                return f"{param!r}: {value!r} not among {allowed!r}"
+            return None
+    if value not in allowed:
+        return f"{param!r}: {value!r} not among {allowed!r}"
+    return None
+
+
+def _items_ok(value: list[Any], item_type: Any, allowed: list[Any]) -> bool:
+    """BFCL's one-level nested type check: some possible answer accepts every item's type."""
+    for option in allowed:
+        if not isinstance(option, list):
+            return True  # BFCL checks only list-shaped answers (``""`` marks "optional")
+        option_type = next((type(x) for x in option if x != ""), None)
+        if all(type(v) is item_type or type(v) is option_type for v in value):
+            return True
+    return False
+
+
+def _check_dict(param: str, value: dict[str, Any], allowed: list[Any]) -> str | None:
+    for option in allowed:
+        if not isinstance(option, dict):
+            continue
+        if all(k in option and _std(v) in [_std(x) for x in option[k]]
+               for k, v in value.items()) and all(
+                   k in value or "" in vals for k, vals in option.items()):
+            return None
+    return f"{param!r}: {value!r} not among {allowed!r}"
+
+
+# -- running ---------------------------------------------------------------------------------
+
+
+def data_dir() -> Path:
+    """``bfcl_eval/data`` of the installed distribution.
+
+    Found through the distribution's metadata rather than an import lookup, because this very
+    script is called ``bfcl_eval.py`` and would shadow the package on ``sys.path``.
+    """
+    try:
+        dist = metadata.distribution("bfcl-eval")
+    except metadata.PackageNotFoundError:
+        sys.exit("bfcl-eval is not installed: pip install --no-deps bfcl-eval==2026.3.23")
+    return Path(str(dist.locate_file("bfcl_eval/data")))
+
+
+def load_cases(category: str, data: Path | None = None) -> list[dict[str, Any]]:
+    """The category's cases, each with its possible answer under ``"answer"`` (if any)."""
+    data = data or data_dir()
+    cases = [json.loads(line) for line in _lines(data / f"BFCL_v4_{category}.json")]
+    answers_file = data / "possible_answer" / f"BFCL_v4_{category}.json"
+    if answers_file.exists():
+        answers = {a["id"]: a["ground_truth"] for a in map(json.loads, _lines(answers_file))}
+        for case in cases:
+            case["answer"] = answers[case["id"]]
+    return cases
+
+
+def _lines(path: Path) -> Iterator[str]:
+    with open(path, encoding="utf-8") as f:
+        yield from (line for line in f if line.strip())
+
+
+def _request(case: Mapping[str, Any], model_name: str, settings: Mapping[str, Any]) -> ModelRequest:
+    tools = []
+    for doc in case["function"]:
+        norm = normalize_bfcl_function(doc)
+        tools.append(ToolDefinition(name=norm["name"], description=norm["description"],
+                                    parameters=norm["parameters"]))
+    turns = case["question"][0]
+    question = "\n".join(m["content"] for m in turns if m["role"] == "user")
+    return ModelRequest(model=model_name, instruction=INSTRUCTION,
+                        messages=[UserMessage(content=question)], tools=tools,
+                        tool_choice="auto", settings=dict(settings))
+
+
+async def run_case(model: Model, case: Mapping[str, Any], category: str, model_name: str,
+                   settings: Mapping[str, Any]) -> Outcome:
+    """Ask the model one case and score its turn."""
+    request = _request(case, model_name, settings)
+    offered = {t.name for t in request.tools}
+    start = time.perf_counter()
+    turn = await model.request(request)
+    seconds = time.perf_counter() - start
+    calls: list[tuple[str, Any]] = []
+    for call in turn.tool_calls:
+        try:
+            args: Any = json.loads(call.arguments)
+        except ValueError:
+            args = call.arguments
+        calls.append((call.name, args))
+    real_calls = [c for c in calls if c[0] in offered]
+    if category.endswith("irrelevance"):
+        reason = f"called {real_calls[0][0]}" if real_calls else None
+    else:
+        reason = check_simple_call(case["function"][0], calls, case["answer"][0])
+    return Outcome(id=case["id"], ok=reason is None, reason=reason or "ok", seconds=seconds,
+                   calls=[{"name": n, "arguments": a} for n, a in calls], text=turn.text)
+
+
+async def evaluate(args: argparse.Namespace) -> list[Outcome]:
+    cases = load_cases(args.category)[args.offset:]
+    if args.limit is not None:
+        cases = cases[: args.limit]
+    ref = ModelRef.parse(args.model)
+    options: dict[str, Any] = {}
+    if args.threads and ref.provider == "local":
+        options["threads"] = args.threads
+    if args.tool_call_mode:
+        options["tool_call_mode"] = args.tool_call_mode
+    model = resolve_model(ref, **options)
+    settings = {"temperature": 0.0, "max_tokens": args.max_tokens}
+    outcomes = []
+    out = open(args.json, "w", encoding="utf-8") if args.json else None  # noqa: SIM115
+    try:
+        start = time.perf_counter()
+        if ref.provider == "local":  # load the model before the clock of the first case
+            await model.start()  # type: ignore[attr-defined]
+        load_seconds = time.perf_counter() - start
+        if args.verbose:
+            print(f"model ready in {load_seconds:.1f} s", file=sys.stderr)
+        for case in cases:
+            outcome = await run_case(model, case, args.category, ref.name, settings)
+            outcomes.append(outcome)
+            if out is not None:  # written as it goes: an interrupted run keeps its cases
+                out.write(json.dumps(asdict(outcome)) + "\n")
+                out.flush()
+            if args.verbose:
+                mark = "ok  " if outcome.ok else "FAIL"
+                print(f"{mark} {outcome.id:<22} {outcome.seconds:5.1f}s  {outcome.reason}",
+                      file=sys.stderr, flush=True)
+    finally:
+        await model.aclose()
+        if out is not None:
+            out.close()
+    return outcomes
+
+
+def summarize(outcomes: Sequence[Outcome], model: str, category: str) -> str:
+    """Accuracy, seconds per case and failure kinds, as printed."""
+    n = len(outcomes)
+    good = sum(o.ok for o in outcomes)
+    seconds = sum(o.seconds for o in outcomes)
+    ids = f"{outcomes[0].id}..{outcomes[-1].id}" if outcomes else "none"
+    lines = [
+        f"model {model}  category {category}  cases {n} ({ids})",
+        f"accuracy {good}/{n} = {good / max(n, 1):.1%}   "
+        f"{seconds / max(n, 1):.2f} s/case (model time, excluding load)",
+    ]
+    failures = Counter(o.reason.split(":")[0].split(" ")[0] for o in outcomes if not o.ok)
+    if failures:
+        lines.append("failures: " + ", ".join(f"{k} x{v}" for k, v in failures.most_common()))
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="local/qwen2.5-coder-0.5b")
+    parser.add_argument("--category", default="simple_python",
+                        help="simple_python, irrelevance or live_irrelevance")
+    parser.add_argument("--limit", type=int, default=None, help="first N cases (default all)")
+    parser.add_argument("--offset", type=int, default=0)
+    parser.add_argument("--max-tokens", type=int, default=512)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="llama.cpp threads for local models (default: all cores)")
+    parser.add_argument("--tool-call-mode", choices=("native", "constrained", "text"),
+                        default=None, help="the adapter's mode (default: the provider's; "
+                        "constrained for local models)")
+    parser.add_argument("--json", type=Path, default=None, help="write per-case outcomes here")
+    parser.add_argument("--report", type=Path, nargs="+", default=None, metavar="JSONL",
+                        help="summarize earlier --json files (e.g. chunks run with --offset) "
+                        "instead of running")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    if args.report:
+        outcomes = [Outcome(**json.loads(line)) for path in args.report
+                    for line in _lines(path)]
+        print(summarize(outcomes, args.model, args.category))
+        return 0
+    if not (args.category == "simple_python" or args.category.endswith("irrelevance")):
+        parser.error("only simple_python and the irrelevance categories are scored")
+    outcomes = asyncio.run(evaluate(args))
+    print(summarize(outcomes, args.model, args.category))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
