@@ -1,31 +1,69 @@
-"""gramagent: LLM agents with late-bound tools, declared in gram notation."""
+"""gramagent: LLM agents with late-bound tools, declared in gram notation.
 
-from gramagent.errors import (
-    ConfigurationError,
-    GramagentError,
-    LimitExceeded,
-    ModelAPIError,
-    RunError,
-    SchemaError,
-    SpecError,
-    ToolError,
-    ValidationError,
-)
-from gramagent.messages import Conversation, ToolCall, Usage
-from gramagent.runtime.library import Tool, ToolContext, ToolLibrary, tool
-from gramagent.runtime.limits import RunLimits
-from gramagent.runtime.loop import AgentResponse, ToolInvocation, run_agent, run_agent_sync
-from gramagent.spec.model import Agent, ModelRef, Param, Signature, ToolSpec
+The public names live in private-ish modules (``gramagent.spec``, ``gramagent.runtime``,
+...) and are re-exported here. They are imported on first use, so that ``import gramagent``
+(and with it every ``import gramagent.<module>``) stays cheap: the CLI, the spec tools and the
+error types do not pay for the loop, the event loop machinery or the HTTP client.
+
+Re-exported objects keep their defining module as ``__module__``: every module uses postponed
+annotations, which ``typing.get_type_hints`` resolves in the namespace ``__module__`` names, so
+pointing it at this package would break type introspection of the dataclasses.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gramagent.errors import (
+        ConfigurationError,
+        Diagnostic,
+        GramagentError,
+        LimitExceeded,
+        ModelAPIError,
+        RunError,
+        SchemaError,
+        SpecError,
+        ToolError,
+        ValidationError,
+    )
+    from gramagent.messages import (
+        AssistantMessage,
+        Conversation,
+        Message,
+        ToolCall,
+        ToolResultMessage,
+        Usage,
+        UserMessage,
+    )
+    from gramagent.runtime.events import ToolCallPlanned, ToolCallResult
+    from gramagent.runtime.library import Tool, ToolContext, ToolLibrary, tool
+    from gramagent.runtime.limits import RunLimits
+    from gramagent.runtime.loop import AgentResponse, ToolInvocation, run_agent, run_agent_sync
+    from gramagent.spec.gram import load_agent, load_file, load_gram, to_gram
+    from gramagent.spec.model import Agent, GramDocument, ModelRef, Param, Signature, ToolSpec
+    from gramagent.spec.schema import strict_schema
+    from gramagent.spec.signature import (
+        format_signature,
+        parse_signature,
+        schema_to_signature,
+        signature_to_schema,
+    )
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Agent",
     "AgentResponse",
+    "AssistantMessage",
     "ConfigurationError",
     "Conversation",
+    "Diagnostic",
+    "GramDocument",
     "GramagentError",
     "LimitExceeded",
+    "Message",
     "ModelAPIError",
     "ModelRef",
     "Param",
@@ -36,14 +74,63 @@ __all__ = [
     "SpecError",
     "Tool",
     "ToolCall",
+    "ToolCallPlanned",
+    "ToolCallResult",
     "ToolContext",
     "ToolError",
     "ToolInvocation",
     "ToolLibrary",
+    "ToolResultMessage",
     "ToolSpec",
     "Usage",
+    "UserMessage",
     "ValidationError",
+    "format_signature",
+    "load_agent",
+    "load_file",
+    "load_gram",
+    "parse_signature",
     "run_agent",
     "run_agent_sync",
+    "schema_to_signature",
+    "signature_to_schema",
+    "strict_schema",
+    "to_gram",
     "tool",
 ]
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "errors": (
+        "ConfigurationError", "Diagnostic", "GramagentError", "LimitExceeded", "ModelAPIError",
+        "RunError", "SchemaError", "SpecError", "ToolError", "ValidationError",
+    ),
+    "messages": (
+        "AssistantMessage", "Conversation", "Message", "ToolCall", "ToolResultMessage", "Usage",
+        "UserMessage",
+    ),
+    "runtime.events": ("ToolCallPlanned", "ToolCallResult"),
+    "runtime.library": ("Tool", "ToolContext", "ToolLibrary", "tool"),
+    "runtime.limits": ("RunLimits",),
+    "runtime.loop": ("AgentResponse", "ToolInvocation", "run_agent", "run_agent_sync"),
+    "spec.gram": ("load_agent", "load_file", "load_gram", "to_gram"),
+    "spec.model": ("Agent", "GramDocument", "ModelRef", "Param", "Signature", "ToolSpec"),
+    "spec.schema": ("strict_schema",),
+    "spec.signature": (
+        "format_signature", "parse_signature", "schema_to_signature", "signature_to_schema",
+    ),
+}
+_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
+"""Public name -> the submodule (below ``gramagent``) that defines it."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gramagent' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"gramagent.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,0 +1,168 @@
+"""The public namespace of ``gramagent``: the pinned list of names, lazy imports, pickling."""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+import subprocess
+import sys
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import gramagent
+
+ROOT = Path(__file__).resolve().parent.parent
+
+EXPORTED = [
+    "Agent",
+    "AgentResponse",
+    "AssistantMessage",
+    "ConfigurationError",
+    "Conversation",
+    "Diagnostic",
+    "GramDocument",
+    "GramagentError",
+    "LimitExceeded",
+    "Message",
+    "ModelAPIError",
+    "ModelRef",
+    "Param",
+    "RunError",
+    "RunLimits",
+    "SchemaError",
+    "Signature",
+    "SpecError",
+    "Tool",
+    "ToolCall",
+    "ToolCallPlanned",
+    "ToolCallResult",
+    "ToolContext",
+    "ToolError",
+    "ToolInvocation",
+    "ToolLibrary",
+    "ToolResultMessage",
+    "ToolSpec",
+    "Usage",
+    "UserMessage",
+    "ValidationError",
+    "format_signature",
+    "load_agent",
+    "load_file",
+    "load_gram",
+    "parse_signature",
+    "run_agent",
+    "run_agent_sync",
+    "schema_to_signature",
+    "signature_to_schema",
+    "strict_schema",
+    "to_gram",
+    "tool",
+]
+
+
+def test_all_is_the_pinned_sorted_list() -> None:
+    """``__all__`` is exactly the curated list, sorted (case-sensitively), without repeats."""
+    assert gramagent.__all__ == EXPORTED
+    assert sorted(set(EXPORTED)) == EXPORTED
+
+
+@pytest.mark.parametrize("name", EXPORTED)
+def test_every_name_resolves_to_its_definition(name: str) -> None:
+    """Each public name is the object its defining module holds (a re-export, not a copy),
+    and ``dir(gramagent)`` lists it."""
+    value = getattr(gramagent, name)
+    home = importlib.import_module(f"gramagent.{gramagent._HOME[name]}")
+    assert value is getattr(home, name)
+    assert name in dir(gramagent)
+
+
+def test_only_public_names_are_looked_up_lazily() -> None:
+    """The lazy table covers ``__all__`` exactly; an unknown name is an AttributeError."""
+    assert sorted(gramagent._HOME) == EXPORTED
+    with pytest.raises(AttributeError, match="module 'gramagent' has no attribute 'nope'"):
+        gramagent.nope  # noqa: B018
+
+
+def test_import_gramagent_loads_no_submodule() -> None:
+    """``import gramagent`` imports none of its submodules (nor asyncio or httpx) until a
+    name is used; ``import gramagent.errors`` loads only the error module."""
+    code = (
+        "import sys, gramagent, gramagent.errors\n"
+        "print(sorted(m for m in sys.modules if m.startswith('gramagent')))\n"
+        "print('asyncio' in sys.modules, 'httpx' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out == ["['gramagent', 'gramagent.errors']", "False False"]
+
+
+# -- pickling (process pools, Ray) and introspection of the re-exported types ------------------
+
+
+def _error_state(err: BaseException) -> tuple[Any, ...]:
+    attributes = ("diagnostics", "keyword", "path", "problems", "context", "usage", "status",
+                  "body", "model", "limit", "value", "observed")
+    return (type(err), err.args, str(err),
+            {a: getattr(err, a) for a in attributes if hasattr(err, a)})
+
+
+ERRORS = [
+    gramagent.GramagentError("base"),
+    gramagent.SpecError([gramagent.Diagnostic("bad key", file="a.gram", line=3, column=7),
+                         gramagent.Diagnostic("no agent")]),
+    gramagent.SchemaError("cannot express", keyword="patternProperties", path="/properties/x"),
+    gramagent.ValidationError("empty user message"),
+    gramagent.ConfigurationError("no API key"),
+    gramagent.ToolError(["sayHello: no implementation", "chart: schema differs"]),
+    gramagent.RunError("stopped", context=gramagent.Conversation(
+        [gramagent.UserMessage(content="Hi")], id="c1"), usage=gramagent.Usage(requests=1)),
+    gramagent.ModelAPIError("HTTP 503", status=503, body="overloaded", model="m",
+                            usage=gramagent.Usage(input_tokens=5, output_tokens=1, requests=1)),
+    gramagent.LimitExceeded("too many turns", limit="max_iterations", value=3, observed=4,
+                            context=gramagent.Conversation(id="c2")),
+]
+
+
+@pytest.mark.parametrize("err", ERRORS, ids=lambda e: type(e).__name__)
+def test_errors_pickle_with_their_state(err: BaseException) -> None:
+    """Every public error comes back from pickle with its type, message and fields."""
+    assert _error_state(pickle.loads(pickle.dumps(err))) == _error_state(err)
+
+
+@pytest.mark.parametrize("path", ["examples/hello_world.gram", "examples/analyst.gram",
+                                  "tests/fixtures/shared_types.gram"])
+def test_spec_objects_pickle(path: str) -> None:
+    """Documents, agents and tool specs read from gram come back equal from pickle, and
+    write the same gram text (formatting metadata survives too)."""
+    document = gramagent.load_file(ROOT / path)
+    again = pickle.loads(pickle.dumps(document))
+    assert again == document
+    assert gramagent.to_gram(again) == gramagent.to_gram(document)
+    for agent in document.agents:
+        assert pickle.loads(pickle.dumps(agent)) == agent
+    signature = gramagent.parse_signature("(city::String)==>(::String)")
+    assert pickle.loads(pickle.dumps(signature)) == signature
+
+
+def test_conversations_pickle_with_their_id() -> None:
+    """A conversation keeps its messages and its id through pickle."""
+    conversation = gramagent.Conversation([
+        gramagent.UserMessage(content="Hi"),
+        gramagent.AssistantMessage(tool_calls=(
+            gramagent.ToolCall(id="c1", name="sayHello", arguments="{}"),)),
+        gramagent.ToolResultMessage(call_id="c1", name="sayHello", content="Hello!"),
+    ], id="conv-1")
+    again = pickle.loads(pickle.dumps(conversation))
+    assert again == conversation and again.id == "conv-1"
+
+
+@pytest.mark.parametrize("name", [n for n in EXPORTED if isinstance(getattr(gramagent, n), type)])
+def test_exported_classes_keep_their_module_for_type_hints(name: str) -> None:
+    """Annotations of the exported classes resolve: their ``__module__`` stays the defining
+    module (postponed annotations are evaluated there, not in ``gramagent``)."""
+    cls = getattr(gramagent, name)
+    assert cls.__module__ == f"gramagent.{gramagent._HOME[name]}"
+    typing.get_type_hints(cls)
