@@ -99,6 +99,16 @@ def test_import_gramagent_loads_no_submodule() -> None:
     assert out == ["['gramagent', 'gramagent.errors']", "False False"]
 
 
+def test_typed_agent_file_runs() -> None:
+    """``tests/typed_agent.py`` (mypy checks its types) also runs: every decorator form gives
+    a Tool, registered in order; ``register(..., replace=True)`` adds a tool not yet there."""
+    typed_agent = importlib.import_module("typed_agent")
+    tools = (typed_agent.say_hello, typed_agent.lookup_record, typed_agent.shout,
+             typed_agent.whisper_impl)
+    assert all(isinstance(t, gramagent.Tool) for t in tools)
+    assert typed_agent.library.names() == ("shout", "whisper", "say_hello", "lookup")
+
+
 # -- pickling (process pools, Ray) and introspection of the re-exported types ------------------
 
 
