@@ -8,7 +8,6 @@ edge: one line on stderr, exit code 1 (tracebacks only with ``--debug``).
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -74,4 +73,4 @@ from gramagent.cli import (  # noqa: E402,F401
 )
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()
