@@ -629,6 +629,7 @@ def _unexpected_text(node: Node, before: Node | None, decoder: Decoder,
 
 
 def _last_leaf(node: Node) -> Node:
+    """The rightmost leaf below ``node`` (``node`` itself when it has no children)."""
     while node.child_count:
         last = node.child(node.child_count - 1)
         if last is None:
@@ -675,9 +676,4 @@ def _leaf_before(node: Node) -> Node | None:
             return None
         current = parent
         sibling = current.prev_sibling
-    while sibling.child_count:
-        last = sibling.child(sibling.child_count - 1)
-        if last is None:
-            break
-        sibling = last
-    return sibling
+    return _last_leaf(sibling)
