@@ -150,13 +150,6 @@ def _previous(node: Node) -> Node | None:
     return before
 
 
-def _property(at: str, name: str) -> str:
-    """The JSON pointer of the property ``name`` of the schema at ``at``."""
-    if "~" in name or "/" in name:
-        return _pointer(at, "properties", name)
-    return f"{at}/properties/{name}"
-
-
 def _elements(node: Node) -> list[Node]:
     """The element nodes after ``|`` in a subject pattern (comments left out)."""
     for child in node.named_children:
@@ -548,7 +541,9 @@ class _Reader:
             if name in props:
                 self.error(member.ident_offset, f"{what}: duplicate member '{name}'")
                 continue
-            result = self.typed(member, scope, _property(at, name), member=True,
+            here = (f"{at}/properties/{name}" if "/" not in name and "~" not in name
+                    else _pointer(at, "properties", name))
+            result = self.typed(member, scope, here, member=True,
                                 what=f"member '{name}'")
             if result is None:
                 continue
@@ -602,7 +597,9 @@ class _Reader:
                                               f"{self.where(seen[name])})")
                 continue
             seen[name] = info.ident_offset
-            typed = self.typed(info, scope, _property("", name), member=True,
+            at = (f"/properties/{name}" if "/" not in name and "~" not in name
+                  else _pointer("", "properties", name))
+            typed = self.typed(info, scope, at, member=True,
                                what=f"parameter '{name}'")
             if typed is None:
                 continue
@@ -622,13 +619,19 @@ class _Reader:
             if listed and listed == canonical_required(params):
                 del keywords["required"]
         refs = self.refs
+        if not refs and not scope.patterns:  # the common case: no named types at all
+            if len(self.problems) > count or returns is None:
+                return None
+            return Signature(params=tuple(params), returns=returns, keywords=keywords,
+                             type_refs=refs)
         self.resolve_all(scope)
         if len(self.problems) > count or returns is None:
             return None
         named = {n: scope.named[n] for n in scope.patterns if n in scope.named}
-        for own in list(named.values()):
-            _used_types(own.refs, scope, named)
-        _used_types(refs, scope, named)
+        if any(s.shared and s.patterns for s in scope.chain()):
+            for own in list(named.values()):
+                _used_types(own.refs, scope, named)
+            _used_types(refs, scope, named)
         return Signature(params=tuple(params), returns=returns, keywords=keywords,
                          named_types=tuple(named.values()), type_refs=refs)
 
