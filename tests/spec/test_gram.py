@@ -257,6 +257,14 @@ def test_unterminated_string() -> None:
     """A string without its closing quote is reported at its opening quote."""
     assert problems('[t:Tool {description: "abc} | ()==>(::String)]\n') == [
         'f.gram:1:23: unterminated string: expected a closing " on the same line']
+    assert problems('[a:Agent {\n  instruction: ```\n  never closed\n  model: "m"\n}]\n') == [
+        "f.gram:2:16: unterminated fenced string: expected a closing ``` on a line of its own"]
+
+
+def test_a_name_without_its_type_separator() -> None:
+    """Inside a node, what may follow a name is said in gram terms."""
+    assert problems('[t:Tool {description: "d"} | (b String)==>(::String)]') == [
+        "f.gram:1:33: unexpected 'String': expected '{...}', '::Type' or ')'"]
 
 
 def test_invalid_escape() -> None:

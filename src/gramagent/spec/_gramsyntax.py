@@ -474,6 +474,9 @@ _FRIENDLY = {
     "=": "an arrow (==>)", "~": "an arrow (==>)", "<-": "an arrow (==>)",
     "<=": "an arrow (==>)", "<~": "an arrow (==>)",
 }
+_IN_PATTERN = {":": "'::Type'", "::": "'::Type'", "labels": "'::Type'", "{": "'{...}'",
+               "record": "'{...}'", "|": "'|'"}
+"""How to name what may follow a name inside a node or pattern."""
 _SILENT = frozenset({"comment", "range", "..", "...", "@", "@@", "->", "=>", "~>", "end", "\n"})
 
 
@@ -589,12 +592,15 @@ def _unexpected(node: Node, decoder: Decoder) -> list[tuple[int, str]]:
             if kind == quote.type:
                 quote = None
             continue
-        if kind in ('"', "'", "`"):
+        if kind in ('"', "'", "`", "```"):
             quote = leaf
         elif kind in ("[", "(", "{"):
             openers.append(leaf)
         elif kind in ("]", ")", "}") and openers and _CLOSER[openers[-1].type] == kind:
             openers.pop()
+    if quote is not None and quote.type == "```":
+        return [(quote.start_byte, "unterminated fenced string: expected a closing ``` on a "
+                                   "line of its own")]
     if quote is not None:
         return [(quote.start_byte, f"unterminated string: expected a closing {quote.type} on "
                                    "the same line")]
@@ -659,7 +665,12 @@ def _expected(before: Node | None, error: Node) -> str | None:
         kind = LANGUAGE.node_kind_for_id(symbol) or ""
         if kind in ("]", ")", "}") and closer is not None and kind != closer:
             continue
-        name = _friendly(kind)
+        if closer in (")", "]") and kind in _IN_PATTERN:  # inside (...) or [...]
+            if kind == "|" and closer == ")":
+                continue
+            name = _IN_PATTERN[kind]
+        else:
+            name = _friendly(kind)
         if name and name not in names:
             names.append(name)
     if not names or len(names) > 6:
