@@ -87,8 +87,9 @@ def test_only_public_names_are_looked_up_lazily() -> None:
 
 
 def test_import_gramagent_loads_no_submodule() -> None:
-    """``import gramagent`` imports none of its submodules (nor asyncio or httpx) until a
-    name is used; ``import gramagent.errors`` loads only the error module."""
+    """``import gramagent`` imports none of its submodules but the lazy-export helper (nor
+    asyncio or httpx) until a name is used; ``import gramagent.errors`` loads only the error
+    module."""
     code = (
         "import sys, gramagent, gramagent.errors\n"
         "print(sorted(m for m in sys.modules if m.startswith('gramagent')))\n"
@@ -96,7 +97,7 @@ def test_import_gramagent_loads_no_submodule() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.splitlines()
-    assert out == ["['gramagent', 'gramagent.errors']", "False False"]
+    assert out == ["['gramagent', 'gramagent._lazy', 'gramagent.errors']", "False False"]
 
 
 def test_typed_agent_file_runs() -> None:

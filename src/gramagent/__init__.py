@@ -12,8 +12,9 @@ pointing it at this package would break type introspection of the dataclasses.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gramagent._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from gramagent.errors import (
@@ -122,15 +123,4 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 """Public name -> the submodule (below ``gramagent``) that defines it."""
 
-
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gramagent' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"gramagent.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(globals(), _HOME)

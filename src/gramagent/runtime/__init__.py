@@ -6,8 +6,9 @@ The public names are re-exported here and imported on first use, so that light s
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gramagent._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from gramagent.runtime.events import (
@@ -57,15 +58,4 @@ _HOME = {
     "args_preview_hash": "events", "serve_metrics": "events",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gramagent.runtime' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"gramagent.runtime.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(globals(), _HOME)
