@@ -586,8 +586,8 @@ class SignatureWriter:
         self._table.update((t.name, t) for t in self._own)  # own names shadow external ones
         self.patterns: list[TypePattern | None] = [None] * len(self._own)
         self._names: set[str] = {*TYPE_NAMES, *self._table}
-        self._by_shape: dict[str, str] = {dump_json(t.schema, sort_keys=True): t.name
-                                          for t in self._table.values()}
+        self._by_shape: dict[str, str] | None = None
+        """Pattern names by schema (compact JSON), filled on the first generated pattern."""
         self._finished = not self._own
 
     @property
@@ -703,6 +703,9 @@ class SignatureWriter:
     def define(self, schema: Mapping[str, Any], hint: Hint, refs: TypeRefs, at: str) -> str:
         """Emit a type pattern for ``schema`` (or reuse an equal one); return its name."""
         shape = dump_json(schema, sort_keys=True)
+        if self._by_shape is None:  # an equal named type is reused under its name
+            self._by_shape = {dump_json(t.schema, sort_keys=True): t.name
+                              for t in self._table.values()}
         known = self._by_shape.get(shape)
         if known is not None:
             return known
