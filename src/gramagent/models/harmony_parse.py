@@ -41,7 +41,12 @@ from typing import Any, Final, Literal, TypeAlias
 
 import orjson
 
-from gramagent.runtime.calls import MAX_PAYLOAD_BYTES, CallRejection, parse_arguments
+from gramagent.runtime.calls import (
+    MAX_PAYLOAD_BYTES,
+    CallRejection,
+    parse_arguments,
+    rejection,
+)
 
 __all__ = [
     "MAX_PAYLOAD_BYTES",
@@ -659,10 +664,9 @@ def _stub_call(payload: str) -> tuple[str, str | None, CallRejection | None]:
         problem = 'needs an object in its "arguments" field'
     else:
         return name, orjson.dumps(args).decode(), None
-    rejected = CallRejection(
+    rejected = rejection(
         "tool_payload_parse_error",
-        f'Error (tool_payload_parse_error): the tool stub call {problem}: send '
-        '{"tool": "NAME", "arguments": {...}}.',
+        f'the tool stub call {problem}: send {{"tool": "NAME", "arguments": {{...}}}}.',
         f"stub call payload {problem}",
     )
     return name if isinstance(name, str) and name else guess, None, rejected
