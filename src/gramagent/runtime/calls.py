@@ -17,14 +17,15 @@ from typing import Any, Final, Literal, TypeAlias
 import orjson
 
 __all__ = [
+    "INVALID_CALL_TYPES",
     "MAX_PAYLOAD_BYTES",
     "TOOL_ERROR_TYPES",
     "CallRejection",
     "PreparedCall",
     "ToolErrorType",
-    "INVALID_CALL_TYPES",
     "check_call",
     "check_parsed",
+    "error_text",
     "near_names",
     "parse_arguments",
     "rejection",
@@ -74,9 +75,14 @@ class PreparedCall:
     arguments: dict[str, Any]
 
 
+def error_text(error_type: ToolErrorType, detail: str) -> str:
+    """The text an error result sends the model: ``Error (<type>): <detail>``."""
+    return f"Error ({error_type}): {detail}"
+
+
 def rejection(error_type: ToolErrorType, detail: str, event_message: str) -> CallRejection:
-    """A :class:`CallRejection` whose model text is ``Error (<type>): <detail>``."""
-    return CallRejection(error_type, f"Error ({error_type}): {detail}", event_message)
+    """A :class:`CallRejection` whose model text is :func:`error_text`."""
+    return CallRejection(error_type, error_text(error_type, detail), event_message)
 
 
 def parse_arguments(

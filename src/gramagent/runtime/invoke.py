@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import orjson
 
-from gramagent.runtime.calls import ToolErrorType
+from gramagent.runtime.calls import ToolErrorType, error_text
 from gramagent.runtime.library import Tool, ToolContext
 
 __all__ = ["DRY_RUN_RESULT", "Outcome", "execute", "render_output"]
@@ -106,8 +106,8 @@ async def execute(
         if deadline.expired():
             return Outcome(
                 None,
-                f"Error (tool_timeout): tool {tool.name!r} did not finish within "
-                f"{_seconds(timeout)}. Try simpler arguments, or answer without it.",
+                error_text("tool_timeout", f"tool {tool.name!r} did not finish within "
+                           f"{_seconds(timeout)}. Try simpler arguments, or answer without it."),
                 "tool_timeout", f"did not finish within {_seconds(timeout)}", latency)
         return _failure(tool, exc, latency)
     except Exception as exc:
@@ -174,7 +174,7 @@ def _failure(tool: Tool, exc: BaseException, latency: float, *,
     text = f"{kind}: {detail}" if detail else kind
     return Outcome(
         None,
-        f"Error (tool_exception): tool {tool.name!r} {what}: {text}",
+        error_text("tool_exception", f"tool {tool.name!r} {what}: {text}"),
         "tool_exception", f"{what}: {kind}", latency)
 
 
