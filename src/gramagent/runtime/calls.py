@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
@@ -54,6 +55,9 @@ MAX_PAYLOAD_BYTES: Final = 8192
 """Default payload limit: argument text larger than this (UTF-8 bytes) is never parsed."""
 
 _SCHEMA_PREVIEW_CHARS = 2000
+
+_LONG_INTEGER = re.compile(r"\d{19}")
+"""19 digits in a row: a number orjson may not hold exactly (beyond 64 bits it gives a float)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +117,8 @@ def parse_arguments(
     if not raw.strip():
         return {}
     try:
-        value = orjson.loads(raw)
+        # orjson turns integers beyond 64 bits into floats; the stdlib keeps them exact.
+        value = json.loads(raw) if _LONG_INTEGER.search(raw) else orjson.loads(raw)
     except (orjson.JSONDecodeError, ValueError, TypeError, RecursionError) as exc:
         where = _error_position(exc)
         return rejection(
