@@ -9,6 +9,7 @@ records go to stderr, secrets masked (see :mod:`gramagent.logs`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import importlib
 import inspect
@@ -135,7 +136,7 @@ def _redacted_sink(sink: EventSink) -> EventSink:
     def deliver(event: Event, /) -> None:
         message = getattr(event, "message", None)
         if message:
-            event = dataclasses.replace(event, message=redact(message))  # type: ignore[arg-type]
+            event = dataclasses.replace(event, message=redact(message))
         sink(event)
 
     return deliver
@@ -314,6 +315,24 @@ _MAX_ITER = typer.Option(None, "--max-iterations", min=1, help="Model requests p
 _TIMEOUT = typer.Option(None, "--timeout", min=0.0, help="Seconds one turn may take.")
 
 
+@contextlib.contextmanager
+def _open_session(options: RunOptions, verbose: int) -> Iterator[tuple[asyncio.Runner, Session]]:
+    """An event loop and an open session for one command; logging set up and reset around it.
+
+    Without ``-v`` a failure is one error line: no log records (retries, run errors) beside it.
+    """
+    configure_logging(verbose if verbose > 0 else -1)
+    try:
+        with asyncio.Runner() as runner:
+            session = Session.open(options)
+            try:
+                yield runner, session
+            finally:
+                runner.run(session.aclose())
+    finally:
+        reset_logging()
+
+
 @app.command("run")
 @handle_errors
 def run(
@@ -341,18 +360,9 @@ def run(
         events=events, max_iterations=max_iterations, timeout=timeout, dry_run=dry_run,
     )
     out = _Output(json)
-    # Without -v a failure is one error line: no log records (retries, run errors) beside it.
-    configure_logging(verbose if verbose > 0 else -1)
-    try:
-        with asyncio.Runner() as runner:
-            session = Session.open(options)
-            try:
-                for message in messages:
-                    out.reply(runner.run(session.turn(message)))
-            finally:
-                runner.run(session.aclose())
-    finally:
-        reset_logging()
+    with _open_session(options, verbose) as (runner, session):
+        for message in messages:
+            out.reply(runner.run(session.turn(message)))
 
 
 def _read_lines(console: Console) -> Iterator[str]:
@@ -406,26 +416,18 @@ def chat(
     )
     out = _Output(json)
     failed = False
-    configure_logging(verbose if verbose > 0 else -1)
-    try:
-        with asyncio.Runner() as runner:
-            session = Session.open(options)
-            if sys.stdin.isatty():
-                err_console.print(
-                    f"[dim]chatting with {session.agent.name}; /exit or Ctrl-D to end[/dim]",
-                    highlight=False,
-                )
+    with _open_session(options, verbose) as (runner, session):
+        if sys.stdin.isatty():
+            err_console.print(
+                f"[dim]chatting with {session.agent.name}; /exit or Ctrl-D to end[/dim]",
+                highlight=False,
+            )
+        for line in _read_lines(err_console):
             try:
-                for line in _read_lines(err_console):
-                    try:
-                        out.reply(runner.run(session.turn(line)))
-                    except RunError as exc:
-                        failed = True
-                        _error_line(exc)
-            finally:
-                runner.run(session.aclose())
-    finally:
-        reset_logging()
+                out.reply(runner.run(session.turn(line)))
+            except RunError as exc:
+                failed = True
+                _error_line(exc)
     if failed:
         raise typer.Exit(1)
 
