@@ -209,7 +209,8 @@ async def test_repeated_call_is_answered_without_running_it(api: str, tools: Too
                                                             agent: Agent,
                                                             server: ScriptedServer,
                                                             model_for: ModelFactory) -> None:
-    """The same call again gets a repeated_call note and the next request forbids tools."""
+    """The same call again is not run: it gets the earlier output, is recorded as
+    repeated_call, and the next request forbids tools."""
     same = {"personName": "Alice"}
     script(server, call("sayHello", same), call("sayHello", dict(reversed(same.items()))),
            reply("Hello Alice!"))
@@ -219,10 +220,10 @@ async def test_repeated_call_is_answered_without_running_it(api: str, tools: Too
     assert response.content == "Hello Alice!" and response.stopped_by == "repeated_call"
     assert tools.runs["sayHello"] == 1
     first, second = response.tool_invocations
-    assert first.ok and second.error_type == "repeated_call"
-    assert "already called with these arguments" in (second.error or "")
+    assert first.ok and second.error_type == "repeated_call" and not second.ok
+    assert second.error is None and second.result == first.result
     assert [sent_choice(r.body) for r in server.requests] == ["auto", "auto", "none"]
-    assert [c for _, c in sent_results(server.requests[2].body)] == [HELLO, second.error]
+    assert [c for _, c in sent_results(server.requests[2].body)] == [HELLO, HELLO]
     result_types = [e.error_type for e in sink.of_kind("tool_call_result")]
     assert result_types == [None, "repeated_call"]
 

@@ -58,9 +58,9 @@ class RunLimits:
     max_payload_bytes: int = 8192
     """Largest argument payload (UTF-8 bytes) parsed; larger ones are rejected unparsed."""
     repeat_guard: bool = True
-    """Answer a call identical (same name, same canonical arguments) to one that already
-    succeeded in this run with a ``repeated_call`` note instead of running it again, and ask
-    the model to answer (next ``tool_choice`` is ``"none"``)."""
+    """Do not run a call identical (same name, same canonical arguments) to one that already
+    succeeded in this run: answer it with that call's output, record it as ``repeated_call``
+    (invocations, events), and ask the model to answer (next ``tool_choice`` is ``"none"``)."""
 
     def __post_init__(self) -> None:
         problems = []

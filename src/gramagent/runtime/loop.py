@@ -257,6 +257,8 @@ class _Call:
     rejection: CallRejection | None = None
     outcome: Outcome | None = None
     repeat_key: str | None = None
+    earlier_result: Any = None
+    """For a repeated call, the result of the call it repeats."""
     args_hash: str | None = None
 
 
@@ -276,7 +278,8 @@ class _Run:
     invocations: list[ToolInvocation] = field(default_factory=list)
     seq: int = 0
     invalid: Counter[str] = field(default_factory=Counter)
-    answered: set[str] = field(default_factory=set)
+    answered: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    """Per repeat key, the result and output text of the call that first succeeded with it."""
     """Repeat keys (name + canonical arguments) of calls that ran successfully."""
     force_answer: bool = False
     tools_chars: int = -1
@@ -470,13 +473,15 @@ class _Run:
             return _unexpected_arguments(tool, checked.arguments)
         if self.limits.repeat_guard:
             c.repeat_key = call.name + "\x00" + _repeat_form(checked.arguments)
-            if c.repeat_key in self.answered:
+            earlier = self.answered.get(c.repeat_key)
+            if earlier is not None:
+                # Not run again: the model gets the earlier output itself, not a note about
+                # it (a small model copies the last tool message into its answer), and must
+                # answer next.
                 self.force_answer = True
-                return rejection(
-                    "repeated_call",
-                    f"tool {call.name!r} was already called with these arguments in this run; "
-                    "its result is above. Use it to answer the user now.",
-                    "repeated call; answered from the earlier result")
+                c.earlier_result = earlier[0]
+                return CallRejection("repeated_call", earlier[1],
+                                     "repeated call; answered from the earlier result")
         return None
 
     async def _execute(self, c: _Call, remaining: float | None) -> Outcome:
@@ -519,7 +524,7 @@ class _Run:
         if c.rejection is not None:
             error_type, text, event_message = (c.rejection.error_type, c.rejection.message,
                                                c.rejection.event_message)
-            result, latency = None, 0.0
+            result, latency = c.earlier_result, 0.0
             if error_type in INVALID_CALL_TYPES:
                 self.invalid[call.name] += 1
         else:
@@ -529,12 +534,13 @@ class _Run:
                                                outcome.event_message)
             result, latency = outcome.result, outcome.latency
             if error_type is None and c.repeat_key is not None:
-                self.answered.add(c.repeat_key)
+                self.answered[c.repeat_key] = (result, text)
+        failed = error_type is not None and error_type != "repeated_call"
         self.conversation.append(ToolResultMessage(
-            call_id=call.id, name=call.name, content=text, is_error=error_type is not None))
+            call_id=call.id, name=call.name, content=text, is_error=failed))
         self.invocations.append(ToolInvocation(
             call_id=call.id, name=call.name, arguments=c.arguments, result=result,
-            error=text if error_type is not None else None, error_type=error_type,
+            error=text if failed else None, error_type=error_type,
             latency=latency, seq=c.seq))
         log_tool_call(tool=self._label(call.name), call_id=call.id, latency_ms=latency * 1000.0,
                       error_type=error_type, args_hash=c.args_hash, message=event_message)
