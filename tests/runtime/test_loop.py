@@ -336,3 +336,26 @@ async def test_to_dict_is_json_ready(tools: Tools, agent: Agent, server: Scripte
     assert Conversation.from_list(data["context"]) == response.context
     assert data["run_id"] == response.run_id and len(response.run_id) == 32
     assert sent_calls(server.requests[1].body) == ["sayHello"]
+
+
+async def test_event_messages_never_quote_exception_text_or_arguments(
+        tools: Tools, agent: Agent, server: ScriptedServer, model_for: ModelFactory) -> None:
+    """A tool exception quoting a secret, and a schema violation, reach sinks as bare types.
+
+    Events are written to files and metrics backends: their ``message`` names what went wrong,
+    never the exception text or argument values (so no sink needs to mask anything).
+    """
+    secret = "sk-test" + "A1b2C3d4E5f6G7h8I9j0"
+    script(server, calls(call("fail", {"reason": f"key {secret} rejected"}),
+                         call("sayHello", {"personName": 4242424242})), reply("ok"))
+    sink = CaptureSink()
+    response = await run_agent(agent, "Hi", library=tools.library,
+                               model=model_for(server, "chat"), events=sink)
+    assert [i.error_type for i in response.tool_invocations] == ["tool_exception",
+                                                                 "invalid_arguments"]
+    assert secret in (response.tool_invocations[0].error or "")  # the model does see it
+    results = sorted(sink.of_kind("tool_call_result"), key=lambda e: e.seq)
+    messages = [e.message for e in results]
+    assert messages == ["raised an exception: ValueError",
+                        "arguments do not match the schema (1 problem)"]
+    assert secret not in repr(sink.events) and "4242424242" not in repr(sink.events)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import importlib
 import inspect
 import os
@@ -32,7 +31,7 @@ from gramagent.logs import add_secret, configure_logging, env_secrets, redact, r
 
 if TYPE_CHECKING:
     from gramagent.models.base import Model
-    from gramagent.runtime.events import Event, EventSink
+    from gramagent.runtime.events import EventSink
     from gramagent.runtime.library import BoundAgent, ToolLibrary
     from gramagent.runtime.limits import RunLimits
     from gramagent.runtime.loop import AgentResponse
@@ -130,18 +129,6 @@ def load_library(reference: str | None = None) -> ToolLibrary:
     return obj
 
 
-def _redacted_sink(sink: EventSink) -> EventSink:
-    """Wrap ``sink`` so the free-text ``message`` of events reaches it with secrets masked."""
-
-    def deliver(event: Event, /) -> None:
-        message = getattr(event, "message", None)
-        if message:
-            event = dataclasses.replace(event, message=redact(message))
-        sink(event)
-
-    return deliver
-
-
 def _exchange_printer(console: Console) -> Callable[[Mapping[str, Any], Any, int | None], None]:
     """The adapters' exchange hook for ``-v``: raw request and response, secrets masked."""
 
@@ -224,7 +211,7 @@ class Session:
 
             jsonl = JSONLSink(options.events)
             session._closers.append(jsonl.close)
-            session.sinks.append(_redacted_sink(jsonl))
+            session.sinks.append(jsonl)
         if options.metrics_port is not None:
             from gramagent.runtime.events import serve_metrics
 
