@@ -153,9 +153,10 @@ def test_load_agent_by_name_from_text_and_path(tmp_path: Path) -> None:
     path.write_text(text)
     assert load_agent(path, "weather_agent").name == "weather_agent"
     assert load_agent(str(path), "weather_agent").name == "weather_agent"
-    with pytest.raises(SpecError, match="declares 2 agents .weather_agent, travel_agent."):
+    with pytest.raises(SpecError, match=r"w\.gram: the file declares 2 agents "
+                       r"\(weather_agent, travel_agent\)"):
         load_agent(path)
-    with pytest.raises(SpecError, match="no agent named 'nope'"):
+    with pytest.raises(SpecError, match=r"^\S*w\.gram: no agent named 'nope'"):
         load_agent(path, "nope")
 
 

@@ -959,7 +959,14 @@ def load_agent(source: str | os.PathLike[str], name: str | None = None) -> Agent
     """
     text = isinstance(source, str) and "[" in source
     document = load_gram(source) if text else load_file(source)  # type: ignore[arg-type]
-    return document.agent(name)
+    try:
+        return document.agent(name)
+    except SpecError as exc:
+        if text:
+            raise
+        # Name the file: "examples/x.gram: no agent named 'y'; the file declares: ..."
+        raise SpecError([Diagnostic(d.message, file=os.fspath(source), line=d.line,
+                                    column=d.column) for d in exc.diagnostics]) from None
 
 
 def has_comments(text: str | bytes) -> bool:
