@@ -1,19 +1,25 @@
-"""The floor of ``bench/loop_overhead.py``: a minimal hand-written tool loop on bare httpx.
+"""The floor of ``bench/loop_overhead.py``: a minimal hand-written tool loop on bare aiohttp.
 
-The same HTTP client gramagent uses (one pooled ``httpx.AsyncClient``, bodies encoded with
-orjson) and the same requests, with nothing else: no validation, no events, no limits. Whatever
-gramagent spends above this is the price of its loop.
+The same HTTP client gramagent uses, configured and called the way ``gramagent.models.http``
+calls it (one pooled ``aiohttp.ClientSession``: the same default headers, timeouts, connector
+and cookie jar; bodies encoded with orjson; ``post`` without redirects, the body read, the
+connection released), and the same requests, with nothing else: no validation, no events, no
+limits, no retries. Whatever gramagent spends above this is the price of its loop.
+
+``--client httpx`` runs the same loop on one pooled ``httpx.AsyncClient`` instead (the client
+gramagent used before), to compare the two clients.
 
 Run alone: ``python bench/floor_loop.py --base-url http://127.0.0.1:PORT/v1 --api chat``.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
@@ -31,23 +37,60 @@ from _harness import (  # noqa: E402
 
 MODEL = "gpt-4o-mini"
 HEADERS = {
-    "Authorization": "Bearer sk-bench-floor",
+    "User-Agent": "gramagent/0.1",
     "Content-Type": "application/json",
     "Accept": "application/json",
+    "Authorization": "Bearer sk-bench-floor",
 }
 
+Post = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
-def client(base_url: str) -> httpx.AsyncClient:
-    """One pooled client, sized for the concurrent phase."""
-    return httpx.AsyncClient(
+
+async def aiohttp_client(base_url: str) -> tuple[Post, Callable[[], Awaitable[None]], str]:
+    """``post(path, body) -> decoded JSON`` on one pooled aiohttp session, as gramagent's."""
+    import aiohttp
+
+    session = aiohttp.ClientSession(
+        headers=HEADERS,
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=600.0),
+        connector=aiohttp.TCPConnector(limit=256, limit_per_host=0, keepalive_timeout=30.0),
+        cookie_jar=aiohttp.DummyCookieJar(),
+    )
+
+    async def post(path: str, body: dict[str, Any]) -> Any:
+        reply = await session.post(base_url + path, data=orjson.dumps(body),
+                                   allow_redirects=False)
+        try:
+            content = await reply.read()
+        finally:
+            reply.release()
+        if reply.status != 200:
+            raise RuntimeError(f"HTTP {reply.status}")
+        return orjson.loads(content)
+
+    return post, session.close, f"aiohttp {aiohttp.__version__}"
+
+
+async def httpx_client(base_url: str) -> tuple[Post, Callable[[], Awaitable[None]], str]:
+    """The same on one pooled ``httpx.AsyncClient`` (sized for the concurrent phase)."""
+    import httpx
+
+    client = httpx.AsyncClient(
         base_url=base_url,
         headers=HEADERS,
-        timeout=60.0,
+        timeout=httpx.Timeout(600.0, connect=10.0),
         limits=httpx.Limits(max_connections=256, max_keepalive_connections=256),
     )
 
+    async def post(path: str, body: dict[str, Any]) -> Any:
+        reply = await client.post(path, content=orjson.dumps(body))
+        reply.raise_for_status()
+        return orjson.loads(reply.content)
 
-def run_chat(http: httpx.AsyncClient) -> Any:
+    return post, client.aclose, f"httpx {httpx.__version__}"
+
+
+def run_chat(post: Post) -> Callable[[], Awaitable[str]]:
     tools = [{"type": "function", "function": {
         "name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": TOOL_PARAMETERS}}]
 
@@ -59,9 +102,7 @@ def run_chat(http: httpx.AsyncClient) -> Any:
         while True:
             body = {"model": MODEL, "messages": messages, "tools": tools,
                     "tool_choice": "auto", "parallel_tool_calls": True}
-            reply = await http.post("/chat/completions", content=orjson.dumps(body))
-            reply.raise_for_status()
-            message = orjson.loads(reply.content)["choices"][0]["message"]
+            message = (await post("/chat/completions", body))["choices"][0]["message"]
             calls = message.get("tool_calls")
             if not calls:
                 return message.get("content") or ""
@@ -75,7 +116,7 @@ def run_chat(http: httpx.AsyncClient) -> Any:
     return run
 
 
-def run_responses(http: httpx.AsyncClient) -> Any:
+def run_responses(post: Post) -> Callable[[], Awaitable[str]]:
     tools = [{"type": "function", "name": TOOL_NAME, "description": TOOL_DESCRIPTION,
               "parameters": TOOL_PARAMETERS}]
 
@@ -87,9 +128,7 @@ def run_responses(http: httpx.AsyncClient) -> Any:
         while True:
             body = {"model": MODEL, "input": items, "tools": tools, "tool_choice": "auto",
                     "parallel_tool_calls": True, "store": False}
-            reply = await http.post("/responses", content=orjson.dumps(body))
-            reply.raise_for_status()
-            output = orjson.loads(reply.content)["output"]
+            output = (await post("/responses", body))["output"]
             calls = [item for item in output if item["type"] == "function_call"]
             if not calls:
                 return "".join(part["text"] for item in output if item["type"] == "message"
@@ -104,10 +143,15 @@ def run_responses(http: httpx.AsyncClient) -> Any:
     return run
 
 
-async def setup(base_url: str, api: str) -> Contender:
-    http = client(base_url)
-    run = run_chat(http) if api == "chat" else run_responses(http)
-    return Contender(run=run, close=http.aclose, version=f"httpx {httpx.__version__}")
+CLIENTS = {"aiohttp": aiohttp_client, "httpx": httpx_client}
+
+
+async def setup(base_url: str, api: str, client: str | None = None) -> Contender:
+    """The floor on ``client`` (``aiohttp`` by default, or ``$GRAMAGENT_BENCH_CLIENT``)."""
+    name = client or os.environ.get("GRAMAGENT_BENCH_CLIENT", "aiohttp")
+    post, close, version = await CLIENTS[name](base_url)
+    run = run_chat(post) if api == "chat" else run_responses(post)
+    return Contender(run=run, close=close, version=version)
 
 
 if __name__ == "__main__":

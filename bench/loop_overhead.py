@@ -7,11 +7,14 @@ reports (``time.process_time()``, all threads of that process) is the client's a
 
 Contenders:
 
-- ``floor``: ``bench/floor_loop.py``, a minimal hand-written loop on bare httpx (the client
-  gramagent uses), sending the same requests;
-- ``gramagent``: ``bench/peers/gramagent_peer.py``, ``run_agent`` with a plain-function
-  ``sayHello`` (run in a worker thread, as the built-in one is); ``gramagent-async``: the
-  same with the tool written ``async def`` (run as a task, no thread hop);
+- ``floor``: ``bench/floor_loop.py``, a minimal hand-written loop on bare aiohttp (the client
+  gramagent uses, configured and called as gramagent calls it), sending the same requests;
+  ``floor-httpx``: the same loop on httpx (gramagent's client before), for comparison;
+- ``gramagent``: ``bench/peers/gramagent_peer.py``, ``run_agent`` with ``sayHello`` written as
+  a plain function declared ``@tool(blocking=False)`` (called inline on the event loop, as the
+  floor calls it); ``gramagent-thread``: the same function without that declaration (run in a
+  worker thread, the default for plain functions); ``gramagent-async``: the tool written
+  ``async def``;
 - ``openai-agents`` and ``pydantic-ai``: ``bench/peers/*_peer.py`` in their own venvs
   (created on first use, or with ``--setup``: ``pip install openai-agents`` and
   ``pip install "pydantic-ai-slim[openai]"``).
@@ -54,7 +57,9 @@ PEER_VENVS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 SCRIPTS = {
     "floor": BENCH / "floor_loop.py",
+    "floor-httpx": BENCH / "floor_loop.py",
     "gramagent": PEERS / "gramagent_peer.py",
+    "gramagent-thread": PEERS / "gramagent_peer.py",
     "gramagent-async": PEERS / "gramagent_peer.py",
     "openai-agents": PEERS / "openai_agents_peer.py",
     "pydantic-ai": PEERS / "pydantic_ai_peer.py",
@@ -138,8 +143,10 @@ def measure(contender: str, python: Path, base_url: str, api: str,
     ]
     env = {**os.environ, "PYTHONPATH": str(PEERS)}
     env.pop("OPENAI_API_KEY", None)
-    if contender == "gramagent-async":
-        env["GRAMAGENT_BENCH_TOOL"] = "async"
+    if contender == "floor-httpx":
+        env["GRAMAGENT_BENCH_CLIENT"] = "httpx"
+    if contender.startswith("gramagent"):
+        env["GRAMAGENT_BENCH_TOOL"] = contender.partition("-")[2] or "inline"
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
     if done.returncode != 0:
         tail = "\n".join(done.stderr.strip().splitlines()[-8:])

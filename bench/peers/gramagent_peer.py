@@ -1,10 +1,16 @@
 """gramagent as a contender of ``bench/loop_overhead.py`` (runs in the main environment).
 
 The same agent as every contender (one ``sayHello`` tool, the same instruction), written in
-Python with ``@tool`` (a plain function, like the built-in one), bound once, and driven
-through :func:`gramagent.runtime.loop.run_agent` with the ``chat`` or ``responses`` adapter
-against the scripted server. Logging stays at its
+Python with ``@tool``, bound once, and driven through :func:`gramagent.runtime.loop.run_agent`
+with the ``chat`` or ``responses`` adapter against the scripted server. Logging stays at its
 default (off), as in a library user's process.
+
+The tool, chosen by ``$GRAMAGENT_BENCH_TOOL``:
+
+- ``inline`` (default): a plain function declared ``@tool(blocking=False)``, called on the
+  event loop (it formats a string: nothing to block on), as the floor calls it;
+- ``thread``: the same plain function without the declaration, run in a worker thread;
+- ``async``: the same as ``async def``, awaited on the event loop.
 """
 
 from __future__ import annotations
@@ -20,10 +26,13 @@ from gramagent.runtime.loop import run_agent
 from gramagent.spec.model import Agent, ModelRef
 
 
-@tool(name="sayHello", description=TOOL_DESCRIPTION)
-def say_hello_sync(personName: str = "world") -> str:  # noqa: N803  (the tool's wire name)
+def _greet(personName: str = "world") -> str:  # noqa: N803  (the tool's wire name)
     """Greets a person by name."""
     return f"Hello, {personName}! Nice to meet you."
+
+
+say_hello_inline = tool(_greet, name="sayHello", description=TOOL_DESCRIPTION, blocking=False)
+say_hello_thread = tool(_greet, name="sayHello", description=TOOL_DESCRIPTION)
 
 
 @tool(name="sayHello", description=TOOL_DESCRIPTION)
@@ -32,13 +41,13 @@ async def say_hello_async(personName: str = "world") -> str:  # noqa: N803
     return f"Hello, {personName}! Nice to meet you."
 
 
-ASYNC_TOOL = os.environ.get("GRAMAGENT_BENCH_TOOL") == "async"
-"""Set by the ``gramagent-async`` contender: the same tool as a coroutine function, which the
-loop runs as a task instead of handing it to a worker thread."""
+TOOLS = {"inline": say_hello_inline, "thread": say_hello_thread, "async": say_hello_async}
+TOOL_KIND = os.environ.get("GRAMAGENT_BENCH_TOOL", "inline")
+"""Which of :data:`TOOLS` the contender binds (see the module docs)."""
 
 
 async def setup(base_url: str, api: str) -> Contender:
-    say_hello = say_hello_async if ASYNC_TOOL else say_hello_sync
+    say_hello = TOOLS[TOOL_KIND]
     library = ToolLibrary([say_hello])
     agent = Agent(name="hello", model=ModelRef.parse("openai/gpt-4o-mini"),
                   instruction=INSTRUCTION, tools=(say_hello.spec(),))
@@ -49,9 +58,8 @@ async def setup(base_url: str, api: str) -> Contender:
         response = await run_agent(bound, USER_MESSAGE, model=model)
         return response.content
 
-    kind = "async tool" if ASYNC_TOOL else "sync tool"
     return Contender(run=run, close=model.aclose,
-                     version=f"gramagent {version('gramagent')}, {kind}")
+                     version=f"gramagent {version('gramagent')}, {TOOL_KIND} tool")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,11 @@
 machine cannot skew (each contender sees the same conditions, batch after batch).
 
 ``python bench/peers/interleaved.py --base-url URL --api chat`` against
-``bench/sayhello_server.py``; prints CPU ms per run of ``floor``, ``gramagent`` (sync tool) and
-``gramagent-async`` (async tool), and each one's ratio to the floor.
+``bench/sayhello_server.py``; prints the CPU ms per run of each contender, sequentially and at
+``--concurrency`` (100; 0 skips it), and each one's ratio to the floor. Contenders:
+``floor`` (aiohttp, the client gramagent uses), ``floor-httpx``, ``gramagent`` (the tool
+declared non-blocking, called inline), ``gramagent-thread`` (a plain function in a worker
+thread) and ``gramagent-async`` (``async def``).
 """
 
 from __future__ import annotations
@@ -21,47 +24,83 @@ import floor_loop  # noqa: E402
 import gramagent_peer  # noqa: E402
 from _harness import EXPECTED, Contender  # noqa: E402
 
-
-async def contenders(base_url: str, api: str) -> dict[str, Contender]:
-    out = {"floor": await floor_loop.setup(base_url, api)}
-    gramagent_peer.ASYNC_TOOL = False
-    out["gramagent"] = await gramagent_peer.setup(base_url, api)
-    gramagent_peer.ASYNC_TOOL = True
-    out["gramagent-async"] = await gramagent_peer.setup(base_url, api)
-    return out
+CONTENDERS = ("floor", "floor-httpx", "gramagent", "gramagent-thread", "gramagent-async")
+DEFAULT = "floor,gramagent,gramagent-thread,gramagent-async"
 
 
-async def measure(args: argparse.Namespace) -> dict[str, float]:
-    cs = await contenders(args.base_url, args.api)
-    cpu = dict.fromkeys(cs, 0.0)
+async def make(name: str, base_url: str, api: str) -> Contender:
+    if name == "floor":
+        return await floor_loop.setup(base_url, api, "aiohttp")
+    if name == "floor-httpx":
+        return await floor_loop.setup(base_url, api, "httpx")
+    gramagent_peer.TOOL_KIND = name.partition("-")[2] or "inline"
+    return await gramagent_peer.setup(base_url, api)
+
+
+async def checked(name: str, c: Contender) -> None:
+    if EXPECTED not in await c.run():
+        raise SystemExit(f"{name} did not quote the tool's greeting")
+
+
+async def concurrently(name: str, c: Contender, runs: int, concurrency: int) -> None:
+    remaining = runs
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            await checked(name, c)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+async def measure(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    names = [n for n in args.contenders.split(",") if n]
+    cs = {name: await make(name, args.base_url, args.api) for name in names}
+    seq = dict.fromkeys(cs, 0.0)
+    conc = dict.fromkeys(cs, 0.0)
     try:
-        for c in cs.values():
+        for name, c in cs.items():  # warm up, the pools to the concurrency level included
             for _ in range(args.batch):
-                await c.run()
+                await checked(name, c)
+            if args.concurrency:
+                await concurrently(name, c, args.concurrency, args.concurrency)
         for _ in range(args.rounds):
             for name, c in cs.items():
                 started = time.process_time()
                 for _ in range(args.batch):
-                    if EXPECTED not in await c.run():
-                        raise SystemExit(f"{name} did not quote the tool's greeting")
-                cpu[name] += time.process_time() - started
+                    await checked(name, c)
+                seq[name] += time.process_time() - started
+                if args.concurrency:
+                    started = time.process_time()
+                    await concurrently(name, c, args.concurrent_batch, args.concurrency)
+                    conc[name] += time.process_time() - started
     finally:
         for c in cs.values():
             await c.close()
-    runs = args.rounds * args.batch
-    return {name: 1000 * total / runs for name, total in cpu.items()}
+    out = {"sequential": {n: 1000 * t / (args.rounds * args.batch) for n, t in seq.items()}}
+    if args.concurrency:
+        out[f"c{args.concurrency}"] = {
+            n: 1000 * t / (args.rounds * args.concurrent_batch) for n, t in conc.items()}
+    return out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--base-url", required=True)
     p.add_argument("--api", choices=["chat", "responses"], default="chat")
+    p.add_argument("--contenders", default=DEFAULT, help=f"from {', '.join(CONTENDERS)}")
     p.add_argument("--rounds", type=int, default=20)
-    p.add_argument("--batch", type=int, default=50)
+    p.add_argument("--batch", type=int, default=50, help="sequential runs per batch")
+    p.add_argument("--concurrency", type=int, default=100, help="0: sequential only")
+    p.add_argument("--concurrent-batch", type=int, default=300,
+                   help="runs per concurrent batch")
     args = p.parse_args()
     figures = asyncio.run(measure(args))
-    floor = figures["floor"]
-    print(args.api, " ".join(f"{n}={ms:.3f}ms ({ms / floor:.2f}x)" for n, ms in figures.items()))
+    for mode, by_name in figures.items():
+        floor = by_name.get("floor") or next(iter(by_name.values()))
+        print(args.api, mode, " ".join(f"{n}={ms:.3f}ms ({ms / floor:.2f}x)"
+                                       for n, ms in by_name.items()))
 
 
 if __name__ == "__main__":

@@ -219,6 +219,41 @@ def test_one_client_across_event_loops(serve):
     assert srv.connections == 2
 
 
+async def test_proxy_from_the_environment(monkeypatch):
+    """HTTP_PROXY routes requests through that proxy (absolute URI in the request line);
+    NO_PROXY exempts a host."""
+    seen: list[bytes] = []
+    answer = b'{"ok": true}'
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length")))
+        await reader.readexactly(length)
+        seen.append(head.split(b"\r\n")[0])
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(answer), answer))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(proxy, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    async with server:
+        async with HTTPClient("http://model.invalid/v1", None) as http:
+            assert await http.post_json("/chat/completions", BODY) == {"ok": True}
+        with socket.socket() as sock:  # a port nothing listens on
+            sock.bind(("127.0.0.1", 0))
+            closed = sock.getsockname()[1]
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        async with HTTPClient(f"http://127.0.0.1:{closed}/v1", None, max_retries=0) as http:
+            with pytest.raises(ModelAPIError, match="could not get an answer"):
+                await http.post_json("/chat/completions", BODY)  # direct: refused
+    assert seen == [b"POST http://model.invalid/v1/chat/completions HTTP/1.1"]
+
+
 # -- the adapters' shared plumbing --------------------------------------------------------------
 
 ADAPTERS: dict[str, type[HTTPAdapter]] = {

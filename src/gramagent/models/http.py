@@ -1,6 +1,6 @@
 """The one HTTP client every wire-format adapter posts through.
 
-:class:`HTTPClient` owns one pooled :class:`httpx.AsyncClient` (HTTP/1.1 keep-alive, created
+:class:`HTTPClient` owns one pooled :class:`aiohttp.ClientSession` (HTTP/1.1 keep-alive, created
 lazily on first use, sized for a hundred concurrent runs), encodes bodies with orjson, and
 retries what is worth retrying:
 
@@ -13,6 +13,12 @@ built by :meth:`HTTPClient.error`, the one place such errors are made: it names 
 URL, the HTTP status and the server's message, and carries an excerpt of the body. The API key
 travels only in the ``Authorization`` header of the pooled client; it is never part of an
 error, a log record or what the :data:`ExchangeHook` sees.
+
+Why aiohttp: the client's CPU per request is most of an agent loop's own cost, and aiohttp
+(C-accelerated HTTP parsing, a connection pool that hands out an idle connection without
+scanning the others) spends several times less per request than httpx, whose pool checks
+every pooled connection on each request (``bench/RESULTS.md``, "Loop overhead"). Proxies named
+by the environment (``HTTP(S)_PROXY``, ``NO_PROXY``) are honoured, looked up once per pool.
 """
 
 from __future__ import annotations
@@ -21,11 +27,13 @@ import asyncio
 import email.utils
 import random
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol, Self, TypedDict, Unpack
 
-import httpx
+import aiohttp
 import orjson
 
 from gramagent.errors import ConfigurationError, ModelAPIError
@@ -203,17 +211,18 @@ class HTTPClient:
         self._headers = {
             "User-Agent": _USER_AGENT,
             "Content-Type": "application/json",
+            "Accept": "application/json",
             **(headers or {}),
         }
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
-        self._timeout = httpx.Timeout(timeout, connect=min(connect_timeout, timeout))
-        self._limits = httpx.Limits(
-            max_connections=max_connections,
-            max_keepalive_connections=max_connections,
-            keepalive_expiry=30.0,
+        # Per operation, as before: connecting, then each wait for data (not the whole body).
+        self._timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=min(connect_timeout, timeout), sock_read=timeout
         )
-        self._client: httpx.AsyncClient | None = None
+        self._max_connections = max_connections
+        self._client: aiohttp.ClientSession | None = None
+        self._proxy: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closer: AsyncGenerator[None, None] | None = None
 
@@ -229,7 +238,7 @@ class HTTPClient:
             ModelAPIError: after the retries, or at once for a non-retryable status, or when
                 a successful answer is not a JSON object.
         """
-        response = await self._post(path, body, accept="application/json")
+        response = await self._post(path, body)
         try:
             data = orjson.loads(response.content)
         except orjson.JSONDecodeError as exc:
@@ -255,7 +264,7 @@ class HTTPClient:
         that is not JSON, is a :class:`~gramagent.errors.ModelAPIError`. A server that answers
         with plain JSON instead of a stream gives a one-event list.
         """
-        response = await self._post(path, body, accept="text/event-stream")
+        response = await self._post(path, body, headers=_STREAM_HEADERS)
         content_type = response.headers.get("content-type", "")
         payloads = ([_text(response.content)] if content_type.startswith("application/json")
                     else parse_sse(_text(response.content)))
@@ -325,7 +334,7 @@ class HTTPClient:
 
     # -- internals ----------------------------------------------------------------------------
 
-    async def _pool(self) -> httpx.AsyncClient:
+    async def _pool(self) -> aiohttp.ClientSession:
         """The pooled client of the running event loop (a new loop gets a new pool).
 
         A pool's connections belong to the loop that opened them. So that an adapter reused
@@ -337,21 +346,22 @@ class HTTPClient:
         loop = asyncio.get_running_loop()
         client = self._client
         if client is None or self._loop is not loop:
-            client = httpx.AsyncClient(
+            client = aiohttp.ClientSession(
                 headers=self._headers,
                 timeout=self._timeout,
-                limits=self._limits,
-                http1=True,
-                http2=False,
-                follow_redirects=False,
+                connector=aiohttp.TCPConnector(
+                    limit=self._max_connections, limit_per_host=0, keepalive_timeout=30.0
+                ),
+                cookie_jar=aiohttp.DummyCookieJar(),  # model APIs set no cookies worth keeping
             )
             closer = _close_at_shutdown(client)
             await closer.__anext__()  # runs to its yield: no suspension, no interleaving
             self._client, self._loop, self._closer = client, loop, closer
+            self._proxy = _env_proxy(self.base_url)
         return client
 
     def _bad_answer(
-        self, message: str, response: httpx.Response, request: Mapping[str, Any],
+        self, message: str, response: _Answer, request: Mapping[str, Any],
         body: bytes | str,
     ) -> ModelAPIError:
         """The error for a 2xx ``response`` to ``request`` whose ``body`` cannot be used."""
@@ -360,11 +370,12 @@ class HTTPClient:
             model=_model_of(request),
         )
 
-    async def _post(self, path: str, body: Mapping[str, Any], *, accept: str) -> httpx.Response:
-        """Send with retries; return a 2xx response whose body has been read."""
+    async def _post(self, path: str, body: Mapping[str, Any], *,
+                    headers: Mapping[str, str] | None = None) -> _Answer:
+        """Send with retries; return a 2xx answer, its body read. ``headers`` are added to the
+        pool's (which ask for JSON)."""
         url = self.base_url + path
         content = orjson.dumps(body)
-        headers = {"Accept": accept}
         model = _model_of(body)
         model_name = model or ""
         waited = 0.0
@@ -372,9 +383,16 @@ class HTTPClient:
         while True:
             started = time.perf_counter()
             try:
-                pool = await self._pool()
-                response = await pool.post(url, content=content, headers=headers)
-            except httpx.TransportError as exc:
+                pool = self._client
+                if pool is None or self._loop is not asyncio.get_running_loop():
+                    pool = await self._pool()
+                reply = await pool.post(url, data=content, headers=headers,
+                                        allow_redirects=False, proxy=self._proxy)
+                try:
+                    response = _Answer(reply.status, await reply.read(), reply.headers, url)
+                finally:
+                    reply.release()
+            except aiohttp.ClientError as exc:
                 detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 log_model_attempt(
                     model=model_name, api=self.api, attempt=attempt + 1,
@@ -482,12 +500,37 @@ def _model_of(body: Mapping[str, Any]) -> str | None:
     return model if isinstance(model, str) else None
 
 
-async def _close_at_shutdown(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
+class _Answer:
+    """An answer whose body has been read (the connection is back in the pool)."""
+
+    __slots__ = ("content", "headers", "status_code", "url")
+
+    def __init__(self, status: int, content: bytes, headers: Mapping[str, str], url: str
+                 ) -> None:
+        self.status_code = status
+        self.content = content
+        self.headers = headers
+        self.url = url
+
+
+_STREAM_HEADERS = {"Accept": "text/event-stream"}
+"""The headers of a streamed request, on top of the pool's (read-only)."""
+
+
+def _env_proxy(url: str) -> str | None:
+    """The proxy the environment names for ``url`` (``HTTP(S)_PROXY``, ``NO_PROXY``), if any."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.hostname and urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return urllib.request.getproxies().get(parts.scheme)
+
+
+async def _close_at_shutdown(client: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
     """Suspended for the life of ``client``; closing the generator closes the client."""
     try:
         yield
     finally:
-        await client.aclose()
+        await client.close()
 
 
 def _text(content: bytes) -> str:
