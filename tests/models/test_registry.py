@@ -120,11 +120,13 @@ def test_missing_harmony_extra(monkeypatch):
         resolve_model("openai/gpt-oss-20b", api="harmony", base_url="http://127.0.0.1:1/v1")
 
 
-def test_local_provider_refuses_a_base_url():
-    """Explicit arguments reach the local provider, which runs its own server."""
-    pytest.importorskip("gramagent.models.local")
-    with pytest.raises(ConfigurationError, match="base_url"):
-        resolve_model("local/qwen2.5-coder-0.5b", base_url="http://127.0.0.1:9/v1")
+def test_a_base_url_serves_a_local_model_instead_of_the_embedded_server():
+    """local/NAME with a base URL talks to that server for NAME; nothing embedded starts."""
+    model = resolve_model("local/qwen2.5-coder-0.5b", base_url="http://127.0.0.1:9/v1")
+    assert isinstance(model, ChatCompletionsModel)
+    assert model.http.base_url == "http://127.0.0.1:9/v1"
+    with pytest.raises(ConfigurationError, match="unknown api"):
+        resolve_model("local/x", api="nope", base_url="http://127.0.0.1:9/v1")
 
 
 async def test_resolved_model_talks_to_a_loopback_server(serve, make_request):

@@ -190,9 +190,6 @@ class Session:
             # Every binding problem at once, before any request.
             session.target = session.library.bind(session.agent)
         ref = ModelRef.parse(options.model) if options.model else session.agent.model
-        if options.base_url and not options.model and ref.provider == "local":
-            # --base-url names the server: the agent's embedded model is then served by it.
-            ref = ModelRef(provider="openai", name=ref.name)
         model_options: dict[str, Any] = {}
         if options.verbose:
             model_options["on_exchange"] = _exchange_printer(err_console)

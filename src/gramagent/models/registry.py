@@ -54,9 +54,11 @@ def resolve_model(
     Args:
         ref: The agent's model reference (text is parsed with :meth:`ModelRef.parse`).
         api: ``chat`` (default), ``functions``, ``responses`` or ``harmony``. For the
-            ``local`` provider, ``api``, ``base_url`` and ``api_key`` are passed on when given
-            (it decides what it accepts) and the environment is not read.
-        base_url: The server's API root; default ``OPENAI_BASE_URL``, else OpenAI's.
+            ``local`` provider, ``api`` and ``api_key`` are passed on when given (it decides
+            what it accepts) and the environment is not read.
+        base_url: The server's API root; default ``OPENAI_BASE_URL``, else OpenAI's. Given
+            for a ``local/NAME`` model, it names the server that serves NAME (e.g. your own
+            llama.cpp server), and the embedded one is not started.
         api_key: Bearer token; default ``OPENAI_API_KEY``. Not needed for loopback servers.
         **options: Passed to the adapter (e.g. ``tool_call_mode``, ``stream``, ``strict``,
             ``max_retries``, ``timeout``, ``on_exchange``).
@@ -66,6 +68,9 @@ def resolve_model(
     """
     if isinstance(ref, str):
         ref = ModelRef.parse(ref)
+    if ref.provider == "local" and base_url is not None:
+        # An explicit server for a local model: speak to it as to any OpenAI-compatible one.
+        ref = ModelRef(provider="openai", name=ref.name)
     if ref.provider == "local":
         module = _import(
             "gramagent.models.local",
@@ -74,7 +79,7 @@ def resolve_model(
         )
         # The local provider decides what it accepts (it rejects a base URL or key: its
         # server is embedded), so explicit arguments are passed on, absent ones are not.
-        given = {"api": api, "base_url": base_url, "api_key": api_key}
+        given = {"api": api, "api_key": api_key}
         options.update((k, v) for k, v in given.items() if v is not None)
         return _build(module.local_model, "local", ref, **options)
     if ref.provider != "openai":
