@@ -26,7 +26,8 @@ Usage::
 
 Prints one line per case to stderr with ``-v`` and a summary (accuracy, seconds per case) to
 stdout; ``--json FILE`` writes every case's outcome as it goes, and ``--report FILE...``
-summarizes such files (for a category run in chunks with ``--offset``/``--limit``).
+summarizes such files (for a category run in chunks with ``--offset``/``--limit``), checking
+the saved calls again with the current checker.
 """
 
 from __future__ import annotations
@@ -142,6 +143,10 @@ def _check_value(
             if _std(value) not in [_std(a) for a in allowed if isinstance(a, str)]:
                 return f"{param!r}: {value!r} not among {allowed!r}"
             return None
+        items = details.get("items")
+        if (expected is list and isinstance(value, list) and isinstance(items, dict)
+                and items.get("type") == "dict"):
+            return _check_dict_list(param, value, allowed)
         if expected is list and isinstance(value, list):
             if [_std(v) for v in value] not in [
                     [_std(x) for x in a] for a in allowed if isinstance(a, list)]:
@@ -161,6 +166,16 @@ def _items_ok(value: list[Any], item_type: Any, allowed: list[Any]) -> bool:
         if all(type(v) is item_type or type(v) is option_type for v in value):
             return True
     return False
+
+
+def _check_dict_list(param: str, value: list[Any], allowed: list[Any]) -> str | None:
+    """A list of dicts: some allowed list has as many dicts, each matching in order."""
+    for option in allowed:
+        if (isinstance(option, list) and len(option) == len(value)
+                and all(isinstance(v, dict) and _check_dict(param, v, [o]) is None
+                        for v, o in zip(value, option, strict=True))):
+            return None
+    return f"{param!r}: {value!r} not among {allowed!r}"
 
 
 def _check_dict(param: str, value: dict[str, Any], allowed: list[Any]) -> str | None:
@@ -282,6 +297,34 @@ async def evaluate(args: argparse.Namespace) -> list[Outcome]:
     return outcomes
 
 
+def rescore(outcomes: Sequence[Outcome], cases: Mapping[str, Any]) -> list[Outcome]:
+    """Check saved simple_python outcomes again from their calls (no model needed)."""
+    out = []
+    for o in outcomes:
+        case = cases[o.id]
+        reason = check_simple_call(case["function"][0],
+                                   [(c["name"], c["arguments"]) for c in o.calls],
+                                   case["answer"][0])
+        out.append(Outcome(id=o.id, ok=reason is None, reason=reason or "ok",
+                           seconds=o.seconds, calls=o.calls, text=o.text))
+    return out
+
+
+_KINDS = (
+    ("wrong number of calls", "call count"), ("wrong function", "wrong function"),
+    ("missing required", "missing required parameter"),
+    ("unexpected parameter", "unexpected parameter"),
+    ("not given and not optional", "missing needed parameter"),
+    ("not among", "wrong value"), (": type ", "wrong type"), ("items of", "wrong type"),
+    ("arguments are not", "wrong type"), ("called ", "called a function"),
+)
+
+
+def failure_kind(reason: str) -> str:
+    """A failure reason's category, for the summary line."""
+    return next((kind for marker, kind in _KINDS if marker in reason), "other")
+
+
 def summarize(outcomes: Sequence[Outcome], model: str, category: str) -> str:
     """Accuracy, seconds per case and failure kinds, as printed."""
     n = len(outcomes)
@@ -293,7 +336,7 @@ def summarize(outcomes: Sequence[Outcome], model: str, category: str) -> str:
         f"accuracy {good}/{n} = {good / max(n, 1):.1%}   "
         f"{seconds / max(n, 1):.2f} s/case (model time, excluding load)",
     ]
-    failures = Counter(o.reason.split(":")[0].split(" ")[0] for o in outcomes if not o.ok)
+    failures = Counter(failure_kind(o.reason) for o in outcomes if not o.ok)
     if failures:
         lines.append("failures: " + ", ".join(f"{k} x{v}" for k, v in failures.most_common()))
     return "\n".join(lines)
@@ -321,6 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report:
         outcomes = [Outcome(**json.loads(line)) for path in args.report
                     for line in _lines(path)]
+        if args.category == "simple_python":  # verdicts from the saved calls, current checker
+            outcomes = rescore(outcomes, {c["id"]: c for c in load_cases(args.category)})
         print(summarize(outcomes, args.model, args.category))
         return 0
     if not (args.category == "simple_python" or args.category.endswith("irrelevance")):
