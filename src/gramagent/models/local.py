@@ -21,6 +21,10 @@ The child binds port 0, so the operating system picks a free port with no race, 
 the address it listens on; the parent then waits for ``/health`` to answer 200, with a
 timeout. Servers are stopped at interpreter exit (``atexit``) or with
 :func:`shutdown_servers`.
+
+The server uses every core this process may use, unless ``threads`` or
+``$GRAMAGENT_LOCAL_THREADS`` says otherwise: on a machine busy with other work, one thread is
+several times faster than two (bench/RESULTS.md, "Embedded model").
 """
 
 from __future__ import annotations
@@ -431,6 +435,12 @@ class LocalModel:
         if self._chat is not None:
             chat, self._chat, self._chat_url = self._chat, None, None
             await chat.aclose()
+
+    async def __aenter__(self) -> LocalModel:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def __repr__(self) -> str:
         where = self._server.base_url if self._server and self._server.alive else "not started"
