@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import logging
 import random
 import time
 import urllib.parse
@@ -37,7 +38,7 @@ import aiohttp
 import orjson
 
 from gramagent.errors import ConfigurationError, ModelAPIError
-from gramagent.logs import log_model_attempt
+from gramagent.logs import MODEL_LOGGER, log_model_attempt
 
 __all__ = [
     "RETRY_STATUSES",
@@ -57,6 +58,8 @@ EXCERPT_CHARS = 500
 """How much of an error body a ModelAPIError keeps."""
 
 _USER_AGENT = "gramagent/0.1"
+
+_model_log = logging.getLogger(MODEL_LOGGER)
 
 
 class ExchangeHook(Protocol):
@@ -248,7 +251,8 @@ class HTTPClient:
                 f"({exc})",
                 response, body, response.content,
             ) from exc
-        self._notify(body, data, response.status_code)
+        if self.on_exchange is not None:
+            self.on_exchange(body, data, response.status_code)
         if not isinstance(data, dict):
             raise self._bad_answer(
                 f"the server answered with JSON {type(data).__name__}, expected an object",
@@ -376,8 +380,7 @@ class HTTPClient:
         pool's (which ask for JSON)."""
         url = self.base_url + path
         content = orjson.dumps(body)
-        model = _model_of(body)
-        model_name = model or ""
+        model_name = _model_of(body) or ""
         waited = 0.0
         attempt = 0
         while True:
@@ -408,10 +411,11 @@ class HTTPClient:
             else:
                 status = response.status_code
                 if 200 <= status < 300:
-                    log_model_attempt(
-                        model=model_name, api=self.api, attempt=attempt + 1,
-                        elapsed_ms=(time.perf_counter() - started) * 1000, status=status,
-                    )
+                    if _model_log.isEnabledFor(logging.INFO):
+                        log_model_attempt(
+                            model=model_name, api=self.api, attempt=attempt + 1,
+                            elapsed_ms=(time.perf_counter() - started) * 1000, status=status,
+                        )
                     return response
                 failed_body = response.content
                 detail = _error_detail_bytes(failed_body)
@@ -437,7 +441,7 @@ class HTTPClient:
                     f"{self._max_backoff:g} s / {self._max_total_backoff:g} s total allowed"
                 )
             raise self.error(
-                failure, url=url, status=status, body=failed_body, model=model,
+                failure, url=url, status=status, body=failed_body, model=model_name or None,
                 attempts=attempt + 1,
             ) from cause
 

@@ -106,7 +106,7 @@ def parse_arguments(
         The parsed object, or a rejection of type ``tool_payload_too_large`` or
         ``tool_payload_parse_error``.
     """
-    size = _utf8_size(raw, max_bytes)
+    size = len(raw) if len(raw) * 4 <= max_bytes else _utf8_size(raw, max_bytes)
     if size > max_bytes:
         return rejection(
             "tool_payload_too_large",
@@ -228,13 +228,14 @@ def _or_list(names: Sequence[str]) -> str:
 
 
 def _has_null(value: Any) -> bool:
-    if value is None:
-        return True
     if isinstance(value, dict):
-        return any(_has_null(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_null(v) for v in value)
-    return False
+        items: Any = value.values()
+    elif isinstance(value, list):
+        items = value
+    else:
+        return value is None
+    # Recurse into containers only: this runs on every call, mostly over scalar values.
+    return any(v is None or (isinstance(v, dict | list) and _has_null(v)) for v in items)
 
 
 def _utf8_size(raw: str, max_bytes: int) -> int:

@@ -79,7 +79,8 @@ async def execute(
     """
     if dry_run:
         return Outcome(DRY_RUN_RESULT, render_output(DRY_RUN_RESULT, None), executed=False)
-    kwargs = _call_kwargs(tool, arguments, context)
+    kwargs = (arguments if not tool.converters and tool.context_param is None
+              else _call_kwargs(tool, arguments, context))
     started = time.perf_counter()
     pending: Any = None
     if not (tool.is_async or tool.blocking):
@@ -87,7 +88,7 @@ async def execute(
             result = contextvars.copy_context().run(tool.invoke, **kwargs)
         except Exception as exc:
             return _failure(tool, exc, time.perf_counter() - started)
-        if not inspect.isawaitable(result):
+        if isinstance(result, str) or not inspect.isawaitable(result):
             return _finished(tool, result, time.perf_counter() - started, max_output_chars)
         pending = result  # a sync function returning an awaitable: await it below
     deadline = asyncio.timeout(timeout)

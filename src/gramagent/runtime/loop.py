@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
+import os
 import time
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +33,7 @@ from gramagent.errors import (
     ToolError,
     ValidationError,
 )
-from gramagent.logs import log_run_error, log_tool_call, log_usage
+from gramagent.logs import TOOL_LOGGER, USAGE_LOGGER, log_run_error, log_tool_call, log_usage
 from gramagent.messages import (
     AssistantMessage,
     Conversation,
@@ -70,7 +69,8 @@ from gramagent.spec.model import Agent, ModelRef
 
 __all__ = ["AgentResponse", "ToolInvocation", "run_agent", "run_agent_sync"]
 
-_tool_log = logging.getLogger("gramagent.tool")
+_tool_log = logging.getLogger(TOOL_LOGGER)
+_usage_log = logging.getLogger(USAGE_LOGGER)
 
 CHARS_PER_TOKEN = 4
 """Token estimate for turns whose server reports no usage."""
@@ -201,19 +201,26 @@ async def run_agent(
     """
     if not isinstance(user_input, str) or not user_input.strip():
         raise ValidationError("user input must not be empty")
-    bound = _bind(agent, library, dry_run=dry_run)
-    ref = _model_ref(model, bound.agent)
-    owned = not _is_model(model)
+    # The common case (a bound agent, a Model object, a new conversation, no sinks) takes the
+    # inline branches: this runs once per run, and every call counts at that rate.
+    bound = agent if isinstance(agent, BoundAgent) else _bind(agent, library, dry_run=dry_run)
+    owned = model is None or isinstance(model, str | ModelRef)
     if owned:
         from gramagent.models.registry import resolve_model
 
+        ref = _model_ref(model, bound.agent)
         resolved: Model = resolve_model(ref, api=api, base_url=base_url, api_key=api_key)
     else:
+        ref = bound.agent.model
         resolved = model  # type: ignore[assignment]
     run = _Run(
         bound=bound, model=resolved, model_name=ref.name, limits=limits or _DEFAULT_LIMITS,
-        sinks=fan_out(events), dry_run=dry_run, tool_choice=tool_choice,
-        settings=dict(settings or {}), conversation=_conversation(context),
+        sinks=() if events is None else fan_out(events), dry_run=dry_run,
+        tool_choice=tool_choice, settings=dict(settings or {}),
+        conversation=(Conversation(id=_new_id()) if context is None
+                      else _conversation(context)),
+        run_id=_new_id(),
+        info_logs=_tool_log.isEnabledFor(logging.INFO) or _usage_log.isEnabledFor(logging.INFO),
     )
     try:
         return await run.run(user_input)
@@ -273,14 +280,19 @@ class _Run:
     tool_choice: ToolChoice
     settings: dict[str, Any]
     conversation: Conversation
-    run_id: str = field(default_factory=lambda: secrets.token_hex(16))
-    usage: Usage = field(default_factory=Usage)
+    run_id: str
+    info_logs: bool
+    """Whether INFO records of tool calls or usage are wanted (checked once per run)."""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests: int = 0
+    """Usage so far (see :attr:`usage`)."""
     invocations: list[ToolInvocation] = field(default_factory=list)
     seq: int = 0
-    invalid: Counter[str] = field(default_factory=Counter)
+    invalid: dict[str, int] = field(default_factory=dict)
+    """Invalid calls so far, per tool name."""
     answered: dict[str, tuple[Any, str]] = field(default_factory=dict)
     """Per repeat key, the result and output text of the call that first succeeded with it."""
-    """Repeat keys (name + canonical arguments) of calls that ran successfully."""
     force_answer: bool = False
     tools_chars: int = -1
     started: float = 0.0
@@ -290,6 +302,12 @@ class _Run:
     """Whether a model request is in flight (the wall-time timer only cuts those short)."""
     deadline_hit: bool = False
     """Set when the wall-time timer cancelled a model request."""
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens and requests of the run so far."""
+        return Usage(input_tokens=self.input_tokens, output_tokens=self.output_tokens,
+                     requests=self.requests)
 
     async def run(self, user_input: str) -> AgentResponse:
         self.conversation.append(UserMessage(content=user_input))
@@ -311,10 +329,14 @@ class _Run:
 
     async def _turns(self, deadline: float | None) -> AgentResponse:
         loop = asyncio.get_running_loop()
+        limits = self.limits
         tool_choice = self.tool_choice
         requests = 0
         while True:
-            self._check_budget(requests, deadline, loop.time())
+            now = loop.time()
+            if (requests >= limits.max_iterations or limits.max_tokens is not None
+                    or (deadline is not None and now >= deadline)):
+                self._check_budget(requests, deadline, now)
             forced = self.force_answer
             request = ModelRequest(
                 model=self.model_name, instruction=self.bound.agent.instruction,
@@ -325,10 +347,12 @@ class _Run:
             turn = await self._request(request)
             if not turn.tool_calls:
                 self.conversation.append(AssistantMessage(content=turn.text))
-                log_usage(self.usage, model=self.model_name, scope="run")
+                usage = self.usage
+                if self.info_logs:
+                    log_usage(usage, model=self.model_name, scope="run")
                 return AgentResponse(
                     content=turn.text or "", tool_invocations=tuple(self.invocations),
-                    context=self.conversation, usage=self.usage,
+                    context=self.conversation, usage=usage,
                     stopped_by="repeated_call" if forced else None, run_id=self.run_id,
                 )
             if not isinstance(tool_choice, str) or tool_choice == "required":
@@ -339,17 +363,18 @@ class _Run:
     # -- limits ---------------------------------------------------------------------------
 
     def _check_budget(self, requests: int, deadline: float | None, now: float) -> None:
+        """Raise the limit a new request would pass: iterations, wall time, tokens."""
         limits = self.limits
         if requests >= limits.max_iterations:
             raise self._limit("max_iterations", limits.max_iterations, requests,
                               f"the model made {requests} requests without answering")
         if deadline is not None and now >= deadline:
             raise self._wall_time_exceeded(now, "")
-        if limits.max_tokens is not None and self.usage.total_tokens >= limits.max_tokens:
-            raise self._limit("max_tokens", limits.max_tokens, self.usage.total_tokens,
+        spent = self.input_tokens + self.output_tokens
+        if limits.max_tokens is not None and spent >= limits.max_tokens:
+            raise self._limit("max_tokens", limits.max_tokens, spent,
                               f"the token budget of {limits.max_tokens} is spent "
-                              f"({self.usage.total_tokens} tokens in {self.usage.requests} "
-                              "requests)")
+                              f"({spent} tokens in {self.requests} requests)")
 
     def _wall_time_exceeded(self, now: float, where: str) -> LimitExceeded:
         elapsed = round(now - self.started, 3)
@@ -384,12 +409,14 @@ class _Run:
             raise
         finally:
             self.awaiting_model = False
-        usage = turn.usage if turn.usage is not None else self._estimate(request, turn)
-        log_usage(turn.usage, model=self.model_name)
-        total = self.usage
-        self.usage = Usage(input_tokens=total.input_tokens + usage.input_tokens,
-                           output_tokens=total.output_tokens + usage.output_tokens,
-                           requests=total.requests + 1)
+        usage = turn.usage
+        if usage is None:
+            usage = self._estimate(request, turn)
+        elif self.info_logs:
+            log_usage(usage, model=self.model_name)
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.requests += 1
         return turn
 
     def _on_deadline(self) -> None:
@@ -449,7 +476,7 @@ class _Run:
                                  tool=f"tool {call.name!r}" if known else "this call")
         c = _Call(call, self.seq, time.perf_counter(),
                   call.arguments if isinstance(parsed, CallRejection) else parsed)
-        if self.sinks or _tool_log.isEnabledFor(logging.INFO):
+        if self.sinks or self.info_logs:
             c.args_hash = args_preview_hash(c.arguments)
         if self.sinks:
             emit(self.sinks, ToolCallPlanned(
@@ -526,7 +553,7 @@ class _Run:
                                                c.rejection.event_message)
             result, latency = c.earlier_result, 0.0
             if error_type in INVALID_CALL_TYPES:
-                self.invalid[call.name] += 1
+                self.invalid[call.name] = self.invalid.get(call.name, 0) + 1
         else:
             outcome = c.outcome
             assert outcome is not None
@@ -542,15 +569,17 @@ class _Run:
             call_id=call.id, name=call.name, arguments=c.arguments, result=result,
             error=text if failed else None, error_type=error_type,
             latency=latency, seq=c.seq))
-        log_tool_call(tool=self._label(call.name), call_id=call.id, latency_ms=latency * 1000.0,
-                      error_type=error_type, args_hash=c.args_hash, message=event_message)
+        if self.info_logs or error_type is not None:  # errors are WARNING records
+            log_tool_call(tool=self._label(call.name), call_id=call.id,
+                          latency_ms=latency * 1000.0, error_type=error_type,
+                          args_hash=c.args_hash, message=event_message)
 
     def _check_retry_budget(self, pending: list[_Call]) -> None:
         budget = self.limits.max_invalid_calls_per_tool
-        if budget is None:
+        if budget is None or not self.invalid:
             return
         for c in pending:
-            count = self.invalid[c.call.name]
+            count = self.invalid.get(c.call.name, 0)
             if count >= budget:
                 raise self._limit(
                     "max_invalid_calls_per_tool", budget, count,
@@ -595,10 +624,6 @@ def _spec_stub(spec: Any) -> Tool:
     return Tool(spec.name, spec.description, spec.schema, not_run, signature=spec.signature)
 
 
-def _is_model(model: Any) -> bool:
-    return model is not None and not isinstance(model, str | ModelRef)
-
-
 def _model_ref(model: Model | str | ModelRef | None, agent: Agent) -> ModelRef:
     if isinstance(model, ModelRef):
         return model
@@ -607,9 +632,14 @@ def _model_ref(model: Model | str | ModelRef | None, agent: Agent) -> ModelRef:
     return agent.model
 
 
+def _new_id() -> str:
+    """A random id of 32 hex digits (run and conversation ids)."""
+    return os.urandom(16).hex()
+
+
 def _conversation(context: Conversation | Iterable[Message] | None) -> Conversation:
     if context is None:
-        return Conversation(id=secrets.token_hex(16))
+        return Conversation(id=_new_id())
     if isinstance(context, Conversation):
         return context.copy()
     return Conversation(context)
