@@ -539,3 +539,24 @@ def test_unknown_tool_call_mode_is_configuration_error():
     """A misspelt mode is refused when the adapter is built."""
     with pytest.raises(ConfigurationError, match="tool_call_mode"):
         ChatCompletionsModel("http://127.0.0.1:1/v1", None, tool_call_mode="json")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("adapter", ["chat", "responses"])
+async def test_tools_part_follows_the_tool_list_of_each_request(adapter, serve, make_request,
+                                                                 tools):
+    """An adapter builds the tools part of its bodies once per tool list and reuses it while
+    the same list comes back; another list (or none) is described as it is."""
+    from gramagent.models.responses import ResponsesModel
+
+    srv = serve([reply("a"), reply("b"), reply("c"), reply("d")])
+    cls = ChatCompletionsModel if adapter == "chat" else ResponsesModel
+    async with cls(srv.base_url, "sk-test") as model:
+        for offered in (tools, tools, tools[1:], ()):
+            await model.request(make_request(tools=offered))
+
+    def names(body: dict[str, Any]) -> list[str]:
+        return [t.get("name") or t["function"]["name"] for t in body.get("tools", [])]
+
+    sent = [names(r.body) for r in srv.requests]
+    assert sent == [["sayHello", "getTime"], ["sayHello", "getTime"], ["getTime"], []]
+    assert srv.requests[0].body["tools"] == srv.requests[1].body["tools"]

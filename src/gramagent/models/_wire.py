@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -11,7 +12,14 @@ import orjson
 from gramagent.messages import Usage
 from gramagent.models.base import ToolDefinition
 
-__all__ = ["ReplyError", "arguments_text", "new_call_id", "tool_parameters", "usage_from"]
+__all__ = [
+    "ReplyError",
+    "ToolsMemo",
+    "arguments_text",
+    "new_call_id",
+    "tool_parameters",
+    "usage_from",
+]
 
 
 class ReplyError(ValueError):
@@ -57,6 +65,8 @@ def usage_from(data: Any, input_key: str, output_key: str) -> Usage | None:
         return None
     inp = data.get(input_key)
     out = data.get(output_key)
+    if type(inp) is int and type(out) is int:  # the usual reply
+        return Usage(input_tokens=inp, output_tokens=out, requests=1)
     if not isinstance(inp, int) and not isinstance(out, int):
         return None
     return Usage(
@@ -64,3 +74,27 @@ def usage_from(data: Any, input_key: str, output_key: str) -> Usage | None:
         output_tokens=out if isinstance(out, int) else 0,
         requests=1,
     )
+
+
+class ToolsMemo:
+    """The ``tools`` part of a request body, kept for the tool list it was built from.
+
+    The loop sends the same definitions object (its bound agent's) on every request, so an
+    adapter builds that part once and reuses it while the list is the same object; another
+    list rebuilds it. The memo holds the list it was built from, so identity cannot be
+    confused by a recycled ``id``. The payload is shared between bodies: read-only.
+    """
+
+    __slots__ = ("_memo",)
+
+    def __init__(self) -> None:
+        self._memo: tuple[Sequence[ToolDefinition], list[dict[str, Any]]] | None = None
+
+    def get(self, tools: Sequence[ToolDefinition],
+            build: Callable[[Sequence[ToolDefinition]], list[dict[str, Any]]]
+            ) -> list[dict[str, Any]]:
+        """The payload of ``tools``, from ``build(tools)`` unless built for them already."""
+        memo = self._memo  # one tuple: threads sharing the adapter never see a torn pair
+        if memo is None or memo[0] is not tools:
+            memo = self._memo = (tools, build(tools))
+        return memo[1]

@@ -63,6 +63,7 @@ from gramagent.messages import (
 )
 from gramagent.models._wire import (
     ReplyError,
+    ToolsMemo,
     arguments_text,
     new_call_id,
     tool_parameters,
@@ -89,6 +90,7 @@ __all__ = [
     "assemble_chat_chunks",
     "build_chat_body",
     "chat_messages",
+    "chat_tools",
     "parse_chat_reply",
     "render_chat_chunks",
     "render_chat_completion",
@@ -143,6 +145,7 @@ class ChatCompletionsModel(HTTPAdapter):
         self.tool_call_mode: ToolCallMode = tool_call_mode
         self.stream = stream
         self.strict = strict
+        self._tools = ToolsMemo()
 
     def __repr__(self) -> str:
         return (
@@ -163,6 +166,7 @@ class ChatCompletionsModel(HTTPAdapter):
             tool_call_mode=self.tool_call_mode,
             stream=self.stream,
             strict=self.strict,
+            tools_payload=self._tools.get(request.tools, self._tools_payload),
         )
         if self.stream:
             data = assemble_chat_chunks(await self.http.post_sse(CHAT_PATH, body))
@@ -173,6 +177,9 @@ class ChatCompletionsModel(HTTPAdapter):
             return parse_chat_reply(data, tool_call_mode=self.tool_call_mode, tool_names=names)
         except ReplyError as exc:
             raise self.reply_error(CHAT_PATH, exc, body=data, model=request.model) from exc
+
+    def _tools_payload(self, tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+        return chat_tools(tools, functions=self.functions, strict=self.strict)
 
 
 # -- request ---------------------------------------------------------------------------------
@@ -185,11 +192,13 @@ def build_chat_body(
     tool_call_mode: ToolCallMode = "native",
     stream: bool = False,
     strict: bool = False,
+    tools_payload: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The JSON body for ``request`` (pure; see the module docs for the shape).
 
     ``request.settings`` are copied in first, so the fields this function sets win over them;
     in constrained mode a ``tool_choice`` given in settings passes through untouched.
+    ``tools_payload`` is :func:`chat_tools` of ``request.tools``, when the caller has it.
     """
     body: dict[str, Any] = dict(request.settings)
     body["model"] = request.model
@@ -197,15 +206,17 @@ def build_chat_body(
     tools = request.tools
     native_choice = tool_call_mode != "constrained"
     if tools:
+        if tools_payload is None:
+            tools_payload = chat_tools(tools, functions=functions, strict=strict)
+        choice = request.tool_choice
         if functions:
-            body["functions"] = [_function_def(t, strict) for t in tools]
+            body["functions"] = tools_payload
             if native_choice:
-                body["function_call"] = _legacy_function_call(request.tool_choice, tools)
+                body["function_call"] = _legacy_function_call(choice, tools)
         else:
-            body["tools"] = [{"type": "function", "function": _function_def(t, strict)}
-                             for t in tools]
+            body["tools"] = tools_payload
             if native_choice:
-                body["tool_choice"] = _tool_choice(request.tool_choice)
+                body["tool_choice"] = choice if isinstance(choice, str) else _tool_choice(choice)
                 body["parallel_tool_calls"] = request.parallel_tool_calls
     if tool_call_mode == "constrained":
         body["response_format"] = tool_step_response_format(tools, request.tool_choice)
@@ -216,6 +227,15 @@ def build_chat_body(
         body.pop("stream", None)
         body.pop("stream_options", None)
     return body
+
+
+def chat_tools(
+    tools: Sequence[ToolDefinition], *, functions: bool = False, strict: bool = False
+) -> list[dict[str, Any]]:
+    """The ``tools`` list (or legacy ``functions`` list) describing ``tools``."""
+    if functions:
+        return [_function_def(t, strict) for t in tools]
+    return [{"type": "function", "function": _function_def(t, strict)} for t in tools]
 
 
 def chat_messages(
@@ -345,7 +365,8 @@ def parse_chat_reply(
     message = choice.get("message")
     if not isinstance(message, dict):
         raise ReplyError("the reply's first choice has no message")
-    text = _content_text(message.get("content"))
+    content = message.get("content")
+    text = content if content is None or isinstance(content, str) else _content_text(content)
     calls = _native_calls(message)
     if not calls and text is not None:
         if tool_call_mode == "constrained":
@@ -384,10 +405,11 @@ def _native_calls(message: Mapping[str, Any]) -> tuple[ToolCall, ...]:
             fn = fn if isinstance(fn, dict) else {}
             call_id = raw.get("id")
             name = fn.get("name")
+            arguments = fn.get("arguments")
             calls.append(ToolCall(
                 id=call_id if isinstance(call_id, str) and call_id else new_call_id(),
                 name=name if isinstance(name, str) else "",
-                arguments=arguments_text(fn.get("arguments")),
+                arguments=arguments if isinstance(arguments, str) else arguments_text(arguments),
             ))
     legacy = message.get("function_call")
     if not calls and isinstance(legacy, dict):

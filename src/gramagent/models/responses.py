@@ -30,18 +30,25 @@ finish reason is normalized: ``tool_calls`` when there are calls, ``length`` for
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Unpack
 
 from gramagent.messages import AssistantMessage, Message, ToolCall, UserMessage
 from gramagent.models._wire import (
     ReplyError,
+    ToolsMemo,
     arguments_text,
     new_call_id,
     tool_parameters,
     usage_from,
 )
-from gramagent.models.base import ModelRequest, ModelTurn, NamedToolChoice, ToolChoice
+from gramagent.models.base import (
+    ModelRequest,
+    ModelTurn,
+    NamedToolChoice,
+    ToolChoice,
+    ToolDefinition,
+)
 from gramagent.models.http import HTTPAdapter, HTTPClient, HTTPOptions
 
 __all__ = [
@@ -51,6 +58,7 @@ __all__ = [
     "parse_responses_reply",
     "render_response",
     "responses_input",
+    "responses_tools",
 ]
 
 RESPONSES_PATH = "/responses"
@@ -79,6 +87,7 @@ class ResponsesModel(HTTPAdapter):
     ) -> None:
         super().__init__(base_url, api_key, api="responses", http=http, **http_options)
         self.strict = strict
+        self._tools = ToolsMemo()
 
     def __repr__(self) -> str:
         return f"ResponsesModel({self.http.base_url!r}, strict={self.strict})"
@@ -90,43 +99,64 @@ class ResponsesModel(HTTPAdapter):
             ModelAPIError: transport or HTTP failure after retries, a ``failed`` response, or
                 an unreadable reply.
         """
-        body = build_responses_body(request, strict=self.strict)
+        body = build_responses_body(
+            request, strict=self.strict,
+            tools_payload=self._tools.get(request.tools, self._tools_payload),
+        )
         data = await self.http.post_json(RESPONSES_PATH, body)
         try:
             return parse_responses_reply(data)
         except ReplyError as exc:
             raise self.reply_error(RESPONSES_PATH, exc, body=data, model=request.model) from exc
 
+    def _tools_payload(self, tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+        return responses_tools(tools, strict=self.strict)
+
 
 # -- request ---------------------------------------------------------------------------------
 
 
-def build_responses_body(request: ModelRequest, *, strict: bool = True) -> dict[str, Any]:
-    """The JSON body for ``request`` (pure; see the module docs for the shape)."""
+def build_responses_body(
+    request: ModelRequest, *, strict: bool = True,
+    tools_payload: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The JSON body for ``request`` (pure; see the module docs for the shape).
+
+    ``tools_payload`` is :func:`responses_tools` of ``request.tools``, when the caller has it.
+    """
     body: dict[str, Any] = dict(request.settings)
-    if "max_tokens" in body:
-        body.setdefault("max_output_tokens", body.pop("max_tokens"))
-    body.pop("stream", None)
-    body.pop("stream_options", None)
-    body.pop("previous_response_id", None)
+    if body:
+        if "max_tokens" in body:
+            body.setdefault("max_output_tokens", body.pop("max_tokens"))
+        body.pop("stream", None)
+        body.pop("stream_options", None)
+        body.pop("previous_response_id", None)
     body["model"] = request.model
     body["input"] = responses_input(request.instruction, request.messages)
     if request.tools:
-        tools = []
-        for tool in request.tools:
-            parameters, is_strict = tool_parameters(tool, strict)
-            tools.append({
-                "type": "function",
-                "name": tool.name,
-                "description": tool.description,
-                "parameters": parameters,
-                "strict": is_strict,
-            })
-        body["tools"] = tools
-        body["tool_choice"] = _tool_choice(request.tool_choice)
+        body["tools"] = (tools_payload if tools_payload is not None
+                         else responses_tools(request.tools, strict=strict))
+        choice = request.tool_choice
+        body["tool_choice"] = choice if isinstance(choice, str) else _tool_choice(choice)
         body["parallel_tool_calls"] = request.parallel_tool_calls
     body["store"] = False
     return body
+
+
+def responses_tools(tools: Sequence[ToolDefinition], *, strict: bool = True
+                    ) -> list[dict[str, Any]]:
+    """The ``tools`` list describing ``tools`` (strict-compiled schemas when ``strict``)."""
+    out = []
+    for tool in tools:
+        parameters, is_strict = tool_parameters(tool, strict)
+        out.append({
+            "type": "function",
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": parameters,
+            "strict": is_strict,
+        })
+    return out
 
 
 def responses_input(instruction: str, messages: Iterable[Message]) -> list[dict[str, Any]]:
@@ -201,10 +231,11 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
         elif kind == "function_call":
             call_id = item.get("call_id") or item.get("id")
             name = item.get("name")
+            arguments = item.get("arguments")
             calls.append(ToolCall(
                 id=call_id if isinstance(call_id, str) and call_id else new_call_id(),
                 name=name if isinstance(name, str) else "",
-                arguments=arguments_text(item.get("arguments")),
+                arguments=arguments if isinstance(arguments, str) else arguments_text(arguments),
             ))
     if calls:
         finish = "tool_calls"
