@@ -175,6 +175,30 @@ async def test_a_callers_own_timeout_is_not_the_wall_time(tools: Tools, agent: A
     await asyncio.sleep(0.1)  # past that run's deadline: nothing cancels this task
 
 
+async def test_concurrent_runs_each_get_their_own_wall_time(tools: Tools, agent: Agent) -> None:
+    """Runs on one event loop share a deadline watcher: a run with a short wall time started
+    after one with a long wall time is still cut at its own deadline, and a run that ends
+    leaves the others' deadlines in force."""
+    long_run = asyncio.create_task(run_agent(agent, "Hi", library=tools.library,
+                                             model=StuckModel(),
+                                             limits=RunLimits(wall_time=60)))
+    await asyncio.sleep(0)
+    done = await run_agent(agent, "Hi", library=tools.library,
+                           model=SilentModel([ModelTurn(text="done")]),
+                           limits=RunLimits(wall_time=30))
+    assert done.content == "done"
+    async with asyncio.timeout(20):  # a guard against a hang, not a measurement
+        short = [run_agent(agent, "Hi", library=tools.library, model=StuckModel(),
+                           limits=RunLimits(wall_time=wall)) for wall in (0.2, 0.1)]
+        outcomes = await asyncio.gather(*short, return_exceptions=True)
+    assert [type(o) for o in outcomes] == [LimitExceeded, LimitExceeded]
+    assert all(o.limit == "wall_time" for o in outcomes if isinstance(o, LimitExceeded))
+    assert not long_run.done()
+    long_run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await long_run
+
+
 class SilentModel:
     """Answers with a scripted list of turns and never reports usage."""
 

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import time
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -269,7 +271,7 @@ class _Call:
     args_hash: str | None = None
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, eq=False)
 class _Run:
     bound: BoundAgent
     model: Model
@@ -296,6 +298,8 @@ class _Run:
     force_answer: bool = False
     tools_chars: int = -1
     started: float = 0.0
+    deadline: float = math.inf
+    """When the wall time runs out (loop clock)."""
     task: asyncio.Task[Any] | None = None
     """The task running this run, which the wall-time timer cancels."""
     awaiting_model: bool = False
@@ -316,16 +320,19 @@ class _Run:
         self.started = loop.time()
         if limits.wall_time is None:
             return await self._turns(None)
-        # One timer for the whole run rather than a timeout scope per request: it cancels a
-        # model request in flight at the deadline (tool calls get the remaining time as their
-        # timeout; the budget check before each request catches the rest).
-        deadline = self.started + limits.wall_time
+        # The loop's deadline watcher cuts short a model request in flight at the deadline
+        # (tool calls get the remaining time as their timeout; the budget check before each
+        # request catches the rest).
+        self.deadline = self.started + limits.wall_time
         self.task = asyncio.current_task()
-        timer = loop.call_at(deadline, self._on_deadline)
+        watcher = _watchers.get(loop)
+        if watcher is None:
+            watcher = _watchers[loop] = _Deadlines(loop)
+        watcher.add(self)
         try:
-            return await self._turns(deadline)
+            return await self._turns(self.deadline)
         finally:
-            timer.cancel()
+            watcher.discard(self)
 
     async def _turns(self, deadline: float | None) -> AgentResponse:
         loop = asyncio.get_running_loop()
@@ -419,7 +426,8 @@ class _Run:
         self.requests += 1
         return turn
 
-    def _on_deadline(self) -> None:
+    def on_deadline(self) -> None:
+        """The wall time ran out: cancel the model request in flight, if any."""
         if self.awaiting_model and self.task is not None:
             self.deadline_hit = True
             self.task.cancel()
@@ -585,6 +593,53 @@ class _Run:
                     "max_invalid_calls_per_tool", budget, count,
                     f"{count} invalid calls to tool {c.call.name[:100]!r} "
                     f"(last: {c.rejection.error_type if c.rejection else 'unknown'})")
+
+
+class _Deadlines:
+    """The wall-time deadlines of the runs on one event loop, behind a single timer.
+
+    A timer per run would cost, per run, a push into the loop's timer heap (ordered by
+    Python-level comparisons, and shared with every other timer of the process) and a
+    cancelled handle left in it. Instead each loop has one timer, set for the earliest
+    deadline: it calls :meth:`_Run.on_deadline` for the runs whose time is up and re-arms
+    for the next. Adding or removing a run is a set operation.
+    """
+
+    __slots__ = ("_loop", "_runs", "_timer", "_when", "__weakref__")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._runs: set[_Run] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._when = math.inf
+
+    def add(self, run: _Run) -> None:
+        self._runs.add(run)
+        if run.deadline < self._when:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._when = run.deadline
+            self._timer = self._loop.call_at(run.deadline, self._expire)
+
+    def discard(self, run: _Run) -> None:
+        self._runs.discard(run)
+
+    def _expire(self) -> None:
+        self._timer, self._when = None, math.inf
+        now = self._loop.time()
+        for run in list(self._runs):
+            if run.deadline <= now:
+                self._runs.discard(run)
+                run.on_deadline()
+            elif run.deadline < self._when:
+                self._when = run.deadline
+        if self._runs:
+            self._timer = self._loop.call_at(self._when, self._expire)
+
+
+_watchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Deadlines] = (
+    weakref.WeakKeyDictionary())
+"""The deadline watcher of each event loop (created by its first run with a wall time)."""
 
 
 # ---------------------------------------------------------------------------------------------
