@@ -5,7 +5,11 @@ from __future__ import annotations
 import io
 import json
 import logging
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +28,8 @@ from gramagent.logs import (
     reset_logging,
 )
 from gramagent.messages import Usage
+
+ROOT = Path(__file__).resolve().parent.parent
 
 KEY = "sk-proj-Zq8x7TESTKEYabcdef0123456789"
 
@@ -259,3 +265,29 @@ def test_helpers_redact_free_text_at_the_source(gramagent_records: ListHandler) 
         assert KEY not in record.getMessage()
         assert KEY not in repr(record.__dict__)
         assert MASK in record.getMessage()
+
+
+def test_a_library_run_prints_nothing_when_logging_is_not_configured() -> None:
+    """Bad tool calls are logged at WARNING, but an application that configured no logging
+    sees nothing on stderr (gramagent's NullHandler keeps Python's last resort quiet)."""
+    code = textwrap.dedent('''
+        from gramagent import ToolLibrary, load_agent, run_agent_sync, tool
+        from gramagent.models.scripted import ScriptedServer, call, reply
+
+        @tool(name="sayHello")
+        def say_hello(personName: str = "world") -> str:
+            """Returns a friendly greeting message for the given name"""
+            raise RuntimeError("boom")
+
+        agent = load_agent("examples/hello_world.gram")
+        with ScriptedServer([call("sayHello", {"personName": 3}),
+                             call("sayHello", {"personName": "A"}), reply("done")]) as srv:
+            r = run_agent_sync(agent, "hi", library=ToolLibrary([say_hello]),
+                               base_url=srv.base_url)
+        print([i.error_type for i in r.tool_invocations])
+    ''')
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['invalid_arguments', 'tool_exception']"
+    assert done.stderr == ""

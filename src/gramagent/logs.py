@@ -75,6 +75,10 @@ TOOL_LOGGER = "gramagent.tool"
 USAGE_LOGGER = "gramagent.usage"
 RUN_LOGGER = "gramagent.run"
 
+# A library stays quiet unless the application configures logging: without this handler,
+# Python's last-resort handler would print gramagent's warnings to stderr.
+logging.getLogger("gramagent").addHandler(logging.NullHandler())
+
 _model_log = logging.getLogger(MODEL_LOGGER)
 _tool_log = logging.getLogger(TOOL_LOGGER)
 _usage_log = logging.getLogger(USAGE_LOGGER)
@@ -401,6 +405,10 @@ def log_model_attempt(
     )
 
 
+_OUTCOME = {"repeated_call": "not run again"}
+"""How a tool call that did not succeed is described in the log line, where not 'failed'."""
+
+
 def log_tool_call(
     *,
     tool: str,
@@ -417,11 +425,12 @@ def log_tool_call(
         call_id: The call id.
         latency_ms: Execution time (0 for calls refused before running).
         error_type: ``tool_exception``, ``invalid_arguments``, ... or None on success
-            (logged at WARNING when set).
+            (logged at WARNING when set, except ``repeated_call``: a call answered from an
+            earlier result is no failure, so it is logged at INFO).
         args_hash: The arguments' preview hash, as in the events.
         message: The error text, when there is one.
     """
-    level = logging.INFO if error_type is None else logging.WARNING
+    level = logging.INFO if error_type in (None, "repeated_call") else logging.WARNING
     if not _tool_log.isEnabledFor(level):
         return
     if message:
@@ -430,7 +439,8 @@ def log_tool_call(
         level,
         "tool %s %s",
         tool,
-        "ok" if error_type is None else f"failed ({error_type}): {message or ''}".rstrip(": "),
+        "ok" if error_type is None else f"{_OUTCOME.get(error_type, 'failed')} ({error_type}): "
+        f"{message or ''}".rstrip(": "),
         extra={
             "event": "tool_call",
             "tool": tool,
