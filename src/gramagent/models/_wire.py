@@ -85,16 +85,16 @@ class ToolsMemo:
     confused by a recycled ``id``. The payload is shared between bodies: read-only.
     """
 
-    __slots__ = ("_memo",)
+    __slots__ = ("_build", "_memo")
 
-    def __init__(self) -> None:
+    def __init__(self, build: Callable[[Sequence[ToolDefinition]], list[dict[str, Any]]]
+                 ) -> None:
+        self._build = build
         self._memo: tuple[Sequence[ToolDefinition], list[dict[str, Any]]] | None = None
 
-    def get(self, tools: Sequence[ToolDefinition],
-            build: Callable[[Sequence[ToolDefinition]], list[dict[str, Any]]]
-            ) -> list[dict[str, Any]]:
-        """The payload of ``tools``, from ``build(tools)`` unless built for them already."""
+    def get(self, tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+        """The payload of ``tools``: ``build(tools)``, unless built for this list already."""
         memo = self._memo  # one tuple: threads sharing the adapter never see a torn pair
         if memo is None or memo[0] is not tools:
-            memo = self._memo = (tools, build(tools))
+            memo = self._memo = (tools, self._build(tools))
         return memo[1]

@@ -145,7 +145,7 @@ class ChatCompletionsModel(HTTPAdapter):
         self.tool_call_mode: ToolCallMode = tool_call_mode
         self.stream = stream
         self.strict = strict
-        self._tools = ToolsMemo()
+        self._tools = ToolsMemo(self._tools_payload)
 
     def __repr__(self) -> str:
         return (
@@ -166,7 +166,7 @@ class ChatCompletionsModel(HTTPAdapter):
             tool_call_mode=self.tool_call_mode,
             stream=self.stream,
             strict=self.strict,
-            tools_payload=self._tools.get(request.tools, self._tools_payload),
+            tools_payload=self._tools.get(request.tools),
         )
         if self.stream:
             data = assemble_chat_chunks(await self.http.post_sse(CHAT_PATH, body))

@@ -380,7 +380,6 @@ class HTTPClient:
         pool's (which ask for JSON)."""
         url = self.base_url + path
         content = orjson.dumps(body)
-        model_name = _model_of(body) or ""
         waited = 0.0
         attempt = 0
         while True:
@@ -397,10 +396,7 @@ class HTTPClient:
                     reply.release()
             except aiohttp.ClientError as exc:
                 detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-                log_model_attempt(
-                    model=model_name, api=self.api, attempt=attempt + 1,
-                    elapsed_ms=(time.perf_counter() - started) * 1000, error=detail,
-                )
+                self._log_attempt(body, attempt, started, error=detail)
                 self._notify(body, detail, None)
                 status: int | None = None
                 retryable = True
@@ -412,19 +408,12 @@ class HTTPClient:
                 status = response.status_code
                 if 200 <= status < 300:
                     if _model_log.isEnabledFor(logging.INFO):
-                        log_model_attempt(
-                            model=model_name, api=self.api, attempt=attempt + 1,
-                            elapsed_ms=(time.perf_counter() - started) * 1000, status=status,
-                        )
+                        self._log_attempt(body, attempt, started, status=status)
                     return response
                 failed_body = response.content
                 detail = _error_detail_bytes(failed_body)
                 failure = f"HTTP {status}" + (f": {detail}" if detail else "")
-                log_model_attempt(
-                    model=model_name, api=self.api, attempt=attempt + 1,
-                    elapsed_ms=(time.perf_counter() - started) * 1000, status=status,
-                    error=failure,
-                )
+                self._log_attempt(body, attempt, started, status=status, error=failure)
                 self._notify(body, _text(failed_body), status)
                 cause = None
                 retryable = status in RETRY_STATUSES or status >= 500
@@ -441,9 +430,16 @@ class HTTPClient:
                     f"{self._max_backoff:g} s / {self._max_total_backoff:g} s total allowed"
                 )
             raise self.error(
-                failure, url=url, status=status, body=failed_body, model=model_name or None,
+                failure, url=url, status=status, body=failed_body, model=_model_of(body),
                 attempts=attempt + 1,
             ) from cause
+
+    def _log_attempt(self, body: Mapping[str, Any], attempt: int, started: float, *,
+                     status: int | None = None, error: str | None = None) -> None:
+        log_model_attempt(
+            model=_model_of(body) or "", api=self.api, attempt=attempt + 1,
+            elapsed_ms=(time.perf_counter() - started) * 1000, status=status, error=error,
+        )
 
     def _notify(self, request: Mapping[str, Any], response: Any, status: int | None) -> None:
         hook = self.on_exchange

@@ -87,7 +87,7 @@ class ResponsesModel(HTTPAdapter):
     ) -> None:
         super().__init__(base_url, api_key, api="responses", http=http, **http_options)
         self.strict = strict
-        self._tools = ToolsMemo()
+        self._tools = ToolsMemo(self._tools_payload)
 
     def __repr__(self) -> str:
         return f"ResponsesModel({self.http.base_url!r}, strict={self.strict})"
@@ -101,7 +101,7 @@ class ResponsesModel(HTTPAdapter):
         """
         body = build_responses_body(
             request, strict=self.strict,
-            tools_payload=self._tools.get(request.tools, self._tools_payload),
+            tools_payload=self._tools.get(request.tools),
         )
         data = await self.http.post_json(RESPONSES_PATH, body)
         try:

@@ -234,8 +234,9 @@ def _has_null(value: Any) -> bool:
         items = value
     else:
         return value is None
-    # Recurse into containers only: this runs on every call, mostly over scalar values.
-    return any(v is None or (isinstance(v, dict | list) and _has_null(v)) for v in items)
+    # Recurse into containers only: this runs on every call, mostly over scalar values (and
+    # a tuple of types, as a ``dict | list`` union would be built anew each time).
+    return any(v is None or (isinstance(v, (dict, list)) and _has_null(v)) for v in items)
 
 
 def _utf8_size(raw: str, max_bytes: int) -> int:

@@ -206,7 +206,8 @@ async def run_agent(
     # The common case (a bound agent, a Model object, a new conversation, no sinks) takes the
     # inline branches: this runs once per run, and every call counts at that rate.
     bound = agent if isinstance(agent, BoundAgent) else _bind(agent, library, dry_run=dry_run)
-    owned = model is None or isinstance(model, str | ModelRef)
+    # A tuple, not ``str | ModelRef``, which would build a union object on every run.
+    owned = model is None or isinstance(model, (str, ModelRef))
     if owned:
         from gramagent.models.registry import resolve_model
 
