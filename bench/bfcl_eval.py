@@ -316,7 +316,7 @@ _KINDS = (
     ("unexpected parameter", "unexpected parameter"),
     ("not given and not optional", "missing needed parameter"),
     ("not among", "wrong value"), (": type ", "wrong type"), ("items of", "wrong type"),
-    ("arguments are not", "wrong type"), ("called ", "called a function"),
+    ("arguments are not", "malformed call"), ("called ", "called a function"),
 )
 
 
