@@ -319,54 +319,50 @@ class _Run:
         limits = self.limits
         loop = asyncio.get_running_loop()
         self.started = loop.time()
-        if limits.wall_time is None:
-            return await self._turns(None)
-        # The loop's deadline watcher cuts short a model request in flight at the deadline
-        # (tool calls get the remaining time as their timeout; the budget check before each
-        # request catches the rest).
-        self.deadline = self.started + limits.wall_time
-        self.task = asyncio.current_task()
-        watcher = _watchers.get(loop)
-        if watcher is None:
-            watcher = _watchers[loop] = _Deadlines(loop)
-        watcher.add(self)
+        deadline = watcher = None
+        if limits.wall_time is not None:
+            # The loop's deadline watcher cuts short a model request in flight at the
+            # deadline (tool calls get the remaining time as their timeout; the budget check
+            # before each request catches the rest).
+            deadline = self.deadline = self.started + limits.wall_time
+            self.task = asyncio.current_task()
+            watcher = _watchers.get(loop)
+            if watcher is None:
+                watcher = _watchers[loop] = _Deadlines(loop)
+            watcher.add(self)
         try:
-            return await self._turns(self.deadline)
-        finally:
-            watcher.discard(self)
-
-    async def _turns(self, deadline: float | None) -> AgentResponse:
-        loop = asyncio.get_running_loop()
-        limits = self.limits
-        tool_choice = self.tool_choice
-        requests = 0
-        while True:
-            now = loop.time()
-            if (requests >= limits.max_iterations or limits.max_tokens is not None
-                    or (deadline is not None and now >= deadline)):
-                self._check_budget(requests, deadline, now)
-            forced = self.force_answer
-            request = ModelRequest(
-                model=self.model_name, instruction=self.bound.agent.instruction,
-                messages=self.conversation.messages, tools=self.bound.definitions,
-                tool_choice="none" if forced else tool_choice, settings=self.settings,
-            )
-            requests += 1
-            turn = await self._request(request)
-            if not turn.tool_calls:
-                self.conversation.append(AssistantMessage(content=turn.text))
-                usage = self.usage
-                if self.info_logs:
-                    log_usage(usage, model=self.model_name, scope="run")
-                return AgentResponse(
-                    content=turn.text or "", tool_invocations=tuple(self.invocations),
-                    context=self.conversation, usage=usage,
-                    stopped_by="repeated_call" if forced else None, run_id=self.run_id,
+            tool_choice = self.tool_choice
+            requests = 0
+            while True:
+                now = loop.time()
+                if (requests >= limits.max_iterations or limits.max_tokens is not None
+                        or (deadline is not None and now >= deadline)):
+                    self._check_budget(requests, deadline, now)
+                forced = self.force_answer
+                request = ModelRequest(
+                    model=self.model_name, instruction=self.bound.agent.instruction,
+                    messages=self.conversation.messages, tools=self.bound.definitions,
+                    tool_choice="none" if forced else tool_choice, settings=self.settings,
                 )
-            if not isinstance(tool_choice, str) or tool_choice == "required":
-                tool_choice = "auto"  # a forced choice applies to the first request only
-            remaining = None if deadline is None else deadline - loop.time()
-            await self._run_calls(turn, remaining)
+                requests += 1
+                turn = await self._request(request)
+                if not turn.tool_calls:
+                    self.conversation.append(AssistantMessage(content=turn.text))
+                    usage = self.usage
+                    if self.info_logs:
+                        log_usage(usage, model=self.model_name, scope="run")
+                    return AgentResponse(
+                        content=turn.text or "", tool_invocations=tuple(self.invocations),
+                        context=self.conversation, usage=usage,
+                        stopped_by="repeated_call" if forced else None, run_id=self.run_id,
+                    )
+                if not isinstance(tool_choice, str) or tool_choice == "required":
+                    tool_choice = "auto"  # a forced choice applies to the first request only
+                remaining = None if deadline is None else deadline - loop.time()
+                await self._run_calls(turn, remaining)
+        finally:
+            if watcher is not None:
+                watcher.discard(self)
 
     # -- limits ---------------------------------------------------------------------------
 
@@ -405,7 +401,7 @@ class _Run:
         try:
             turn = await self.model.request(request)
         except asyncio.CancelledError:
-            # Ours only if the timer cancelled and no other cancellation is pending (the
+            # Ours only if the watcher cancelled and no other cancellation is pending (the
             # rule asyncio.timeout follows).
             if self.deadline_hit and task is not None and task.uncancel() <= cancelling:
                 now = asyncio.get_running_loop().time()
@@ -460,8 +456,12 @@ class _Run:
             raise self._limit("max_tool_calls", limits.max_tool_calls, self.seq + len(calls),
                               f"the model asked for {self.seq + len(calls)} tool calls")
 
-        pending = [self._check(call) for call in calls]
-        runnable = [c for c in pending if c.rejection is None]
+        if len(calls) == 1:  # the usual turn
+            pending = [self._check(calls[0])]
+            runnable = pending if pending[0].rejection is None else []
+        else:
+            pending = [self._check(call) for call in calls]
+            runnable = [c for c in pending if c.rejection is None]
         if len(runnable) == 1:  # nothing to run alongside: no gather
             c = runnable[0]
             assert c.tool is not None
@@ -475,7 +475,8 @@ class _Run:
                 c.outcome = outcome
         for c in pending:
             self._finish(c)
-        self._check_retry_budget(pending)
+        if self.invalid:
+            self._check_retry_budget(pending)
 
     def _check(self, call: ToolCall) -> _Call:
         """Parse and check one call. Emits its planned event, and its result if rejected."""
@@ -585,7 +586,7 @@ class _Run:
 
     def _check_retry_budget(self, pending: list[_Call]) -> None:
         budget = self.limits.max_invalid_calls_per_tool
-        if budget is None or not self.invalid:
+        if budget is None:
             return
         for c in pending:
             count = self.invalid.get(c.call.name, 0)
