@@ -80,7 +80,8 @@ class HTTPOptions(TypedDict, total=False):
     max_retries: int
     """Retries after the first attempt (default 2)."""
     timeout: float
-    """Seconds allowed for one attempt, reading included (default 600)."""
+    """Seconds allowed for each wait for the server's data: the answer's start (the model's
+    whole generation, when not streamed) and each later chunk (default 600)."""
     connect_timeout: float
     """Seconds allowed to open a connection (default 10)."""
     headers: Mapping[str, str]
