@@ -3,7 +3,8 @@ machine cannot skew (each contender sees the same conditions, batch after batch)
 
 ``python bench/peers/interleaved.py --base-url URL --api chat`` against
 ``bench/sayhello_server.py``; prints the CPU ms per run of each contender, sequentially and at
-``--concurrency`` (100; 0 skips it), and each one's ratio to the floor. Contenders:
+``--concurrency`` (100; 0 skips it), and each one's ratio to the floor. The order of the
+contenders rotates from round to round, so none always runs right after another. Contenders:
 ``floor`` (aiohttp, the client gramagent uses), ``floor-httpx``, ``gramagent`` (the tool
 declared non-blocking, called inline), ``gramagent-thread`` (a plain function in a worker
 thread) and ``gramagent-async`` (``async def``).
@@ -65,8 +66,10 @@ async def measure(args: argparse.Namespace) -> dict[str, dict[str, float]]:
                 await checked(name, c)
             if args.concurrency:
                 await concurrently(name, c, args.concurrency, args.concurrency)
-        for _ in range(args.rounds):
-            for name, c in cs.items():
+        order = list(cs.items())
+        for round_ in range(args.rounds):
+            shift = round_ % len(order)
+            for name, c in order[shift:] + order[:shift]:
                 started = time.process_time()
                 for _ in range(args.batch):
                     await checked(name, c)
