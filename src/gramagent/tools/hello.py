@@ -1,4 +1,8 @@
-"""The greeting tools of the hello-world examples: ``sayHello`` and ``sayGoodbye``."""
+"""The greeting tools of the hello-world examples: ``sayHello`` and ``sayGoodbye``.
+
+Both are instant string formatting, so they run inline on the event loop
+(``blocking=False``) instead of paying a worker-thread hop.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ def _say_hello(personName: str = "world") -> str:  # noqa: N803 - the spec's par
     return f"Hello, {personName}! Nice to meet you."
 
 
-say_hello: Tool = tool(name="sayHello")(_say_hello)
+say_hello: Tool = tool(name="sayHello", blocking=False)(_say_hello)
 """``sayHello(personName="world")``: its schema is the one generated from
 ``(personName::String {default:"world"})==>(::String)``."""
 
@@ -22,5 +26,5 @@ def _say_goodbye(personName: str = "world") -> str:  # noqa: N803 - the spec's p
     return f"Goodbye, {personName}! It was lovely talking with you."
 
 
-say_goodbye: Tool = tool(name="sayGoodbye")(_say_goodbye)
+say_goodbye: Tool = tool(name="sayGoodbye", blocking=False)(_say_goodbye)
 """``sayGoodbye(personName="world")``, the second tool of ``examples/hello_goodbye.gram``."""
