@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import orjson
-
+from gramagent import _json as exact_json
 from gramagent.messages import Usage
 from gramagent.models.base import ToolDefinition
 
@@ -39,12 +37,9 @@ def arguments_text(value: Any) -> str:
     if value is None:
         return "{}"
     try:
-        return orjson.dumps(value).decode()
-    except TypeError:  # e.g. an integer beyond 64 bits, which orjson refuses
-        try:
-            return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        except (TypeError, ValueError):
-            return str(value)
+        return exact_json.dumps(value)
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def tool_parameters(tool: ToolDefinition, strict: bool) -> tuple[dict[str, Any], bool]:

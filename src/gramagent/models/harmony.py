@@ -39,6 +39,7 @@ from typing import Any, Final, Unpack
 
 import orjson
 
+from gramagent import _json as exact_json
 from gramagent.errors import ConfigurationError
 from gramagent.messages import ToolCall
 from gramagent.models._wire import ReplyError, new_call_id, usage_from
@@ -296,11 +297,11 @@ def _stub_arguments(payload: str) -> str:
     (so a non-object is reported as such), else the raw payload."""
     if payload.strip().startswith("{"):
         try:
-            value = orjson.loads(payload)
-        except orjson.JSONDecodeError:
+            value = exact_json.loads(payload)
+        except ValueError:
             return payload
         if isinstance(value, dict) and "arguments" in value:
-            return orjson.dumps(value["arguments"]).decode()
+            return exact_json.dumps(value["arguments"])
     return payload
 
 

@@ -39,8 +39,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
-import orjson
-
+from gramagent import _json as exact_json
 from gramagent.runtime.calls import (
     MAX_PAYLOAD_BYTES,
     CallRejection,
@@ -663,7 +662,7 @@ def _stub_call(payload: str) -> tuple[str, str | None, CallRejection | None]:
     elif not isinstance(args, dict):
         problem = 'needs an object in its "arguments" field'
     else:
-        return name, orjson.dumps(args).decode(), None
+        return name, exact_json.dumps(args), None
     rejected = rejection(
         "tool_payload_parse_error",
         f'the tool stub call {problem}: send {{"tool": "NAME", "arguments": {{...}}}}.',

@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from gramagent import _json as exact_json
 from gramagent.errors import ConfigurationError
 from gramagent.messages import ToolCall
 from gramagent.models._wire import arguments_text, new_call_id
@@ -161,7 +162,7 @@ def read_tool_step(
             return content, ()
         body = fenced.group(1).strip()
     try:
-        value = json.loads(body)  # not orjson: it turns integers beyond 64 bits into floats
+        value = exact_json.loads(body)
     except ValueError:
         return None, (_broken_call(body),)
     steps = value if isinstance(value, list) else [value]

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
 import orjson
+
+from gramagent import _json as exact_json
 
 __all__ = [
     "INVALID_CALL_TYPES",
@@ -56,8 +57,6 @@ MAX_PAYLOAD_BYTES: Final = 8192
 
 _SCHEMA_PREVIEW_CHARS = 2000
 
-_LONG_INTEGER = re.compile(r"\d{19}")
-"""19 digits in a row: a number orjson may not hold exactly (beyond 64 bits it gives a float)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +116,7 @@ def parse_arguments(
     if not raw.strip():
         return {}
     try:
-        # orjson turns integers beyond 64 bits into floats; the stdlib keeps them exact.
-        value = json.loads(raw) if _LONG_INTEGER.search(raw) else orjson.loads(raw)
+        value = exact_json.loads(raw)
     except (orjson.JSONDecodeError, ValueError, TypeError, RecursionError) as exc:
         where = _error_position(exc)
         return rejection(

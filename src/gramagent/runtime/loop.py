@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from gramagent import _json as exact_json
 from gramagent.errors import (
     ConfigurationError,
     LimitExceeded,
@@ -60,7 +61,6 @@ from gramagent.runtime.events import (
     ToolCallPlanned,
     ToolCallResult,
     args_preview_hash,
-    canonical_json,
     emit,
     fan_out,
 )
@@ -704,10 +704,7 @@ def _conversation(context: Conversation | Iterable[Message] | None) -> Conversat
 
 def _repeat_form(arguments: dict[str, Any]) -> str:
     """The arguments as sorted-key JSON, to recognise a repeated call (never sent anywhere)."""
-    try:
-        return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:  # e.g. an integer beyond 64 bits, which orjson refuses
-        return canonical_json(arguments)
+    return exact_json.dumps(arguments, sort_keys=True)
 
 
 def _message_chars(message: Message) -> int:
