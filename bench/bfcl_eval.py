@@ -222,7 +222,8 @@ def _lines(path: Path) -> Iterator[str]:
         yield from (line for line in f if line.strip())
 
 
-def _request(case: Mapping[str, Any], model_name: str, settings: Mapping[str, Any]) -> ModelRequest:
+def _request(case: Mapping[str, Any], model_name: str, settings: Mapping[str, Any],
+             instruction: str = INSTRUCTION) -> ModelRequest:
     tools = []
     for doc in case["function"]:
         norm = normalize_bfcl_function(doc)
@@ -230,15 +231,15 @@ def _request(case: Mapping[str, Any], model_name: str, settings: Mapping[str, An
                                     parameters=norm["parameters"]))
     turns = case["question"][0]
     question = "\n".join(m["content"] for m in turns if m["role"] == "user")
-    return ModelRequest(model=model_name, instruction=INSTRUCTION,
+    return ModelRequest(model=model_name, instruction=instruction,
                         messages=[UserMessage(content=question)], tools=tools,
                         tool_choice="auto", settings=dict(settings))
 
 
 async def run_case(model: Model, case: Mapping[str, Any], category: str, model_name: str,
-                   settings: Mapping[str, Any]) -> Outcome:
+                   settings: Mapping[str, Any], instruction: str = INSTRUCTION) -> Outcome:
     """Ask the model one case and score its turn."""
-    request = _request(case, model_name, settings)
+    request = _request(case, model_name, settings, instruction)
     offered = {t.name for t in request.tools}
     start = time.perf_counter()
     turn = await model.request(request)
@@ -281,7 +282,8 @@ async def evaluate(args: argparse.Namespace) -> list[Outcome]:
         if args.verbose:
             print(f"model ready in {load_seconds:.1f} s", file=sys.stderr)
         for case in cases:
-            outcome = await run_case(model, case, args.category, ref.name, settings)
+            outcome = await run_case(model, case, args.category, ref.name, settings,
+                                     args.instruction)
             outcomes.append(outcome)
             if out is not None:  # written as it goes: an interrupted run keeps its cases
                 out.write(json.dumps(asdict(outcome)) + "\n")
@@ -320,6 +322,11 @@ _KINDS = (
 )
 
 
+def _case_number(case_id: str) -> tuple[str, int]:
+    prefix, _, number = case_id.rpartition("_")
+    return prefix, int(number) if number.isdigit() else -1
+
+
 def failure_kind(reason: str) -> str:
     """A failure reason's category, for the summary line."""
     return next((kind for marker, kind in _KINDS if marker in reason), "other")
@@ -355,6 +362,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tool-call-mode", choices=("native", "constrained", "text"),
                         default=None, help="the adapter's mode (default: the provider's; "
                         "constrained for local models)")
+    parser.add_argument("--instruction", default=INSTRUCTION,
+                        help="the system instruction ('' sends none: the chat template's "
+                        "default applies)")
     parser.add_argument("--json", type=Path, default=None, help="write per-case outcomes here")
     parser.add_argument("--report", type=Path, nargs="+", default=None, metavar="JSONL",
                         help="summarize earlier --json files (e.g. chunks run with --offset) "
@@ -362,8 +372,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     if args.report:
-        outcomes = [Outcome(**json.loads(line)) for path in args.report
-                    for line in _lines(path)]
+        by_id = {}  # a case saved twice (a chunk restarted mid-way) counts once, the last
+        for path in args.report:
+            for line in _lines(path):
+                outcome = Outcome(**json.loads(line))
+                by_id[outcome.id] = outcome
+        outcomes = sorted(by_id.values(), key=lambda o: _case_number(o.id))
         if args.category == "simple_python":  # verdicts from the saved calls, current checker
             outcomes = rescore(outcomes, {c["id"]: c for c in load_cases(args.category)})
         print(summarize(outcomes, args.model, args.category))
