@@ -223,7 +223,7 @@ def _lines(path: Path) -> Iterator[str]:
 
 
 def _request(case: Mapping[str, Any], model_name: str, settings: Mapping[str, Any],
-             instruction: str = INSTRUCTION) -> ModelRequest:
+             instruction: str = INSTRUCTION, tool_choice: str = "auto") -> ModelRequest:
     tools = []
     for doc in case["function"]:
         norm = normalize_bfcl_function(doc)
@@ -233,13 +233,15 @@ def _request(case: Mapping[str, Any], model_name: str, settings: Mapping[str, An
     question = "\n".join(m["content"] for m in turns if m["role"] == "user")
     return ModelRequest(model=model_name, instruction=instruction,
                         messages=[UserMessage(content=question)], tools=tools,
-                        tool_choice="auto", settings=dict(settings))
+                        tool_choice=tool_choice,  # type: ignore[arg-type]
+                        settings=dict(settings))
 
 
 async def run_case(model: Model, case: Mapping[str, Any], category: str, model_name: str,
-                   settings: Mapping[str, Any], instruction: str = INSTRUCTION) -> Outcome:
+                   settings: Mapping[str, Any], instruction: str = INSTRUCTION,
+                   tool_choice: str = "auto") -> Outcome:
     """Ask the model one case and score its turn."""
-    request = _request(case, model_name, settings, instruction)
+    request = _request(case, model_name, settings, instruction, tool_choice)
     offered = {t.name for t in request.tools}
     start = time.perf_counter()
     turn = await model.request(request)
@@ -283,7 +285,7 @@ async def evaluate(args: argparse.Namespace) -> list[Outcome]:
             print(f"model ready in {load_seconds:.1f} s", file=sys.stderr)
         for case in cases:
             outcome = await run_case(model, case, args.category, ref.name, settings,
-                                     args.instruction)
+                                     args.instruction, args.tool_choice)
             outcomes.append(outcome)
             if out is not None:  # written as it goes: an interrupted run keeps its cases
                 out.write(json.dumps(asdict(outcome)) + "\n")
@@ -365,6 +367,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--instruction", default=INSTRUCTION,
                         help="the system instruction ('' sends none: the chat template's "
                         "default applies)")
+    parser.add_argument("--tool-choice", choices=("auto", "required"), default="auto",
+                        help="the request's tool_choice (default auto)")
     parser.add_argument("--json", type=Path, default=None, help="write per-case outcomes here")
     parser.add_argument("--report", type=Path, nargs="+", default=None, metavar="JSONL",
                         help="summarize earlier --json files (e.g. chunks run with --offset) "

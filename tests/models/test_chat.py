@@ -527,6 +527,19 @@ async def test_text_mode(serve, make_request, content, expected_text, expected_c
     assert all(c.id for c in turn.tool_calls)
 
 
+async def test_text_mode_reads_no_calls_when_told_not_to_call(serve, make_request):
+    """With ``tool_choice="none"`` (how the loop asks for a final answer) a call written as JSON
+    stays text: reading it as a call would make the loop run it again."""
+    content = '{"name": "sayHello", "arguments": {"name": "Alice"}}'
+    srv = serve([reply(content), reply(content)])
+    async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="text") as model:
+        told_not_to = await model.request(make_request(tool_choice="none"))
+        free = await model.request(make_request(tool_choice="auto"))
+    assert srv.requests[0].body["tool_choice"] == "none"
+    assert (told_not_to.text, told_not_to.tool_calls) == (content, ())
+    assert [c.name for c in free.tool_calls] == ["sayHello"]
+
+
 async def test_text_mode_keeps_native_calls(serve, make_request):
     """Native tool_calls are used as they are in text mode."""
     srv = serve([call("getTime", {"city": "Oslo"}, id="n1")])

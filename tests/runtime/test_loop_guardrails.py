@@ -252,6 +252,22 @@ async def test_repeated_call_is_answered_without_running_it(api: str, tools: Too
     assert result_types == [None, "repeated_call"]
 
 
+async def test_repeat_guard_ends_a_text_mode_model_that_keeps_writing_its_call(
+        tools: Tools, agent: Agent, server: ScriptedServer) -> None:
+    """In ``text`` tool-call mode a model that writes the same call as JSON at every step
+    (small local models do) is stopped by the guard: the request that forbids tools reads the
+    JSON as the answer, instead of running the call again until max_iterations."""
+    from gramagent.models.chat import ChatCompletionsModel
+
+    written = '{"name": "sayHello", "arguments": {"personName": "Alice"}}'
+    script(server, reply(written), reply(written), reply(written))
+    async with ChatCompletionsModel(server.base_url, None, tool_call_mode="text") as model:
+        response = await run_agent(agent, "Hi", library=tools.library, model=model)
+    assert response.stopped_by == "repeated_call" and response.content == written
+    assert tools.runs["sayHello"] == 1 and len(server.requests) == 3
+    assert [sent_choice(r.body) for r in server.requests] == ["auto", "auto", "none"]
+
+
 async def test_repeat_guard_ignores_different_arguments_and_can_be_off(
         tools: Tools, agent: Agent, server: ScriptedServer, model_for: ModelFactory) -> None:
     """Different arguments are a new call; repeat_guard=False runs repeats again."""

@@ -43,7 +43,8 @@ non-streamed reply shape and read by the same parser, so both paths give the sam
 ``text``
     The native request; when the reply has no native calls, calls written as JSON in the
     content are recovered by :func:`~gramagent.models.jsoncalls.extract_json_calls` (unknown
-    tool names stay text).
+    tool names stay text). Not when the request says ``tool_choice="none"``: then the content
+    is the answer, whatever it holds.
 """
 
 from __future__ import annotations
@@ -172,7 +173,7 @@ class ChatCompletionsModel(HTTPAdapter):
             data = assemble_chat_chunks(await self.http.post_sse(CHAT_PATH, body))
         else:
             data = await self.http.post_json(CHAT_PATH, body)
-        names = [t.name for t in request.tools] if self.tool_call_mode != "native" else ()
+        names = _readable_tool_names(request, self.tool_call_mode)
         try:
             return parse_chat_reply(data, tool_call_mode=self.tool_call_mode, tool_names=names)
         except ReplyError as exc:
@@ -342,6 +343,19 @@ def _legacy_function_call(
 
 
 # -- reply -----------------------------------------------------------------------------------
+
+
+def _readable_tool_names(request: ModelRequest, tool_call_mode: ToolCallMode) -> list[str]:
+    """The tool names whose calls may be read from a reply's content.
+
+    None in ``native`` mode (calls come in ``tool_calls`` only), and none in ``text`` mode when
+    the request says ``tool_choice="none"``: the model was told not to call (the loop's repeat
+    guard asks for a final answer this way), so JSON it writes anyway stays text instead of
+    becoming calls the loop would run again and again.
+    """
+    if tool_call_mode == "native" or (tool_call_mode == "text" and request.tool_choice == "none"):
+        return []
+    return [t.name for t in request.tools]
 
 
 def parse_chat_reply(
