@@ -14,9 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tools_support import fast_config, start_or_skip
+from sandbox_probes import ALLOWED_BY_FILTER, DENIED_BY_FILTER, parse_probe, probe_code
+from tools_support import FAST_LIMITS, fast_config, start_or_skip
 
-from gramagent.tools.sandbox import PythonSandbox, SandboxError
+from gramagent.tools.sandbox import PythonSandbox, SandboxConfig, SandboxError
 from gramagent.tools.sandbox._isolate import SYSTEM_TOPS
 
 SECRET = "sk-test-Zq8vJ3kL0pW7"
@@ -303,3 +304,45 @@ print("secret_a" in globals())
     finally:
         first.close()
         second.close()
+
+
+def test_seccomp_denies_dangerous_syscalls(sandbox: PythonSandbox) -> None:
+    """ptrace, mount, unshare, bpf, perf_event_open, keyctl, io_uring, network sockets and
+    more, called from the cell through ctypes or the socket module, fail with EPERM."""
+    code = probe_code()  # skips when pyseccomp (which resolves the numbers) is not installed
+    assert sandbox.isolation is not None and sandbox.isolation.holds("syscalls"), \
+        sandbox.isolation.describe() if sandbox.isolation else None
+    found = parse_probe(run_text(sandbox, code))
+    assert {name: found[name] for name in DENIED_BY_FILTER} == dict.fromkeys(DENIED_BY_FILTER,
+                                                                              "EPERM")
+    assert {name: found[name] for name in ALLOWED_BY_FILTER} == dict.fromkeys(ALLOWED_BY_FILTER,
+                                                                              "ok")
+
+
+def test_without_seccomp_the_same_calls_get_further(tmp_path: Path, data_dir: Path) -> None:
+    """The control for the test above: with syscall_filter="off" the very same attempts reach
+    the kernel (succeed, or fail for another reason than EPERM), so the EPERMs come from the
+    filter and not from the namespaces or the dropped privileges."""
+    code = probe_code()
+    box = PythonSandbox(tmp_path / "unfiltered", data_dir=data_dir,
+                        config=SandboxConfig(limits=FAST_LIMITS, syscall_filter="off"))
+    try:
+        start_or_skip(box)
+        assert box.isolation is not None and not box.isolation.holds("syscalls")
+        found = parse_probe(run_text(box, code))
+    finally:
+        box.close()
+    # AF_PACKET needs CAP_NET_RAW, which the worker never has
+    reached = [name for name in DENIED_BY_FILTER if name != "socket(AF_PACKET)"]
+    assert [name for name in reached if found[name] == "EPERM"] == []
+    assert found["socket(AF_INET)"] == "ok" and found["unshare(CLONE_NEWUSER)"] == "ok"
+
+
+def test_seccomp_error_is_a_readable_python_error(sandbox: PythonSandbox) -> None:
+    """A denied call is an exception in the cell, not a dead worker; the session survives."""
+    pytest.importorskip("pyseccomp")
+    sandbox.run("kept = 5")
+    result = sandbox.run("import socket\nsocket.create_connection(('127.0.0.1', 9), timeout=1)")
+    assert result.error is not None
+    assert result.error.splitlines()[-1] == "PermissionError: [Errno 1] Operation not permitted"
+    assert sandbox.run("kept").value == "5" and sandbox.restarts == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -9,9 +10,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from tools_support import fast_config, start_or_skip
+from tools_support import FAST_LIMITS, fast_config, start_or_skip
 
+import gramagent.tools.sandbox.session as session_module
+from gramagent.errors import ConfigurationError
 from gramagent.tools.sandbox import (
+    SYSCALL_FILTER_ENV,
     WEAK_ISOLATION_ENV,
     Isolation,
     PythonSandbox,
@@ -24,10 +28,15 @@ from gramagent.tools.sandbox import (
 @pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
                     reason="the full isolation is checked where it must work: root on Linux")
 def test_isolation_is_complete_as_root(sandbox: PythonSandbox) -> None:
-    """Network, filesystem, limits and privileges all took effect; uid is unprivileged."""
+    """Network, filesystem, limits and privileges all took effect; uid is unprivileged; the
+    seccomp filter is on when pyseccomp is installed."""
     isolation = sandbox.isolation
     assert isolation is not None and isolation.complete, isolation.describe()
-    assert set(isolation.features) == {"network", "filesystem", "limits", "privileges"}
+    assert set(isolation.features) == {"network", "filesystem", "limits", "privileges",
+                                       "syscalls"}
+    if session_module.binding_path() is not None:
+        assert isolation.holds("syscalls"), isolation.describe()
+        assert "syscalls: yes (seccomp filter: " in isolation.describe()
     ids = "import os\n0 not in (os.getuid(), os.geteuid(), os.getgid()) and not os.getgroups()"
     assert sandbox.run(ids).value == "True"
     assert "writable: the work directory only" in isolation.features["filesystem"][1]
@@ -168,3 +177,77 @@ def test_sandbox_errors_pickle() -> None:
 
     error = pickle.loads(pickle.dumps(SandboxError("gone", kind="timeout", state_lost=True)))
     assert (str(error), error.kind, error.state_lost) == ("gone", "timeout", True)
+
+
+@pytest.fixture
+def no_pyseccomp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyseccomp is not importable (as if not installed); the once-only warning is re-armed."""
+    monkeypatch.setitem(sys.modules, "pyseccomp", None)
+    monkeypatch.setattr(session_module, "_warned_no_filter", False)
+
+
+def test_missing_filter_is_reported_and_logged_once(
+        tmp_path: Path, no_pyseccomp: None, caplog: pytest.LogCaptureFixture) -> None:
+    """Without pyseccomp the default ("on") still runs code; the isolation report says the
+    filter is off and one warning is logged for all sandboxes of the process."""
+    caplog.set_level(logging.WARNING, logger="gramagent.tools.sandbox")
+    boxes = [PythonSandbox(tmp_path / name, config=fast_config()) for name in ("a", "b")]
+    try:
+        for box in boxes:
+            isolation = start_or_skip(box).isolation
+            assert isolation is not None and not isolation.holds("syscalls")
+            assert "syscalls: NO (pyseccomp is not installed" in isolation.describe()
+            assert box.run("import socket\nsocket.socket(socket.AF_INET).close()\n1").value \
+                == "1"  # no filter: only the empty network namespace stands in the way
+    finally:
+        for box in boxes:
+            box.close()
+    warnings = [r.getMessage() for r in caplog.records if "seccomp" in r.getMessage()]
+    assert warnings == ["python sandbox: running without the seccomp syscall filter (pyseccomp "
+                        "is not installed (pip install pyseccomp)); see docs/sandbox.md"]
+
+
+def test_required_filter_fails_closed(tmp_path: Path, no_pyseccomp: None) -> None:
+    """syscall_filter="required" refuses to run code when the filter cannot be installed."""
+    box = PythonSandbox(tmp_path / "w", config=SandboxConfig(limits=FAST_LIMITS,
+                                                             syscall_filter="required"))
+    try:
+        with pytest.raises(SandboxError) as info:
+            box.run("1")
+    finally:
+        box.close()
+    message = str(info.value)
+    assert info.value.kind == "unavailable" and not box.running
+    assert "syscalls: pyseccomp is not installed" in message
+    assert "SandboxConfig(syscall_filter='on')" in message
+
+
+def test_required_filter_runs_when_available(tmp_path: Path) -> None:
+    pytest.importorskip("pyseccomp")
+    box = PythonSandbox(tmp_path / "w", config=SandboxConfig(limits=FAST_LIMITS,
+                                                             syscall_filter="required"))
+    try:
+        isolation = start_or_skip(box).isolation
+        assert isolation is not None and isolation.holds("syscalls")
+        assert box.run("6 * 7").value == "42"
+    finally:
+        box.close()
+
+
+def test_syscall_filter_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """"on" by default; GRAMAGENT_SANDBOX_SYSCALL_FILTER picks another mode; typos fail."""
+    monkeypatch.delenv(SYSCALL_FILTER_ENV, raising=False)
+    assert SandboxConfig.from_env().syscall_filter == "on"
+    assert SandboxConfig.from_env().required_features() == (
+        "network", "filesystem", "limits", "privileges")
+    monkeypatch.setenv(SYSCALL_FILTER_ENV, "Required")
+    config = SandboxConfig.from_env()
+    assert config.syscall_filter == "required"
+    assert config.required_features()[-1] == "syscalls"
+    assert SandboxConfig.from_env(require_isolation=False).required_features() == ("syscalls",)
+    assert SandboxConfig.from_env(syscall_filter="off").syscall_filter == "off"
+    monkeypatch.setenv(SYSCALL_FILTER_ENV, "strict")
+    with pytest.raises(ConfigurationError, match="GRAMAGENT_SANDBOX_SYSCALL_FILTER='strict'"):
+        SandboxConfig.from_env()
+    with pytest.raises(ConfigurationError, match="syscall_filter must be one of on, required"):
+        SandboxConfig(syscall_filter="yes")  # type: ignore[arg-type]

@@ -4,6 +4,7 @@ See :class:`PythonSandbox` and ``docs/sandbox.md`` for what is and is not isolat
 """
 
 from gramagent.tools.sandbox.session import (
+    SYSCALL_FILTER_ENV,
     WEAK_ISOLATION_ENV,
     Isolation,
     PythonSandbox,
@@ -11,9 +12,11 @@ from gramagent.tools.sandbox.session import (
     SandboxConfig,
     SandboxError,
     SandboxLimits,
+    SyscallFilterMode,
 )
 
 __all__ = [
+    "SYSCALL_FILTER_ENV",
     "WEAK_ISOLATION_ENV",
     "Isolation",
     "PythonSandbox",
@@ -21,4 +24,5 @@ __all__ = [
     "SandboxConfig",
     "SandboxError",
     "SandboxLimits",
+    "SyscallFilterMode",
 ]

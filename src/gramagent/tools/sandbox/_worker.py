@@ -4,7 +4,9 @@ Started by :class:`gramagent.tools.sandbox.PythonSandbox`; not imported by grama
 
 1. keep the protocol pipes on private descriptors; fd 0 becomes ``/dev/null``, fds 1 and 2 an
    in-memory file that collects everything the user's code prints (Python or C level);
-2. read the configuration frame and isolate the process (:mod:`_isolate`);
+2. read the configuration frame, build the seccomp filter (:mod:`_seccomp`; loading its
+   binding starts ``ldconfig``, so this comes first), isolate the process (:mod:`_isolate`),
+   then load the filter, which from then on covers the user's code and all its children;
 3. answer with a ``ready`` frame carrying the isolation report;
 4. serve ``exec`` requests until the pipe closes.
 
@@ -34,6 +36,7 @@ sys.path.insert(0, _HERE)
 try:
     import _isolate  # type: ignore[import-not-found]
     import _protocol  # type: ignore[import-not-found]
+    import _seccomp  # type: ignore[import-not-found]
 finally:
     sys.path.remove(_HERE)
 
@@ -184,8 +187,10 @@ def main() -> None:
     for path in config.get("python_paths", ()):
         if path not in sys.path:
             sys.path.append(path)
+    syscall_filter = _seccomp.prepare(config.get("syscall_filter"))
     try:
         report = _isolate.isolate(config)
+        report["syscalls"] = _seccomp.install(syscall_filter)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which gives up
         _protocol.write_frame(proto_out, {"op": "ready", "ok": False,
                                           "error": f"{type(exc).__name__}: {exc}"})

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import selectors
 import signal
@@ -23,12 +24,14 @@ import sysconfig
 import threading
 import time
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from gramagent.errors import GramagentError
+from gramagent.errors import ConfigurationError, GramagentError
 from gramagent.tools.sandbox._protocol import FrameDecoder, FrameError, write_frame
+from gramagent.tools.sandbox._seccomp import binding_path
 
 __all__ = [
     "Isolation",
@@ -37,17 +40,27 @@ __all__ = [
     "SandboxConfig",
     "SandboxError",
     "SandboxLimits",
+    "SYSCALL_FILTER_ENV",
+    "SyscallFilterMode",
     "WEAK_ISOLATION_ENV",
 ]
 
 WORKER = Path(__file__).with_name("_worker.py")
 WEAK_ISOLATION_ENV = "GRAMAGENT_SANDBOX_ALLOW_WEAK"
 """Set to ``1`` to run workers even where namespaces are unavailable (limits only)."""
+SYSCALL_FILTER_ENV = "GRAMAGENT_SANDBOX_SYSCALL_FILTER"
+"""``on`` (default), ``required`` or ``off``: :attr:`SandboxConfig.syscall_filter`."""
+
+_log = logging.getLogger(__name__)
+_warned_no_filter = False
 
 _SANDBOX_ID_BASE = 2_000_000_000
 _SANDBOX_ID_SPAN = 1 << 28
 REQUIRED_FEATURES = ("network", "filesystem", "limits", "privileges")
+SYSCALL_FEATURE = "syscalls"
+"""The isolation report's entry for the seccomp filter (required only when configured so)."""
 
+SyscallFilterMode = Literal["on", "required", "off"]
 SandboxErrorKind = Literal["timeout", "crashed", "unavailable", "protocol", "closed"]
 
 
@@ -119,14 +132,44 @@ class SandboxConfig:
     site-packages (so pyarrow, numpy, matplotlib are importable), ``()``: none."""
     startup_timeout: float = 30.0
     """Seconds a worker may take to start and report its isolation."""
+    syscall_filter: SyscallFilterMode = "on"
+    """The worker's seccomp filter (``docs/sandbox.md``): ``on`` installs it where pyseccomp
+    and libseccomp are available and otherwise runs without it (reported in
+    :attr:`PythonSandbox.isolation`, logged once); ``required`` refuses to run code without
+    it; ``off`` does not install it."""
+
+    def __post_init__(self) -> None:
+        if self.syscall_filter not in get_args(SyscallFilterMode):
+            raise ConfigurationError(
+                f"SandboxConfig.syscall_filter must be one of "
+                f"{', '.join(get_args(SyscallFilterMode))}, not {self.syscall_filter!r}")
 
     @classmethod
     def from_env(cls, **overrides: Any) -> SandboxConfig:
-        """The defaults, with ``require_isolation`` off when ``GRAMAGENT_SANDBOX_ALLOW_WEAK=1``."""
+        """The defaults, with ``require_isolation`` off when ``GRAMAGENT_SANDBOX_ALLOW_WEAK=1``
+        and ``syscall_filter`` from ``GRAMAGENT_SANDBOX_SYSCALL_FILTER`` when set.
+
+        Raises:
+            ConfigurationError: ``GRAMAGENT_SANDBOX_SYSCALL_FILTER`` holds another value.
+        """
         if "require_isolation" not in overrides:
             overrides["require_isolation"] = os.environ.get(WEAK_ISOLATION_ENV, "") not in (
                 "1", "true", "yes")
+        mode = os.environ.get(SYSCALL_FILTER_ENV, "").strip().lower()
+        if "syscall_filter" not in overrides and mode:
+            if mode not in get_args(SyscallFilterMode):
+                raise ConfigurationError(
+                    f"{SYSCALL_FILTER_ENV}={mode!r}: expected one of "
+                    f"{', '.join(get_args(SyscallFilterMode))}")
+            overrides["syscall_filter"] = mode
         return cls(**overrides)
+
+    def required_features(self) -> tuple[str, ...]:
+        """The isolation features a worker must report before it may run code."""
+        required = REQUIRED_FEATURES if self.require_isolation else ()
+        if self.syscall_filter == "required":
+            required = (*required, SYSCALL_FEATURE)
+        return required
 
     def import_paths(self) -> tuple[str, ...]:
         """The worker's extra import paths."""
@@ -152,10 +195,14 @@ class Isolation:
         """Whether every required feature took effect."""
         return all(self.features.get(f, (False, ""))[0] for f in REQUIRED_FEATURES)
 
-    def missing(self) -> list[str]:
-        """``feature: detail`` for each required feature that did not take effect."""
+    def holds(self, feature: str) -> bool:
+        """Whether ``feature`` (e.g. ``"syscalls"``) took effect."""
+        return self.features.get(feature, (False, ""))[0]
+
+    def missing(self, features: Iterable[str] = REQUIRED_FEATURES) -> list[str]:
+        """``feature: detail`` for each of ``features`` that did not take effect."""
         return [f"{f}: {self.features.get(f, (False, 'not reported'))[1]}"
-                for f in REQUIRED_FEATURES if not self.features.get(f, (False, ""))[0]]
+                for f in features if not self.holds(f)]
 
     def describe(self) -> str:
         """One line per feature."""
@@ -338,6 +385,8 @@ class PythonSandbox:
             "hide": [os.getcwd(), str(Path.home())],
             "limits": limits.to_dict(),
             "uid": uid, "gid": gid,
+            "syscall_filter": {"mode": self.config.syscall_filter,
+                               "binding": binding_path()},
         }
         assert proc.stdin is not None
         try:
@@ -354,14 +403,12 @@ class PythonSandbox:
             raise SandboxError(f"the sandbox worker could not isolate itself: "
                                f"{_text(ready.get('error'))}", kind="unavailable")
         self.isolation = _isolation(ready.get("isolation"))
-        if self.config.require_isolation and not self.isolation.complete:
+        missing = self.isolation.missing(self.config.required_features())
+        if missing:
             self._kill()
-            raise SandboxError(
-                "refusing to run code: the sandbox is not fully isolated on this machine ("
-                + "; ".join(self.isolation.missing())
-                + f"). Set {WEAK_ISOLATION_ENV}=1 (or SandboxConfig(require_isolation=False)) "
-                "to run with the isolation available; see docs/sandbox.md.",
-                kind="unavailable")
+            raise SandboxError(_refusal(missing), kind="unavailable")
+        if self.config.syscall_filter == "on" and not self.isolation.holds(SYSCALL_FEATURE):
+            _warn_no_filter(self.isolation.features.get(SYSCALL_FEATURE, (False, ""))[1])
 
     def _max_frame(self) -> int:
         return self.config.limits.max_output_chars * 12 + (1 << 16)
@@ -513,6 +560,29 @@ def _readable_paths(import_paths: tuple[str, ...], data_dir: Path | None) -> lis
             out.append(real)
     # keep only the outermost of nested paths
     return [p for p in out if not any(p != o and p.startswith(o.rstrip("/") + "/") for o in out)]
+
+
+def _refusal(missing: list[str]) -> str:
+    """Why a worker may not run code, and what to change."""
+    hints = []
+    if any(not m.startswith(SYSCALL_FEATURE + ":") for m in missing):
+        hints.append(f"Set {WEAK_ISOLATION_ENV}=1 (or SandboxConfig(require_isolation=False)) "
+                     "to run with the isolation available.")
+    if any(m.startswith(SYSCALL_FEATURE + ":") for m in missing):
+        hints.append("The syscall filter needs pyseccomp (gramagent[tools]) and libseccomp; "
+                     f"{SYSCALL_FILTER_ENV}=on (or SandboxConfig(syscall_filter='on')) runs "
+                     "without it.")
+    return ("refusing to run code: the sandbox is not fully isolated on this machine ("
+            + "; ".join(missing) + "). " + " ".join(hints) + " See docs/sandbox.md.")
+
+
+def _warn_no_filter(detail: str) -> None:
+    """Log, once per process, that workers run without the seccomp filter."""
+    global _warned_no_filter
+    if not _warned_no_filter:
+        _warned_no_filter = True
+        _log.warning("python sandbox: running without the seccomp syscall filter (%s); "
+                     "see docs/sandbox.md", detail)
 
 
 def _isolation(report: Any) -> Isolation:
