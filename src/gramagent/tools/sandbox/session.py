@@ -403,10 +403,10 @@ class PythonSandbox:
             raise SandboxError(f"the sandbox worker could not isolate itself: "
                                f"{_text(ready.get('error'))}", kind="unavailable")
         self.isolation = _isolation(ready.get("isolation"))
-        missing = self.isolation.missing(self.config.required_features())
-        if missing:
+        lacking = [f for f in self.config.required_features() if not self.isolation.holds(f)]
+        if lacking:
             self._kill()
-            raise SandboxError(_refusal(missing), kind="unavailable")
+            raise SandboxError(_refusal(self.isolation, lacking), kind="unavailable")
         if self.config.syscall_filter == "on" and not self.isolation.holds(SYSCALL_FEATURE):
             _warn_no_filter(self.isolation.features.get(SYSCALL_FEATURE, (False, ""))[1])
 
@@ -562,18 +562,19 @@ def _readable_paths(import_paths: tuple[str, ...], data_dir: Path | None) -> lis
     return [p for p in out if not any(p != o and p.startswith(o.rstrip("/") + "/") for o in out)]
 
 
-def _refusal(missing: list[str]) -> str:
-    """Why a worker may not run code, and what to change."""
+def _refusal(isolation: Isolation, lacking: list[str]) -> str:
+    """Why a worker may not run code (the ``lacking`` features), and what to change."""
     hints = []
-    if any(not m.startswith(SYSCALL_FEATURE + ":") for m in missing):
+    if any(f != SYSCALL_FEATURE for f in lacking):
         hints.append(f"Set {WEAK_ISOLATION_ENV}=1 (or SandboxConfig(require_isolation=False)) "
                      "to run with the isolation available.")
-    if any(m.startswith(SYSCALL_FEATURE + ":") for m in missing):
+    if SYSCALL_FEATURE in lacking:
         hints.append("The syscall filter needs pyseccomp (gramagent[tools]) and libseccomp; "
                      f"{SYSCALL_FILTER_ENV}=on (or SandboxConfig(syscall_filter='on')) runs "
                      "without it.")
     return ("refusing to run code: the sandbox is not fully isolated on this machine ("
-            + "; ".join(missing) + "). " + " ".join(hints) + " See docs/sandbox.md.")
+            + "; ".join(isolation.missing(lacking)) + "). " + " ".join(hints)
+            + " See docs/sandbox.md.")
 
 
 def _warn_no_filter(detail: str) -> None:
