@@ -4,11 +4,16 @@ file-level types and comments (to_gram, format_gram, format_file)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gramagent.errors import SpecError
+from gramagent.spec._gramsyntax import K_COMMENT, K_STRING, K_TAGGED, descendants, parse
 from gramagent.spec.gram import format_file, format_gram, load_file, load_gram, to_gram
 from gramagent.spec.model import Param, Signature
 from gramagent.spec.signature import format_signature, parse_signature
@@ -331,25 +336,247 @@ def test_a_comment_after_the_result_node_moves_after_the_comma() -> None:
     assert "  (a::String)==>(::T),  // res\n" in fmt(text)
 
 
-@pytest.mark.parametrize(("text", "where"), [
-    ('[t:Tool {description: "d"} | (a::String // in\n)==>(::String)]', "1:41: a comment "
-     "inside a node (...)"),
-    ('[t:Tool {description: "d" // in\n} | ()==>(::String)]', "1:27: a comment inside a "
-     "record {...}"),
-    ('[t:Tool {description: "d"} // in\n| ()==>(::String)]', "1:28: a comment before the "
-     "'|' of a pattern"),
-    ('[a:Agent {instruction: // in\n "i", model: "m"}]', "1:24: a comment inside a property "
-     "(key: value)"),
-    ('[a:Agent {instruction: "i", model: "m"} // in\n]', "1:41: a comment before the '|' of "
-     "a pattern"),
+@pytest.mark.parametrize(("text", "expected"), [
+    ('[t:Tool {description: "d"} | (a::String // in\n)==>(::String)]',
+     '[t:Tool {description: "d"} |\n  // in\n  (a::String)==>(::String)\n]\n'),
+    ('[t:Tool {description: "d" // in\n} | ()==>(::String)]',
+     '[t:Tool {\n  description: "d"  // in\n} |\n  ()==>(::String)\n]\n'),
+    ('[t:Tool {description: "d"} // in\n| ()==>(::String)]',
+     '[t:Tool {\n  description: "d"  // in\n} |\n  ()==>(::String)\n]\n'),
+    ('[t:Tool {description: "d"}\n// in\n| ()==>(::String)]',
+     '[t:Tool {description: "d"} |\n  // in\n  ()==>(::String)\n]\n'),
+    ('[t:Tool // in\n{description: "d"} | ()==>(::String)]',
+     '[t:Tool {\n  // in\n  description: "d"\n} |\n  ()==>(::String)\n]\n'),
+    ('[a:Agent {instruction: // in\n "i", model: "m"}]',
+     '[a:Agent {\n  // in\n  instruction: "i",\n  model: "openai/m"\n}]\n'),
+    ('[a:Agent {instruction: "i", model: "m"} // in\n]',
+     '[a:Agent {\n  instruction: "i",\n  model: "openai/m"  // in\n}]\n'),
+    ('[a:Agent {instruction: "i", model: "m"}\n// in\n]',
+     '[a:Agent {\n  instruction: "i",\n  model: "openai/m"\n  // in\n}]\n'),
+    ('[N:String // in\n {minLength: 1}]', '[N:String {\n  // in\n  minLength: 1\n}]\n'),
+    ('[N:String // in\n]', '// in\n[N:String]\n'),
 ])
-def test_comments_that_cannot_be_placed_are_reported(text: str, where: str) -> None:
-    """A comment the writer has no place for is left out and named, 1-based."""
-    formatted = format_gram(text, file="f.gram")
-    assert [str(d).split(" cannot be kept")[0] for d in formatted.dropped] == [
-        f"f.gram:{where}"]
-    assert "// in" not in formatted.text
-    assert load_gram(formatted.text) == load_gram(text)
+def test_comments_inside_patterns_go_with_the_nearest_element(text: str, expected: str
+                                                                 ) -> None:
+    """Inside a pattern or node, a comment goes with the entry it is inside or precedes,
+    the entry ending on its line, or the first element after '|'; a record holding one is
+    written one entry a line; with no record written, it goes above the pattern."""
+    out = fmt(text)
+    assert out == expected
+    assert load_gram(out) == load_gram(text)
+    assert fmt(out) == out
+
+
+RECORDS = """[Day:Object {additionalProperties: false // closed
+} |
+  (date::String {format: "date", // ISO 8601
+    description: "the day"}),
+  (high::Number {
+    // degrees Celsius
+    description: "high"
+  })
+]
+
+[getForecast:Tool {
+  description: "Forecast" // shown to the model
+} |
+  (city::String {description: "City name", // e.g. Paris
+    minLength: 1 // no empty names
+  })
+  ==>(days::Integer {enum: [1, // one day
+                            3, 7], default: 3
+    // at most a week
+  })
+  ==>(::Array {items: Day})
+]
+"""
+
+RECORDS_CANONICAL = """[Day:Object {
+  additionalProperties: false  // closed
+} |
+  (date::String {
+    description: "the day",
+    format: "date"  // ISO 8601
+  }),
+  (high::Number {
+    // degrees Celsius
+    description: "high"
+  })
+]
+
+[getForecast:Tool {
+  description: "Forecast"  // shown to the model
+} |
+  (city::String {
+    description: "City name",  // e.g. Paris
+    minLength: 1  // no empty names
+  })
+  ==>(days::Integer {
+    default: 3,
+    // one day
+    enum: [1, 3, 7]
+    // at most a week
+  })
+  ==>(::Array {items: Day})
+]
+"""
+
+
+def test_comments_inside_records_and_nodes_are_kept() -> None:
+    """Comments on a tool's description, on parameters' and members' keywords and inside
+    a keyword's value stay with their entry, in the canonical entry order."""
+    out = fmt(RECORDS)
+    assert out == RECORDS_CANONICAL
+    assert load_gram(out) == load_gram(RECORDS)
+    assert fmt(out) == out
+
+
+def test_comments_of_left_out_entries_go_to_the_next_one_written() -> None:
+    """A keyword the canonical form leaves out (a default required flag, a keyword that
+    repeats its named type, an empty arguments node) hands its comments to the next
+    element written, or to the lines above the node when no record is written."""
+    text = """\
+[Vl:String {description: "x"}]
+[Dab:Vl {description: "x" // same as Vl
+}]
+[t:Tool {description: "d"} |
+  ( // no arguments
+  ) // really none
+  ==>(a::String {required: true // the default
+  })==>(b::Integer {required: true, // the default too
+    minimum: 1})==>(::String)
+]
+"""
+    assert fmt(text) == """\
+[Vl:String {description: "x"}]
+
+// same as Vl
+[Dab:Vl]
+
+[t:Tool {description: "d"} |
+  // no arguments
+  // really none
+  // the default
+  (a::String)
+  ==>(b::Integer {
+    // the default too
+    minimum: 1
+  })
+  ==>(::String)
+]
+"""
+
+
+# --------------------------------------------------------------------------------------------
+# Comments anywhere the grammar takes one (hypothesis)
+# --------------------------------------------------------------------------------------------
+
+RICH = """\
+[Name:Text {minLength: 1, description: "a name"}]
+[Addr:Object {additionalProperties: false} |
+  (street::String {description: "s", required: true}), (city::Name {minLength: 1})]
+[Sh:Addr:Null {description: "where to"}]
+
+[order:Tool {description: "Order\\nthings"} |
+  () ==> (who::Name {description: "buyer", default: "me", required: true})
+  ==>(ship::Sh {description: "where to", default: null})
+  ==>(tags::Array {items: Name, minItems: 1, enum: ["a", "b"]})
+  ==>(n::Int {minimum: 0x10, maximum: 100, required: false})
+  ==>(::Receipt {description: "r"}),
+  [Receipt:Object | (total::Number {required: true}), (meta::Any {default: {a: 1, b: "x"}})]
+]
+
+[a:Agent {model: "m", description: "desc", instruction: ```
+  multi
+  line
+  ```} |
+  order,
+  [inline:Tool {description: "inline"} | (a::Addr)==>(::String)]
+]
+"""
+
+_BASES = {path.name: path.read_text() for path in GRAM_FILES} | {"rich": RICH}
+_ATOMS = frozenset({K_STRING, K_TAGGED, K_COMMENT})
+
+
+def _comments(text: str) -> list[str]:
+    src = text.encode()
+    return [src[n.start_byte: n.end_byte].decode() for n in descendants(parse(src).root_node)
+            if n.kind_id == K_COMMENT]
+
+
+@functools.cache
+def _base(name: str, canonical: bool) -> tuple[bytes, tuple[int, ...]]:
+    """A text (as is, or formatted) and the token ends where a comment leaves its meaning
+    alone (not inside an arrow, for one)."""
+    text = _BASES[name]
+    document = load_gram(text)
+    src = (format_gram(text).text if canonical else text).encode()
+    ends = set()
+    stack = [parse(src).root_node]
+    while stack:
+        node = stack.pop()
+        if node.kind_id in _ATOMS or not node.child_count:
+            ends.add(node.end_byte)
+        else:
+            stack.extend(node.children)
+    valid = []
+    for end in sorted(e for e in ends if 0 < e < len(src.rstrip())):
+        try:
+            same = load_gram(src[:end] + b" // c\n" + src[end:]) == document
+        except SpecError:
+            same = False
+        if same:
+            valid.append(end)
+    return src, tuple(valid)
+
+
+@st.composite
+def commented(draw: st.DrawFn) -> tuple[str, str, bool]:
+    """A base text with comments put at token ends: at the end of a line, on a line of
+    their own, or followed by a blank line. Also says whether the base was canonical."""
+    name = draw(st.sampled_from(sorted(_BASES)))
+    canonical = draw(st.booleans())
+    src, valid = _base(name, canonical)
+    ends = draw(st.lists(st.sampled_from(valid), min_size=1, max_size=8, unique=True))
+    for i, end in enumerate(sorted(ends, reverse=True)):
+        form = draw(st.sampled_from([" // c{}\n", "  // c{}\n\n", "\n// c{}\n"]))
+        src = src[:end] + form.format(len(ends) - i).encode() + src[end:]
+    return _BASES[name], src.decode(), canonical
+
+
+@pytest.mark.parametrize("name", sorted(_BASES))
+def test_a_comment_at_every_token_end_is_kept(name: str) -> None:
+    """One comment at each token end of each example (one text per position): fmt keeps
+    it, reads as the text and is a fixed point."""
+    document = load_gram(_BASES[name])
+    src, valid = _base(name, False)
+    assert valid
+    for end in valid:
+        text = (src[:end] + b" // here\n" + src[end:]).decode()
+        formatted = format_gram(text)
+        assert formatted.dropped == (), text
+        assert "// here\n" in formatted.text, text
+        assert load_gram(formatted.text) == document
+        assert format_gram(formatted.text).text == formatted.text, text
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(commented())
+def test_fmt_keeps_every_comment_anywhere(case: tuple[str, str, bool]) -> None:
+    """Comments at any token end the grammar accepts: fmt drops none, reads as the text,
+    is a fixed point, and keeps every comment; in a text already in canonical order, the
+    comments also keep their order."""
+    base, text, canonical = case
+    formatted = format_gram(text)
+    assert formatted.dropped == ()
+    out = formatted.text
+    assert load_gram(out) == load_gram(base)
+    assert format_gram(out).text == out
+    if canonical:
+        assert _comments(out) == _comments(text)
+    else:
+        assert Counter(_comments(out)) == Counter(_comments(text))
 
 
 def test_format_gram_reports_problems_not_text() -> None:

@@ -74,13 +74,16 @@ def fmt(
     check_only: bool = typer.Option(False, "--check",
                                     help="Print nothing; exit 1 if the file is not canonical."),
     force: bool = typer.Option(False, "--force",
-                               help="With --write: rewrite even if a comment would be lost."),
+                               help="With --write: rewrite even if a comment would be lost "
+                                    "(fmt places every comment gram allows; this is a "
+                                    "safeguard)."),
 ) -> None:
     """Print the canonical gram of a file (or rewrite it with --write).
 
-    Comments between patterns and between the elements of a pattern are kept. A comment
-    fmt cannot place (inside a record or a node) is named on stderr; --write then refuses
-    to rewrite the file unless --force is given.
+    Every comment is kept next to the element it annotates: between patterns, between the
+    elements of a pattern, between and inside the nodes of a signature, and inside records
+    (written one entry a line). Should a comment find no place, it is named on stderr and
+    --write refuses to rewrite the file unless --force is given.
     """
     try:
         formatted = format_file(file)

@@ -6,26 +6,35 @@ apart. Names the text was read with are kept: type patterns keep their names, an
 types stay at file level, written once, however many tools use them.
 
 For ``gramagent fmt``, :func:`collect_comments` maps each ``//`` comment of a parsed text to
-the list element it sits next to, so that the writer can put it back:
+the element it sits next to, so that the writer can put it back:
 
 - between top-level patterns (before one, at the end of its last line, or at the end of the
   file);
 - between the elements after ``|`` of an agent (tools), a tool (its signature and type
   patterns) and a type pattern (its members);
 - between the nodes of a signature path;
-- between the entries of an agent's record (written one a line).
+- between the entries of a record: an agent's, a tool's, a type pattern's, or a node's (a
+  record holding comments is written one entry a line);
+- elsewhere inside a pattern or node (before its record, between its labels, inside an
+  entry's value, before a pattern's ``|``): with the nearest element that follows (the
+  entry the comment is inside, the first entry, the first element after ``|``), or with
+  the entry that ends on the comment's line.
 
 Elements are keyed by what they are and their name (``("tool", "getForecast")``,
-``("member", "city")``, ``("path",)``, ``("param", "days")``), lists by the keys of the
-elements enclosing them, so comments follow their element wherever the canonical order puts
-it. A comment anywhere else (inside a record, a node or a pattern's header) is reported
-instead, with its position.
+``("member", "city")``, ``("path",)``, ``("param", "days")``, ``("entry", "minLength")``),
+lists by the keys of the elements enclosing them, so comments follow their element wherever
+the canonical order puts it. When the canonical form leaves an element out (a redundant
+``required: true``, a keyword that repeats its named type, an empty arguments node), its
+comments go to the next element of its list that is written, else to the end of the list;
+when a node or pattern is written with no record at all, the comments of its record go on
+the lines above it.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Hashable, Iterable, Mapping
+import dataclasses
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from tree_sitter import Node, Tree
@@ -49,18 +58,34 @@ from gramagent.spec.signature import (
     ListNotes,
     Notes,
     SignatureWriter,
+    TypePattern,
     format_name,
     quote_string,
     render_elements,
 )
 
-__all__ = ["CommentMap", "collect_comments", "write_gram"]
+__all__ = ["CommentMap", "Comments", "collect_comments", "write_gram"]
 
 Key = tuple[Hashable, ...]
 """An element key, e.g. ``("tool", "getForecast")``."""
 
 CommentMap = dict[tuple[Key, ...], ListNotes]
 """Comments by list (the keys of the enclosing elements, ``()`` for the file) and element."""
+
+Orders = dict[tuple[Key, ...], list[Key]]
+"""The element keys of a list in the order of the source text (records and paths, whose
+elements the canonical form may leave out)."""
+
+
+class Comments(NamedTuple):
+    """The comments of a text, as :func:`collect_comments` finds them."""
+
+    notes: CommentMap
+    """Comments by list and element; the writer pops what it places."""
+    orders: Orders
+    """Source order of the elements of records and signature paths."""
+    stray: list[tuple[int, str]]
+    """Comments with no element to go with: ``(byte offset, why)``."""
 
 _PATH: Key = ("path",)
 _RECORD: Key = ("record",)
@@ -105,55 +130,170 @@ def _file_types(tools: Iterable[ToolSpec], declared: Iterable[NamedType] = ()
     return out
 
 
+def _lines(note: Notes) -> list[str]:
+    """A note's comments as whole lines (its trailing comment last, blank lines left out)."""
+    return [c for c in note.before if c] + ([] if note.after is None else [note.after])
+
+
 class _Writer:
     """Writes spec objects; places (and pops) the comments of ``comments`` as it goes."""
 
-    def __init__(self, comments: CommentMap | None = None) -> None:
-        self.comments = comments if comments is not None else {}
+    def __init__(self, comments: Comments | None = None) -> None:
+        self.comments: CommentMap = comments.notes if comments is not None else {}
+        self.orders: Orders = comments.orders if comments is not None else {}
 
     def notes(self, where: tuple[Key, ...]) -> ListNotes | None:
         return self.comments.get(where)
 
+    # ---- comments ---------------------------------------------------------------------------
+
+    def settle(self, where: tuple[Key, ...], present: Sequence[Hashable], *, end: bool
+               ) -> tuple[ListNotes, list[str]]:
+        """The notes of a list whose written elements are ``present``.
+
+        An element of the source that is not written hands its comments (as whole lines) to
+        the next written one, in source order; those after the last one go to the end of
+        the list (``end``), or are returned as lines for the caller to put above the list's
+        owner (when the list is not written at all, or has no end).
+        """
+        notes = self.comments.get(where)
+        if not notes:
+            return {}, []
+        written = set(present)
+        out: ListNotes = {}
+        carry: list[str] = []
+        for key in self.orders.get(where, ()):
+            note = notes.pop(key, None)
+            if key not in written:
+                carry += _lines(note) if note is not None else []
+                continue
+            if carry:
+                note = Notes((*carry, *(note.before if note else ())),
+                             note.after if note else None, note.offset if note else 0)
+                carry = []
+            if note is not None:
+                out[key] = note
+        last = notes.pop(None, None)
+        lines = [*carry, *(last.before if last is not None else ())]
+        if not lines:
+            return out, []
+        if not end:
+            return out, [c for c in lines if c]
+        out[None] = Notes(tuple(lines), None, last.offset if last is not None else 0)
+        return out, []
+
+    def hoist(self, where: tuple[Key, ...], key: Hashable, lines: list[str]) -> None:
+        """Put comment ``lines`` on the lines above element ``key`` of list ``where`` (after
+        the comments already there, which come first in the source)."""
+        if not lines:
+            return
+        notes = self.comments.setdefault(where, {})
+        old = notes.get(key)
+        notes[key] = (Notes(tuple(lines)) if old is None
+                      else Notes((*old.before, *lines), old.after, old.offset))
+
+    def record(self, text: str, indent: str, where: tuple[Key, ...]) -> tuple[str, list[str]]:
+        """``text`` (a node or pattern, its first line at ``indent``) with the comments of
+        its record (list ``where``): the record is then written one entry a line. Also gives
+        the comment lines that have no place in the record, for above the element."""
+        if where not in self.comments:
+            return text, []
+        src = text.encode()
+        pattern = parse(src).root_node.named_children[0]
+        record = next((c for c in pattern.named_children if c.kind_id == K_RECORD), None)
+        decoder = Decoder(src)
+        entries: list[tuple[Hashable, str]] = []
+        for prop in record.named_children if record is not None else ():
+            key = key_value(prop)[0]
+            if key is not None:
+                entries.append((("entry", decoder.name(key)),
+                                src[prop.start_byte: prop.end_byte].decode()))
+        notes, above = self.settle(where, [k for k, _ in entries], end=record is not None)
+        if record is None or not notes:
+            return text, above
+        inner = indent + "  "
+        body = render_elements([(k, inner + t) for k, t in entries], inner, notes)
+        text = (src[: record.start_byte].decode() + "{\n" + body + "\n" + indent + "}"
+                + src[record.end_byte:].decode())
+        return text, above
+
     # ---- blocks -----------------------------------------------------------------------------
+
+    def pattern(self, pattern: TypePattern, indent: str, where: tuple[Key, ...]) -> str:
+        """A type pattern (element ``where[-1]`` of list ``where[:-1]``) with its comments."""
+        members = []
+        for name, node in pattern.members:
+            key = ("member", name)
+            node, above = self.record(node, indent + "  ", (*where, key, _RECORD))
+            self.hoist(where, key, above)
+            members.append((name, node))
+        if members != pattern.members:
+            pattern = dataclasses.replace(pattern, members=members)
+        text, above = self.record(pattern.render(indent, self.notes(where)), indent,
+                                  (*where, _RECORD))
+        self.hoist(where[:-1], where[-1], above)
+        return text
 
     def tool(self, spec: ToolSpec, indent: str, where: tuple[Key, ...],
              file_types: Mapping[str, NamedType]) -> str:
         sig = spec.signature
         own = [t for t in sig.named_types if not (t.shared and file_types.get(t.name) == t)]
         writer = SignatureWriter(own, file_types.values())
-        nodes = writer.nodes(sig)
         inner = indent + "  "
         keys: list[Key] = [("param", p.name) for p in sig.params]
+        nodes = writer.nodes(sig)
         keys = [*([("arguments",)] if len(nodes) > len(keys) + 1 else []), *keys, ("result",)]
-        path_notes = self.notes((*where, _PATH))
-        if path_notes:
-            path = self._path(nodes, keys, inner, path_notes)
-        else:
-            path = "==>".join(nodes)
-            if len(inner) + len(path) > 100:
-                path = f"\n{inner}==>".join(nodes)
-            path = inner + path
+        path = self.path(nodes, keys, inner, where)
         parts: list[tuple[Hashable, str]] = [(_PATH, path)]
         for pattern in writer.definitions:
             key = ("type", pattern.name)
-            parts.append((key, pattern.render(inner, self.notes((*where, key)))))
+            parts.append((key, self.pattern(pattern, inner, (*where, key))))
+        description = ("entry", "description")
+        notes, _ = self.settle((*where, _RECORD), [description], end=True)
         head = f"{indent}[{format_name(spec.name)}:Tool {{description: " \
                f"{quote_string(spec.description)}}} |"
-        if "\n" in spec.description or len(head) > 100:
-            description = _string(spec.description, inner, fence=True)
-            head = (f"{indent}[{format_name(spec.name)}:Tool {{\n{inner}description: "
-                    f"{description}\n{indent}}} |")
+        if notes or "\n" in spec.description or len(head) > 100:
+            entry = f"{inner}description: {_string(spec.description, inner, fence=True)}"
+            record = render_elements([(description, entry)], inner, notes)
+            head = f"{indent}[{format_name(spec.name)}:Tool {{\n{record}\n{indent}}} |"
         return (head + "\n" + render_elements(parts, inner, self.notes(where)) + "\n" + indent
                 + "]")
 
-    @staticmethod
-    def _path(nodes: list[str], keys: list[Key], inner: str, path_notes: ListNotes) -> str:
-        """A path one node per line, with the comments between its nodes (a comment after
-        the last node is one after the path, in the tool's list)."""
+    def path(self, nodes: list[str], keys: list[Key], inner: str, where: tuple[Key, ...]
+             ) -> str:
+        """The signature path of the tool at ``where``: on one line (broken before each
+        arrow when too long), or one node per line when comments sit between its nodes or
+        inside them. Comments above the first node go above the path, in the tool's list."""
+        path_where = (*where, _PATH)
+        for left in self.orders.get(path_where, ()):
+            if left not in keys:  # a node left out (an empty arguments node): the comments
+                _, inside = self.settle((*path_where, left, _RECORD), (), end=False)
+                self.hoist(path_where, left, inside)  # inside it go on with its own
+        texts: list[str] = []
+        above: list[list[str]] = []
+        for key, node in zip(keys, nodes, strict=True):
+            text, up = self.record(node, inner, (*path_where, key, _RECORD))
+            texts.append(text)
+            above.append(up)
+        # The result node is always written, so nothing is left over in practice (rest).
+        notes, rest = self.settle(path_where, keys, end=False)
+        for i, key in enumerate(keys):
+            note = notes.pop(key, None)
+            before = [*(note.before if note is not None else ()), *above[i]]
+            if i == 0:
+                self.hoist(where, _PATH, [*before, *rest])
+                before = []
+            if before or (note is not None and note.after is not None):
+                notes[key] = Notes(tuple(before), note.after if note is not None else None)
+        if not notes and not any("\n" in t for t in texts):
+            path = "==>".join(texts)
+            if len(inner) + len(path) > 100:
+                path = f"\n{inner}==>".join(texts)
+            return inner + path
         lines: list[str] = []
-        for i, (key, node) in enumerate(zip(keys, nodes, strict=True)):
-            text = inner + ("==>" if i else "") + node
-            note = path_notes.pop(key, None)
+        for i, (key, text) in enumerate(zip(keys, texts, strict=True)):
+            text = inner + ("==>" if i else "") + text
+            note = notes.pop(key, None)
             if note is not None:
                 lines.extend(inner + c if c else "" for c in note.before)
                 if note.after is not None:
@@ -171,7 +311,8 @@ class _Writer:
         entries.append((("entry", "instruction"),
                         f"  instruction: {_string(agent.instruction, '  ', fence=True)}"))
         entries.append((("entry", "model"), f"  model: {quote_string(str(agent.model))}"))
-        record = render_elements(entries, "  ", self.notes((*where, _RECORD)))
+        notes, _ = self.settle((*where, _RECORD), [k for k, _ in entries], end=True)
+        record = render_elements(entries, "  ", notes)
         head = f"[{format_name(agent.name)}:Agent {{\n{record}\n}}"
         if not agent.tools:
             return head + "]"
@@ -193,7 +334,7 @@ class _Writer:
         writer = SignatureWriter(types.values())
         for pattern in writer.definitions:
             key = ("type", pattern.name)
-            blocks.append((key, pattern.render("", self.notes((key,)))))
+            blocks.append((key, self.pattern(pattern, "", (key,))))
         shared = {}
         for spec in tools:
             key = ("tool", spec.name)
@@ -221,7 +362,7 @@ class _Writer:
         return text + "\n"
 
 
-def write_gram(obj: Agent | ToolSpec | GramDocument, comments: CommentMap | None = None
+def write_gram(obj: Agent | ToolSpec | GramDocument, comments: Comments | None = None
                ) -> str:
     """The canonical gram text of an agent, a tool spec or a whole document.
 
@@ -291,9 +432,10 @@ class _Collector:
         self.comments = [n for n in descendants(tree.root_node) if n.kind_id == K_COMMENT]
         self.starts = [c.start_byte for c in self.comments]
         self.slots: dict[tuple[Key, ...], dict[Hashable, _Slot]] = {}
+        self.orders: Orders = {}
         self.stray: list[tuple[int, str]] = []
 
-    def run(self) -> tuple[CommentMap, list[tuple[int, str]]]:
+    def run(self) -> Comments:
         root = self.tree.root_node
         elements = [c for c in root.named_children if c.kind_id != K_COMMENT]
         spans = [self.span(c, "file") for c in elements]
@@ -310,7 +452,7 @@ class _Collector:
         out: CommentMap = {}
         for where, slots in self.slots.items():
             out[where] = {k: s.notes() for k, s in slots.items()}
-        return out, sorted(self.stray)
+        return Comments(out, self.orders, sorted(self.stray))
 
     def text(self, node: Node) -> str:
         return self.src[node.start_byte: node.end_byte].decode("utf-8", "replace").rstrip()
@@ -360,37 +502,61 @@ class _Collector:
                         keys.append(("arguments",))
                     else:
                         keys.append(("param", info.ident))
+                self.orders[inner] = list(keys)
                 inside = [_Span(k, n, n.start_byte, n.end_byte)
                           for k, n in zip(keys, nodes, strict=True)]
                 self.visit(inner, inside, span.start, span.end, "path")
-            else:
+            elif span.node.kind_id == K_NODE:  # a node of a path, or a member
+                record = next((c for c in span.node.named_children if c.kind_id == K_RECORD),
+                              None)
+                entries = self.entries((*inner, _RECORD), record)
                 for comment in self.between(span.start, span.end):
-                    self.stray.append((comment.start_byte, _inside(comment)))
+                    self.in_record((*inner, _RECORD), entries, comment)
+
+    def entries(self, where: tuple[Key, ...], record: Node | None) -> list[_Span]:
+        """The entries of a record (list ``where``), noting their source order."""
+        spans = []
+        for entry in record.named_children if record is not None else ():
+            key = key_value(entry)[0] if entry.kind_id == K_PROPERTY else None
+            if key is not None:
+                spans.append(_Span(("entry", self.decoder.name(key)), entry,
+                                   _edge(entry, last=False), _edge(entry, last=True)))
+        self.orders[where] = [s.key for s in spans]
+        return spans
+
+    def in_record(self, where: tuple[Key, ...], entries: list[_Span], comment: Node) -> None:
+        """Place a comment of a record's owner with the entries of the record: one inside
+        an entry (in its value, ...) goes on the lines above that entry."""
+        entry = next((s for s in entries if s.start <= comment.start_byte < s.end), None)
+        if entry is None:
+            self.place(where, entries, comment)
+            return
+        slot = self.slots.setdefault(where, {}).setdefault(entry.key,
+                                                           _Slot(comment.start_byte))
+        slot.before.append(self.text(comment))
 
     def subject(self, where: tuple[Key, ...], span: _Span, owner: str) -> None:
+        """The comments of a pattern: in its head (before ``|``) with its record, or with
+        the first element after ``|``; then those between and inside its elements."""
         node = span.node
         bar = next((c for c in node.children if c.type == "|"), None)
-        split = bar.end_byte if bar is not None else span.end
         record = next((c for c in node.named_children if c.kind_id == K_RECORD), None)
-        if owner == "agent" and record is not None:  # one entry a line: comments fit
-            entries = [c for c in record.named_children if c.kind_id != K_COMMENT]
-            spans = [_Span(("entry", self.decoder.name(key)), e, _edge(e, last=False),
-                           _edge(e, last=True))
-                     for e in entries if (key := key_value(e)[0]) is not None]
-            self.visit((*where, _RECORD), spans, record.start_byte + 1, record.end_byte - 1,
-                       "record")
-            header = [c for c in self.between(span.start, split)
-                      if not record.start_byte < c.start_byte < record.end_byte]
-        else:
-            header = self.between(span.start, split)
-        for comment in header:
-            self.stray.append((comment.start_byte, _inside(comment)))
-        if bar is None:
-            return
         elements = next((c for c in node.named_children if c.kind_id == K_ELEMENTS), None)
         children = [] if elements is None else [
             c for c in elements.named_children if c.kind_id != K_COMMENT]
-        self.visit(where, [self.span(c, owner) for c in children], split, span.end, owner)
+        spans = [self.span(c, owner) for c in children]
+        record_where = (*where, _RECORD)
+        entries = self.entries(record_where, record)
+        after_record = record.end_byte if record is not None else span.start
+        for comment in self.between(span.start, bar.start_byte if bar else span.end):
+            start = comment.start_byte
+            trailing = bool(entries) and b"\n" not in self.src[entries[-1].end: start]
+            if spans and start >= after_record and not trailing:
+                self.place(where, spans, comment)  # before the first element after '|'
+            else:
+                self.in_record(record_where, entries, comment)
+        if bar is not None:
+            self.visit(where, spans, bar.end_byte, span.end, owner)
 
     def place(self, where: tuple[Key, ...], spans: list[_Span], comment: Node) -> None:
         start, end = comment.start_byte, comment.end_byte
@@ -432,19 +598,7 @@ def _path_nodes(node: Node) -> list[Node]:
     return out
 
 
-_WHERE = {K_PROPERTY: "inside a property (key: value)", K_RECORD: "inside a record {...}",
-          K_NODE: "inside a node (...)", K_SUBJECT: "before the '|' of a pattern"}
-
-
-def _inside(comment: Node) -> str:
-    """Where a comment the writer cannot place stands, for the message."""
-    parent = comment.parent
-    while parent is not None and parent.kind_id not in _WHERE:
-        parent = parent.parent
-    return _WHERE[parent.kind_id] if parent is not None else "inside a value"
-
-
-def collect_comments(tree: Tree, decoder: Decoder) -> tuple[CommentMap, list[tuple[int, str]]]:
-    """The comments of a parsed text, by the element they go with, and the ones the writer
-    cannot place: ``(byte offset, why)``."""
+def collect_comments(tree: Tree, decoder: Decoder) -> Comments:
+    """The comments of a parsed text, by the element they go with (and the few with no
+    element to go with)."""
     return _Collector(tree, decoder).run()

@@ -1006,11 +1006,13 @@ class Formatted(NamedTuple):
 def format_gram(text: str | bytes, *, file: str | None = None) -> Formatted:
     """The canonical form of a gram text (what ``gramagent fmt`` prints), keeping comments.
 
-    Comments are kept between top-level patterns, between the elements after ``|`` of an
-    agent, tool or type pattern, between the nodes of a signature and between the properties
-    of an agent; each stays with the element it precedes (or ends the line of), wherever the
-    canonical order puts it. Comments elsewhere (inside a node, inside a tool's or type's
-    record, before a pattern's ``|``) are left out and listed in ``dropped``.
+    Each comment stays with the element it precedes (or ends the line of), wherever the
+    canonical order puts it: between top-level patterns, between the elements after ``|``
+    of an agent, tool or type pattern, between the nodes of a signature, and inside records
+    and nodes (a record holding a comment is written one entry a line). A comment elsewhere
+    inside a pattern or node goes with the nearest element after it; one whose element the
+    canonical form leaves out goes with the next element written (``docs/format.md``).
+    ``dropped`` lists any comment that still found no place.
 
     Raises:
         SpecError: The text has problems (nothing is formatted).
@@ -1020,17 +1022,14 @@ def format_gram(text: str | bytes, *, file: str | None = None) -> Formatted:
     document = reader.document()
     if b"//" not in src:
         return Formatted(write_gram(document), ())
-    comments, stray = collect_comments(reader.tree, reader.decoder)
+    comments = collect_comments(reader.tree, reader.decoder)
     out = write_gram(document, comments)
-    stray += [(n.offset, "where the formatter has no place for it")
-              for notes in comments.values() for n in notes.values()]
+    stray = comments.stray + [(n.offset, "where the formatter has no place for it")
+                              for notes in comments.notes.values() for n in notes.values()]
     dropped = []
     for offset, where in sorted(stray):
         line, column = reader.decoder.position(offset)
-        dropped.append(Diagnostic(f"a comment {where} cannot be kept (fmt keeps comments "
-                                  "between patterns, between the elements after '|', between "
-                                  "the nodes of a signature and between agent properties)",
-                                  file, line, column))
+        dropped.append(Diagnostic(f"a comment {where} cannot be kept", file, line, column))
     return Formatted(out, tuple(dropped))
 
 
