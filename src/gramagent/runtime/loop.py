@@ -360,6 +360,11 @@ class _Run:
                     tool_choice = "auto"  # a forced choice applies to the first request only
                 remaining = None if deadline is None else deadline - loop.time()
                 await self._run_calls(turn, remaining)
+                # Not kept through the next request: a turn holds its whole decoded reply
+                # (``raw``). Objects held across an await are what the garbage collector finds
+                # in its young generation (a hundred runs' worth at concurrency 100) and they
+                # make it run more often: without them, a third fewer gen-0 collections.
+                del turn, request
         finally:
             if watcher is not None:
                 watcher.discard(self)
