@@ -7,13 +7,16 @@ machine cannot skew (each contender sees the same conditions, batch after batch)
 contenders rotates from round to round, so none always runs right after another. Contenders:
 ``floor`` (aiohttp, the client gramagent uses), ``floor-httpx``, ``gramagent`` (the tool
 declared non-blocking, called inline), ``gramagent-thread`` (a plain function in a worker
-thread) and ``gramagent-async`` (``async def``).
+thread) and ``gramagent-async`` (``async def``). ``--gc`` also counts the garbage collections
+(per generation, and their time) during each contender's concurrent batches: load elsewhere
+on the machine does not change those counts.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import sys
 import time
 from pathlib import Path
@@ -55,7 +58,27 @@ async def concurrently(name: str, c: Contender, runs: int, concurrency: int) -> 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
-async def measure(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+class Collections:
+    """Garbage collections (count per generation, seconds) while :attr:`owner` runs."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.owner: str | None = None
+        self.counts = {name: [0, 0, 0] for name in names}
+        self.seconds = dict.fromkeys(names, 0.0)
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if self.owner is None:
+            return
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.counts[self.owner][info["generation"]] += 1
+            self.seconds[self.owner] += time.perf_counter() - self._started
+
+
+async def measure(args: argparse.Namespace,
+                  collections: Collections | None = None) -> dict[str, dict[str, float]]:
     names = [n for n in args.contenders.split(",") if n]
     cs = {name: await make(name, args.base_url, args.api) for name in names}
     seq = dict.fromkeys(cs, 0.0)
@@ -75,9 +98,13 @@ async def measure(args: argparse.Namespace) -> dict[str, dict[str, float]]:
                     await checked(name, c)
                 seq[name] += time.process_time() - started
                 if args.concurrency:
+                    if collections is not None:
+                        collections.owner = name
                     started = time.process_time()
                     await concurrently(name, c, args.concurrent_batch, args.concurrency)
                     conc[name] += time.process_time() - started
+                    if collections is not None:
+                        collections.owner = None
     finally:
         for c in cs.values():
             await c.close()
@@ -98,12 +125,24 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=100, help="0: sequential only")
     p.add_argument("--concurrent-batch", type=int, default=300,
                    help="runs per concurrent batch")
+    p.add_argument("--gc", action="store_true",
+                   help="also print the garbage collections of the concurrent batches")
     args = p.parse_args()
-    figures = asyncio.run(measure(args))
+    collections = None
+    if args.gc:
+        collections = Collections([n for n in args.contenders.split(",") if n])
+        gc.callbacks.append(collections)
+    figures = asyncio.run(measure(args, collections))
     for mode, by_name in figures.items():
         floor = by_name.get("floor") or next(iter(by_name.values()))
         print(args.api, mode, " ".join(f"{n}={ms:.3f}ms ({ms / floor:.2f}x)"
                                        for n, ms in by_name.items()))
+    if collections is not None:
+        runs = args.rounds * args.concurrent_batch / 1000
+        print(args.api, f"c{args.concurrency} gc per 1000 runs (gen0/gen1/gen2, ms):", " ".join(
+            f"{n}={'/'.join(f'{k / runs:.1f}' for k in counts)}, "
+            f"{1000 * collections.seconds[n] / runs:.1f}ms"
+            for n, counts in collections.counts.items()))
 
 
 if __name__ == "__main__":
