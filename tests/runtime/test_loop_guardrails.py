@@ -268,6 +268,49 @@ async def test_repeat_guard_ends_a_text_mode_model_that_keeps_writing_its_call(
     assert [sent_choice(r.body) for r in server.requests] == ["auto", "auto", "none"]
 
 
+@pytest.mark.parametrize("api", PARALLEL_APIS)
+async def test_copies_of_a_call_in_one_turn_run_once(api: str, tools: Tools, agent: Agent,
+                                                     server: ScriptedServer,
+                                                     model_for: ModelFactory) -> None:
+    """The same call written several times in one reply runs once; the copies get its output
+    as repeated calls (each still answered, in order) and the next request asks for the
+    answer. A different call of the same turn runs as usual."""
+    alice = {"personName": "Alice"}
+    script(server, calls(call("sayHello", alice), call("sayHello", {"personName": "Bob"}),
+                         call("sayHello", dict(alice)), call("sayHello", dict(alice))),
+           reply("Hello Alice and Bob!"))
+    sink = CaptureSink()
+    response = await run_agent(agent, "Hi", library=tools.library,
+                               model=model_for(server, api), events=sink)
+    assert response.content == "Hello Alice and Bob!"
+    assert response.stopped_by == "repeated_call" and tools.runs["sayHello"] == 2
+    kinds = [i.error_type for i in response.tool_invocations]
+    assert kinds == [None, None, "repeated_call", "repeated_call"]
+    first, bob, *copies = response.tool_invocations
+    assert all(c.result == first.result and c.error is None for c in copies)
+    assert [sent_choice(r.body) for r in server.requests] == ["auto", "none"]
+    sent = [c for _, c in sent_results(server.requests[1].body)]
+    assert sent == [HELLO, sent[1], HELLO, HELLO] and "Bob" in sent[1]
+    assert sorted(str(e.error_type) for e in sink.of_kind("tool_call_result")) == [
+        "None", "None", "repeated_call", "repeated_call"]
+
+
+async def test_copies_of_a_failing_call_share_its_failure(tools: Tools, agent: Agent,
+                                                          server: ScriptedServer,
+                                                          model_for: ModelFactory) -> None:
+    """Copies of a call that fails are not run either: each gets the same error, and the
+    model may still retry later (no forced answer)."""
+    script(server, calls(call("fail", {"reason": "x"}), call("fail", {"reason": "x"})),
+           reply("gave up"))
+    response = await run_agent(agent, "Hi", library=tools.library,
+                               model=model_for(server, "chat"))
+    assert tools.runs["fail"] == 1 and response.stopped_by is None
+    assert [i.error_type for i in response.tool_invocations] == ["tool_exception"] * 2
+    first, copy = response.tool_invocations
+    assert copy.error == first.error and copy.error
+    assert [sent_choice(r.body) for r in server.requests] == ["auto", "auto"]
+
+
 async def test_repeat_guard_ignores_different_arguments_and_can_be_off(
         tools: Tools, agent: Agent, server: ScriptedServer, model_for: ModelFactory) -> None:
     """Different arguments are a new call; repeat_guard=False runs repeats again."""

@@ -5,8 +5,13 @@
     build ModelRequest -> model.request -> tool calls?
         no:  append the answer, return AgentResponse
         yes: for each call, in order: payload size -> JSON object -> known tool -> schema
-             -> (repeated?) ; run the valid ones concurrently (sync tools in threads)
+             -> (repeated?) ; run the valid ones concurrently (sync tools in threads),
+             copies of one call within the turn once
              -> one result per call id, in call order -> repeat
+
+The repeat guard (``RunLimits.repeat_guard``, on by default) does not run a call again that
+already succeeded in this run, nor copies of one call written in the same reply: they are
+answered with the earlier output and the next request asks for the final answer.
 
 Bad calls are not exceptions: they become error results the model sees (and count against the
 per-tool retry budget). Limits and transport failures raise :class:`~gramagent.errors.RunError`
@@ -269,6 +274,8 @@ class _Call:
     repeat_key: str | None = None
     earlier_result: Any = None
     """For a repeated call, the result of the call it repeats."""
+    copy_of: _Call | None = None
+    """For a call identical to an earlier one of the same turn: that call (not run twice)."""
     args_hash: str | None = None
 
 
@@ -466,7 +473,7 @@ class _Run:
             runnable = pending if pending[0].rejection is None else []
         else:
             pending = [self._check(call) for call in calls]
-            runnable = [c for c in pending if c.rejection is None]
+            runnable = self._first_of_each(pending)
         if len(runnable) == 1:  # nothing to run alongside: no gather
             c = runnable[0]
             assert c.tool is not None
@@ -479,9 +486,50 @@ class _Run:
             for c, outcome in zip(runnable, outcomes, strict=True):
                 c.outcome = outcome
         for c in pending:
+            if c.copy_of is not None:
+                self._answer_copy(c)
             self._finish(c)
         if self.invalid:
             self._check_retry_budget(pending)
+
+    def _first_of_each(self, pending: list[_Call]) -> list[_Call]:
+        """The calls of a turn to run: the valid ones, each distinct call once.
+
+        A small model may write the same call several times in one reply (dozens, seen with
+        the 0.5B in ``text`` mode); with the repeat guard on, copies wait for the first and
+        share its outcome instead of running the tool again.
+        """
+        runnable: list[_Call] = []
+        first: dict[str, _Call] = {}
+        for c in pending:
+            if c.rejection is not None:
+                continue
+            if c.repeat_key is not None:
+                earlier = first.setdefault(c.repeat_key, c)
+                if earlier is not c:
+                    c.copy_of = earlier
+                    continue
+            runnable.append(c)
+        return runnable
+
+    def _answer_copy(self, c: _Call) -> None:
+        """Give a copy the outcome of the call it repeats (run once, earlier in the turn): a
+        success answers it as a repeated call (and asks for the final answer next, as across
+        turns); a failure is its failure too."""
+        original = c.copy_of
+        assert original is not None and original.outcome is not None
+        outcome = original.outcome
+        if outcome.error_type is None:
+            self.force_answer = True
+            c.earlier_result = outcome.result
+            c.rejection = rejection = CallRejection(
+                "repeated_call", outcome.output, "repeated call; answered from the earlier result")
+            if self.sinks:
+                self._emit_result(c, rejection.error_type, rejection.event_message)
+        else:
+            c.outcome = outcome
+            if self.sinks:
+                self._emit_result(c, outcome.error_type, outcome.event_message)
 
     def _check(self, call: ToolCall) -> _Call:
         """Parse and check one call. Emits its planned event, and its result if rejected."""
