@@ -59,8 +59,10 @@ class RunLimits:
     """Largest argument payload (UTF-8 bytes) parsed; larger ones are rejected unparsed."""
     repeat_guard: bool = True
     """Do not run a call identical (same name, same canonical arguments) to one that already
-    succeeded in this run: answer it with that call's output, record it as ``repeated_call``
-    (invocations, events), and ask the model to answer (next ``tool_choice`` is ``"none"``)."""
+    succeeded in this run, nor copies of one call in the same reply: answer them with that
+    call's output, record them as ``repeated_call`` (invocations, events), and ask the model
+    to answer (next ``tool_choice`` is ``"none"``). Copies of a call that failed share its
+    failure."""
 
     def __post_init__(self) -> None:
         problems = []

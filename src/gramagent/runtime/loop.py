@@ -519,17 +519,16 @@ class _Run:
         original = c.copy_of
         assert original is not None and original.outcome is not None
         outcome = original.outcome
+        error_type: ToolErrorType | None
+        message: str | None
         if outcome.error_type is None:
-            self.force_answer = True
-            c.earlier_result = outcome.result
-            c.rejection = rejection = CallRejection(
-                "repeated_call", outcome.output, "repeated call; answered from the earlier result")
-            if self.sinks:
-                self._emit_result(c, rejection.error_type, rejection.event_message)
+            c.rejection = self._answer_repeat(c, outcome.result, outcome.output)
+            error_type, message = c.rejection.error_type, c.rejection.event_message
         else:
             c.outcome = outcome
-            if self.sinks:
-                self._emit_result(c, outcome.error_type, outcome.event_message)
+            error_type, message = outcome.error_type, outcome.event_message
+        if self.sinks:
+            self._emit_result(c, error_type, message)
 
     def _check(self, call: ToolCall) -> _Call:
         """Parse and check one call. Emits its planned event, and its result if rejected."""
@@ -565,14 +564,19 @@ class _Run:
             c.repeat_key = call.name + "\x00" + _repeat_form(checked.arguments)
             earlier = self.answered.get(c.repeat_key)
             if earlier is not None:
-                # Not run again: the model gets the earlier output itself, not a note about
-                # it (a small model copies the last tool message into its answer), and must
-                # answer next.
-                self.force_answer = True
-                c.earlier_result = earlier[0]
-                return CallRejection("repeated_call", earlier[1],
-                                     "repeated call; answered from the earlier result")
+                return self._answer_repeat(c, *earlier)
         return None
+
+    def _answer_repeat(self, c: _Call, result: Any, output: str) -> CallRejection:
+        """Answer a repeat of a successful call without running it, and ask for the answer.
+
+        The model gets the earlier output itself, not a note about it (a small model copies
+        the last tool message into its answer), and must answer next.
+        """
+        self.force_answer = True
+        c.earlier_result = result
+        return CallRejection("repeated_call", output,
+                             "repeated call; answered from the earlier result")
 
     async def _execute(self, c: _Call, remaining: float | None) -> Outcome:
         """Run one checked call; emits its result event as soon as it finishes."""
