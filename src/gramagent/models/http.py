@@ -252,8 +252,7 @@ class HTTPClient:
                 f"({exc})",
                 response, body, response.content,
             ) from exc
-        if self.on_exchange is not None:
-            self.on_exchange(body, data, response.status_code)
+        self._notify(body, data, response.status_code)
         if not isinstance(data, dict):
             raise self._bad_answer(
                 f"the server answered with JSON {type(data).__name__}, expected an object",
@@ -339,8 +338,9 @@ class HTTPClient:
 
     # -- internals ----------------------------------------------------------------------------
 
-    async def _pool(self) -> aiohttp.ClientSession:
-        """The pooled client of the running event loop (a new loop gets a new pool).
+    async def _open_pool(self) -> aiohttp.ClientSession:
+        """Open the pooled client of the running event loop (:meth:`_post` calls this when
+        there is none yet, or the one there belongs to another loop).
 
         A pool's connections belong to the loop that opened them. So that an adapter reused
         under successive loops (``asyncio.run`` / ``run_agent_sync`` calls) leaks no socket,
@@ -348,21 +348,18 @@ class HTTPClient:
         ``shutdown_asyncgens()`` (run by ``asyncio.run`` and ``asyncio.Runner`` before the
         loop closes) finalizes it, which closes the pool while the loop still runs.
         """
-        loop = asyncio.get_running_loop()
-        client = self._client
-        if client is None or self._loop is not loop:
-            client = aiohttp.ClientSession(
-                headers=self._headers,
-                timeout=self._timeout,
-                connector=aiohttp.TCPConnector(
-                    limit=self._max_connections, limit_per_host=0, keepalive_timeout=30.0
-                ),
-                cookie_jar=aiohttp.DummyCookieJar(),  # model APIs set no cookies worth keeping
-            )
-            closer = _close_at_shutdown(client)
-            await closer.__anext__()  # runs to its yield: no suspension, no interleaving
-            self._client, self._loop, self._closer = client, loop, closer
-            self._proxy = _env_proxy(self.base_url)
+        client = aiohttp.ClientSession(
+            headers=self._headers,
+            timeout=self._timeout,
+            connector=aiohttp.TCPConnector(
+                limit=self._max_connections, limit_per_host=0, keepalive_timeout=30.0
+            ),
+            cookie_jar=aiohttp.DummyCookieJar(),  # model APIs set no cookies worth keeping
+        )
+        closer = _close_at_shutdown(client)
+        await closer.__anext__()  # runs to its yield: no suspension, no interleaving
+        self._client, self._loop, self._closer = client, asyncio.get_running_loop(), closer
+        self._proxy = _env_proxy(self.base_url)
         return client
 
     def _bad_answer(
@@ -388,7 +385,7 @@ class HTTPClient:
             try:
                 pool = self._client
                 if pool is None or self._loop is not asyncio.get_running_loop():
-                    pool = await self._pool()
+                    pool = await self._open_pool()
                 reply = await pool.post(url, data=content, headers=headers,
                                         allow_redirects=False, proxy=self._proxy)
                 try:
