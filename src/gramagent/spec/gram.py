@@ -150,6 +150,13 @@ def _previous(node: Node) -> Node | None:
     return before
 
 
+def _property(at: str, name: str) -> str:
+    """The JSON pointer of the property ``name`` of the schema at ``at``."""
+    if "~" in name or "/" in name:
+        return _pointer(at, "properties", name)
+    return f"{at}/properties/{name}"
+
+
 def _elements(node: Node) -> list[Node]:
     """The element nodes after ``|`` in a subject pattern (comments left out)."""
     for child in node.named_children:
@@ -541,9 +548,7 @@ class _Reader:
             if name in props:
                 self.error(member.ident_offset, f"{what}: duplicate member '{name}'")
                 continue
-            here = (f"{at}/properties/{name}" if "/" not in name and "~" not in name
-                    else _pointer(at, "properties", name))
-            result = self.typed(member, scope, here, member=True,
+            result = self.typed(member, scope, _property(at, name), member=True,
                                 what=f"member '{name}'")
             if result is None:
                 continue
@@ -597,9 +602,7 @@ class _Reader:
                                               f"{self.where(seen[name])})")
                 continue
             seen[name] = info.ident_offset
-            at = (f"/properties/{name}" if "/" not in name and "~" not in name
-                  else _pointer("", "properties", name))
-            typed = self.typed(info, scope, at, member=True,
+            typed = self.typed(info, scope, _property("", name), member=True,
                                what=f"parameter '{name}'")
             if typed is None:
                 continue
