@@ -193,7 +193,7 @@ class Isolation:
     @property
     def complete(self) -> bool:
         """Whether every required feature took effect."""
-        return all(self.features.get(f, (False, ""))[0] for f in REQUIRED_FEATURES)
+        return all(self.holds(f) for f in REQUIRED_FEATURES)
 
     def holds(self, feature: str) -> bool:
         """Whether ``feature`` (e.g. ``"syscalls"``) took effect."""
