@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from gramagent.messages import UserMessage
-from gramagent.models.base import Model, ModelRequest, ToolDefinition
+from gramagent.models.base import Model, ModelRequest, ToolChoice, ToolDefinition
 from gramagent.models.registry import resolve_model
 from gramagent.spec.bfcl import normalize_bfcl_function
 from gramagent.spec.model import ModelRef
@@ -223,7 +223,7 @@ def _lines(path: Path) -> Iterator[str]:
 
 
 def _request(case: Mapping[str, Any], model_name: str, settings: Mapping[str, Any],
-             instruction: str = INSTRUCTION, tool_choice: str = "auto") -> ModelRequest:
+             instruction: str = INSTRUCTION, tool_choice: ToolChoice = "auto") -> ModelRequest:
     tools = []
     for doc in case["function"]:
         norm = normalize_bfcl_function(doc)
@@ -233,13 +233,12 @@ def _request(case: Mapping[str, Any], model_name: str, settings: Mapping[str, An
     question = "\n".join(m["content"] for m in turns if m["role"] == "user")
     return ModelRequest(model=model_name, instruction=instruction,
                         messages=[UserMessage(content=question)], tools=tools,
-                        tool_choice=tool_choice,  # type: ignore[arg-type]
-                        settings=dict(settings))
+                        tool_choice=tool_choice, settings=dict(settings))
 
 
 async def run_case(model: Model, case: Mapping[str, Any], category: str, model_name: str,
                    settings: Mapping[str, Any], instruction: str = INSTRUCTION,
-                   tool_choice: str = "auto") -> Outcome:
+                   tool_choice: ToolChoice = "auto") -> Outcome:
     """Ask the model one case and score its turn."""
     request = _request(case, model_name, settings, instruction, tool_choice)
     offered = {t.name for t in request.tools}

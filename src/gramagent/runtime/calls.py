@@ -58,7 +58,6 @@ MAX_PAYLOAD_BYTES: Final = 8192
 _SCHEMA_PREVIEW_CHARS = 2000
 
 
-
 @dataclass(frozen=True, slots=True)
 class CallRejection:
     """A call that cannot run, with one message for the model and one for events."""
