@@ -1,0 +1,153 @@
+"""One-off probes of the embedded model on BFCL cases, behind the "what we tried" figures of
+bench/RESULTS.md ("BFCL simple_python"). None of them is how gramagent runs; each asks the
+embedded llama.cpp server directly with a variant of the constrained request.
+
+``fence``
+    The constrained step schema as an llguidance grammar that also lets the reply open with
+    a ```` ```json ```` fence, sent to the raw ``/completion`` endpoint with the chat
+    template's prompt (``/apply-template``): llama.cpp refuses custom grammars beside
+    ``tools``. Scored with bench/bfcl_eval.py's checker (simple_python).
+``free-name``
+    A schema ``{"name": string}`` only: how often the model names an offered function.
+``named-final``
+    The step schema with the final answer spelt as a call
+    (``{"name": "final_answer", "arguments": {"text": ...}}``); counts the declines
+    (irrelevance) or scores the calls (simple_python).
+
+Usage::
+
+    python bench/bfcl_probes.py fence --category simple_python --limit 50
+    python bench/bfcl_probes.py free-name --category irrelevance --limit 50
+    python bench/bfcl_probes.py named-final --category irrelevance --limit 50 \
+        --model local/qwen2.5-coder-1.5b
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from gramagent.models.chat import build_chat_body, parse_chat_reply
+from gramagent.models.http import HTTPClient
+from gramagent.models.jsoncalls import FINAL_ANSWER
+from gramagent.models.local import local_model
+from gramagent.spec.model import ModelRef
+
+
+def _bfcl_eval() -> Any:
+    """bench/bfcl_eval.py (a script, loaded by path: its name shadows the bfcl_eval package)."""
+    spec = importlib.util.spec_from_file_location("bfcl_eval_script",
+                                                  Path(__file__).with_name("bfcl_eval.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+be = _bfcl_eval()
+SETTINGS = {"temperature": 0.0, "max_tokens": 512}
+
+
+def _verdict(case: dict[str, Any], category: str, calls: list[tuple[str, Any]],
+             offered: set[str]) -> bool:
+    if category.endswith("irrelevance"):
+        return not any(name in offered for name, _ in calls)
+    return be.check_simple_call(case["function"][0], calls, case["answer"][0]) is None
+
+
+def _decoded(turn: Any) -> list[tuple[str, Any]]:
+    out = []
+    for call in turn.tool_calls:
+        try:
+            out.append((call.name, json.loads(call.arguments)))
+        except ValueError:
+            out.append((call.name, call.arguments))
+    return out
+
+
+async def probe(kind: str, case: dict[str, Any], category: str, api: HTTPClient,
+                root: HTTPClient) -> tuple[bool, str]:
+    """One case: (counted as a success, what the model wrote)."""
+    request = be._request(case, "local", SETTINGS)
+    offered = {t.name for t in request.tools}
+    body = build_chat_body(request, tool_call_mode="constrained")
+    schema = body["response_format"]["json_schema"]["schema"]
+    if kind == "free-name":
+        body["response_format"]["json_schema"]["schema"] = {
+            "type": "object", "properties": {"name": {"type": "string"}},
+            "required": ["name"], "additionalProperties": False}
+        content = (await api.post_json("/chat/completions", body))["choices"][0]["message"]
+        text = content.get("content") or ""
+        try:
+            name = json.loads(text).get("name")
+        except (ValueError, AttributeError):
+            name = None
+        return name in offered, text
+    if kind == "named-final":
+        variants = [v for v in schema["anyOf"] if "name" in v.get("properties", {})]
+        variants.append({"type": "object", "properties": {
+            "name": {"const": FINAL_ANSWER},
+            "arguments": {"type": "object", "properties": {"text": {"type": "string"}},
+                          "required": ["text"], "additionalProperties": False}},
+            "required": ["name", "arguments"], "additionalProperties": False})
+        schema["anyOf"] = variants
+        data = await api.post_json("/chat/completions", body)
+    else:  # fence
+        grammar = ('%llguidance {}\nstart: "```json\\n" call "\\n```" | call\ncall: %json '
+                   + json.dumps(schema) + "\n")
+        prompt = (await root.post_json("/apply-template", body))["prompt"]
+        done = await root.post_json("/completion", {
+            "prompt": prompt, "grammar": grammar, "temperature": 0.0, "n_predict": 512,
+            "cache_prompt": True})
+        data = {"choices": [{"message": {"role": "assistant", "content": done["content"]}}]}
+    turn = parse_chat_reply(data, tool_call_mode="constrained", tool_names=sorted(offered))
+    raw = data["choices"][0]["message"].get("content") or ""
+    return _verdict(case, category, _decoded(turn), offered), raw
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    model = local_model(ModelRef.parse(args.model), threads=args.threads)
+    server = await model.start()
+    api = HTTPClient(server.base_url)
+    root = HTTPClient(server.base_url.removesuffix("/v1"))
+    try:
+        cases = be.load_cases(args.category)[args.offset:args.offset + args.limit]
+        good = fenced = 0
+        for case in cases:
+            ok, raw = await probe(args.kind, case, args.category, api, root)
+            good += ok
+            fenced += raw.lstrip().startswith("```")
+            if args.verbose:
+                print(f"{'ok  ' if ok else 'miss'} {case['id']:<22} {raw[:70]!r}",
+                      file=sys.stderr, flush=True)
+        what = {"free-name": "named an offered function",
+                "named-final": "declined" if args.category.endswith("irrelevance") else "correct",
+                "fence": "correct"}[args.kind]
+        print(f"{args.kind} {args.model} {args.category} cases {len(cases)}: {what} {good}"
+              + (f", fenced {fenced}" if args.kind == "fence" else ""))
+    finally:
+        await api.aclose()
+        await root.aclose()
+        await model.aclose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("kind", choices=("fence", "free-name", "named-final"))
+    parser.add_argument("--model", default="local/qwen2.5-coder-0.5b")
+    parser.add_argument("--category", default="simple_python")
+    parser.add_argument("--limit", type=int, default=50)
+    parser.add_argument("--offset", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("-v", "--verbose", action="store_true")
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
