@@ -16,6 +16,11 @@ Scoring (our own checker, written to match BFCL's AST checker for the ``simple``
   each value is among the allowed ones: strings compared after BFCL's normalization (spaces and
   ``,./-_*^`` removed, lowercase, ``'`` as ``"``), lists element-wise the same way, dicts key by
   key; a parameter the answer lists without ``""`` (not optional) must be given.
+- The same checker *by value* (``json_numbers=True``): a JSON number is one type, so ``1``
+  where the function says float counts as ``1.0`` inside lists too, not only at the top level
+  as BFCL allows. That is the issue's own definition (name, required parameters, each value
+  among the allowed ones); BFCL's Python type rule rejects ``[1, 3]`` for ``[1.0, 3.0]``.
+  Both verdicts are printed.
 - ``irrelevance``: correct when the model calls none of the offered functions (answers in
   text).
 
@@ -73,6 +78,7 @@ class Outcome:
     seconds: float
     calls: list[dict[str, Any]]
     text: str | None
+    ok_by_value: bool | None = None  # the verdict with JSON numbers (simple_* only)
 
 
 # -- the checker -----------------------------------------------------------------------------
@@ -88,7 +94,8 @@ def _std(value: Any) -> Any:
 
 
 def check_simple_call(
-    function: Mapping[str, Any], calls: Sequence[tuple[str, Any]], answer: Mapping[str, Any]
+    function: Mapping[str, Any], calls: Sequence[tuple[str, Any]], answer: Mapping[str, Any],
+    *, json_numbers: bool = False,
 ) -> str | None:
     """Why ``calls`` do not answer a ``simple`` case, or None when they do.
 
@@ -96,6 +103,8 @@ def check_simple_call(
         function: the case's raw BFCL function document.
         calls: ``(name, arguments)`` pairs the model made, arguments decoded from JSON.
         answer: the possible answer, ``{name: {param: [allowed values...]}}``.
+        json_numbers: compare numbers as JSON does (``1`` is ``1.0`` wherever the function
+            says float, lists included) instead of by BFCL's Python type rule.
     """
     if len(calls) != 1:
         return f"wrong number of calls: {len(calls)}"
@@ -112,6 +121,8 @@ def check_simple_call(
     for param, value in args.items():
         if param not in properties or param not in allowed:
             return f"unexpected parameter {param!r}"
+        if json_numbers:
+            value = _as_floats(value, properties[param])
         problem = _check_value(param, value, properties[param], allowed[param])
         if problem:
             return problem
@@ -119,6 +130,16 @@ def check_simple_call(
         if param not in args and "" not in values:
             return f"parameter {param!r} not given and not optional"
     return None
+
+
+def _as_floats(value: Any, details: Mapping[str, Any]) -> Any:
+    """``value`` with every int that the function declares a float made a float."""
+    if details.get("type") == "float" and type(value) is int:
+        return float(value)
+    items = details.get("items")
+    if isinstance(value, list) and isinstance(items, dict):
+        return [_as_floats(v, items) for v in value]
+    return value
 
 
 def _check_value(
@@ -253,12 +274,16 @@ async def run_case(model: Model, case: Mapping[str, Any], category: str, model_n
             args = call.arguments
         calls.append((call.name, args))
     real_calls = [c for c in calls if c[0] in offered]
+    by_value = None
     if category.endswith("irrelevance"):
         reason = f"called {real_calls[0][0]}" if real_calls else None
     else:
         reason = check_simple_call(case["function"][0], calls, case["answer"][0])
+        by_value = check_simple_call(case["function"][0], calls, case["answer"][0],
+                                     json_numbers=True) is None
     return Outcome(id=case["id"], ok=reason is None, reason=reason or "ok", seconds=seconds,
-                   calls=[{"name": n, "arguments": a} for n, a in calls], text=turn.text)
+                   calls=[{"name": n, "arguments": a} for n, a in calls], text=turn.text,
+                   ok_by_value=by_value)
 
 
 async def evaluate(args: argparse.Namespace) -> list[Outcome]:
@@ -305,11 +330,13 @@ def rescore(outcomes: Sequence[Outcome], cases: Mapping[str, Any]) -> list[Outco
     out = []
     for o in outcomes:
         case = cases[o.id]
-        reason = check_simple_call(case["function"][0],
-                                   [(c["name"], c["arguments"]) for c in o.calls],
-                                   case["answer"][0])
+        calls = [(c["name"], c["arguments"]) for c in o.calls]
+        reason = check_simple_call(case["function"][0], calls, case["answer"][0])
+        by_value = check_simple_call(case["function"][0], calls, case["answer"][0],
+                                     json_numbers=True) is None
         out.append(Outcome(id=o.id, ok=reason is None, reason=reason or "ok",
-                           seconds=o.seconds, calls=o.calls, text=o.text))
+                           seconds=o.seconds, calls=o.calls, text=o.text,
+                           ok_by_value=by_value))
     return out
 
 
@@ -344,6 +371,11 @@ def summarize(outcomes: Sequence[Outcome], model: str, category: str) -> str:
         f"accuracy {good}/{n} = {good / max(n, 1):.1%}   "
         f"{seconds / max(n, 1):.2f} s/case (model time, excluding load)",
     ]
+    if outcomes and all(o.ok_by_value is not None for o in outcomes):
+        by_value = sum(bool(o.ok_by_value) for o in outcomes)
+        lines[1] += "   (BFCL's type rules)"
+        lines.append(f"accuracy {by_value}/{n} = {by_value / max(n, 1):.1%}   "
+                     "(by value: JSON numbers, 1 == 1.0 in lists too)")
     failures = Counter(failure_kind(o.reason) for o in outcomes if not o.ok)
     if failures:
         lines.append("failures: " + ", ".join(f"{k} x{v}" for k, v in failures.most_common()))

@@ -7,6 +7,10 @@ embedded llama.cpp server directly with a variant of the constrained request.
     a ```` ```json ```` fence, sent to the raw ``/completion`` endpoint with the chat
     template's prompt (``/apply-template``): llama.cpp refuses custom grammars beside
     ``tools``. Scored with bench/bfcl_eval.py's checker (simple_python).
+``tag``
+    The same, but the call must come in the chat template's own form, between Qwen's
+    ``<tool_call>`` and ``</tool_call>`` tokens, and the final answer stays the
+    ``{"text": ...}`` variant: does the template's native call format help?
 ``free-name``
     A schema ``{"name": string}`` only: how often the model names an offered function.
 ``named-final``
@@ -17,6 +21,7 @@ embedded llama.cpp server directly with a variant of the constrained request.
 Usage::
 
     python bench/bfcl_probes.py fence --category simple_python --limit 50
+    python bench/bfcl_probes.py tag --category simple_python --limit 50
     python bench/bfcl_probes.py free-name --category irrelevance --limit 50
     python bench/bfcl_probes.py named-final --category irrelevance --limit 50 \
         --model local/qwen2.5-coder-1.5b
@@ -98,16 +103,28 @@ async def probe(kind: str, case: dict[str, Any], category: str, api: HTTPClient,
             "required": ["name", "arguments"], "additionalProperties": False})
         schema["anyOf"] = variants
         data = await api.post_json("/chat/completions", body)
-    else:  # fence
-        grammar = ('%llguidance {}\nstart: "```json\\n" call "\\n```" | call\ncall: %json '
-                   + json.dumps(schema) + "\n")
+        raw = data["choices"][0]["message"].get("content") or ""
+    else:  # fence or tag
+        if kind == "fence":
+            grammar = ('%llguidance {}\nstart: "```json\\n" call "\\n```" | call\ncall: %json '
+                       + json.dumps(schema) + "\n")
+        else:
+            calls = dict(schema, anyOf=[v for v in schema["anyOf"]
+                                        if "name" in v.get("properties", {})])
+            final = next(v for v in schema["anyOf"] if "name" not in v.get("properties", {}))
+            grammar = ('%llguidance {}\nstart: <[151657]> "\\n" call "\\n" <[151658]> | final\n'
+                       "call: %json " + json.dumps(calls) + "\nfinal: %json " + json.dumps(final)
+                       + "\n")
         prompt = (await root.post_json("/apply-template", body))["prompt"]
         done = await root.post_json("/completion", {
             "prompt": prompt, "grammar": grammar, "temperature": 0.0, "n_predict": 512,
             "cache_prompt": True})
-        data = {"choices": [{"message": {"role": "assistant", "content": done["content"]}}]}
+        content = done["content"]
+        if kind == "tag":
+            content = content.removeprefix("<tool_call>\n").removesuffix("\n</tool_call>")
+        data = {"choices": [{"message": {"role": "assistant", "content": content}}]}
+        raw = done["content"]
     turn = parse_chat_reply(data, tool_call_mode="constrained", tool_names=sorted(offered))
-    raw = data["choices"][0]["message"].get("content") or ""
     return _verdict(case, category, _decoded(turn), offered), raw
 
 
@@ -122,15 +139,15 @@ async def main_async(args: argparse.Namespace) -> None:
         for case in cases:
             ok, raw = await probe(args.kind, case, args.category, api, root)
             good += ok
-            fenced += raw.lstrip().startswith("```")
+            fenced += raw.lstrip().startswith(("```", "<tool_call>"))
             if args.verbose:
                 print(f"{'ok  ' if ok else 'miss'} {case['id']:<22} {raw[:70]!r}",
                       file=sys.stderr, flush=True)
         what = {"free-name": "named an offered function",
                 "named-final": "declined" if args.category.endswith("irrelevance") else "correct",
-                "fence": "correct"}[args.kind]
+                "fence": "correct", "tag": "correct"}[args.kind]
         print(f"{args.kind} {args.model} {args.category} cases {len(cases)}: {what} {good}"
-              + (f", fenced {fenced}" if args.kind == "fence" else ""))
+              + (f", wrapped {fenced}" if args.kind in ("fence", "tag") else ""))
     finally:
         await api.aclose()
         await root.aclose()
@@ -139,7 +156,7 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("kind", choices=("fence", "free-name", "named-final"))
+    parser.add_argument("kind", choices=("fence", "tag", "free-name", "named-final"))
     parser.add_argument("--model", default="local/qwen2.5-coder-0.5b")
     parser.add_argument("--category", default="simple_python")
     parser.add_argument("--limit", type=int, default=50)

@@ -153,3 +153,51 @@ def test_acquire_server_does_not_keep_a_server_that_failed(broken_gguf: Path) ->
     for _ in range(2):  # each attempt starts afresh and fails the same way
         with pytest.raises(ModelAPIError, match="failed to start"):
             acquire_server(config, timeout=120, progress=False)
+
+
+class _Health:
+    """A real HTTP server on 127.0.0.1 whose /health answers with ``status``."""
+
+    def __init__(self, status: int) -> None:
+        import http.server
+        import threading
+
+        outer = self
+        self.status = status
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(outer.status if self.path == "/health" else 404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/health"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_health_poll_reads_the_status_and_ignores_proxies(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """503 (llama.cpp still loading) and a closed port are "not yet"; 200 is ready. A proxy in
+    the environment is not used for the loopback child."""
+    from gramagent.models.local import _healthy
+
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    server = _Health(503)
+    try:
+        assert _healthy(server.url) is False
+        server.status = 200
+        assert _healthy(server.url) is True
+    finally:
+        server.close()
+    assert _healthy(server.url) is False  # closed: connection refused

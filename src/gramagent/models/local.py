@@ -41,6 +41,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +79,21 @@ DEFAULT_SETTINGS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 1024}
 
 _READY = "GRAMAGENT-LLAMA-SERVER-LISTENING"
 _LOG_TAIL = 40
+
+
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _healthy(url: str) -> bool:
+    """Whether a GET of ``url`` (the child's ``/health``, on 127.0.0.1) answers 200 now.
+
+    No proxy from the environment: the child listens on the loopback interface.
+    """
+    try:
+        with _DIRECT.open(url, timeout=5.0) as answer:
+            return bool(answer.status == 200)
+    except (urllib.error.URLError, OSError):  # HTTPError (503 while loading) is a URLError
+        return False
 
 
 def _default_threads() -> int:
@@ -234,25 +251,19 @@ class EmbeddedServer:
             f"it {self.exit_reason()}")
 
     def _wait_healthy(self, deadline: float, timeout: float) -> None:
-        import httpx
-
         assert self._proc is not None and self._address is not None
-        with httpx.Client(timeout=5.0) as client:
-            while True:
-                if self._proc.poll() is not None:
-                    raise ModelAPIError(
-                        f"the embedded llama.cpp server stopped while loading: "
-                        f"it {self.exit_reason()}")
-                try:
-                    if client.get(self._address + "/health").status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise ModelAPIError(
-                        f"the embedded llama.cpp server at {self._address} was not healthy "
-                        f"within {timeout:g} s")
-                time.sleep(0.1)
+        while True:
+            if self._proc.poll() is not None:
+                raise ModelAPIError(
+                    f"the embedded llama.cpp server stopped while loading: "
+                    f"it {self.exit_reason()}")
+            if _healthy(self._address + "/health"):
+                return
+            if time.monotonic() > deadline:
+                raise ModelAPIError(
+                    f"the embedded llama.cpp server at {self._address} was not healthy "
+                    f"within {timeout:g} s")
+            time.sleep(0.1)
 
     def _read_address(self) -> None:
         """Read the child's stdout: the line announcing the address it listens on."""
