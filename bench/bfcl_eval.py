@@ -45,7 +45,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -79,6 +79,7 @@ class Outcome:
     calls: list[dict[str, Any]]
     text: str | None
     ok_by_value: bool | None = None  # the verdict with JSON numbers (simple_* only)
+    model: str | None = None  # the --model of the run (files of older runs lack it)
 
 
 # -- the checker -----------------------------------------------------------------------------
@@ -308,8 +309,9 @@ async def evaluate(args: argparse.Namespace) -> list[Outcome]:
         if args.verbose:
             print(f"model ready in {load_seconds:.1f} s", file=sys.stderr)
         for case in cases:
-            outcome = await run_case(model, case, args.category, ref.name, settings,
-                                     args.instruction, args.tool_choice)
+            outcome = replace(
+                await run_case(model, case, args.category, ref.name, settings,
+                               args.instruction, args.tool_choice), model=args.model)
             outcomes.append(outcome)
             if out is not None:  # written as it goes: an interrupted run keeps its cases
                 out.write(json.dumps(asdict(outcome)) + "\n")
@@ -336,7 +338,7 @@ def rescore(outcomes: Sequence[Outcome], cases: Mapping[str, Any]) -> list[Outco
                                      json_numbers=True) is None
         out.append(Outcome(id=o.id, ok=reason is None, reason=reason or "ok",
                            seconds=o.seconds, calls=o.calls, text=o.text,
-                           ok_by_value=by_value))
+                           ok_by_value=by_value, model=o.model))
     return out
 
 
@@ -415,7 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcomes = sorted(by_id.values(), key=lambda o: _case_number(o.id))
         if args.category == "simple_python":  # verdicts from the saved calls, current checker
             outcomes = rescore(outcomes, {c["id"]: c for c in load_cases(args.category)})
-        print(summarize(outcomes, args.model, args.category))
+        recorded = sorted({o.model for o in outcomes if o.model})
+        print(summarize(outcomes, ", ".join(recorded) or args.model, args.category))
         return 0
     if not (args.category == "simple_python" or args.category.endswith("irrelevance")):
         parser.error("only simple_python and the irrelevance categories are scored")

@@ -71,12 +71,13 @@ def test_by_value_does_not_turn_an_int_parameter_into_a_float(be: Any) -> None:
                                 json_numbers=True) is not None
 
 
-def test_report_prints_both_verdicts(be: Any, cases: dict[str, Any], tmp_path: Path,
+def test_report_prints_both_verdicts_and_the_recorded_model(be: Any, cases: dict[str, Any], tmp_path: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
     rows = [
         {"id": "simple_python_13", "ok": False, "reason": "", "seconds": 1.0, "text": None,
+         "model": "local/some-model",
          "calls": [{"name": "calculate_area_under_curve",
                     "arguments": {"function": "x**2", "interval": [1, 3]}}]},
         {"id": "simple_python_0", "ok": True, "reason": "", "seconds": 1.0, "text": None,
@@ -86,5 +87,6 @@ def test_report_prints_both_verdicts(be: Any, cases: dict[str, Any], tmp_path: P
     saved.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert be.main(["--report", str(saved)]) == 0
     out = capsys.readouterr().out
+    assert out.startswith("model local/some-model ")
     assert "accuracy 0/2" in out and "BFCL's type rules" in out
     assert "accuracy 1/2" in out and "by value" in out
