@@ -133,6 +133,15 @@ def check_simple_call(
     return None
 
 
+def simple_verdicts(case: Mapping[str, Any],
+                    calls: Sequence[tuple[str, Any]]) -> tuple[str | None, bool]:
+    """A ``simple`` case's two verdicts: why BFCL's rules reject ``calls`` (None when they
+    do not), and whether they are right by value."""
+    function, answer = case["function"][0], case["answer"][0]
+    return (check_simple_call(function, calls, answer),
+            check_simple_call(function, calls, answer, json_numbers=True) is None)
+
+
 def _as_floats(value: Any, details: Mapping[str, Any]) -> Any:
     """``value`` with every int that the function declares a float made a float."""
     if details.get("type") == "float" and type(value) is int:
@@ -154,7 +163,7 @@ def _check_value(
     variable = answer_type is not None and answer_type is not expected
     if type(value) is not expected and not (answer_type is not None and type(value) is answer_type):
         return f"{param!r}: type {type(value).__name__}, expected {type_name}"
-    if type(value) is expected and expected is list and isinstance(details.get("items"), dict):
+    if expected is list and type(value) is list and isinstance(details.get("items"), dict):
         item_type = _PY_TYPES.get(details["items"].get("type", "any"), object)
         if not _items_ok(value, item_type, allowed):
             return f"{param!r}: items of {value!r} are not {details['items'].get('type')}"
@@ -279,9 +288,7 @@ async def run_case(model: Model, case: Mapping[str, Any], category: str, model_n
     if category.endswith("irrelevance"):
         reason = f"called {real_calls[0][0]}" if real_calls else None
     else:
-        reason = check_simple_call(case["function"][0], calls, case["answer"][0])
-        by_value = check_simple_call(case["function"][0], calls, case["answer"][0],
-                                     json_numbers=True) is None
+        reason, by_value = simple_verdicts(case, calls)
     return Outcome(id=case["id"], ok=reason is None, reason=reason or "ok", seconds=seconds,
                    calls=[{"name": n, "arguments": a} for n, a in calls], text=turn.text,
                    ok_by_value=by_value)
@@ -332,10 +339,8 @@ def rescore(outcomes: Sequence[Outcome], cases: Mapping[str, Any]) -> list[Outco
     out = []
     for o in outcomes:
         case = cases[o.id]
-        calls = [(c["name"], c["arguments"]) for c in o.calls]
-        reason = check_simple_call(case["function"][0], calls, case["answer"][0])
-        by_value = check_simple_call(case["function"][0], calls, case["answer"][0],
-                                     json_numbers=True) is None
+        reason, by_value = simple_verdicts(
+            case, [(c["name"], c["arguments"]) for c in o.calls])
         out.append(Outcome(id=o.id, ok=reason is None, reason=reason or "ok",
                            seconds=o.seconds, calls=o.calls, text=o.text,
                            ok_by_value=by_value, model=o.model))

@@ -7,6 +7,7 @@ cases come from the installed bfcl-eval data, as the bench reads them.
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -71,10 +72,8 @@ def test_by_value_does_not_turn_an_int_parameter_into_a_float(be: Any) -> None:
                                 json_numbers=True) is not None
 
 
-def test_report_prints_both_verdicts_and_the_recorded_model(be: Any, cases: dict[str, Any], tmp_path: Path,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
-    import json
-
+def test_report_prints_both_verdicts_and_the_recorded_model(
+        be: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows = [
         {"id": "simple_python_13", "ok": False, "reason": "", "seconds": 1.0, "text": None,
          "model": "local/some-model",
