@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gramagent.errors import ConfigurationError, ModelAPIError
-from gramagent.models.base import Model, ModelRequest, ModelTurn
+from gramagent.models.base import ModelRequest, ModelTurn
 from gramagent.models.weights import check_model_name, progress_enabled, resolve_weights
 from gramagent.spec.model import ModelRef
 
@@ -461,7 +461,7 @@ class LocalModel:
 _REJECTED = ("base_url", "api_key")
 
 
-def local_model(ref: ModelRef | str, **options: Any) -> Model:
+def local_model(ref: ModelRef | str, **options: Any) -> LocalModel:
     """The ``local`` provider: a model on the embedded llama.cpp server.
 
     Args:
