@@ -254,6 +254,15 @@ def test_several_syntax_errors_are_all_reported() -> None:
     ]
 
 
+def test_a_missing_comma_is_reported_where_the_comma_belongs() -> None:
+    """After several properties, or between a number and the next key, the problem is the
+    next key (a missing ','), not the first property tree-sitter could not place."""
+    assert problems('[a:Agent {model: "m", description: "d"\n  instruction: "i"}]') == [
+        "f.gram:2:3: unexpected 'instruction': expected ',' or '}'"]
+    assert problems('[a:Agent {model: "m", n: 2\n  instruction: "i"}]') == [
+        "f.gram:2:3: unexpected 'instruction': expected ',' or '}'"]
+
+
 def test_unterminated_string() -> None:
     """A string without its closing quote is reported at its opening quote."""
     assert problems('[t:Tool {description: "abc} | ()==>(::String)]\n') == [

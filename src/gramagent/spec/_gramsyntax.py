@@ -574,11 +574,19 @@ def _unexpected(node: Node, decoder: Decoder) -> list[tuple[int, str]]:
     if _only_leaf(node) == "," and closer is not None and closer.type in _CLOSER.values():
         return [(node.start_byte, f"unexpected ',' before '{closer.type}': gram has no "
                                   "trailing commas; remove it")]
-    if following is not None and node.child_count and all(
-            c.is_named and not c.has_error and not c.is_error for c in node.children):
-        # Whole, valid pieces tree-sitter could not fit in: what follows them is unexpected
-        # (typically a missing comma).
+    if following is not None and node.child_count and node.children[-1].is_named and all(
+            (c.is_named and not c.has_error and not c.is_error) or c.type == ","
+            for c in node.children):
+        # Whole, valid pieces (maybe separated by commas) tree-sitter could not fit in: what
+        # follows them is unexpected (typically a missing comma).
         return [(following.start_byte, _unexpected_text(following, _last_leaf(node), decoder))]
+    pieces = node.children
+    if (len(pieces) in (2, 3) and node.parent is not None and node.parent.kind_id == K_PROPERTY
+            and pieces[0].is_named and not pieces[0].has_error and pieces[1].type == "symbol"
+            and all(p.type == ":" for p in pieces[2:])):
+        # ``key: value nextKey: ...``: a value, then the next key, with no comma between.
+        return [(pieces[1].start_byte, _unexpected_text(pieces[1], _last_leaf(pieces[0]),
+                                                        decoder))]
     openers: list[Node] = []
     quote: Node | None = None
     first: Node | None = None
