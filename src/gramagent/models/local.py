@@ -35,14 +35,13 @@ import atexit
 import collections
 import contextlib
 import dataclasses
+import functools
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +53,8 @@ from gramagent.models.weights import check_model_name, progress_enabled, resolve
 from gramagent.spec.model import ModelRef
 
 if TYPE_CHECKING:
+    import urllib.request
+
     from gramagent.models.chat import ChatCompletionsModel, ToolCallMode
 
 __all__ = [
@@ -81,18 +82,23 @@ _READY = "GRAMAGENT-LLAMA-SERVER-LISTENING"
 _LOG_TAIL = 40
 
 
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+@functools.cache
+def _direct() -> urllib.request.OpenerDirector:
+    """An opener that ignores proxies from the environment: the child listens on loopback.
+
+    Built on first use, so the child process (which imports this module) never loads urllib.
+    """
+    import urllib.request
+
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def _healthy(url: str) -> bool:
-    """Whether a GET of ``url`` (the child's ``/health``, on 127.0.0.1) answers 200 now.
-
-    No proxy from the environment: the child listens on the loopback interface.
-    """
+    """Whether a GET of ``url`` (the child's ``/health``, on 127.0.0.1) answers 200 now."""
     try:
-        with _DIRECT.open(url, timeout=5.0) as answer:
+        with _direct().open(url, timeout=5.0) as answer:
             return bool(answer.status == 200)
-    except (urllib.error.URLError, OSError):  # HTTPError (503 while loading) is a URLError
+    except OSError:  # URLError (and HTTPError: 503 while loading) are OSErrors
         return False
 
 
