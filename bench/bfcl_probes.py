@@ -135,11 +135,11 @@ async def main_async(args: argparse.Namespace) -> None:
     root = HTTPClient(server.base_url.removesuffix("/v1"))
     try:
         cases = be.load_cases(args.category)[args.offset:args.offset + args.limit]
-        good = fenced = 0
+        good = wrapped = 0
         for case in cases:
             ok, raw = await probe(args.kind, case, args.category, api, root)
             good += ok
-            fenced += raw.lstrip().startswith(("```", "<tool_call>"))
+            wrapped += raw.lstrip().startswith(("```", "<tool_call>"))
             if args.verbose:
                 print(f"{'ok  ' if ok else 'miss'} {case['id']:<22} {raw[:70]!r}",
                       file=sys.stderr, flush=True)
@@ -147,7 +147,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 "named-final": "declined" if args.category.endswith("irrelevance") else "correct",
                 "fence": "correct", "tag": "correct"}[args.kind]
         print(f"{args.kind} {args.model} {args.category} cases {len(cases)}: {what} {good}"
-              + (f", wrapped {fenced}" if args.kind in ("fence", "tag") else ""))
+              + (f", wrapped {wrapped}" if args.kind in ("fence", "tag") else ""))
     finally:
         await api.aclose()
         await root.aclose()
