@@ -179,8 +179,10 @@ def _check_value(
                 and items.get("type") == "dict"):
             return _check_dict_list(param, value, allowed)
         if expected is list and isinstance(value, list):
+            # BFCL reads the optional marker "" as a list too: an empty one.
             if [_std(v) for v in value] not in [
-                    [_std(x) for x in a] for a in allowed if isinstance(a, list)]:
+                    [_std(x) for x in a] if isinstance(a, list) else []
+                    for a in allowed if isinstance(a, list) or a == ""]:
                 return f"{param!r}: {value!r} not among {allowed!r}"
             return None
     if value not in allowed:

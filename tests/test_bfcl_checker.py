@@ -89,3 +89,15 @@ def test_report_prints_both_verdicts_and_the_recorded_model(
     assert out.startswith("model local/some-model ")
     assert "accuracy 0/2" in out and "BFCL's type rules" in out
     assert "accuracy 1/2" in out and "by value" in out
+
+
+def test_an_empty_list_for_an_optional_list_is_right_as_bfcl_has_it(
+        be: Any, cases: dict[str, Any]) -> None:
+    """BFCL's list check reads the optional marker ``""`` as an empty list, so ``[]`` passes
+    where the answer allows leaving the parameter out; a non-empty list still fails."""
+    case = cases["simple_python_353"]  # ingredients: [""]
+    base = {"diet": "gluten-free", "meal_type": "dinner"}
+    for json_numbers in (False, True):
+        assert _check(be, case, {**base, "ingredients": []}, json_numbers=json_numbers) is None
+        assert _check(be, case, {**base, "ingredients": ["rice"]},
+                      json_numbers=json_numbers) is not None
