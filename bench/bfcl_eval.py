@@ -2,8 +2,8 @@
 
 Each case of a Berkeley Function Calling Leaderboard category (from the installed
 ``bfcl-eval`` package: ``pip install --no-deps bfcl-eval==2026.3.23``) becomes one gramagent
-:class:`~gramagent.models.base.ModelRequest`: the user's question, the case's functions as
-tools (normalized with :func:`gramagent.spec.bfcl.normalize_bfcl_function`),
+:class:`~gramagent._models.base.ModelRequest`: the user's question, the case's functions as
+tools (normalized with :func:`gramagent._spec.bfcl.normalize_bfcl_function`),
 ``tool_choice="auto"`` and a neutral instruction. For ``local/...`` models that is the embedded
 llama.cpp server with grammar-constrained tool calls, exactly as agents run.
 
@@ -50,11 +50,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from gramagent.messages import UserMessage
-from gramagent.models.base import Model, ModelRequest, ToolChoice, ToolDefinition
-from gramagent.models.registry import resolve_model
-from gramagent.spec.bfcl import normalize_bfcl_function
-from gramagent.spec.model import ModelRef
+from gramagent._messages import UserMessage
+from gramagent._models.base import Model, ModelRequest, ToolChoice, ToolDefinition
+from gramagent._models.registry import resolve_model
+from gramagent._spec.bfcl import normalize_bfcl_function
+from gramagent._spec.model import ModelRef
 
 INSTRUCTION = (
     "You are a helpful assistant. When one of the provided functions answers the user's "

@@ -37,11 +37,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gramagent.models.chat import build_chat_body, parse_chat_reply
-from gramagent.models.http import HTTPClient
-from gramagent.models.jsoncalls import FINAL_ANSWER
-from gramagent.models.local import local_model
-from gramagent.spec.model import ModelRef
+from gramagent._models.chat import build_chat_body, parse_chat_reply
+from gramagent._models.http import HTTPClient
+from gramagent._models.jsoncalls import FINAL_ANSWER
+from gramagent._models.local import local_model
+from gramagent._spec.model import ModelRef
 
 
 def _bfcl_eval() -> Any:

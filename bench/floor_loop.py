@@ -1,6 +1,6 @@
 """The floor of ``bench/loop_overhead.py``: a minimal hand-written tool loop on bare aiohttp.
 
-The same HTTP client gramagent uses, configured and called the way ``gramagent.models.http``
+The same HTTP client gramagent uses, configured and called the way ``gramagent._models.http``
 calls it (one pooled ``aiohttp.ClientSession``: the same default headers, timeouts, connector
 and cookie jar; bodies encoded with orjson; ``post`` without redirects, the body read, the
 connection released), and the same requests, with nothing else: no validation, no events, no

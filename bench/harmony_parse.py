@@ -4,8 +4,8 @@ The completion is a long agent trace in Harmony text (a few MB, thousands of too
 chain of thought, an occasional preamble, a call to a function with JSON arguments, the tool's
 result, and a final answer at the end. It is parsed by
 
-- ``gramagent batch``: :func:`gramagent.models.harmony_parse.parse_harmony` on the text;
-- ``gramagent stream``: :class:`~gramagent.models.harmony_parse.HarmonyStreamParser` fed
+- ``gramagent batch``: :func:`gramagent._models.harmony_parse.parse_harmony` on the text;
+- ``gramagent stream``: :class:`~gramagent._models.harmony_parse.HarmonyStreamParser` fed
   chunks of ``--chunk`` characters (about what a server streams per event);
 - ``openai-harmony``, when installed (``pip install 'gramagent[harmony]'``): tokenizing the
   text (``encode(..., allowed_special="all")``), then ``parse_messages_from_completion_tokens``,
@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gramagent.models.harmony_parse import HarmonyStreamParser, parse_harmony
+from gramagent._models.harmony_parse import HarmonyStreamParser, parse_harmony
 
 WORDS = ["the", "user", "wants", "weather", "data", "so", "I", "should", "call", "tool",
          "with", "city", "then", "compare", "results", "across", "days", "and", "report", "a",
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import openai_harmony as oh
 
-            from gramagent.models.harmony_reference import load_reference_encoding
+            from gramagent._models.harmony_reference import load_reference_encoding
 
             enc = load_reference_encoding()
         except Exception as exc:  # not installed, or no vocabulary

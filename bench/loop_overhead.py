@@ -218,11 +218,11 @@ def parallel_calls(kind: str, n: int = 8, sleep: float = 0.2) -> float:
     ``await asyncio.sleep``) or ``sync`` (tools call ``time.sleep``, run in worker threads).
     The whole run is timed (both model requests included), warm, best of three.
     """
-    from gramagent.models.registry import resolve_model
-    from gramagent.models.scripted import ScriptedServer, call, calls, reply
-    from gramagent.runtime.library import ToolLibrary, tool
-    from gramagent.runtime.loop import run_agent
-    from gramagent.spec.model import Agent, ModelRef
+    from gramagent._models.registry import resolve_model
+    from gramagent._runtime.library import ToolLibrary, tool
+    from gramagent._runtime.loop import run_agent
+    from gramagent._spec.model import Agent, ModelRef
+    from gramagent.testing import ScriptedServer, call, calls, reply
 
     def make(i: int) -> Any:
         if kind == "async":

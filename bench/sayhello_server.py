@@ -1,9 +1,9 @@
 """The scripted server of ``bench/loop_overhead.py``, answering the sayHello conversation.
 
-A list script (the JSON ``--script FILE --loop`` form of ``python -m gramagent.models.scripted``)
+A list script (the JSON ``--script FILE --loop`` form of ``python -m gramagent.testing``)
 is consumed in arrival order, which pairs turns with runs only when runs are sequential. At
 concurrency 100 each request must be answered from its own content, so this runs the same
-:class:`~gramagent.models.scripted.ScriptedServer` with a callable script:
+:class:`~gramagent.testing.ScriptedServer` with a callable script:
 
 - the conversation ends with the user's message: call ``sayHello`` for Alice;
 - it ends with the tool's result: answer with a text quoting that result (so a client that did
@@ -20,7 +20,7 @@ import signal
 import threading
 from typing import Any
 
-from gramagent.models.scripted import ScriptedServer, ScriptTurn, call, reply
+from gramagent.testing import ScriptedServer, ScriptTurn, call, reply
 
 
 def answer(path: str, body: Any) -> ScriptTurn:

@@ -27,15 +27,15 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from gramagent.errors import ConfigurationError
-from gramagent.spec.bfcl import iter_bfcl_functions, normalize_bfcl_function
-from gramagent.spec.schema import compile_validator, strict_schema
-from gramagent.spec.signature import (
+from gramagent._spec.bfcl import iter_bfcl_functions, normalize_bfcl_function
+from gramagent._spec.schema import compile_validator, strict_schema
+from gramagent._spec.signature import (
     format_signature,
     parse_signature,
     schema_to_signature,
     signature_to_schema,
 )
+from gramagent.errors import ConfigurationError
 
 CHART: dict[str, Any] = json.loads(
     (Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "chart_tool.json").read_text()

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from gramagent.models.registry import resolve_model
-from gramagent.models.scripted import ScriptedServer, ScriptTurn, call, reply
-from gramagent.runtime.loop import run_agent
-from gramagent.spec.gram import load_file
-from gramagent.spec.model import Agent, ModelRef
+from gramagent._models.registry import resolve_model
+from gramagent._runtime.loop import run_agent
+from gramagent._spec.gram import load_file
+from gramagent._spec.model import Agent, ModelRef
+from gramagent.testing import ScriptedServer, ScriptTurn, call, reply
 from gramagent.tools import builtin_library
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

@@ -1,4 +1,4 @@
-"""Tests of gramagent.logs: redaction, the redacting filter, the formatter and the log helpers."""
+"""Tests of gramagent._logs: redaction, the redacting filter, the formatter and the log helpers."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gramagent import logs
-from gramagent.logs import (
+from gramagent import _logs as logs
+from gramagent._logs import (
     MASK,
     RedactingFilter,
     Redactor,
@@ -27,7 +27,7 @@ from gramagent.logs import (
     log_usage,
     reset_logging,
 )
-from gramagent.messages import Usage
+from gramagent._messages import Usage
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -272,7 +272,7 @@ def test_a_library_run_prints_nothing_when_logging_is_not_configured() -> None:
     sees nothing on stderr (gramagent's NullHandler keeps Python's last resort quiet)."""
     code = textwrap.dedent('''
         from gramagent import ToolLibrary, load_agent, run_agent_sync, tool
-        from gramagent.models.scripted import ScriptedServer, call, reply
+        from gramagent.testing import ScriptedServer, call, reply
 
         @tool(name="sayHello")
         def say_hello(personName: str = "world") -> str:

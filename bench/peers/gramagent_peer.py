@@ -1,7 +1,7 @@
 """gramagent as a contender of ``bench/loop_overhead.py`` (runs in the main environment).
 
 The same agent as every contender (one ``sayHello`` tool, the same instruction), written in
-Python with ``@tool``, bound once, and driven through :func:`gramagent.runtime.loop.run_agent`
+Python with ``@tool``, bound once, and driven through :func:`gramagent._runtime.loop.run_agent`
 with the ``chat`` or ``responses`` adapter against the scripted server. Logging stays at its
 default (off), as in a library user's process.
 
@@ -20,10 +20,10 @@ from importlib.metadata import version
 
 from _harness import INSTRUCTION, TOOL_DESCRIPTION, USER_MESSAGE, Contender, main
 
-from gramagent.models.registry import resolve_model
-from gramagent.runtime.library import ToolLibrary, tool
-from gramagent.runtime.loop import run_agent
-from gramagent.spec.model import Agent, ModelRef
+from gramagent._models.registry import resolve_model
+from gramagent._runtime.library import ToolLibrary, tool
+from gramagent._runtime.loop import run_agent
+from gramagent._spec.model import Agent, ModelRef
 
 
 def _greet(personName: str = "world") -> str:  # noqa: N803  (the tool's wire name)

@@ -1,6 +1,6 @@
 """gramagent: LLM agents with late-bound tools, declared in gram notation.
 
-The public names live in private-ish modules (``gramagent.spec``, ``gramagent.runtime``,
+The public names live in private-ish modules (``gramagent._spec``, ``gramagent._runtime``,
 ...) and are re-exported here. They are imported on first use, so that ``import gramagent``
 (and with it every ``import gramagent.<module>``) stays cheap: the CLI, the spec tools and the
 error types do not pay for the loop, the event loop machinery or the HTTP client.
@@ -17,6 +17,28 @@ from typing import TYPE_CHECKING
 from gramagent._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from gramagent._messages import (
+        AssistantMessage,
+        Conversation,
+        Message,
+        ToolCall,
+        ToolResultMessage,
+        Usage,
+        UserMessage,
+    )
+    from gramagent._runtime.events import ToolCallPlanned, ToolCallResult
+    from gramagent._runtime.library import Tool, ToolContext, ToolLibrary, tool
+    from gramagent._runtime.limits import RunLimits
+    from gramagent._runtime.loop import AgentResponse, ToolInvocation, run_agent, run_agent_sync
+    from gramagent._spec.gram import load_agent, load_file, load_gram, to_gram
+    from gramagent._spec.model import Agent, GramDocument, ModelRef, Param, Signature, ToolSpec
+    from gramagent._spec.schema import strict_schema
+    from gramagent._spec.signature import (
+        format_signature,
+        parse_signature,
+        schema_to_signature,
+        signature_to_schema,
+    )
     from gramagent.errors import (
         ConfigurationError,
         Diagnostic,
@@ -28,28 +50,6 @@ if TYPE_CHECKING:
         SpecError,
         ToolError,
         ValidationError,
-    )
-    from gramagent.messages import (
-        AssistantMessage,
-        Conversation,
-        Message,
-        ToolCall,
-        ToolResultMessage,
-        Usage,
-        UserMessage,
-    )
-    from gramagent.runtime.events import ToolCallPlanned, ToolCallResult
-    from gramagent.runtime.library import Tool, ToolContext, ToolLibrary, tool
-    from gramagent.runtime.limits import RunLimits
-    from gramagent.runtime.loop import AgentResponse, ToolInvocation, run_agent, run_agent_sync
-    from gramagent.spec.gram import load_agent, load_file, load_gram, to_gram
-    from gramagent.spec.model import Agent, GramDocument, ModelRef, Param, Signature, ToolSpec
-    from gramagent.spec.schema import strict_schema
-    from gramagent.spec.signature import (
-        format_signature,
-        parse_signature,
-        schema_to_signature,
-        signature_to_schema,
     )
 
 __version__ = "0.1.0"
@@ -105,18 +105,18 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ConfigurationError", "Diagnostic", "GramagentError", "LimitExceeded", "ModelAPIError",
         "RunError", "SchemaError", "SpecError", "ToolError", "ValidationError",
     ),
-    "messages": (
+    "_messages": (
         "AssistantMessage", "Conversation", "Message", "ToolCall", "ToolResultMessage", "Usage",
         "UserMessage",
     ),
-    "runtime.events": ("ToolCallPlanned", "ToolCallResult"),
-    "runtime.library": ("Tool", "ToolContext", "ToolLibrary", "tool"),
-    "runtime.limits": ("RunLimits",),
-    "runtime.loop": ("AgentResponse", "ToolInvocation", "run_agent", "run_agent_sync"),
-    "spec.gram": ("load_agent", "load_file", "load_gram", "to_gram"),
-    "spec.model": ("Agent", "GramDocument", "ModelRef", "Param", "Signature", "ToolSpec"),
-    "spec.schema": ("strict_schema",),
-    "spec.signature": (
+    "_runtime.events": ("ToolCallPlanned", "ToolCallResult"),
+    "_runtime.library": ("Tool", "ToolContext", "ToolLibrary", "tool"),
+    "_runtime.limits": ("RunLimits",),
+    "_runtime.loop": ("AgentResponse", "ToolInvocation", "run_agent", "run_agent_sync"),
+    "_spec.gram": ("load_agent", "load_file", "load_gram", "to_gram"),
+    "_spec.model": ("Agent", "GramDocument", "ModelRef", "Param", "Signature", "ToolSpec"),
+    "_spec.schema": ("strict_schema",),
+    "_spec.signature": (
         "format_signature", "parse_signature", "schema_to_signature", "signature_to_schema",
     ),
 }

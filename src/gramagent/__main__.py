@@ -1,3 +1,3 @@
-from gramagent.cli import main
+from gramagent._cli import main
 
 main()

@@ -10,6 +10,7 @@ GramagentError
 ├── ValidationError           bad input to a run (e.g. an empty user message)
 ├── ConfigurationError        missing API key, unknown provider, bad option (before any request)
 ├── ToolError                 binding failed: missing or mismatched tool implementations
+├── SandboxError              a sandboxed code call failed as a whole (timeout, crash, ...)
 └── RunError                  a run stopped; carries the conversation and usage so far
     ├── ModelAPIError         transport or HTTP failure, after retries
     └── LimitExceeded         an iteration, time, token or call limit was hit
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 __all__ = [
     "ConfigurationError",
@@ -33,6 +34,8 @@ __all__ = [
     "LimitExceeded",
     "ModelAPIError",
     "RunError",
+    "SandboxError",
+    "SandboxErrorKind",
     "SchemaError",
     "SpecError",
     "ToolError",
@@ -126,6 +129,30 @@ class ToolError(GramagentError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.problems,))
+
+
+SandboxErrorKind: TypeAlias = Literal["timeout", "crashed", "unavailable", "protocol", "closed"]
+"""How a sandbox call failed (:attr:`SandboxError.kind`)."""
+
+
+class SandboxError(GramagentError):
+    """A sandbox call failed as a whole (not the user's code, whose errors are results).
+
+    ``kind`` says how: ``timeout`` (wall clock; the worker was killed), ``crashed`` (the worker
+    died, e.g. by a signal), ``unavailable`` (the worker could not start or is not isolated
+    enough), ``protocol`` (the worker sent something malformed; it was killed) or ``closed``.
+    ``state_lost`` is true when the session's variables are gone.
+    """
+
+    def __init__(self, message: str, *, kind: SandboxErrorKind, state_lost: bool = False
+                 ) -> None:
+        self.kind = kind
+        self.state_lost = state_lost
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = {"kind": self.kind, "state_lost": self.state_lost}
+        return (_rebuild, (type(self), self.args, state))
 
 
 class RunError(GramagentError):

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from gramagent.cli import app
-from gramagent.models.harmony_parse import parse_harmony
+from gramagent._cli import app
+from gramagent._models.harmony_parse import parse_harmony
 
 GRAM = """
 [sayHello:Tool {description: "Returns a friendly greeting message for the given name"} |

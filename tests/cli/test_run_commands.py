@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from gramagent.cli import app
-from gramagent.models.scripted import ScriptedServer, ScriptTurn, call, reply
+from gramagent._cli import app
+from gramagent.testing import ScriptedServer, ScriptTurn, call, reply
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "examples" / "hello_world.gram"

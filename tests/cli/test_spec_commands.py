@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from gramagent.cli import app
-from gramagent.spec.gram import load_file, load_gram
+from gramagent._cli import app
+from gramagent._spec.gram import load_file, load_gram
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 EXAMPLES = ROOT / "examples"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from gramagent.cli import app
+from gramagent._cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
 SALES_CSV = ROOT / "examples" / "data" / "sales.csv"
@@ -98,7 +98,7 @@ def test_session_needs_a_factory_taking_session_dir(runner: CliRunner, tmp_path:
     """--session with a library object (not a factory taking session_dir) is refused."""
     module = tmp_path / "my_tools_cli.py"
     module.write_text(
-        "from gramagent.runtime.library import ToolLibrary\n"
+        "from gramagent._runtime.library import ToolLibrary\n"
         "library = ToolLibrary()\n"
         "@library.register\n"
         "def double(n: int) -> int:\n"

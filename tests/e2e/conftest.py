@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from gramagent.models.local import DEFAULT_MODEL, shutdown_servers
-from gramagent.runtime.library import Tool, ToolLibrary
-from gramagent.spec.gram import load_agent
-from gramagent.spec.model import Agent
+from gramagent._models.local import DEFAULT_MODEL, shutdown_servers
+from gramagent._runtime.library import Tool, ToolLibrary
+from gramagent._spec.gram import load_agent
+from gramagent._spec.model import Agent
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from gramagent._messages import ToolResultMessage
+from gramagent._runtime.limits import RunLimits
+from gramagent._runtime.loop import run_agent
+from gramagent._spec.gram import load_agent
 from gramagent.errors import LimitExceeded
-from gramagent.messages import ToolResultMessage
-from gramagent.runtime.limits import RunLimits
-from gramagent.runtime.loop import run_agent
-from gramagent.spec.gram import load_agent
 from gramagent.tools import builtin_library
 
 pytestmark = pytest.mark.e2e

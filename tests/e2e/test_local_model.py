@@ -16,13 +16,13 @@ import time
 
 import pytest
 
+from gramagent._messages import UserMessage
+from gramagent._models.base import ModelRequest
+from gramagent._models.local import LocalModel, local_model
+from gramagent._runtime.library import ToolLibrary
+from gramagent._runtime.loop import AgentResponse, run_agent
+from gramagent._spec.model import Agent
 from gramagent.errors import ModelAPIError
-from gramagent.messages import UserMessage
-from gramagent.models.base import ModelRequest
-from gramagent.models.local import LocalModel, local_model
-from gramagent.runtime.library import ToolLibrary
-from gramagent.runtime.loop import AgentResponse, run_agent
-from gramagent.spec.model import Agent
 
 pytestmark = pytest.mark.e2e
 
@@ -101,7 +101,7 @@ def test_the_server_does_not_outlive_its_parent(tmp_path) -> None:
     """A parent that dies without cleaning up (``os._exit``) leaves no server behind."""
     script = textwrap.dedent("""
         import asyncio, os
-        from gramagent.models.local import local_model
+        from gramagent._models.local import local_model
         server = asyncio.run(local_model("qwen2.5-coder-0.5b").start())
         print(server.pid, flush=True)
         os._exit(0)

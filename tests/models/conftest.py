@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from gramagent.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
-from gramagent.models.base import ModelRequest, ToolDefinition
-from gramagent.models.scripted import ScriptedServer
+from gramagent._messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
+from gramagent._models.base import ModelRequest, ToolDefinition
+from gramagent.testing import ScriptedServer
 
 SAY_HELLO = ToolDefinition(
     name="sayHello",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gramagent.models.base import ToolDefinition
+from gramagent._models.base import ToolDefinition
 
 GET_LOCATION = ToolDefinition(
     name="get_location",

@@ -7,17 +7,17 @@ from typing import Any
 
 import pytest
 
-from gramagent.errors import ConfigurationError, ModelAPIError
-from gramagent.messages import ToolCall
-from gramagent.models.base import ModelTurn, NamedToolChoice
-from gramagent.models.chat import (
+from gramagent._messages import ToolCall
+from gramagent._models.base import ModelTurn, NamedToolChoice
+from gramagent._models.chat import (
     ChatCompletionsModel,
     assemble_chat_chunks,
     parse_chat_reply,
     render_chat_chunks,
     render_chat_completion,
 )
-from gramagent.models.scripted import call, calls, http_response, reply
+from gramagent.errors import ConfigurationError, ModelAPIError
+from gramagent.testing import call, calls, http_response, reply
 
 # -- fixed conversation: the request body -----------------------------------------------------
 
@@ -559,7 +559,7 @@ async def test_tools_part_follows_the_tool_list_of_each_request(adapter, serve, 
                                                                  tools):
     """An adapter builds the tools part of its bodies once per tool list and reuses it while
     the same list comes back; another list (or none) is described as it is."""
-    from gramagent.models.responses import ResponsesModel
+    from gramagent._models.responses import ResponsesModel
 
     srv = serve([reply("a"), reply("b"), reply("c"), reply("d")])
     cls = ChatCompletionsModel if adapter == "chat" else ResponsesModel

@@ -8,15 +8,15 @@ from typing import Any
 import orjson
 import pytest
 
+from gramagent._messages import ToolResultMessage, UserMessage
+from gramagent._models.base import ModelRequest, NamedToolChoice, ToolChoice, ToolDefinition
+from gramagent._models.harmony import HarmonyModel, build_prompt, read_completion
+from gramagent._models.registry import resolve_model
+from gramagent._runtime.library import ToolLibrary
+from gramagent._runtime.loop import run_agent
+from gramagent._spec.model import Agent
 from gramagent.errors import ConfigurationError, ModelAPIError
-from gramagent.messages import ToolResultMessage, UserMessage
-from gramagent.models.base import ModelRequest, NamedToolChoice, ToolChoice, ToolDefinition
-from gramagent.models.harmony import HarmonyModel, build_prompt, read_completion
-from gramagent.models.registry import resolve_model
-from gramagent.models.scripted import ScriptedServer, completion, error, http_response
-from gramagent.runtime.library import ToolLibrary
-from gramagent.runtime.loop import run_agent
-from gramagent.spec.model import Agent
+from gramagent.testing import ScriptedServer, completion, error, http_response
 
 WEATHER = ToolDefinition(
     name="get_weather",

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gramagent.models.harmony_parse import (
+from gramagent._models.harmony_parse import (
     MAX_PAYLOAD_BYTES,
     HarmonyDelta,
     HarmonyMessage,

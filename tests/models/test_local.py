@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gramagent.errors import ConfigurationError, ModelAPIError
-from gramagent.models.local import (
+from gramagent._models.local import (
     DEFAULT_SETTINGS,
     EmbeddedServer,
     LocalModel,
@@ -23,8 +22,9 @@ from gramagent.models.local import (
     acquire_server,
     local_model,
 )
-from gramagent.models.registry import resolve_model
-from gramagent.spec.model import ModelRef
+from gramagent._models.registry import resolve_model
+from gramagent._spec.model import ModelRef
+from gramagent.errors import ConfigurationError, ModelAPIError
 
 needs_xllamacpp = pytest.mark.skipif(
     subprocess.run([sys.executable, "-c", "import xllamacpp"], capture_output=True).returncode
@@ -82,7 +82,7 @@ def test_unknown_model_names_fail_at_construction() -> None:
 def test_the_server_command_line() -> None:
     config = ServerConfig(model_path=Path("/m/x.gguf"), ctx_size=2048, threads=3, parallel=2)
     command = config.command()
-    assert command[:3] == [sys.executable, "-m", "gramagent.models.local"]
+    assert command[:3] == [sys.executable, "-m", "gramagent._models.local"]
     assert command[3:] == ["--model", "/m/x.gguf", "--port", "0", "--ctx-size", "2048",
                            "--threads", "3", "--parallel", "2"]
     assert ServerConfig(model_path=Path("/m/x.gguf")).threads >= 1
@@ -102,7 +102,7 @@ def test_threads_default_to_the_environment_or_the_cores(
 
 def test_the_child_entry_point_documents_itself() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "gramagent.models.local", "--help"],
+        [sys.executable, "-m", "gramagent._models.local", "--help"],
         capture_output=True, text=True, timeout=60, check=True,
     )
     assert "--model" in result.stdout and "stdin closes" in result.stdout
@@ -136,8 +136,8 @@ def test_a_start_timeout_stops_the_child(broken_gguf: Path) -> None:
 @needs_xllamacpp
 async def test_a_failed_start_surfaces_from_the_first_request(broken_gguf: Path) -> None:
     """Through the Model protocol: the first request raises the start failure."""
-    from gramagent.messages import UserMessage
-    from gramagent.models.base import ModelRequest
+    from gramagent._messages import UserMessage
+    from gramagent._models.base import ModelRequest
 
     model = local_model(str(broken_gguf), ctx_size=512, threads=1, progress=False)
     request = ModelRequest(model="x", instruction="Be brief.",
@@ -187,7 +187,7 @@ def test_the_health_poll_reads_the_status_and_ignores_proxies(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """503 (llama.cpp still loading) and a closed port are "not yet"; 200 is ready. A proxy in
     the environment is not used for the loopback child."""
-    from gramagent.models.local import _healthy
+    from gramagent._models.local import _healthy
 
     monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")  # nothing listens there
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")

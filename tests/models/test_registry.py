@@ -6,13 +6,13 @@ import sys
 
 import pytest
 
+from gramagent._models.base import Model
+from gramagent._models.chat import ChatCompletionsModel
+from gramagent._models.registry import is_loopback, resolve_model
+from gramagent._models.responses import ResponsesModel
+from gramagent._spec.model import ModelRef
 from gramagent.errors import ConfigurationError
-from gramagent.models.base import Model
-from gramagent.models.chat import ChatCompletionsModel
-from gramagent.models.registry import is_loopback, resolve_model
-from gramagent.models.responses import ResponsesModel
-from gramagent.models.scripted import reply
-from gramagent.spec.model import ModelRef
+from gramagent.testing import reply
 
 
 @pytest.fixture(autouse=True)
@@ -108,14 +108,14 @@ def test_options_reach_the_adapter():
 
 def test_missing_local_extra(monkeypatch):
     """Without the local module the error says which extra to install."""
-    monkeypatch.setitem(sys.modules, "gramagent.models.local", None)
+    monkeypatch.setitem(sys.modules, "gramagent._models.local", None)
     with pytest.raises(ConfigurationError, match=r'pip install "gramagent\[local\]"'):
         resolve_model("local/qwen2.5-coder-0.5b")
 
 
 def test_missing_harmony_extra(monkeypatch):
     """Without the harmony module the error says which extra to install."""
-    monkeypatch.setitem(sys.modules, "gramagent.models.harmony", None)
+    monkeypatch.setitem(sys.modules, "gramagent._models.harmony", None)
     with pytest.raises(ConfigurationError, match=r'pip install "gramagent\[harmony\]"'):
         resolve_model("openai/gpt-oss-20b", api="harmony", base_url="http://127.0.0.1:1/v1")
 

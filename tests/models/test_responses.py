@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from gramagent._messages import ToolCall
+from gramagent._models.base import ModelTurn, NamedToolChoice
+from gramagent._models.responses import ResponsesModel, parse_responses_reply, render_response
 from gramagent.errors import ModelAPIError
-from gramagent.messages import ToolCall
-from gramagent.models.base import ModelTurn, NamedToolChoice
-from gramagent.models.responses import ResponsesModel, parse_responses_reply, render_response
-from gramagent.models.scripted import call, calls, http_response, reply
+from gramagent.testing import call, calls, http_response, reply
 
 
 async def test_request_body_for_fixed_conversation(serve, make_request, tools):

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gramagent.models.http import parse_sse
-from gramagent.models.scripted import (
+from gramagent._models.http import parse_sse
+from gramagent.testing import (
     ScriptCall,
     ScriptCalls,
     ScriptDrop,
@@ -225,12 +225,12 @@ def test_json_script_file(tmp_path: Path):
 
 
 def test_command_line_server(tmp_path: Path):
-    """``python -m gramagent.models.scripted`` prints its base URL first and serves the
+    """``python -m gramagent.testing`` prints its base URL first and serves the
     script until terminated."""
     path = tmp_path / "script.json"
     path.write_text(json.dumps([{"reply": "from the CLI"}]))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gramagent.models.scripted", "--script", str(path)],
+        [sys.executable, "-m", "gramagent.testing", "--script", str(path)],
         stdout=subprocess.PIPE, text=True,
     )
     try:

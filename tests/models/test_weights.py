@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gramagent.errors import ConfigurationError
-from gramagent.models.weights import (
+from gramagent._models.weights import (
     Chunk,
     PackagedWeights,
     WeightsVerificationError,
@@ -27,6 +26,7 @@ from gramagent.models.weights import (
     materialize_weights,
     resolve_weights,
 )
+from gramagent.errors import ConfigurationError
 
 VERSION = "1.0.0"
 GGUF = b"GGUF" + b"\x03\x00\x00\x00"

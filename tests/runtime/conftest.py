@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from runtime_support import ModelFactory, Tools, make_agent, make_tools
 
-from gramagent.models.base import Model
-from gramagent.models.registry import resolve_model
-from gramagent.models.scripted import ScriptedServer
-from gramagent.spec.model import Agent
+from gramagent._models.base import Model
+from gramagent._models.registry import resolve_model
+from gramagent._spec.model import Agent
+from gramagent.testing import ScriptedServer
 
 
 @pytest.fixture

@@ -11,10 +11,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gramagent.models.base import Model
-from gramagent.models.scripted import ScriptedServer, ScriptTurn
-from gramagent.runtime.library import ToolContext, ToolLibrary
-from gramagent.spec.model import Agent
+from gramagent._models.base import Model
+from gramagent._runtime.library import ToolContext, ToolLibrary
+from gramagent._spec.model import Agent
+from gramagent.testing import ScriptedServer, ScriptTurn
 
 APIS = ("chat", "functions", "responses")
 PARALLEL_APIS = ("chat", "responses")  # legacy functions carry one call per turn

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gramagent.runtime.calls import (
+from gramagent._runtime.calls import (
     MAX_PAYLOAD_BYTES,
     TOOL_ERROR_TYPES,
     CallRejection,
@@ -17,7 +17,7 @@ from gramagent.runtime.calls import (
     near_names,
     parse_arguments,
 )
-from gramagent.spec.schema import compile_validator
+from gramagent._spec.schema import compile_validator
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from runtime_support import reference_hash
 
-from gramagent.runtime.events import (
+from gramagent._runtime.events import (
     CaptureSink,
     JSONLSink,
     ToolCallPlanned,

@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal, NotRequired, Optional, TypedDict
 
 import pytest
 
+from gramagent._runtime.introspect import describe_function, parse_docstring, type_schema
 from gramagent.errors import ToolError
-from gramagent.runtime.introspect import describe_function, parse_docstring, type_schema
 
 
 class Color(enum.Enum):

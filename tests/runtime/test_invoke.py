@@ -6,8 +6,8 @@ import asyncio
 import contextvars
 import threading
 
-from gramagent.runtime.invoke import DRY_RUN_RESULT, execute, render_output
-from gramagent.runtime.library import Tool, ToolContext, tool
+from gramagent._runtime.invoke import DRY_RUN_RESULT, execute, render_output
+from gramagent._runtime.library import Tool, ToolContext, tool
 
 request_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_var", default="none")
 

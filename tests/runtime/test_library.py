@@ -9,9 +9,9 @@ from typing import Literal, TypedDict
 import pytest
 from runtime_support import GREETING, hello_library
 
+from gramagent._runtime.library import BoundAgent, Tool, ToolContext, ToolLibrary, tool
+from gramagent._spec.model import Agent, Param, Signature, ToolSpec
 from gramagent.errors import ToolError
-from gramagent.runtime.library import BoundAgent, Tool, ToolContext, ToolLibrary, tool
-from gramagent.spec.model import Agent, Param, Signature, ToolSpec
 
 
 def hello_spec(*, description: str = GREETING, name_type: str = "string") -> ToolSpec:
@@ -290,7 +290,7 @@ WEATHER_GRAM = """
 
 def test_python_function_and_gram_spec_are_compared() -> None:
     """A @tool function binds to the gram spec it matches and not to one that differs."""
-    from gramagent.spec.gram import load_agent
+    from gramagent._spec.gram import load_agent
 
     @tool
     def getWeather(city: str, days: int = 3, unit: Literal["C", "F"] = "C") -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from gramagent._runtime.limits import INHERIT, RunLimits
 from gramagent.errors import ConfigurationError
-from gramagent.runtime.limits import INHERIT, RunLimits
 
 
 def test_defaults_follow_the_seeds() -> None:

@@ -22,15 +22,15 @@ from runtime_support import (
     user_texts,
 )
 
+from gramagent._messages import AssistantMessage, Conversation, ToolResultMessage, UserMessage
+from gramagent._models.base import NamedToolChoice
+from gramagent._runtime.events import CaptureSink
+from gramagent._runtime.library import ToolLibrary
+from gramagent._runtime.limits import RunLimits
+from gramagent._runtime.loop import AgentResponse, run_agent, run_agent_sync
+from gramagent._spec.model import Agent
 from gramagent.errors import ConfigurationError, ModelAPIError, ToolError, ValidationError
-from gramagent.messages import AssistantMessage, Conversation, ToolResultMessage, UserMessage
-from gramagent.models.base import NamedToolChoice
-from gramagent.models.scripted import ScriptedServer, call, calls, drop, error, reply
-from gramagent.runtime.events import CaptureSink
-from gramagent.runtime.library import ToolLibrary
-from gramagent.runtime.limits import RunLimits
-from gramagent.runtime.loop import AgentResponse, run_agent, run_agent_sync
-from gramagent.spec.model import Agent
+from gramagent.testing import ScriptedServer, call, calls, drop, error, reply
 
 
 @pytest.mark.parametrize("api", APIS)

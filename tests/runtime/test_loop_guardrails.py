@@ -30,15 +30,15 @@ from runtime_support import (
     sent_results,
 )
 
+from gramagent._messages import Conversation, ToolCall, ToolResultMessage, Usage
+from gramagent._models.base import ModelRequest, ModelTurn
+from gramagent._runtime.events import CaptureSink, ToolCallPlanned, ToolCallResult, ToolMetrics
+from gramagent._runtime.library import ToolLibrary
+from gramagent._runtime.limits import RunLimits
+from gramagent._runtime.loop import run_agent, run_agent_sync
+from gramagent._spec.model import Agent
 from gramagent.errors import LimitExceeded
-from gramagent.messages import Conversation, ToolCall, ToolResultMessage, Usage
-from gramagent.models.base import ModelRequest, ModelTurn
-from gramagent.models.scripted import ScriptedServer, call, calls, reply
-from gramagent.runtime.events import CaptureSink, ToolCallPlanned, ToolCallResult, ToolMetrics
-from gramagent.runtime.library import ToolLibrary
-from gramagent.runtime.limits import RunLimits
-from gramagent.runtime.loop import run_agent, run_agent_sync
-from gramagent.spec.model import Agent
+from gramagent.testing import ScriptedServer, call, calls, reply
 
 # -- limits -----------------------------------------------------------------------------------
 
@@ -257,7 +257,7 @@ async def test_repeat_guard_ends_a_text_mode_model_that_keeps_writing_its_call(
     """In ``text`` tool-call mode a model that writes the same call as JSON at every step
     (small local models do) is stopped by the guard: the request that forbids tools reads the
     JSON as the answer, instead of running the call again until max_iterations."""
-    from gramagent.models.chat import ChatCompletionsModel
+    from gramagent._models.chat import ChatCompletionsModel
 
     written = '{"name": "sayHello", "arguments": {"personName": "Alice"}}'
     script(server, reply(written), reply(written), reply(written))
@@ -440,7 +440,7 @@ async def test_no_sinks_builds_no_event_objects(tools: Tools, agent: Agent,
                                                 model_for: ModelFactory,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Disabled means free: without sinks the loop never constructs an event."""
-    import gramagent.runtime.loop as loop_module
+    import gramagent._runtime.loop as loop_module
 
     built: list[str] = []
 

@@ -1,8 +1,8 @@
-"""The public names of gramagent.runtime: sorted, complete and importable."""
+"""The public names of gramagent._runtime: sorted, complete and importable."""
 
 from __future__ import annotations
 
-import gramagent.runtime as runtime
+import gramagent._runtime as runtime
 
 
 def test_exports_are_sorted_and_resolve() -> None:
@@ -11,7 +11,7 @@ def test_exports_are_sorted_and_resolve() -> None:
     for name in runtime.__all__:
         value = getattr(runtime, name)
         assert value is not None
-    from gramagent.runtime.loop import run_agent
+    from gramagent._runtime.loop import run_agent
 
     assert runtime.run_agent is run_agent
     assert set(runtime.__all__) <= set(dir(runtime))
@@ -22,6 +22,6 @@ def test_unknown_names_raise_attribute_error() -> None:
     try:
         runtime.nope  # type: ignore[attr-defined]  # noqa: B018
     except AttributeError as exc:
-        assert "gramagent.runtime" in str(exc)
+        assert "gramagent._runtime" in str(exc)
     else:
         raise AssertionError("expected AttributeError")

@@ -1,4 +1,4 @@
-"""Tests for gramagent.spec.bfcl, and the BFCL round trip through gram signatures.
+"""Tests for gramagent._spec.bfcl, and the BFCL round trip through gram signatures.
 
 The corpus tests read every unique function of the installed ``bfcl-eval`` package
 (``pip install --no-deps bfcl-eval==2026.3.23``); they are skipped, saying so, only when it is
@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 
-from gramagent.errors import ConfigurationError, SchemaError
-from gramagent.spec.bfcl import (
+from gramagent._spec.bfcl import (
     bfcl_data_dir,
     iter_bfcl_functions,
     normalize_bfcl_function,
     normalize_bfcl_schema,
 )
-from gramagent.spec.schema import compile_validator, strict_schema
+from gramagent._spec.schema import compile_validator, strict_schema
+from gramagent.errors import ConfigurationError, SchemaError
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 EXPECTED_UNIQUE_FUNCTIONS = 3258
@@ -450,7 +450,7 @@ def test_round_trip_through_gram_signatures(normalized: list[dict[str, Any]]) ->
     """schema -> signature -> gram text -> signature -> schema gives back the same schema,
     or schema_to_signature refuses with a SchemaError naming the keyword; never anything
     else. The supported share is at least what the README reports."""
-    from gramagent.spec.signature import (
+    from gramagent._spec.signature import (
         format_signature,
         parse_signature,
         schema_to_signature,

@@ -1,4 +1,4 @@
-"""Tests for gramagent.spec.gram: reading gram files into spec objects, and every error."""
+"""Tests for gramagent._spec.gram: reading gram files into spec objects, and every error."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gramagent._spec.gram import _Reader, has_comments, load_agent, load_file, load_gram, to_gram
+from gramagent._spec.model import Agent, ModelRef
 from gramagent.errors import SpecError
-from gramagent.spec.gram import _Reader, has_comments, load_agent, load_file, load_gram, to_gram
-from gramagent.spec.model import Agent, ModelRef
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -492,6 +492,6 @@ def test_fast_and_tree_routes_agree_on_generated_tools(
 
 def to_gram_string(text: str) -> str:
     """A gram double-quoted string literal."""
-    from gramagent.spec.signature import quote_string
+    from gramagent._spec.signature import quote_string
 
     return quote_string(text)

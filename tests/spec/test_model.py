@@ -1,4 +1,4 @@
-"""Tests for gramagent.spec.model: the spec objects and the data model's validation rules."""
+"""Tests for gramagent._spec.model: the spec objects and the data model's validation rules."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pickle
 
 import pytest
 
+from gramagent._spec.model import Agent, GramDocument, ModelRef, Param, Signature, ToolSpec
 from gramagent.errors import SpecError
-from gramagent.spec.model import Agent, GramDocument, ModelRef, Param, Signature, ToolSpec
 
 
 def tool(name: str = "sayHello", description: str = "Greets") -> ToolSpec:

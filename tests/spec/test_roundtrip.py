@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gramagent.spec._gramsyntax import K_COMMENT, descendants, parse
-from gramagent.spec.gram import _Reader, format_gram, load_file, load_gram, to_gram
-from gramagent.spec.model import Agent, GramDocument, ModelRef, Param, Signature, ToolSpec
-from gramagent.spec.signature import TYPE_NAMES
+from gramagent._spec._gramsyntax import K_COMMENT, descendants, parse
+from gramagent._spec.gram import _Reader, format_gram, load_file, load_gram, to_gram
+from gramagent._spec.model import Agent, GramDocument, ModelRef, Param, Signature, ToolSpec
+from gramagent._spec.signature import TYPE_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 GRAM_FILES = sorted([*ROOT.joinpath("examples").glob("*.gram"),

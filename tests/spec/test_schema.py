@@ -1,4 +1,4 @@
-"""Tests for gramagent.spec.schema: strict-mode compilation and compiled validators."""
+"""Tests for gramagent._spec.schema: strict-mode compilation and compiled validators."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gramagent.errors import SchemaError
-from gramagent.spec.schema import (
+from gramagent._spec.schema import (
     OPENAI,
     OPENAI_FINE_TUNED,
     StrictResult,
@@ -19,6 +18,7 @@ from gramagent.spec.schema import (
     strict_schema,
     strip_strict_nulls,
 )
+from gramagent.errors import SchemaError
 
 
 def obj(properties: dict[str, Any], required: list[str] | None = None, **extra: Any

@@ -1,4 +1,4 @@
-"""Tests for gramagent.spec.signature: gram type signatures <-> Signature <-> JSON Schema."""
+"""Tests for gramagent._spec.signature: gram type signatures <-> Signature <-> JSON Schema."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gramagent.errors import SchemaError, SpecError
-from gramagent.spec.model import Param, Signature
-from gramagent.spec.signature import (
+from gramagent._spec.model import Param, Signature
+from gramagent._spec.signature import (
     TYPE_NAMES,
     format_signature,
     format_value,
@@ -20,6 +19,7 @@ from gramagent.spec.signature import (
     schema_to_signature,
     signature_to_schema,
 )
+from gramagent.errors import SchemaError, SpecError
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -613,7 +613,7 @@ def _doc_blocks() -> list[tuple[str, str]]:
 
 def _doc_schema(block: str, types: list[str]) -> dict[str, Any]:
     """The schema of a documentation block; ``types`` collects the blocks of type patterns."""
-    from gramagent.spec.gram import load_gram
+    from gramagent._spec.gram import load_gram
 
     if ":Tool" in block:
         (tool,) = load_gram(block).tools

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from tools_support import EXAMPLES, fast_config
 
-from gramagent.models.scripted import ScriptedServer, call, reply
-from gramagent.runtime.loop import run_agent
-from gramagent.spec.gram import load_agent
+from gramagent._runtime.loop import run_agent
+from gramagent._spec.gram import load_agent
+from gramagent.testing import ScriptedServer, call, reply
 from gramagent.tools import builtin_library
 from gramagent.tools.sandbox import PythonSandbox, SandboxError
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from tools_support import EXAMPLES
 
-from gramagent.spec.gram import load_agent, load_file
-from gramagent.spec.model import Agent
+from gramagent._spec.gram import load_agent, load_file
+from gramagent._spec.model import Agent
 from gramagent.tools import available_tools, builtin_library
 from gramagent.tools.workspace import DIRECT_CONVERSATION, STATE_KEY, Workspace
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from matplotlib import image
 
-from gramagent.runtime.library import ToolContext, ToolLibrary
-from gramagent.spec.schema import compile_validator, strict_schema
+from gramagent._runtime.library import ToolContext, ToolLibrary
+from gramagent._spec.schema import compile_validator, strict_schema
 from gramagent.tools import builtin_library
 from gramagent.tools.chart import CHART_SCHEMA
 from gramagent.tools.data import DataError

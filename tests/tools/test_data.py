@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from tools_support import SALES_CSV
 
-from gramagent.runtime.library import ToolContext, ToolLibrary
+from gramagent._runtime.library import ToolContext, ToolLibrary
 from gramagent.tools import DATA_DIR_ENV, builtin_library
 from gramagent.tools.data import DataError, confined_path, convert_csv, describe, list_tables
 

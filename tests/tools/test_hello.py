@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from tools_support import EXAMPLES
 
-from gramagent.spec.gram import load_agent
-from gramagent.spec.model import ToolSpec
+from gramagent._spec.gram import load_agent
+from gramagent._spec.model import ToolSpec
 from gramagent.tools import builtin_library
 from gramagent.tools.hello import say_hello
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tools_support import fast_config
 
-from gramagent.runtime.library import ToolContext, ToolLibrary
+from gramagent._runtime.library import ToolContext, ToolLibrary
 from gramagent.tools import builtin_library
 from gramagent.tools.sandbox import SandboxError
 from gramagent.tools.workspace import STATE_KEY, Workspace

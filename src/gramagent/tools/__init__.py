@@ -1,6 +1,6 @@
 """Built-in tool implementations: ``sayHello``, ``python_repl``, data and chart tools.
 
-:func:`builtin_library` returns a :class:`~gramagent.runtime.library.ToolLibrary` with every
+:func:`builtin_library` returns a :class:`~gramagent._runtime.library.ToolLibrary` with every
 built-in tool whose dependencies are installed: ``sayHello`` and ``sayGoodbye`` always;
 ``python_repl`` on Linux (it needs the OS isolation of :mod:`gramagent.tools.sandbox`);
 ``load_csv``, ``describe_table`` (pyarrow) and ``chart`` (pyarrow and matplotlib) with the
@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from gramagent.runtime.library import ToolLibrary
+from gramagent._runtime.library import ToolLibrary
 from gramagent.tools.hello import say_goodbye, say_hello
 from gramagent.tools.sandbox import SandboxConfig
 from gramagent.tools.workspace import (

@@ -25,7 +25,7 @@ import pyarrow.compute as pc  # type: ignore[import-untyped]
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from gramagent.runtime.library import Tool, ToolContext
+from gramagent._runtime.library import Tool, ToolContext
 from gramagent.tools.data import DataError, ensure_table, read_table
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ import pyarrow.compute as pc  # type: ignore[import-untyped]
 import pyarrow.csv as pacsv  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-from gramagent.runtime.library import Tool, ToolContext, tool
+from gramagent._runtime.library import Tool, ToolContext, tool
 
 if TYPE_CHECKING:
     from gramagent.tools.workspace import WorkspaceProvider

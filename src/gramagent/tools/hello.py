@@ -6,7 +6,7 @@ Both are instant string formatting, so they run inline on the event loop
 
 from __future__ import annotations
 
-from gramagent.runtime.library import Tool, tool
+from gramagent._runtime.library import Tool, tool
 
 __all__ = ["say_goodbye", "say_hello"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gramagent.runtime.library import Tool, ToolContext, tool
+from gramagent._runtime.library import Tool, ToolContext, tool
 
 if TYPE_CHECKING:
     from gramagent.tools.workspace import WorkspaceProvider

@@ -9,7 +9,7 @@ A workspace is a directory with three parts:
 - ``charts/``: PNG files drawn by the ``chart`` tool.
 
 By default each conversation gets a temporary workspace, removed when the library forgets the
-conversation (:meth:`gramagent.runtime.library.ToolLibrary.forget`). With ``session_dir=`` every
+conversation (:meth:`gramagent._runtime.library.ToolLibrary.forget`). With ``session_dir=`` every
 conversation uses that directory, and it is kept.
 """
 
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from gramagent.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from gramagent.runtime.library import ToolContext, ToolLibrary
+    from gramagent._runtime.library import ToolContext, ToolLibrary
     from gramagent.tools.sandbox import PythonSandbox, SandboxConfig
 
 __all__ = ["DATA_DIR_ENV", "DEFAULT_MAX_UPLOAD_BYTES", "DIRECT_CONVERSATION", "ToolSettings",
@@ -109,7 +109,7 @@ class Workspace:
 class WorkspaceProvider:
     """Finds the workspace of a call: from its conversation state, or a default one.
 
-    Calls without a :class:`~gramagent.runtime.library.ToolContext` (a tool called directly)
+    Calls without a :class:`~gramagent._runtime.library.ToolContext` (a tool called directly)
     share the workspace of the conversation :data:`DIRECT_CONVERSATION` of the attached
     library (so ``library.forget()`` closes it too), or one default workspace closed by
     :meth:`close`.

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from gramagent.errors import ConfigurationError, GramagentError
+from gramagent.errors import ConfigurationError, SandboxError, SandboxErrorKind
 from gramagent.tools.sandbox._protocol import FrameDecoder, FrameError, write_frame
 from gramagent.tools.sandbox._seccomp import binding_path
 
@@ -61,30 +61,6 @@ SYSCALL_FEATURE = "syscalls"
 """The isolation report's entry for the seccomp filter (required only when configured so)."""
 
 SyscallFilterMode = Literal["on", "required", "off"]
-SandboxErrorKind = Literal["timeout", "crashed", "unavailable", "protocol", "closed"]
-
-
-class SandboxError(GramagentError):
-    """A sandbox call failed as a whole (not the user's code, whose errors are results).
-
-    ``kind`` says how: ``timeout`` (wall clock; the worker was killed), ``crashed`` (the worker
-    died, e.g. by a signal), ``unavailable`` (the worker could not start or is not isolated
-    enough), ``protocol`` (the worker sent something malformed; it was killed) or ``closed``.
-    ``state_lost`` is true when the session's variables are gone.
-    """
-
-    def __init__(self, message: str, *, kind: SandboxErrorKind, state_lost: bool = False
-                 ) -> None:
-        self.kind = kind
-        self.state_lost = state_lost
-        super().__init__(message)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (self.args[0], self.kind, self.state_lost))
-
-
-def _rebuild(message: str, kind: SandboxErrorKind, state_lost: bool) -> SandboxError:
-    return SandboxError(message, kind=kind, state_lost=state_lost)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

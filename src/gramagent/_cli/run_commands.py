@@ -1,0 +1,417 @@
+"""CLI commands that run agents: ``gramagent run`` and ``gramagent chat``.
+
+Both build one :class:`Session` (agent loaded from gram, tools bound, model resolved, sinks
+opened), then feed it user messages, each a turn of the same conversation. Results go to stdout
+(rich text, or one JSON object per turn with ``--json``); diagnostics, ``-v`` traffic and log
+records go to stderr, secrets masked (see :mod:`gramagent._logs`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import suppress
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import typer
+from rich.console import Console
+
+from gramagent._cli import app, err_console, handle_errors
+from gramagent._logs import add_secret, configure_logging, env_secrets, redact, reset_logging
+from gramagent.errors import ConfigurationError, GramagentError, RunError
+
+if TYPE_CHECKING:
+    from gramagent._models.base import Model
+    from gramagent._runtime.events import EventSink
+    from gramagent._runtime.library import BoundAgent, ToolLibrary
+    from gramagent._runtime.limits import RunLimits
+    from gramagent._runtime.loop import AgentResponse
+    from gramagent._spec.model import Agent
+
+__all__ = ["Api", "RunOptions", "Session", "chat", "load_library", "run"]
+
+DEFAULT_TOOLS = "gramagent.tools:builtin_library"
+EXIT_COMMANDS = frozenset({"/exit", "/quit"})
+
+
+class Api(StrEnum):
+    """Wire formats ``--api`` accepts."""
+
+    chat = "chat"
+    functions = "functions"
+    responses = "responses"
+    harmony = "harmony"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunOptions:
+    """What ``run`` and ``chat`` share: where the agent, model, tools and sinks come from."""
+
+    agent_file: Path
+    agent_name: str | None = None
+    model: str | None = None
+    """``provider/name`` overriding the agent's model."""
+    base_url: str | None = None
+    api: str | None = None
+    api_key: str | None = None
+    tools: str | None = None
+    """``module:attribute`` of a ToolLibrary or a zero-argument factory of one."""
+    json: bool = False
+    verbose: int = 0
+    metrics_port: int | None = None
+    events: Path | None = None
+    max_iterations: int | None = None
+    timeout: float | None = None
+    """Wall-time limit of one turn, in seconds."""
+    dry_run: bool = False
+    """Call the model but run no tool: each valid call answers ``{"ok": true}``."""
+
+
+def load_library(reference: str | None = None) -> ToolLibrary:
+    """The ToolLibrary named by ``module:attribute`` (default: the built-in tools).
+
+    The attribute is either a ToolLibrary or a callable taking no arguments that returns one.
+    Modules are looked up in the working directory too, as ``python -m`` does.
+
+    Raises:
+        ConfigurationError: the reference is malformed, cannot be imported, or does not
+            give a ToolLibrary.
+    """
+    from gramagent._runtime.library import ToolLibrary
+
+    reference = reference or DEFAULT_TOOLS
+    module_name, sep, attr = reference.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigurationError(
+            f"--tools {reference!r}: expected 'module:attribute', e.g. {DEFAULT_TOOLS!r}"
+        )
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # like `python -m`: modules of the working directory
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"--tools {reference!r}: cannot import {module_name!r}: {exc}"
+        ) from exc
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ConfigurationError(
+                f"--tools {reference!r}: module {module_name!r} has no attribute {attr!r}"
+            ) from None
+    if not isinstance(obj, ToolLibrary) and callable(obj):
+        try:
+            inspect.signature(obj).bind()
+        except TypeError:
+            raise ConfigurationError(
+                f"--tools {reference!r} is a callable that needs arguments; expected a "
+                "ToolLibrary or a zero-argument function returning one"
+            ) from None
+        except ValueError:  # no signature to inspect (some builtins): just try it
+            pass
+        obj = obj()
+    if not isinstance(obj, ToolLibrary):
+        raise ConfigurationError(
+            f"--tools {reference!r} gave a {type(obj).__name__}, expected a ToolLibrary "
+            "or a zero-argument function returning one"
+        )
+    return obj
+
+
+def _exchange_printer(console: Console) -> Callable[[Mapping[str, Any], Any, int | None], None]:
+    """The adapters' exchange hook for ``-v``: raw request and response, secrets masked."""
+
+    def show(request: Mapping[str, Any], response: Any, status: int | None) -> None:
+        def dump(data: Any) -> str:
+            data = redact(data)
+            if isinstance(data, str):
+                return data
+            return orjson.dumps(data, option=orjson.OPT_INDENT_2, default=str).decode()
+
+        console.print("[dim]── request ──[/dim]", highlight=False)
+        console.print(dump(dict(request)), markup=False, highlight=False, soft_wrap=True)
+        answer = f"HTTP {status}" if status is not None else "no answer"
+        console.print(f"[dim]── response ({answer}) ──[/dim]", highlight=False)
+        console.print(dump(response), markup=False, highlight=False, soft_wrap=True)
+
+    return show
+
+
+@dataclass
+class Session:
+    """One conversation with one agent; each :meth:`turn` continues it.
+
+    Everything that can fail before a request (the gram file, the agent name, the tool
+    binding, the model configuration) fails in :meth:`open`.
+    """
+
+    options: RunOptions
+    agent: Agent = field(init=False)
+    target: Agent | BoundAgent = field(init=False)
+    """The bound agent (the bare agent in dry-run mode, where no tool runs)."""
+    library: ToolLibrary | None = field(init=False)
+    model: Model = field(init=False)
+    limits: RunLimits = field(init=False)
+    sinks: list[EventSink] = field(default_factory=list, init=False)
+    context: Any = field(default=None, init=False)
+    _closers: list[Callable[[], Any]] = field(default_factory=list, init=False)
+
+    @classmethod
+    def open(cls, options: RunOptions) -> Session:
+        """Load, bind and resolve everything ``options`` names."""
+        from gramagent._models.registry import resolve_model
+        from gramagent._runtime.limits import RunLimits
+        from gramagent._spec.gram import load_agent
+        from gramagent._spec.model import ModelRef
+
+        session = cls(options)
+        # The key given on the command line and the environment as it is now.
+        add_secret(options.api_key, *env_secrets(os.environ))
+        if not options.agent_file.is_file():
+            raise ConfigurationError(f"{options.agent_file}: no such file")
+        session.agent = load_agent(options.agent_file, options.agent_name)
+        if options.dry_run:
+            # No tool runs: the specs' schemas check the calls, no implementation is needed.
+            session.library = load_library(options.tools) if options.tools else None
+            session.target = session.agent
+        else:
+            session.library = load_library(options.tools)
+            # Every binding problem at once, before any request.
+            session.target = session.library.bind(session.agent)
+        ref = ModelRef.parse(options.model) if options.model else session.agent.model
+        model_options: dict[str, Any] = {}
+        if options.verbose:
+            model_options["on_exchange"] = _exchange_printer(err_console)
+        session.model = resolve_model(
+            ref, api=options.api, base_url=options.base_url, api_key=options.api_key,
+            **model_options,
+        )
+        overrides: dict[str, Any] = {}
+        if options.max_iterations is not None:
+            overrides["max_iterations"] = options.max_iterations
+        if options.timeout is not None:
+            overrides["wall_time"] = options.timeout
+        session.limits = RunLimits(**overrides)
+        if options.events is not None:
+            from gramagent._runtime.events import JSONLSink
+
+            jsonl = JSONLSink(options.events)
+            session._closers.append(jsonl.close)
+            session.sinks.append(jsonl)
+        if options.metrics_port is not None:
+            from gramagent._runtime.events import serve_metrics
+
+            metrics = serve_metrics(options.metrics_port)
+            session.sinks.append(metrics)
+            err_console.print(
+                f"[dim]metrics on http://127.0.0.1:{metrics.server_port}/metrics[/dim]",
+                highlight=False,
+            )
+        return session
+
+    async def turn(self, message: str) -> AgentResponse:
+        """Run one user message; the conversation continues from the previous turn."""
+        from gramagent._runtime.loop import run_agent
+
+        try:
+            response = await run_agent(
+                self.target, message, library=self.library, context=self.context,
+                model=self.model, limits=self.limits, events=self.sinks or None,
+                dry_run=self.options.dry_run,
+            )
+        except RunError as exc:
+            if exc.context is not None:
+                self.context = exc.context
+            raise
+        self.context = response.context
+        return response
+
+    async def aclose(self) -> None:
+        """Release the model's connections and close the sinks."""
+        with suppress(Exception):
+            await self.model.aclose()
+        for close in self._closers:
+            close()
+
+
+class _Output:
+    """Where turn results go: rich text or one JSON object per line on stdout."""
+
+    def __init__(self, json: bool) -> None:
+        self.json = json
+        self.console = Console(highlight=False, soft_wrap=True)
+
+    def reply(self, response: AgentResponse) -> None:
+        """Print one turn's result, secrets masked like every other output."""
+        if self.json:
+            data = redact(response.to_dict())
+            sys.stdout.write(orjson.dumps(data, default=str).decode() + "\n")
+            sys.stdout.flush()
+        else:
+            self.console.print(redact(response.content or ""), markup=False)
+
+
+def _error_line(exc: GramagentError) -> None:
+    err_console.print(f"[red]{type(exc).__name__}[/red]: {redact(str(exc))}", markup=True,
+                      highlight=False, soft_wrap=True)
+
+
+def _session_options(**kwargs: Any) -> RunOptions:
+    api = kwargs.pop("api")
+    return RunOptions(api=api.value if isinstance(api, Api) else api, **kwargs)
+
+
+# -- shared option declarations ---------------------------------------------------------------
+
+_AGENT_FILE = typer.Argument(..., help="The agent's gram file.", show_default=False)
+_AGENT = typer.Option(None, "--agent", help="Which agent of a file that declares several.")
+_MODEL = typer.Option(None, "--model", help="Override the model, e.g. openai/gpt-4o-mini.")
+_BASE_URL = typer.Option(
+    None, "--base-url",
+    help="API root of an OpenAI-compatible server (else OPENAI_BASE_URL); an agent whose "
+         "model is local/NAME then asks that server for NAME.")
+_API = typer.Option(None, "--api", help="Wire format (default: the model's).",
+                    case_sensitive=False)
+_API_KEY = typer.Option(None, "--api-key", help="API key (else OPENAI_API_KEY).",
+                        show_default=False)
+_TOOLS = typer.Option(None, "--tools", metavar="MODULE:LIBRARY",
+                      help="A ToolLibrary or a factory of one (default: the built-in tools).")
+_JSON = typer.Option(False, "--json", help="Print each turn's AgentResponse as one JSON line.")
+_VERBOSE = typer.Option(0, "-v", "--verbose", count=True,
+                        help="Raw requests and responses and log records on stderr "
+                             "(secrets masked); -vv for debug records.")
+_METRICS = typer.Option(None, "--metrics-port", help="Serve Prometheus metrics on this port.")
+_EVENTS = typer.Option(None, "--events", help="Append tool-call events to this JSONL file.")
+_DRY_RUN = typer.Option(False, "--dry-run",
+                        help='Call the model but run no tool (each call answers {"ok": true}).')
+_MAX_ITER = typer.Option(None, "--max-iterations", min=1, help="Model requests per turn.")
+_TIMEOUT = typer.Option(None, "--timeout", min=0.0, help="Seconds one turn may take.")
+
+
+@contextlib.contextmanager
+def _open_session(options: RunOptions, verbose: int) -> Iterator[tuple[asyncio.Runner, Session]]:
+    """An event loop and an open session for one command; logging set up and reset around it.
+
+    Without ``-v`` a failure is one error line: no log records (retries, run errors) beside it.
+    """
+    configure_logging(verbose if verbose > 0 else -1)
+    try:
+        with asyncio.Runner() as runner:
+            session = Session.open(options)
+            try:
+                yield runner, session
+            finally:
+                runner.run(session.aclose())
+    finally:
+        reset_logging()
+
+
+@app.command("run")
+@handle_errors
+def run(
+    agent_file: Path = _AGENT_FILE,
+    messages: list[str] = typer.Argument(  # noqa: B008
+        ..., help="User messages, each a turn of one conversation.", show_default=False),
+    agent: str | None = _AGENT,
+    model: str | None = _MODEL,
+    base_url: str | None = _BASE_URL,
+    api: Api | None = _API,
+    api_key: str | None = _API_KEY,
+    tools: str | None = _TOOLS,
+    json: bool = _JSON,
+    verbose: int = _VERBOSE,
+    metrics_port: int | None = _METRICS,
+    events: Path | None = _EVENTS,
+    dry_run: bool = _DRY_RUN,
+    max_iterations: int | None = _MAX_ITER,
+    timeout: float | None = _TIMEOUT,
+) -> None:
+    """Run an agent on one or more messages and print each reply."""
+    options = _session_options(
+        agent_file=agent_file, agent_name=agent, model=model, base_url=base_url, api=api,
+        api_key=api_key, tools=tools, json=json, verbose=verbose, metrics_port=metrics_port,
+        events=events, max_iterations=max_iterations, timeout=timeout, dry_run=dry_run,
+    )
+    out = _Output(json)
+    with _open_session(options, verbose) as (runner, session):
+        for message in messages:
+            out.reply(runner.run(session.turn(message)))
+
+
+def _read_lines(console: Console) -> Iterator[str]:
+    """User lines: prompted with rich on a terminal, read plainly from piped stdin."""
+    interactive = sys.stdin.isatty()
+    while True:
+        try:
+            if interactive:
+                line = console.input("[bold green]you>[/bold green] ")
+            else:
+                line = sys.stdin.readline()
+                if not line:
+                    return
+        except EOFError:
+            return
+        line = line.strip()
+        if not line:
+            continue
+        if line in EXIT_COMMANDS:
+            return
+        yield line
+
+
+@app.command("chat")
+@handle_errors
+def chat(
+    agent_file: Path = _AGENT_FILE,
+    agent: str | None = _AGENT,
+    model: str | None = _MODEL,
+    base_url: str | None = _BASE_URL,
+    api: Api | None = _API,
+    api_key: str | None = _API_KEY,
+    tools: str | None = _TOOLS,
+    json: bool = _JSON,
+    verbose: int = _VERBOSE,
+    metrics_port: int | None = _METRICS,
+    events: Path | None = _EVENTS,
+    dry_run: bool = _DRY_RUN,
+    max_iterations: int | None = _MAX_ITER,
+    timeout: float | None = _TIMEOUT,
+) -> None:
+    """Talk with an agent: each line is a turn of one conversation; Ctrl-D or /exit ends.
+
+    A turn that fails (model unreachable, a limit hit) prints one error line and the session
+    goes on; the exit code is then 1.
+    """
+    options = _session_options(
+        agent_file=agent_file, agent_name=agent, model=model, base_url=base_url, api=api,
+        api_key=api_key, tools=tools, json=json, verbose=verbose, metrics_port=metrics_port,
+        events=events, max_iterations=max_iterations, timeout=timeout, dry_run=dry_run,
+    )
+    out = _Output(json)
+    failed = False
+    with _open_session(options, verbose) as (runner, session):
+        if sys.stdin.isatty():
+            err_console.print(
+                f"[dim]chatting with {session.agent.name}; /exit or Ctrl-D to end[/dim]",
+                highlight=False,
+            )
+        for line in _read_lines(err_console):
+            try:
+                out.reply(runner.run(session.turn(line)))
+            except RunError as exc:
+                failed = True
+                _error_line(exc)
+    if failed:
+        raise typer.Exit(1)
+

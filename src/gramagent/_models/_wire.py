@@ -1,0 +1,95 @@
+"""Small pure helpers shared by the OpenAI-style wire formats (chat, responses)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gramagent import _json as exact_json
+from gramagent._messages import Usage
+from gramagent._models.base import ToolDefinition
+
+__all__ = [
+    "ReplyError",
+    "ToolsMemo",
+    "arguments_text",
+    "new_call_id",
+    "tool_parameters",
+    "usage_from",
+]
+
+
+class ReplyError(ValueError):
+    """A server reply an adapter cannot read (the adapter turns it into a ModelAPIError)."""
+
+
+def new_call_id() -> str:
+    """A fresh call id, for formats and servers that send none (legacy functions, JSON modes)."""
+    return "call_" + secrets.token_hex(12)
+
+
+def arguments_text(value: Any) -> str:
+    """A call's arguments as JSON text: strings are kept verbatim (even when malformed, the loop
+    reports that), objects are encoded, a missing value means no arguments (``{}``)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "{}"
+    try:
+        return exact_json.dumps(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def tool_parameters(tool: ToolDefinition, strict: bool) -> tuple[dict[str, Any], bool]:
+    """The parameters schema to send for ``tool`` and whether to mark it ``strict``.
+
+    Strict mode uses the schema compiled at bind time (``strict_parameters``); a tool without
+    one falls back to its plain schema, sent non-strict.
+    """
+    if strict and tool.strict_parameters is not None:
+        return tool.strict_parameters, True
+    return tool.parameters, False
+
+
+def usage_from(data: Any, input_key: str, output_key: str) -> Usage | None:
+    """Read a usage object (``prompt_tokens``/``completion_tokens`` or ``input_tokens``/
+    ``output_tokens``); None when the server reported none."""
+    if not isinstance(data, dict):
+        return None
+    inp = data.get(input_key)
+    out = data.get(output_key)
+    if type(inp) is int and type(out) is int:  # the usual reply
+        return Usage(input_tokens=inp, output_tokens=out, requests=1)
+    if not isinstance(inp, int) and not isinstance(out, int):
+        return None
+    return Usage(
+        input_tokens=inp if isinstance(inp, int) else 0,
+        output_tokens=out if isinstance(out, int) else 0,
+        requests=1,
+    )
+
+
+class ToolsMemo:
+    """The ``tools`` part of a request body, kept for the tool list it was built from.
+
+    The loop sends the same definitions object (its bound agent's) on every request, so an
+    adapter builds that part once and reuses it while the list is the same object; another
+    list rebuilds it. The memo holds the list it was built from, so identity cannot be
+    confused by a recycled ``id``. The payload is shared between bodies: read-only.
+    """
+
+    __slots__ = ("_build", "_memo")
+
+    def __init__(self, build: Callable[[Sequence[ToolDefinition]], list[dict[str, Any]]]
+                 ) -> None:
+        self._build = build
+        self._memo: tuple[Sequence[ToolDefinition], list[dict[str, Any]]] | None = None
+
+    def get(self, tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+        """The payload of ``tools``: ``build(tools)``, unless built for this list already."""
+        memo = self._memo  # one tuple: threads sharing the adapter never see a torn pair
+        if memo is None or memo[0] is not tools:
+            memo = self._memo = (tools, self._build(tools))
+        return memo[1]

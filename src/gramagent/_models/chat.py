@@ -1,0 +1,623 @@
+"""The Chat Completions wire format (``POST /chat/completions``).
+
+Request (built by :func:`build_chat_body`, plain dicts)::
+
+    {"model": ..., "messages": [
+        {"role": "system", "content": INSTRUCTION},
+        {"role": "user", "content": ...},
+        {"role": "assistant", "content": null,
+         "tool_calls": [{"id": ..., "type": "function",
+                         "function": {"name": ..., "arguments": "<json text>"}}]},
+        {"role": "tool", "tool_call_id": ..., "content": ...}],
+     "tools": [{"type": "function", "function": {"name", "description", "parameters"}}],
+     "tool_choice": "auto" | "none" | "required" | {"type": "function", "function": {"name": N}},
+     "parallel_tool_calls": true}
+
+Legacy functions (``functions=True``): ``functions: [{"name", "description", "parameters"}]``,
+``function_call: "auto" | "none" | {"name": N}``, one ``function_call`` per assistant message and
+results as ``{"role": "function", "name": N, "content": ...}``. Legacy has no ``"required"``: it
+becomes ``{"name": N}`` when exactly one tool is offered, else ``"auto"``. A history turn holding
+several calls is sent as successive assistant/function pairs.
+
+Reply: ``choices[0].message`` with ``content`` (may be null) and ``tool_calls`` (or legacy
+``function_call``); ``usage.prompt_tokens`` / ``usage.completion_tokens``. Calls keep their
+``arguments`` text as sent; ids are synthesized when a server sends none (legacy always).
+
+Streaming (``stream=True``) sends ``stream: true`` and ``stream_options.include_usage``; the
+SSE chunks (``choices[0].delta`` with ``content`` pieces and ``tool_calls`` deltas keyed by
+``index``, usage in the last chunk) are assembled by :func:`assemble_chat_chunks` into the
+non-streamed reply shape and read by the same parser, so both paths give the same turn.
+
+``tool_call_mode``:
+
+``native``
+    The above.
+``constrained``
+    Also sends ``response_format`` (``json_schema``) with
+    :func:`~gramagent._models.jsoncalls.tool_step_schema`, and no ``tool_choice`` /
+    ``function_call`` / ``parallel_tool_calls``: the choice is expressed in the schema. History
+    and ``tools`` are still sent in native form so chat templates render them. Native
+    ``tool_calls`` in the reply are taken as they are (llama.cpp answers a request holding both
+    ``tools`` and a schema through its generic JSON handler, which may return either); otherwise
+    the content is read by :func:`~gramagent._models.jsoncalls.read_tool_step`.
+``text``
+    The native request; when the reply has no native calls, calls written as JSON in the
+    content are recovered by :func:`~gramagent._models.jsoncalls.extract_json_calls` (unknown
+    tool names stay text). Not when the request says ``tool_choice="none"``: then the content
+    is the answer, whatever it holds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any, Literal, TypeAlias, Unpack
+
+from gramagent._messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from gramagent._models._wire import (
+    ReplyError,
+    ToolsMemo,
+    arguments_text,
+    new_call_id,
+    tool_parameters,
+    usage_from,
+)
+from gramagent._models.base import (
+    ModelRequest,
+    ModelTurn,
+    NamedToolChoice,
+    ToolChoice,
+    ToolDefinition,
+)
+from gramagent._models.http import HTTPAdapter, HTTPClient, HTTPOptions
+from gramagent._models.jsoncalls import (
+    extract_json_calls,
+    read_tool_step,
+    tool_step_response_format,
+)
+from gramagent.errors import ConfigurationError
+
+__all__ = [
+    "CHAT_PATH",
+    "ChatCompletionsModel",
+    "ToolCallMode",
+    "assemble_chat_chunks",
+    "build_chat_body",
+    "chat_messages",
+    "chat_tools",
+    "parse_chat_reply",
+    "render_chat_chunks",
+    "render_chat_completion",
+]
+
+CHAT_PATH = "/chat/completions"
+
+ToolCallMode: TypeAlias = Literal["native", "constrained", "text"]
+_MODES: tuple[str, ...] = ("native", "constrained", "text")
+
+
+class ChatCompletionsModel(HTTPAdapter):
+    """A :class:`~gramagent._models.base.Model` speaking Chat Completions.
+
+    Args:
+        base_url: The API root, e.g. ``https://api.openai.com/v1`` or ``http://127.0.0.1:8080/v1``.
+        api_key: Bearer token; None for local servers that need none.
+        functions: Use the legacy ``functions`` / ``function_call`` form.
+        tool_call_mode: ``native``, ``constrained`` or ``text`` (see the module docs).
+        stream: Ask for an SSE stream and assemble it.
+        strict: Send tools with ``strict: true`` and their strict-compiled schema (tools whose
+            strict schema was not compiled are sent non-strict).
+        http: Share an existing :class:`~gramagent._models.http.HTTPClient` (its pool) instead
+            of creating one; transport options then belong to that client.
+        **http_options: Transport options, see :class:`~gramagent._models.http.HTTPOptions`.
+
+    Raises:
+        ConfigurationError: an unknown ``tool_call_mode``, or ``http`` given with options.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        functions: bool = False,
+        tool_call_mode: ToolCallMode = "native",
+        stream: bool = False,
+        strict: bool = False,
+        http: HTTPClient | None = None,
+        **http_options: Unpack[HTTPOptions],
+    ) -> None:
+        if tool_call_mode not in _MODES:
+            raise ConfigurationError(
+                f"unknown tool_call_mode {tool_call_mode!r}; expected one of {', '.join(_MODES)}"
+            )
+        super().__init__(
+            base_url, api_key, api="functions" if functions else "chat", http=http,
+            **http_options,
+        )
+        self.functions = functions
+        self.tool_call_mode: ToolCallMode = tool_call_mode
+        self.stream = stream
+        self.strict = strict
+        self._tools = ToolsMemo(self._tools_payload)
+
+    def __repr__(self) -> str:
+        return (
+            f"ChatCompletionsModel({self.http.base_url!r}, functions={self.functions}, "
+            f"tool_call_mode={self.tool_call_mode!r}, stream={self.stream})"
+        )
+
+    async def request(self, request: ModelRequest) -> ModelTurn:
+        """Send ``request`` as a Chat Completions call and return the normalized turn.
+
+        Raises:
+            ModelAPIError: transport or HTTP failure after retries, or an unreadable reply.
+            ConfigurationError: a constrained ``tool_choice`` naming a tool not offered.
+        """
+        body = build_chat_body(
+            request,
+            functions=self.functions,
+            tool_call_mode=self.tool_call_mode,
+            stream=self.stream,
+            strict=self.strict,
+            tools_payload=self._tools.get(request.tools),
+        )
+        if self.stream:
+            data = assemble_chat_chunks(await self.http.post_sse(CHAT_PATH, body))
+        else:
+            data = await self.http.post_json(CHAT_PATH, body)
+        names = _readable_tool_names(request, self.tool_call_mode)
+        try:
+            return parse_chat_reply(data, tool_call_mode=self.tool_call_mode, tool_names=names)
+        except ReplyError as exc:
+            raise self.reply_error(CHAT_PATH, exc, body=data, model=request.model) from exc
+
+    def _tools_payload(self, tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+        return chat_tools(tools, functions=self.functions, strict=self.strict)
+
+
+# -- request ---------------------------------------------------------------------------------
+
+
+def build_chat_body(
+    request: ModelRequest,
+    *,
+    functions: bool = False,
+    tool_call_mode: ToolCallMode = "native",
+    stream: bool = False,
+    strict: bool = False,
+    tools_payload: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The JSON body for ``request`` (pure; see the module docs for the shape).
+
+    ``request.settings`` are copied in first, so the fields this function sets win over them;
+    in constrained mode a ``tool_choice`` given in settings passes through untouched.
+    ``tools_payload`` is :func:`chat_tools` of ``request.tools``, when the caller has it.
+    """
+    body: dict[str, Any] = dict(request.settings)
+    body["model"] = request.model
+    body["messages"] = chat_messages(request.instruction, request.messages, legacy=functions)
+    tools = request.tools
+    native_choice = tool_call_mode != "constrained"
+    if tools:
+        if tools_payload is None:
+            tools_payload = chat_tools(tools, functions=functions, strict=strict)
+        choice = request.tool_choice
+        if functions:
+            body["functions"] = tools_payload
+            if native_choice:
+                body["function_call"] = _legacy_function_call(choice, tools)
+        else:
+            body["tools"] = tools_payload
+            if native_choice:
+                body["tool_choice"] = choice if isinstance(choice, str) else _tool_choice(choice)
+                body["parallel_tool_calls"] = request.parallel_tool_calls
+    if tool_call_mode == "constrained":
+        body["response_format"] = tool_step_response_format(tools, request.tool_choice)
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    else:
+        body.pop("stream", None)
+        body.pop("stream_options", None)
+    return body
+
+
+def chat_tools(
+    tools: Sequence[ToolDefinition], *, functions: bool = False, strict: bool = False
+) -> list[dict[str, Any]]:
+    """The ``tools`` list (or legacy ``functions`` list) describing ``tools``."""
+    if functions:
+        return [_function_def(t, strict) for t in tools]
+    return [{"type": "function", "function": _function_def(t, strict)} for t in tools]
+
+
+def chat_messages(
+    instruction: str, messages: Iterable[Message], *, legacy: bool = False
+) -> list[dict[str, Any]]:
+    """The ``messages`` list: the system instruction first, then the history."""
+    out: list[dict[str, Any]] = []
+    if instruction:
+        out.append({"role": "system", "content": instruction})
+    if legacy:
+        out.extend(_legacy_history(list(messages)))
+        return out
+    for message in messages:
+        if isinstance(message, UserMessage):
+            out.append({"role": "user", "content": message.content})
+        elif isinstance(message, AssistantMessage):
+            if message.tool_calls:
+                out.append({
+                    "role": "assistant",
+                    "content": message.content,
+                    "tool_calls": [_call_dict(c) for c in message.tool_calls],
+                })
+            else:
+                out.append({"role": "assistant", "content": message.content or ""})
+        else:
+            out.append(
+                {"role": "tool", "tool_call_id": message.call_id, "content": message.content}
+            )
+    return out
+
+
+def _legacy_history(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """History in the legacy form: one ``function_call`` per assistant message, each followed
+    by its ``role: function`` result (several calls become successive pairs)."""
+    out: list[dict[str, Any]] = []
+    i = 0
+    while i < len(messages):
+        message = messages[i]
+        i += 1
+        if isinstance(message, UserMessage):
+            out.append({"role": "user", "content": message.content})
+        elif isinstance(message, ToolResultMessage):
+            out.append(_function_result(message))
+        elif not message.tool_calls:
+            out.append({"role": "assistant", "content": message.content or ""})
+        else:
+            results: dict[str, ToolResultMessage] = {}
+            while i < len(messages) and isinstance(messages[i], ToolResultMessage):
+                result = messages[i]
+                assert isinstance(result, ToolResultMessage)
+                results.setdefault(result.call_id, result)
+                i += 1
+            for n, call in enumerate(message.tool_calls):
+                out.append({
+                    "role": "assistant",
+                    "content": message.content if n == 0 else None,
+                    "function_call": {"name": call.name, "arguments": call.arguments},
+                })
+                matched = results.pop(call.id, None)
+                if matched is not None:
+                    out.append(_function_result(matched))
+            out.extend(_function_result(r) for r in results.values())
+    return out
+
+
+def _function_result(message: ToolResultMessage) -> dict[str, Any]:
+    return {"role": "function", "name": message.name, "content": message.content}
+
+
+def _call_dict(call: ToolCall) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
+
+
+def _function_def(tool: ToolDefinition, strict: bool) -> dict[str, Any]:
+    parameters, is_strict = tool_parameters(tool, strict)
+    out: dict[str, Any] = {
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": parameters,
+    }
+    if is_strict:
+        out["strict"] = True
+    return out
+
+
+def _tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
+    if isinstance(choice, NamedToolChoice):
+        return {"type": "function", "function": {"name": choice.name}}
+    return choice
+
+
+def _legacy_function_call(
+    choice: ToolChoice, tools: Sequence[ToolDefinition]
+) -> str | dict[str, str]:
+    if isinstance(choice, NamedToolChoice):
+        return {"name": choice.name}
+    if choice == "required":
+        return {"name": tools[0].name} if len(tools) == 1 else "auto"
+    return choice
+
+
+# -- reply -----------------------------------------------------------------------------------
+
+
+def _readable_tool_names(request: ModelRequest, tool_call_mode: ToolCallMode) -> list[str]:
+    """The tool names whose calls may be read from a reply's content.
+
+    None in ``native`` mode (calls come in ``tool_calls`` only), and none in ``text`` mode when
+    the request says ``tool_choice="none"``: the model was told not to call (the loop's repeat
+    guard asks for a final answer this way), so JSON it writes anyway stays text instead of
+    becoming calls the loop would run again and again.
+    """
+    if tool_call_mode == "native" or (tool_call_mode == "text" and request.tool_choice == "none"):
+        return []
+    return [t.name for t in request.tools]
+
+
+def parse_chat_reply(
+    data: Mapping[str, Any],
+    *,
+    tool_call_mode: ToolCallMode = "native",
+    tool_names: Collection[str] = (),
+) -> ModelTurn:
+    """Read a (non-streamed or assembled) Chat Completions reply into a :class:`ModelTurn`.
+
+    ``tool_names`` are the offered tools, used by the ``text`` and ``constrained`` modes.
+    Legacy ``finish_reason: "function_call"`` is reported as ``"tool_calls"``.
+
+    Raises:
+        ReplyError: the reply has no ``choices[0].message``.
+    """
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ReplyError("the reply has no choices")
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise ReplyError("the reply's first choice has no message")
+    content = message.get("content")
+    text = content if content is None or isinstance(content, str) else _content_text(content)
+    calls = _native_calls(message)
+    if not calls and text is not None:
+        if tool_call_mode == "constrained":
+            text, calls = read_tool_step(text, tool_names)
+        elif tool_call_mode == "text":
+            text, calls = extract_json_calls(text, tool_names)
+    finish = choice.get("finish_reason")
+    if finish == "function_call":
+        finish = "tool_calls"
+    return ModelTurn(
+        text=text,
+        tool_calls=calls,
+        usage=usage_from(data.get("usage"), "prompt_tokens", "completion_tokens"),
+        finish_reason=finish if isinstance(finish, str) else None,
+        raw=data,
+    )
+
+
+def _content_text(content: Any) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts, sent by some servers
+        parts = [p.get("text") for p in content if isinstance(p, dict)]
+        return "".join(p for p in parts if isinstance(p, str))
+    return str(content)
+
+
+def _native_calls(message: Mapping[str, Any]) -> tuple[ToolCall, ...]:
+    raw_calls = message.get("tool_calls")
+    calls: list[ToolCall] = []
+    if isinstance(raw_calls, list):
+        for raw in raw_calls:
+            if not isinstance(raw, dict):
+                continue
+            fn = raw.get("function")
+            fn = fn if isinstance(fn, dict) else {}
+            call_id = raw.get("id")
+            name = fn.get("name")
+            arguments = fn.get("arguments")
+            calls.append(ToolCall(
+                id=call_id if isinstance(call_id, str) and call_id else new_call_id(),
+                name=name if isinstance(name, str) else "",
+                arguments=arguments if isinstance(arguments, str) else arguments_text(arguments),
+            ))
+    legacy = message.get("function_call")
+    if not calls and isinstance(legacy, dict):
+        name = legacy.get("name")
+        calls.append(ToolCall(
+            id=new_call_id(),
+            name=name if isinstance(name, str) else "",
+            arguments=arguments_text(legacy.get("arguments")),
+        ))
+    return tuple(calls)
+
+
+def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Fold streamed ``chat.completion.chunk`` events into the non-streamed reply shape.
+
+    Content pieces are concatenated; ``tool_calls`` deltas are merged by ``index`` (the id and
+    type from the first delta that has them, name and arguments pieces concatenated); legacy
+    ``function_call`` deltas likewise; the last ``finish_reason`` and ``usage`` seen win. A
+    whole ``message`` (a server that ignored ``stream: true``) counts as one big delta. With no
+    choice in any chunk the result has no choices (the parser reports that).
+    """
+    meta: dict[str, Any] = {}
+    content: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    legacy: dict[str, str] | None = None
+    finish: str | None = None
+    usage: Any = None
+    seen = False
+    for chunk in chunks:
+        if not meta and chunk.get("id") is not None:
+            meta = {k: chunk[k] for k in ("id", "created", "model") if k in chunk}
+        if chunk.get("usage"):
+            usage = chunk["usage"]
+        for choice in chunk.get("choices") or ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            seen = True
+            delta = choice.get("delta") or choice.get("message")
+            if isinstance(delta, dict):
+                piece = delta.get("content")
+                if isinstance(piece, str):
+                    content.append(piece)
+                for raw in delta.get("tool_calls") or ():
+                    if isinstance(raw, dict):
+                        _merge_call_delta(calls, raw)
+                fc = delta.get("function_call")
+                if isinstance(fc, dict):
+                    legacy = legacy or {"name": "", "arguments": ""}
+                    legacy["name"] += fc.get("name") or ""
+                    legacy["arguments"] += fc.get("arguments") or ""
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+    if not seen:
+        return {**meta, "object": "chat.completion", "choices": [], "usage": usage}
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(content) if content
+                               else None}
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    if legacy is not None:
+        message["function_call"] = legacy
+    return {
+        **meta,
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": usage,
+    }
+
+
+def _merge_call_delta(calls: dict[int, dict[str, Any]], raw: Mapping[str, Any]) -> None:
+    index = raw.get("index")
+    if not isinstance(index, int):
+        index = len(calls)
+    slot = calls.get(index)
+    if slot is None:
+        slot = calls[index] = {
+            "id": None, "type": "function", "function": {"name": "", "arguments": ""},
+        }
+    if raw.get("id") and not slot["id"]:
+        slot["id"] = raw["id"]
+    fn = raw.get("function")
+    if isinstance(fn, dict):
+        slot["function"]["name"] += fn.get("name") or ""
+        args = fn.get("arguments")
+        if isinstance(args, str):
+            slot["function"]["arguments"] += args
+        elif args is not None:
+            slot["function"]["arguments"] += arguments_text(args)
+
+
+# -- replies as a server sends them (used by the scripted server) ----------------------------
+
+
+def _usage_dict(usage: Usage | None) -> dict[str, int] | None:
+    if usage is None:
+        return None
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+
+
+def _finish(turn: ModelTurn, legacy: bool) -> str:
+    if turn.finish_reason:
+        return turn.finish_reason
+    if turn.tool_calls:
+        return "function_call" if legacy else "tool_calls"
+    return "stop"
+
+
+def render_chat_completion(
+    turn: ModelTurn,
+    *,
+    model: str,
+    legacy: bool = False,
+    completion_id: str = "chatcmpl-0",
+    created: int | None = None,
+) -> dict[str, Any]:
+    """The ``chat.completion`` object a server sends for ``turn`` (inverse of
+    :func:`parse_chat_reply`); ``legacy`` renders the first call as ``function_call``."""
+    message: dict[str, Any] = {"role": "assistant", "content": turn.text}
+    if turn.tool_calls:
+        if legacy:
+            first = turn.tool_calls[0]
+            message["function_call"] = {"name": first.name, "arguments": first.arguments}
+        else:
+            message["tool_calls"] = [_call_dict(c) for c in turn.tool_calls]
+    out: dict[str, Any] = {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(time.time()) if created is None else created,
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": message,
+            "logprobs": None,
+            "finish_reason": _finish(turn, legacy),
+        }],
+    }
+    usage = _usage_dict(turn.usage)
+    if usage is not None:
+        out["usage"] = usage
+    return out
+
+
+def render_chat_chunks(
+    turn: ModelTurn,
+    *,
+    model: str,
+    legacy: bool = False,
+    include_usage: bool = False,
+    completion_id: str = "chatcmpl-0",
+    created: int | None = None,
+    piece: int = 16,
+) -> list[dict[str, Any]]:
+    """The ``chat.completion.chunk`` events a streaming server sends for ``turn``: a role
+    delta, content in ``piece``-character deltas, each call's id and name then its arguments
+    in pieces, the finish reason, and (``include_usage``) a final chunk with empty ``choices``
+    and the usage."""
+    stamp = int(time.time()) if created is None else created
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": stamp,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
+
+    out = [chunk({"role": "assistant", "content": "" if turn.text is not None else None})]
+    text = turn.text or ""
+    out.extend(chunk({"content": text[i:i + piece]}) for i in range(0, len(text), piece))
+    calls = turn.tool_calls[:1] if legacy else turn.tool_calls
+    for index, call in enumerate(calls):
+        args = call.arguments
+        if legacy:
+            out.append(chunk({"function_call": {"name": call.name, "arguments": ""}}))
+            out.extend(chunk({"function_call": {"arguments": args[i:i + piece]}})
+                       for i in range(0, len(args), piece))
+            continue
+        out.append(chunk({"tool_calls": [{
+            "index": index, "id": call.id, "type": "function",
+            "function": {"name": call.name, "arguments": ""},
+        }]}))
+        out.extend(
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": args[i:i + piece]}}]})
+            for i in range(0, len(args), piece)
+        )
+    out.append(chunk({}, _finish(turn, legacy)))
+    usage = _usage_dict(turn.usage)
+    if include_usage and usage is not None:
+        out.append({
+            "id": completion_id, "object": "chat.completion.chunk", "created": stamp,
+            "model": model, "choices": [], "usage": usage,
+        })
+    return out

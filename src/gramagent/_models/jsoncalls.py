@@ -1,0 +1,311 @@
+"""Tool calls written as JSON in a message's text: the constrained step schema and its reader,
+and the text-mode extractor.
+
+Small local models often do not fill ``tool_calls``: the call lands in ``content`` as JSON,
+sometimes fenced or wrapped in prose. Two remedies, used by the Chat Completions adapter's
+``tool_call_mode``:
+
+``constrained``
+    The request carries a JSON Schema (:func:`tool_step_schema`) that a grammar-constrained
+    server (llama.cpp, vLLM, ...) enforces while decoding: ``anyOf`` one variant per tool,
+    ``{"name": {"const": TOOL}, "arguments": <the tool's schema>}``, plus a final answer
+    ``{"text": "..."}``. :func:`read_tool_step` turns the reply back into text or a call.
+``text``
+    Nothing is constrained; :func:`extract_json_calls` finds ``{"name": ..., "arguments": ...}``
+    objects (bare, fenced, in ``<tool_call>`` tags or surrounded by prose) whose name is a known
+    tool. Objects naming unknown tools are left in the text.
+
+Neither function raises: whatever a model writes becomes text or calls the loop can answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any
+
+import orjson
+
+from gramagent import _json as exact_json
+from gramagent._messages import ToolCall
+from gramagent._models._wire import arguments_text, new_call_id
+from gramagent._models.base import ModelTurn, NamedToolChoice, ToolChoice, ToolDefinition
+from gramagent.errors import ConfigurationError
+
+__all__ = [
+    "FINAL_ANSWER",
+    "STEP_SCHEMA_NAME",
+    "extract_json_calls",
+    "read_tool_step",
+    "tool_step_content",
+    "tool_step_response_format",
+    "tool_step_schema",
+]
+
+FINAL_ANSWER = "final_answer"
+"""Name of the constrained step variant that ends the turn with text (``{"text": ...}``)."""
+
+STEP_SCHEMA_NAME = "tool_step"
+"""The ``json_schema.name`` of the constrained step response format."""
+
+_FINAL_VARIANT: dict[str, Any] = {
+    "type": "object",
+    "properties": {"text": {"type": "string"}},
+    "required": ["text"],
+    "additionalProperties": False,
+}
+
+_FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
+_EMPTY_WRAPPERS = re.compile(
+    r"```[A-Za-z0-9_-]*\s*```|<tool_call>\s*</tool_call>|<tools>\s*</tools>", re.DOTALL
+)
+_NAME_FIELD = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_ARGUMENTS_FIELD = re.compile(r'"(?:arguments|parameters)"\s*:\s*')
+_decoder = json.JSONDecoder()
+
+
+# -- constrained mode ------------------------------------------------------------------------
+
+
+def tool_step_schema(tools: Sequence[ToolDefinition], tool_choice: ToolChoice) -> dict[str, Any]:
+    """The JSON Schema of one constrained step, honouring ``tool_choice``.
+
+    ``"auto"``: every tool variant plus the final answer; ``"required"``: the tool variants only;
+    ``"none"`` (or no tools): the final answer only; a :class:`NamedToolChoice`: that tool's
+    variant only. One variant is sent as it is, several as ``anyOf``. ``$defs`` of the tools'
+    schemas are lifted to the root so their ``#/$defs/...`` references still resolve.
+
+    Raises:
+        ConfigurationError: ``tool_choice`` names a tool that is not in ``tools``.
+    """
+    if isinstance(tool_choice, NamedToolChoice):
+        chosen = [t for t in tools if t.name == tool_choice.name]
+        if not chosen:
+            known = ", ".join(t.name for t in tools) or "none"
+            raise ConfigurationError(
+                f"tool_choice names tool {tool_choice.name!r}, which is not offered "
+                f"(tools: {known})"
+            )
+        variants, defs = _tool_variants(chosen)
+    elif tool_choice == "none" or not tools:
+        variants, defs = [_FINAL_VARIANT], {}
+    else:
+        variants, defs = _tool_variants(tools)
+        if tool_choice != "required":
+            variants.append(_FINAL_VARIANT)
+    schema: dict[str, Any] = dict(variants[0]) if len(variants) == 1 else {"anyOf": variants}
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
+def tool_step_response_format(
+    tools: Sequence[ToolDefinition], tool_choice: ToolChoice
+) -> dict[str, Any]:
+    """The ``response_format`` carrying :func:`tool_step_schema` (OpenAI's ``json_schema`` form,
+    which llama.cpp's server reads as ``response_format.json_schema.schema``)."""
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": STEP_SCHEMA_NAME,
+            "strict": False,
+            "schema": tool_step_schema(tools, tool_choice),
+        },
+    }
+
+
+def _tool_variants(
+    tools: Iterable[ToolDefinition],
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    variants: list[dict[str, Any]] = []
+    defs: dict[str, Any] = {}
+    for tool in tools:
+        params = tool.parameters
+        if "$defs" in params or "definitions" in params:
+            params = dict(params)
+            defs.update(params.pop("$defs", {}))
+            defs.update(params.pop("definitions", {}))
+        variants.append(
+            {
+                "type": "object",
+                "properties": {"name": {"const": tool.name}, "arguments": params},
+                "required": ["name", "arguments"],
+                "additionalProperties": False,
+            }
+        )
+    return variants, defs
+
+
+def read_tool_step(
+    content: str | None, tool_names: Collection[str] = ()
+) -> tuple[str | None, tuple[ToolCall, ...]]:
+    """Read a constrained step from a reply's content: ``(text, calls)``.
+
+    - ``{"name": N, "arguments": A}`` (or a list of them) is a call to ``N`` with a new id;
+      ``arguments`` keeps its JSON text. ``name == "final_answer"`` with ``{"text": ...}``
+      arguments, when no tool has that name, is read as the final answer.
+    - ``{"text": T}`` is the final answer ``T``.
+    - Content that does not start with ``{`` or ``[`` (after an optional code fence) is text:
+      the server ignored the response format and the model answered in prose.
+    - Anything else that looks like JSON but cannot be read (truncated output, a stray shape)
+      becomes a call so the loop answers it with an error the model can act on: the name is
+      recovered when the text shows one (else ``""``, an unknown tool) and the arguments are the
+      raw text (malformed JSON, reported as such).
+    """
+    if content is None:
+        return None, ()
+    body = content.strip()
+    if body[:1] not in ("{", "["):
+        fenced = _FENCE.search(body)
+        if fenced is None or fenced.group(1).strip()[:1] not in ("{", "["):
+            return content, ()
+        body = fenced.group(1).strip()
+    try:
+        value = exact_json.loads(body)
+    except ValueError:
+        return None, (_broken_call(body),)
+    steps = value if isinstance(value, list) else [value]
+    calls: list[ToolCall] = []
+    texts: list[str] = []
+    for step in steps:
+        read = _read_step(step, tool_names)
+        if read is None:
+            return None, (_broken_call(body),)
+        if isinstance(read, str):
+            texts.append(read)
+        else:
+            calls.append(read)
+    if calls:
+        return None, tuple(calls)
+    if not texts:
+        return None, (_broken_call(body),)
+    return "\n".join(texts), ()
+
+
+def _read_step(step: Any, tool_names: Collection[str]) -> ToolCall | str | None:
+    if not isinstance(step, dict):
+        return None
+    name = step.get("name")
+    if isinstance(name, str):
+        args = step.get("arguments", step.get("parameters"))
+        if name == FINAL_ANSWER and name not in tool_names:
+            text = args.get("text") if isinstance(args, dict) else args
+            if isinstance(text, str):
+                return text
+        return ToolCall(id=new_call_id(), name=name, arguments=arguments_text(args))
+    text = step.get("text")
+    if isinstance(text, str):
+        return text
+    return None
+
+
+def _broken_call(body: str) -> ToolCall:
+    name_match = _NAME_FIELD.search(body)
+    name = ""
+    if name_match is not None:
+        try:
+            name = json.loads(f'"{name_match.group(1)}"')
+        except ValueError:
+            name = name_match.group(1)
+    args_match = _ARGUMENTS_FIELD.search(body)
+    arguments = body[args_match.end():] if args_match is not None else body
+    return ToolCall(id=new_call_id(), name=name, arguments=arguments)
+
+
+def tool_step_content(turn: ModelTurn) -> str:
+    """The content a constrained server would send for ``turn`` (the inverse of
+    :func:`read_tool_step`): its first call as ``{"name", "arguments"}``, else ``{"text"}``.
+
+    Arguments are spliced in as written, so malformed arguments stay malformed.
+    """
+    if turn.tool_calls:
+        call = turn.tool_calls[0]
+        name = orjson.dumps(call.name).decode()
+        return f'{{"name": {name}, "arguments": {call.arguments or "{}"}}}'
+    return orjson.dumps({"text": turn.text or ""}).decode()
+
+
+# -- text mode -------------------------------------------------------------------------------
+
+
+def extract_json_calls(
+    content: str | None, tool_names: Collection[str]
+) -> tuple[str | None, tuple[ToolCall, ...]]:
+    """Find tool calls written as JSON in free text: ``(remaining text, calls)``.
+
+    Recognised: ``{"name": N, "arguments": {...}}`` (``parameters`` accepted for
+    ``arguments``), lists of those, and the wrappers ``{"tool_call": ...}``,
+    ``{"tool_calls": [...]}`` and ``{"function": ...}``; anywhere in the text, bare, in code
+    fences or in ``<tool_call>`` tags. Only names in ``tool_names`` count: a JSON object naming
+    an unknown tool stays in the text. With no call found the content comes back unchanged.
+    The remaining text drops the calls' JSON and the fences or tags left empty; it is None when
+    nothing else remains.
+    """
+    if not content or ("{" not in content and "[" not in content):
+        return content, ()
+    calls: list[ToolCall] = []
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    length = len(content)
+    while pos < length:
+        start = _next_open(content, pos)
+        if start < 0:
+            break
+        try:
+            value, end = _decoder.raw_decode(content, start)
+        except ValueError:
+            pos = start + 1
+            continue
+        found: list[ToolCall] = []
+        if _collect_calls(value, tool_names, found) and found:
+            calls.extend(found)
+            spans.append((start, end))
+        pos = end
+    if not calls:
+        return content, ()
+    parts: list[str] = []
+    last = 0
+    for start, end in spans:
+        parts.append(content[last:start])
+        last = end
+    parts.append(content[last:])
+    rest = _EMPTY_WRAPPERS.sub("", "".join(parts)).strip()
+    return (rest or None), tuple(calls)
+
+
+def _next_open(text: str, pos: int) -> int:
+    brace = text.find("{", pos)
+    bracket = text.find("[", pos)
+    if brace < 0:
+        return bracket
+    if bracket < 0:
+        return brace
+    return min(brace, bracket)
+
+
+def _collect_calls(value: Any, tool_names: Collection[str], out: list[ToolCall]) -> bool:
+    """Append the calls in ``value`` to ``out``; False when ``value`` holds something that is
+    not a call to a known tool (then nothing of it should be taken out of the text)."""
+    if isinstance(value, list):
+        return bool(value) and all(_collect_calls(v, tool_names, out) for v in value)
+    if not isinstance(value, dict):
+        return False
+    name = value.get("name")
+    if isinstance(name, str):
+        if name not in tool_names or ("arguments" not in value and "parameters" not in value):
+            return False
+        args = value["arguments"] if "arguments" in value else value["parameters"]
+        call_id = value.get("id")
+        out.append(
+            ToolCall(
+                id=call_id if isinstance(call_id, str) and call_id else new_call_id(),
+                name=name,
+                arguments=arguments_text(args),
+            )
+        )
+        return True
+    for key in ("tool_calls", "tool_call", "function"):
+        if key in value and len(value) <= 3:
+            return _collect_calls(value[key], tool_names, out)
+    return False

@@ -1,0 +1,313 @@
+"""The Responses API wire format (``POST /responses``), used statelessly.
+
+Request (built by :func:`build_responses_body`)::
+
+    {"model": ..., "store": false, "input": [
+        {"role": "system", "content": INSTRUCTION},
+        {"role": "user", "content": ...},
+        {"type": "message", "role": "assistant",
+         "content": [{"type": "output_text", "text": ...}]},
+        {"type": "function_call", "call_id": ..., "name": ..., "arguments": "<json text>"},
+        {"type": "function_call_output", "call_id": ..., "output": ...}],
+     "tools": [{"type": "function", "name", "description", "parameters", "strict": true}],
+     "tool_choice": "auto" | "none" | "required" | {"type": "function", "name": N},
+     "parallel_tool_calls": true}
+
+The whole history goes in ``input`` every turn (no ``previous_response_id``; ``store: false``).
+Strict tools (the default) use the schema compiled at bind time
+(``ToolDefinition.strict_parameters``, from ``spec.schema.strict_schema``); a tool without one is
+sent with its plain schema and ``strict: false``. A ``max_tokens`` setting is sent as
+``max_output_tokens``.
+
+Reply: the ``output`` items: ``message`` items (``output_text`` parts; ``refusal`` parts read as
+text), ``function_call`` items (``call_id``, ``name``, ``arguments``; several when parallel),
+``reasoning`` and other items ignored; ``usage.input_tokens`` / ``usage.output_tokens``. The
+finish reason is normalized: ``tool_calls`` when there are calls, ``length`` for an
+``incomplete`` response cut by ``max_output_tokens``, the incompleteness reason otherwise, else
+``stop``. A ``failed`` response is a ModelAPIError.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Unpack
+
+from gramagent._messages import AssistantMessage, Message, ToolCall, UserMessage
+from gramagent._models._wire import (
+    ReplyError,
+    ToolsMemo,
+    arguments_text,
+    new_call_id,
+    tool_parameters,
+    usage_from,
+)
+from gramagent._models.base import (
+    ModelRequest,
+    ModelTurn,
+    NamedToolChoice,
+    ToolChoice,
+    ToolDefinition,
+)
+from gramagent._models.http import HTTPAdapter, HTTPClient, HTTPOptions
+
+__all__ = [
+    "RESPONSES_PATH",
+    "ResponsesModel",
+    "build_responses_body",
+    "parse_responses_reply",
+    "render_response",
+    "responses_input",
+    "responses_tools",
+]
+
+RESPONSES_PATH = "/responses"
+
+
+class ResponsesModel(HTTPAdapter):
+    """A :class:`~gramagent._models.base.Model` speaking the Responses API, statelessly.
+
+    Args:
+        base_url: The API root, e.g. ``https://api.openai.com/v1``.
+        api_key: Bearer token; None for local servers that need none.
+        strict: Send tools as ``strict: true`` with their strict-compiled schemas.
+        http: Share an existing :class:`~gramagent._models.http.HTTPClient` instead of creating
+            one; transport options then belong to that client.
+        **http_options: Transport options, see :class:`~gramagent._models.http.HTTPOptions`.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        strict: bool = True,
+        http: HTTPClient | None = None,
+        **http_options: Unpack[HTTPOptions],
+    ) -> None:
+        super().__init__(base_url, api_key, api="responses", http=http, **http_options)
+        self.strict = strict
+        self._tools = ToolsMemo(self._tools_payload)
+
+    def __repr__(self) -> str:
+        return f"ResponsesModel({self.http.base_url!r}, strict={self.strict})"
+
+    async def request(self, request: ModelRequest) -> ModelTurn:
+        """Send ``request`` to ``/responses`` and return the normalized turn.
+
+        Raises:
+            ModelAPIError: transport or HTTP failure after retries, a ``failed`` response, or
+                an unreadable reply.
+        """
+        body = build_responses_body(
+            request, strict=self.strict,
+            tools_payload=self._tools.get(request.tools),
+        )
+        data = await self.http.post_json(RESPONSES_PATH, body)
+        try:
+            return parse_responses_reply(data)
+        except ReplyError as exc:
+            raise self.reply_error(RESPONSES_PATH, exc, body=data, model=request.model) from exc
+
+    def _tools_payload(self, tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+        return responses_tools(tools, strict=self.strict)
+
+
+# -- request ---------------------------------------------------------------------------------
+
+
+def build_responses_body(
+    request: ModelRequest, *, strict: bool = True,
+    tools_payload: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The JSON body for ``request`` (pure; see the module docs for the shape).
+
+    ``tools_payload`` is :func:`responses_tools` of ``request.tools``, when the caller has it.
+    """
+    body: dict[str, Any] = dict(request.settings)
+    if body:
+        if "max_tokens" in body:
+            body.setdefault("max_output_tokens", body.pop("max_tokens"))
+        body.pop("stream", None)
+        body.pop("stream_options", None)
+        body.pop("previous_response_id", None)
+    body["model"] = request.model
+    body["input"] = responses_input(request.instruction, request.messages)
+    if request.tools:
+        body["tools"] = (tools_payload if tools_payload is not None
+                         else responses_tools(request.tools, strict=strict))
+        choice = request.tool_choice
+        body["tool_choice"] = choice if isinstance(choice, str) else _tool_choice(choice)
+        body["parallel_tool_calls"] = request.parallel_tool_calls
+    body["store"] = False
+    return body
+
+
+def responses_tools(tools: Sequence[ToolDefinition], *, strict: bool = True
+                    ) -> list[dict[str, Any]]:
+    """The ``tools`` list describing ``tools`` (strict-compiled schemas when ``strict``)."""
+    out = []
+    for tool in tools:
+        parameters, is_strict = tool_parameters(tool, strict)
+        out.append({
+            "type": "function",
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": parameters,
+            "strict": is_strict,
+        })
+    return out
+
+
+def responses_input(instruction: str, messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """The ``input`` items: the system instruction, then the history."""
+    items: list[dict[str, Any]] = []
+    if instruction:
+        items.append({"role": "system", "content": instruction})
+    for message in messages:
+        if isinstance(message, UserMessage):
+            items.append({"role": "user", "content": message.content})
+        elif isinstance(message, AssistantMessage):
+            if message.content:
+                items.append({
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": message.content}],
+                })
+            items.extend(
+                {
+                    "type": "function_call",
+                    "call_id": call.id,
+                    "name": call.name,
+                    "arguments": call.arguments,
+                }
+                for call in message.tool_calls
+            )
+        else:
+            items.append({
+                "type": "function_call_output",
+                "call_id": message.call_id,
+                "output": message.content,
+            })
+    return items
+
+
+def _tool_choice(choice: ToolChoice) -> str | dict[str, str]:
+    if isinstance(choice, NamedToolChoice):
+        return {"type": "function", "name": choice.name}
+    return choice
+
+
+# -- reply -----------------------------------------------------------------------------------
+
+
+def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
+    """Read a Responses API ``response`` object into a :class:`ModelTurn`.
+
+    Raises:
+        ReplyError: the response ``failed``, or has no ``output`` list.
+    """
+    status = data.get("status")
+    if status == "failed":
+        error = data.get("error")
+        message = error.get("message") if isinstance(error, dict) else None
+        raise ReplyError(f"the response failed: {message or 'no reason given'}")
+    output = data.get("output")
+    if not isinstance(output, list):
+        raise ReplyError("the reply has no output list")
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for item in output:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "message":
+            for part in item.get("content") or ():
+                if isinstance(part, dict):
+                    if part.get("type") == "output_text" and isinstance(part.get("text"), str):
+                        texts.append(part["text"])
+                    elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
+                        texts.append(part["refusal"])
+        elif kind == "function_call":
+            call_id = item.get("call_id") or item.get("id")
+            name = item.get("name")
+            arguments = item.get("arguments")
+            calls.append(ToolCall(
+                id=call_id if isinstance(call_id, str) and call_id else new_call_id(),
+                name=name if isinstance(name, str) else "",
+                arguments=arguments if isinstance(arguments, str) else arguments_text(arguments),
+            ))
+    if calls:
+        finish = "tool_calls"
+    elif status == "incomplete":
+        details = data.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+        finish = "length" if reason in (None, "max_output_tokens") else str(reason)
+    else:
+        finish = "stop"
+    return ModelTurn(
+        text="".join(texts) if texts else None,
+        tool_calls=tuple(calls),
+        usage=usage_from(data.get("usage"), "input_tokens", "output_tokens"),
+        finish_reason=finish,
+        raw=data,
+    )
+
+
+# -- replies as a server sends them (used by the scripted server) ----------------------------
+
+
+def render_response(
+    turn: ModelTurn,
+    *,
+    model: str,
+    response_id: str = "resp_0",
+    created: int | None = None,
+    request: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``response`` object a server sends for ``turn`` (inverse of
+    :func:`parse_responses_reply`); ``request`` fields such as ``tools`` are echoed back."""
+    output: list[dict[str, Any]] = []
+    if turn.text is not None:
+        output.append({
+            "type": "message",
+            "id": f"msg_{response_id}",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": turn.text, "annotations": []}],
+        })
+    output.extend(
+        {
+            "type": "function_call",
+            "id": f"fc_{response_id}_{n}",
+            "call_id": call.id,
+            "name": call.name,
+            "arguments": call.arguments,
+            "status": "completed",
+        }
+        for n, call in enumerate(turn.tool_calls)
+    )
+    request = request or {}
+    out: dict[str, Any] = {
+        "id": response_id,
+        "object": "response",
+        "created_at": int(time.time()) if created is None else created,
+        "status": "completed",
+        "error": None,
+        "incomplete_details": None,
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": request.get("parallel_tool_calls", True),
+        "tool_choice": request.get("tool_choice", "auto"),
+        "tools": request.get("tools", []),
+        "store": request.get("store", False),
+    }
+    if turn.usage is not None:
+        out["usage"] = {
+            "input_tokens": turn.usage.input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": turn.usage.output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": turn.usage.total_tokens,
+        }
+    return out

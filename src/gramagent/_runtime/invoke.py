@@ -1,0 +1,183 @@
+"""Running one checked tool call: thread or inline, timeout, exceptions, output text.
+
+:func:`execute` never raises for a failing tool (cancellation of the run aside): exceptions and
+timeouts become an :class:`Outcome` with an error the model sees. :func:`render_output` turns a
+tool's return value into the text sent back, cut to the output limit with a marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from gramagent._runtime.calls import ToolErrorType, error_text
+from gramagent._runtime.library import Tool, ToolContext
+
+__all__ = ["DRY_RUN_RESULT", "Outcome", "execute", "render_output"]
+
+DRY_RUN_RESULT: Final = {"ok": True}
+"""What every call returns in dry-run mode (the no-op executor of the ADR)."""
+
+MAX_TOOL_THREADS: Final = 64
+"""Worker threads for sync tools. ``asyncio.to_thread`` uses the loop's default executor,
+which has only ``min(32, cores + 4)`` threads: too few for wide parallel turns on small
+machines, so sync tools get their own pool."""
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one call went."""
+
+    result: Any
+    """The tool's return value (None on error)."""
+    output: str
+    """The text sent back to the model (the rendered result, or the error message)."""
+    error_type: ToolErrorType | None = None
+    event_message: str | None = None
+    """For events: the error without argument values."""
+    latency: float = 0.0
+    """Seconds the tool ran."""
+    executed: bool = True
+    """Whether the tool actually ran (False in dry-run mode)."""
+
+
+async def execute(
+    tool: Tool,
+    arguments: dict[str, Any],
+    *,
+    context: ToolContext | None,
+    timeout: float | None,
+    dry_run: bool = False,
+    max_output_chars: int | None = None,
+) -> Outcome:
+    """Run ``tool`` with validated ``arguments``; never raises for a failure of the tool.
+
+    Sync tools run in a worker thread (context variables copied), or inline when marked
+    ``blocking=False`` (no timeout applies then: nothing can interrupt them); async tools are
+    awaited on the running loop. A sync tool that times out keeps running in its thread until
+    it returns (Python cannot stop a thread), but its result is discarded.
+
+    Args:
+        tool: the implementation.
+        arguments: validated arguments, passed as keyword arguments.
+        context: passed to the tool's context parameter, if it has one.
+        timeout: seconds before the call is abandoned with ``tool_timeout``; None: no limit.
+        dry_run: return :data:`DRY_RUN_RESULT` without running the tool.
+        max_output_chars: cut the rendered output to this many characters.
+    """
+    if dry_run:
+        return Outcome(DRY_RUN_RESULT, render_output(DRY_RUN_RESULT, None), executed=False)
+    kwargs = (arguments if not tool.converters and tool.context_param is None
+              else _call_kwargs(tool, arguments, context))
+    started = time.perf_counter()
+    pending: Any = None
+    if not (tool.is_async or tool.blocking):
+        try:
+            result = contextvars.copy_context().run(tool.invoke, **kwargs)
+        except Exception as exc:
+            return _failure(tool, exc, time.perf_counter() - started)
+        if isinstance(result, str) or not inspect.isawaitable(result):
+            return _finished(tool, result, time.perf_counter() - started, max_output_chars)
+        pending = result  # a sync function returning an awaitable: await it below
+    deadline = asyncio.timeout(timeout)
+    try:
+        async with deadline:
+            if pending is not None:
+                result = await pending
+            elif tool.is_async:
+                result = await tool.invoke(**kwargs)
+            else:
+                result = await _in_thread(tool.invoke, kwargs)
+            if inspect.isawaitable(result):  # a sync function returning an awaitable
+                result = await result
+    except TimeoutError as exc:
+        latency = time.perf_counter() - started
+        if deadline.expired():
+            return Outcome(
+                None,
+                error_text("tool_timeout", f"tool {tool.name!r} did not finish within "
+                           f"{_seconds(timeout)}. Try simpler arguments, or answer without it."),
+                "tool_timeout", f"did not finish within {_seconds(timeout)}", latency)
+        return _failure(tool, exc, latency)
+    except Exception as exc:
+        return _failure(tool, exc, time.perf_counter() - started)
+    return _finished(tool, result, time.perf_counter() - started, max_output_chars)
+
+
+def render_output(value: Any, max_chars: int | None) -> str:
+    """The text of a tool result: ``str`` as is, other values as compact JSON.
+
+    Longer than ``max_chars``, the text is cut and ends with a marker saying how much was cut.
+    """
+    text = value if isinstance(value, str) else orjson.dumps(
+        value, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY).decode("utf-8")
+    if max_chars is None or len(text) <= max_chars:
+        return text
+    cut = len(text) - max_chars
+    return (f"{text[:max_chars]}\n[... output truncated: {cut} of {len(text)} characters cut "
+            f"(limit {max_chars})]")
+
+
+def _finished(tool: Tool, result: Any, latency: float, max_output_chars: int | None
+              ) -> Outcome:
+    try:
+        output = render_output(result, max_output_chars)
+    except Exception as exc:  # an unserializable result is the tool's fault
+        return _failure(tool, exc, latency, what="returned a value that is not JSON")
+    return Outcome(result, output, latency=latency)
+
+
+def _call_kwargs(tool: Tool, arguments: dict[str, Any], context: ToolContext | None
+                 ) -> dict[str, Any]:
+    kwargs = arguments
+    if tool.converters:
+        kwargs = {k: (tool.converters[k](v) if k in tool.converters else v)
+                  for k, v in arguments.items()}
+    if tool.context_param is not None:
+        kwargs = {**kwargs, tool.context_param: context}
+    return kwargs
+
+
+async def _in_thread(func: Any, kwargs: dict[str, Any]) -> Any:
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, func, **kwargs)
+    return await loop.run_in_executor(_tool_executor(), call)
+
+
+def _tool_executor() -> ThreadPoolExecutor:
+    global _executor
+    if _executor is None:
+        with _executor_lock:
+            if _executor is None:
+                _executor = ThreadPoolExecutor(MAX_TOOL_THREADS,
+                                               thread_name_prefix="gramagent-tool")
+    return _executor
+
+
+def _failure(tool: Tool, exc: BaseException, latency: float, *,
+             what: str = "raised an exception") -> Outcome:
+    kind = type(exc).__name__
+    detail = str(exc).strip()
+    if len(detail) > 2000:
+        detail = detail[:2000] + "..."
+    text = f"{kind}: {detail}" if detail else kind
+    return Outcome(
+        None,
+        error_text("tool_exception", f"tool {tool.name!r} {what}: {text}"),
+        "tool_exception", f"{what}: {kind}", latency)
+
+
+def _seconds(timeout: float | None) -> str:
+    return f"{timeout:g} s" if timeout is not None else "its time limit"

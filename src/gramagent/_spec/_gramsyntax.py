@@ -1,0 +1,698 @@
+"""The lexical layer of the gram reader: tree-sitter parsing, syntax errors, decoded values.
+
+:mod:`gramagent._spec.gram` gives gram its meaning; this module turns the syntax tree into
+small decoded pieces it can read without touching tree-sitter nodes again:
+
+- :class:`NodeInfo`: a node or subject pattern's identifier, labels and record entries, each
+  with its byte offset (for positioned errors);
+- values (:data:`Val`): ``(kind, payload, offset)`` tuples, see the ``V_*`` kinds.
+
+Reading every tree-sitter node from Python costs about a microsecond a node, and most nodes of
+a gram file are punctuation and string pieces inside records. So, for a subtree tree-sitter
+parsed without error, the decoder first tries to read a signature path, node or record from
+its text slice with anchored regular expressions covering the common, simple forms (plain
+names, double-quoted strings without escapes, numbers, booleans, lists of those). Anything
+else (escapes, other string forms, maps, comments, ...) falls back to walking the tree. Both
+routes give the same result; tests compare them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import tree_sitter_gram
+from tree_sitter import Language, Node, Parser, Tree
+
+__all__ = ["LANGUAGE", "Decoder", "NodeInfo", "Val", "dedent_fenced", "parse"]
+
+LANGUAGE = Language(tree_sitter_gram.language())
+"""The gram grammar (tree-sitter-gram)."""
+
+_ID = LANGUAGE.id_for_node_kind
+K_SUBJECT = _ID("subject_pattern", True)
+K_NODE = _ID("node_pattern", True)
+K_RELATIONSHIP = _ID("relationship_pattern", True)
+K_REFERENCE = _ID("pattern_reference", True)
+K_ELEMENTS = _ID("subject_pattern_elements", True)
+K_RECORD = _ID("record", True)
+K_PROPERTY = _ID("record_property", True)
+K_LABELS = _ID("labels", True)
+K_SYMBOL = _ID("symbol", True)
+K_QUOTED_NAME = _ID("quoted_name", True)
+K_DQ_NAME = _ID("double_quoted_name", True)
+K_INTEGER = _ID("integer", True)
+K_DECIMAL = _ID("decimal", True)
+K_HEX = _ID("hexadecimal", True)
+K_OCTAL = _ID("octal", True)
+K_MEASUREMENT = _ID("measurement", True)
+K_STRING = _ID("string_literal", True)
+K_TAGGED = _ID("tagged_string", True)
+K_BOOLEAN = _ID("boolean_literal", True)
+K_ARRAY = _ID("array", True)
+K_MAP = _ID("map", True)
+K_MAP_ENTRY = _ID("map_entry", True)
+K_RANGE = _ID("range", True)
+K_COMMENT = _ID("comment", True)
+K_RIGHT = _ID("right_arrow", True)
+ARROWS = frozenset({K_RIGHT, _ID("left_arrow", True), _ID("undirected_arrow", True),
+                    _ID("bidirectional_arrow", True)})
+_IDENTIFIERS = frozenset({K_SYMBOL, K_QUOTED_NAME, K_INTEGER})
+_KEYS = frozenset({K_SYMBOL, K_QUOTED_NAME, K_DQ_NAME})
+
+# Value kinds: a value is (kind, payload, byte offset).
+V_SCALAR = 0
+"""payload: str, int, float or bool."""
+V_SYMBOL = 1
+"""payload: the bare name (``null``, a type name, ...)."""
+V_LIST = 2
+"""payload: list of values."""
+V_MAP = 3
+"""payload: list of ``(key, key offset, value)``."""
+V_JSON = 4
+"""payload: the JSON value of a ``json`...``` tagged string."""
+V_BAD = 5
+"""payload: why this is not a value (a measurement, a range, invalid JSON)."""
+
+Val = tuple[int, Any, int]
+Entry = tuple[str, int, Val]
+"""A record entry: key, key offset, value."""
+
+
+class NodeInfo(NamedTuple):
+    """The decoded parts of a node or subject pattern."""
+
+    offset: int
+    """Byte offset of the pattern."""
+    ident: str | None
+    """The identifier, or None."""
+    ident_offset: int
+    labels: tuple[str, ...]
+    """Label names, in order (``::String:Null`` -> String, Null)."""
+    label_offsets: tuple[int, ...]
+    entries: tuple[Entry, ...] | None
+    """Record entries, or None when there is no record."""
+    record_offset: int
+
+
+def parse(src: bytes) -> Tree:
+    """Parse gram bytes into a tree-sitter tree (ERROR/MISSING nodes mark syntax errors)."""
+    return Parser(LANGUAGE).parse(src)
+
+
+# --------------------------------------------------------------------------------------------
+# Strings
+# --------------------------------------------------------------------------------------------
+
+_ESCAPES = {'"': '"', "'": "'", "`": "`", "\\": "\\", "/": "/", "b": "\b", "f": "\f",
+            "n": "\n", "r": "\r", "t": "\t"}
+_ESCAPE_RE = re.compile(r"\\(.)", re.S)
+
+
+def unescape(text: str) -> str:
+    """Resolve the backslash escapes gram strings allow."""
+    if "\\" not in text:
+        return text
+    return _ESCAPE_RE.sub(lambda m: _ESCAPES.get(m.group(1), m.group(0)), text)
+
+
+def dedent_fenced(content: str) -> str:
+    """The text of a fenced string: the closing fence's line dropped, common indent removed.
+
+    ``content`` runs from after the opening fence's newline to the closing fence. Windows
+    line ends (CRLF) count as plain line ends.
+    """
+    lines = content.replace("\r\n", "\n").split("\n")
+    if len(lines) > 1 and not lines[-1].strip(" \t"):
+        lines.pop()
+    body = [line for line in lines if line.strip(" \t")]
+    if not body:
+        return "\n".join(line.lstrip(" \t") for line in lines)
+    prefix = body[0][: len(body[0]) - len(body[0].lstrip(" \t"))]
+    for line in body[1:]:
+        while not line.startswith(prefix):
+            prefix = prefix[:-1]
+    width = len(prefix)
+    return "\n".join(line[width:] if line.startswith(prefix) else line.lstrip(" \t")
+                     for line in lines)
+
+
+# --------------------------------------------------------------------------------------------
+# The fast route: simple text, already checked by tree-sitter
+# --------------------------------------------------------------------------------------------
+
+_SYM = r"[a-zA-Z_][0-9a-zA-Z_.\-@]*"
+_AFTER = r"(?![0-9a-zA-Z_.\-@`])"
+_SCALAR = (rf'"[^"\\\n]*"|-?(?:0|[1-9][0-9]*)\.[0-9]+{_AFTER}|-?(?:0|[1-9][0-9]*){_AFTER}'
+           rf"|{_SYM}(?!`)")
+_VALUE = rf"{_SCALAR}|\[\s*(?:{_SCALAR})(?:\s*,\s*(?:{_SCALAR}))*\s*\]"
+_ENTRY = rf'({_SYM}|"[^"\\\n]*")\s*::?\s*({_VALUE})'
+_RECORD = rf"\{{\s*(?:{_ENTRY}(?:\s*,\s*{_ENTRY})*)?\s*\}}"
+_NODE_RE = re.compile(
+    rf"\(\s*({_SYM}|-?(?:0|[1-9][0-9]*){_AFTER})?\s*((?:::?\s*{_SYM}\s*)*)({_RECORD})?\s*\)")
+_ARROW_RE = re.compile(r"\s*(?:-->|==>|~~>)\s*")
+_RECORD_RE = re.compile(_RECORD)
+_ENTRY_RE = re.compile(_ENTRY)
+_SCALAR_RE = re.compile(_SCALAR)
+_LABEL_RE = re.compile(_SYM)
+_SIMPLE_LABELS = re.compile(rb"(?:::?[a-zA-Z_][0-9a-zA-Z_.\-@]*)+")
+
+
+def _scalar(text: str, offset: int) -> Val:
+    first = text[0]
+    if first == '"':
+        return (V_SCALAR, text[1:-1], offset)
+    if first == "-" or first.isdigit():
+        return (V_SCALAR, float(text) if "." in text else int(text), offset)
+    if text == "true" or text == "false":
+        return (V_SCALAR, text == "true", offset)
+    return (V_SYMBOL, text, offset)
+
+
+def _fast_value(text: str, offset: int) -> Val:
+    if text[0] != "[":
+        return _scalar(text, offset)
+    return (V_LIST, [_scalar(m.group(), offset + m.start())
+                     for m in _SCALAR_RE.finditer(text, 1)], offset)
+
+
+def _fast_entries(text: str, start: int, end: int, offset: int) -> tuple[Entry, ...]:
+    """Entries of a record that matched ``_RECORD`` at ``text[start:end]``."""
+    out = []
+    for m in _ENTRY_RE.finditer(text, start, end):
+        key, value = m.groups()
+        if key[0] == '"':
+            key = key[1:-1]
+        at = offset + m.start(2)
+        if value[0] == '"':
+            out.append((key, offset + m.start(1), (V_SCALAR, value[1:-1], at)))
+        else:
+            out.append((key, offset + m.start(1), _fast_value(value, at)))
+    return tuple(out)
+
+
+def _labels(text: str, offset: int) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Names and offsets of the labels in ``text`` (``::String:Null``) at ``offset``."""
+    if " " in text or "\n" in text or "\t" in text or "\r" in text:
+        found = list(_LABEL_RE.finditer(text))
+        return tuple(x.group() for x in found), tuple(offset + x.start() for x in found)
+    names = []
+    offsets = []
+    at = offset
+    for part in text.split(":"):
+        if part:
+            names.append(part)
+            offsets.append(at)
+            at += len(part)
+        at += 1
+    return tuple(names), tuple(offsets)
+
+
+def _fast_node(text: str, pos: int, base: int) -> tuple[NodeInfo, int] | None:
+    """A node pattern at ``text[pos:]`` read from text, and where it ends; None if not simple."""
+    m = _NODE_RE.match(text, pos)
+    if m is None:
+        return None
+    ident, labels_text, record = m.group(1, 2, 3)
+    labels: tuple[str, ...] = ()
+    label_offsets: tuple[int, ...] = ()
+    if labels_text:
+        labels, label_offsets = _labels(labels_text.rstrip(), base + m.start(2))
+    entries = None
+    record_offset = 0
+    if record is not None:
+        start = m.start(3)
+        record_offset = base + start
+        entries = _fast_entries(text, start + 1, m.end(3), base)
+    info = NodeInfo(base + pos, ident, base + m.start(1) if ident else 0, labels,
+                    label_offsets, entries, record_offset)
+    return info, m.end()
+
+
+# --------------------------------------------------------------------------------------------
+# The decoder
+# --------------------------------------------------------------------------------------------
+
+class Decoder:
+    """Decodes the nodes of one parsed text (``src`` is what was parsed).
+
+    ``fast=False`` turns the text route off (every read walks the tree), for tests.
+    """
+
+    def __init__(self, src: bytes, *, fast: bool = True) -> None:
+        self.src = src
+        self.fast = fast
+        self._lines: list[int] | None = None
+
+    # ---- positions --------------------------------------------------------------------------
+
+    def position(self, offset: int) -> tuple[int, int]:
+        """1-based line and column (in characters) of a byte offset."""
+        if self._lines is None:
+            self._lines = [0] + [m.end() for m in re.finditer(b"\n", self.src)]
+        row = bisect.bisect_right(self._lines, offset) - 1
+        start = self._lines[row]
+        return row + 1, len(self.src[start:offset].decode("utf-8", "replace")) + 1
+
+    def where(self, offset: int) -> str:
+        line, column = self.position(offset)
+        return f"{line}:{column}"
+
+    # ---- leaves -----------------------------------------------------------------------------
+
+    def text(self, node: Node) -> str:
+        return self.src[node.start_byte: node.end_byte].decode()
+
+    def name(self, node: Node) -> str:
+        """An identifier, key or label: symbol, integer, `quoted` or "quoted" name."""
+        raw = self.src[node.start_byte: node.end_byte]
+        if raw[:1] in b'`"':
+            return unescape(raw[1:-1].decode())
+        return raw.decode()
+
+    def _content(self, node: Node) -> str:
+        for child in node.children:
+            if child.type == "string_content":
+                return self.text(child)
+        return ""
+
+    def _string(self, node: Node) -> str:
+        raw = self.src[node.start_byte: node.end_byte]
+        if raw.startswith(b"```"):
+            return dedent_fenced(self._content(node))
+        return unescape(raw[1:-1].decode())
+
+    def _tagged(self, node: Node) -> tuple[str, str]:
+        raw = self.src[node.start_byte: node.end_byte]
+        if raw.startswith(b"```"):
+            tag = node.child_by_field_name("tag")
+            return (self.text(tag) if tag is not None else ""), dedent_fenced(self._content(node))
+        tick = raw.index(b"`")
+        return raw[:tick].decode(), unescape(raw[tick + 1: -1].decode())
+
+    def value(self, node: Node) -> Val:
+        """Decode a value node (the tree route)."""
+        kind = node.kind_id
+        offset = node.start_byte
+        if kind == K_STRING:
+            return (V_SCALAR, self._string(node), offset)
+        if kind == K_INTEGER:
+            return (V_SCALAR, int(self.src[offset: node.end_byte]), offset)
+        if kind == K_DECIMAL:
+            return (V_SCALAR, float(self.src[offset: node.end_byte]), offset)
+        if kind == K_BOOLEAN:
+            return (V_SCALAR, self.src[offset] == 0x74, offset)  # "t"
+        if kind == K_SYMBOL:
+            return (V_SYMBOL, self.text(node), offset)
+        if kind == K_ARRAY:
+            return (V_LIST, [self.value(c) for c in _named(node)], offset)
+        if kind == K_MAP:
+            entries = []
+            for entry in _named(node):
+                key, value = key_value(entry)
+                if key is not None and value is not None:
+                    entries.append((self.name(key), key.start_byte, self.value(value)))
+            return (V_MAP, entries, offset)
+        if kind == K_TAGGED:
+            tag, body = self._tagged(node)
+            if tag != "json":
+                return (V_SCALAR, body, offset)
+            try:
+                return (V_JSON, json.loads(body, parse_constant=_no_constant), offset)
+            except ValueError as exc:
+                return (V_BAD, f"invalid JSON in json`...`: {exc}", offset)
+        if kind == K_HEX:
+            return (V_SCALAR, int(self.text(node), 16), offset)
+        if kind == K_OCTAL:
+            return (V_SCALAR, int(self.text(node), 8), offset)
+        if kind == K_MEASUREMENT:
+            return (V_BAD, f"'{self.text(node)}' is not a JSON value; quote it as a string",
+                    offset)
+        if kind == K_RANGE:
+            return (V_BAD, "ranges are not JSON values; use minimum and maximum", offset)
+        return (V_BAD, f"expected a value, not {node.type}", offset)
+
+    # ---- records and patterns ---------------------------------------------------------------
+
+    def entries(self, record: Node) -> tuple[Entry, ...]:
+        """The entries of a record node."""
+        if self.fast and not record.has_error:
+            text = self.src[record.start_byte: record.end_byte].decode()
+            if _RECORD_RE.fullmatch(text):
+                return _fast_entries(text, 1, len(text), record.start_byte)
+        out = []
+        for prop in _named(record):
+            key, value = key_value(prop)
+            if key is not None and value is not None:
+                out.append((self.name(key), key.start_byte, self.value(value)))
+        return tuple(out)
+
+    def info(self, node: Node) -> NodeInfo:
+        """The identifier, labels and record of a node or subject pattern."""
+        if self.fast and node.kind_id == K_NODE and not node.has_error:
+            text = self.src[node.start_byte: node.end_byte].decode()
+            fast = _fast_node(text, 0, node.start_byte)
+            if fast is not None and fast[1] == len(text):
+                return fast[0]
+        ident = labels = record = None
+        for child in node.named_children:
+            kind = child.kind_id
+            if kind in _IDENTIFIERS:
+                ident = child
+            elif kind == K_LABELS:
+                labels = child
+            elif kind == K_RECORD:
+                record = child
+        names: tuple[str, ...] = ()
+        offsets: tuple[int, ...] = ()
+        if labels is not None:
+            raw = self.src[labels.start_byte: labels.end_byte]
+            if _SIMPLE_LABELS.fullmatch(raw):
+                names, offsets = _labels(raw.decode(), labels.start_byte)
+            else:
+                nodes = [c for c in labels.children if c.kind_id in (K_SYMBOL, K_QUOTED_NAME)]
+                names = tuple(self.name(c) for c in nodes)
+                offsets = tuple(c.start_byte for c in nodes)
+        return NodeInfo(
+            node.start_byte,
+            None if ident is None else self.name(ident),
+            0 if ident is None else ident.start_byte,
+            names, offsets,
+            None if record is None else self.entries(record),
+            0 if record is None else record.start_byte,
+        )
+
+    def path(self, node: Node) -> tuple[list[NodeInfo], list[Node | int]] | None:
+        """The nodes of a signature path, and its arrows (nodes, or offsets of plain right
+        arrows); None for a path tree-sitter could not parse."""
+        if node.has_error:
+            return None
+        text = self.src[node.start_byte: node.end_byte].decode()
+        base = node.start_byte
+        infos: list[NodeInfo] = []
+        arrows: list[Node | int] = []
+        pos = 0
+        while self.fast:
+            fast = _fast_node(text, pos, base)
+            if fast is None:
+                break
+            infos.append(fast[0])
+            pos = fast[1]
+            if pos == len(text):
+                return infos, arrows
+            m = _ARROW_RE.match(text, pos)
+            if m is None:
+                break
+            arrows.append(base + pos)
+            pos = m.end()
+        infos, arrows = [], []
+        current: Node | None = node
+        while current is not None and current.kind_id == K_RELATIONSHIP:
+            right = None
+            seen_arrow = False
+            for child in current.children:
+                kind = child.kind_id
+                if kind in ARROWS:
+                    arrows.append(child)
+                    seen_arrow = True
+                elif kind == K_NODE and not seen_arrow:
+                    infos.append(self.info(child))
+                elif kind in (K_NODE, K_RELATIONSHIP):
+                    right = child
+            current = right
+        if current is not None:
+            infos.append(self.info(current))
+        return infos, arrows
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def key_value(node: Node) -> tuple[Node | None, Node | None]:
+    """The key and value nodes of a record property or map entry."""
+    key = value = None
+    for child in node.children:
+        if child.is_named and child.kind_id != K_COMMENT:
+            if key is None:
+                key = child
+            else:
+                value = child
+                break
+    if key is not None and key.kind_id not in _KEYS:
+        return None, None
+    return key, value
+
+
+def _named(node: Node) -> Iterator[Node]:
+    return (c for c in node.named_children if c.kind_id != K_COMMENT)
+
+
+def descendants(node: Node) -> Iterator[Node]:
+    """``node`` and everything under it, in document order."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(current.children))
+
+
+# --------------------------------------------------------------------------------------------
+# Syntax errors
+# --------------------------------------------------------------------------------------------
+
+_CLOSER = {"[": "]", "(": ")", "{": "}"}
+_FRIENDLY = {
+    "symbol": "a name", "integer": "a number", "decimal": "a number", "hexadecimal": "a number",
+    "octal": "a number", "measurement": "a number", '"': "a string", "'": "a string",
+    "`": "a string", "```": "a string", "string_literal": "a string", "tagged_string":
+    "a string", "true": "true or false", "false": "true or false", "boolean_literal":
+    "true or false", "array": "a list", "map": "a map", "-": "an arrow (==>)",
+    "=": "an arrow (==>)", "~": "an arrow (==>)", "<-": "an arrow (==>)",
+    "<=": "an arrow (==>)", "<~": "an arrow (==>)",
+}
+_IN_PATTERN = {":": "'::Type'", "::": "'::Type'", "labels": "'::Type'", "{": "'{...}'",
+               "record": "'{...}'", "|": "'|'"}
+"""How to name what may follow a name inside a node or pattern."""
+_SILENT = frozenset({"comment", "range", "..", "...", "@", "@@", "->", "=>", "~>", "end", "\n"})
+
+
+def _friendly(kind: str) -> str:
+    if kind in _SILENT:
+        return ""
+    return _FRIENDLY.get(kind, f"'{kind}'")
+
+
+def syntax_problems(tree: Tree, decoder: Decoder) -> list[tuple[int, str]]:
+    """Every ERROR and MISSING node of a tree, as ``(byte offset, message)``.
+
+    A pattern missing its ``|`` (``[t:Tool {...}`` followed by its elements) is one problem:
+    the stray ``]`` that ends its elements is not reported again.
+    """
+    out: list[tuple[int, str]] = []
+    stack = [tree.root_node]
+    stray_closer = False
+    while stack:
+        node = stack.pop()
+        if node.is_missing:
+            out.append((node.start_byte, _missing(node, decoder)))
+            stray_closer = stray_closer or missing_bar(node.parent)
+        elif node.is_error:
+            if stray_closer and _only_leaf(node) == "]":
+                stray_closer = False
+                continue
+            out.extend(_unexpected(node, decoder))
+        elif node.has_error:
+            stack.extend(reversed(node.children))
+    return out
+
+
+def _only_leaf(node: Node) -> str | None:
+    """The type of a node's only leaf, or None when it has several (or none)."""
+    while node.child_count == 1:
+        child = node.child(0)
+        if child is None:
+            return None
+        node = child
+    return node.type if not node.child_count else None
+
+
+def missing_bar(pattern: Node | None) -> bool:
+    """Whether ``pattern`` is a subject pattern that lacks its ``|``: tree-sitter closed it
+    early (a MISSING ``]``) and the next top-level piece is what should be its elements."""
+    if pattern is None or pattern.kind_id != K_SUBJECT or not pattern.child_count:
+        return False
+    last = pattern.child(pattern.child_count - 1)
+    following = pattern.next_named_sibling
+    while following is not None and following.kind_id == K_COMMENT:
+        following = following.next_named_sibling
+    return (last is not None and last.is_missing and last.type == "]"
+            and not any(c.type == "|" for c in pattern.children)
+            and following is not None
+            and following.kind_id in (K_NODE, K_RELATIONSHIP, K_SUBJECT, K_REFERENCE))
+
+
+def _opened(opener: Node, decoder: Decoder) -> str:
+    """``the pattern 'x' opened at 1:1``, or ``the '{' at 1:1``."""
+    where = decoder.where(opener.start_byte)
+    owner = opener.parent
+    what = {K_SUBJECT: "pattern", K_NODE: "node"}.get(owner.kind_id) if owner else None
+    ident = next((c for c in owner.named_children if c.kind_id in _IDENTIFIERS), None) \
+        if owner is not None and what else None
+    if ident is None:
+        return f"the '{opener.type}' at {where}"
+    return f"the {what} '{decoder.name(ident)}' opened at {where}"
+
+
+def _missing(node: Node, decoder: Decoder) -> str:
+    kind = node.type
+    parent = node.parent
+    if kind in ("]", ")", "}") and parent is not None:
+        opener = {"]": "[", ")": "(", "}": "{"}[kind]
+        for sibling in parent.children:
+            if sibling.type == opener:
+                if missing_bar(parent):
+                    return (f"expected '|' before the elements of {_opened(sibling, decoder)} "
+                            "(or ']' to close it here)")
+                return f"expected '{kind}' to close {_opened(sibling, decoder)}"
+        return f"expected '{kind}'"
+    if parent is not None and parent.kind_id == K_ARRAY:
+        return "expected a value: gram lists cannot be empty (write json`[]` for an empty list)"
+    if parent is not None and parent.kind_id in (K_PROPERTY, K_MAP_ENTRY):
+        return "expected a value after ':'"
+    return f"expected {_friendly(kind) or repr(kind)}"
+
+
+def _unexpected(node: Node, decoder: Decoder) -> list[tuple[int, str]]:
+    following = node.next_sibling
+    closer = following
+    while closer is not None and closer.kind_id == K_COMMENT:
+        closer = closer.next_sibling
+    if _only_leaf(node) == "," and closer is not None and closer.type in _CLOSER.values():
+        return [(node.start_byte, f"unexpected ',' before '{closer.type}': gram has no "
+                                  "trailing commas; remove it")]
+    if following is not None and node.child_count and node.children[-1].is_named and all(
+            (c.is_named and not c.has_error and not c.is_error) or c.type == ","
+            for c in node.children):
+        # Whole, valid pieces (maybe separated by commas) tree-sitter could not fit in: what
+        # follows them is unexpected (typically a missing comma).
+        return [(following.start_byte, _unexpected_text(following, _last_leaf(node), decoder))]
+    pieces = node.children
+    if (len(pieces) in (2, 3) and node.parent is not None and node.parent.kind_id == K_PROPERTY
+            and pieces[0].is_named and not pieces[0].has_error and pieces[1].type == "symbol"
+            and all(p.type == ":" for p in pieces[2:])):
+        # ``key: value nextKey: ...``: a value, then the next key, with no comma between.
+        return [(pieces[1].start_byte, _unexpected_text(pieces[1], _last_leaf(pieces[0]),
+                                                        decoder))]
+    openers: list[Node] = []
+    quote: Node | None = None
+    first: Node | None = None
+    for leaf in descendants(node):
+        if leaf.child_count:
+            continue
+        kind = leaf.type
+        if first is None:
+            first = leaf
+        if quote is not None:
+            if kind == quote.type:
+                quote = None
+            continue
+        if kind in ('"', "'", "`", "```"):
+            quote = leaf
+        elif kind in ("[", "(", "{"):
+            openers.append(leaf)
+        elif kind in ("]", ")", "}") and openers and _CLOSER[openers[-1].type] == kind:
+            openers.pop()
+    if quote is not None and quote.type == "```":
+        return [(quote.start_byte, "unterminated fenced string: expected a closing ``` on a "
+                                   "line of its own")]
+    if quote is not None:
+        return [(quote.start_byte, f"unterminated string: expected a closing {quote.type} on "
+                                   "the same line")]
+    if openers and node.end_byte >= len(decoder.src.rstrip()):
+        return [(o.start_byte, f"'{o.type}' is never closed: expected '{_CLOSER[o.type]}' "
+                               "before the end of the text") for o in openers]
+    leaf = first or node
+    raw = decoder.src[leaf.start_byte: min(leaf.end_byte, leaf.start_byte + 30)]
+    excerpt = raw.decode("utf-8", "replace").split("\n")[0] or node.type
+    if excerpt.startswith("\\"):
+        return [(leaf.start_byte, "invalid escape in a string: gram strings allow \\\" \\' \\` "
+                                  "\\\\ \\/ \\b \\f \\n \\r \\t (write other characters as "
+                                  "they are)")]
+    if excerpt.startswith("\0"):
+        return [(leaf.start_byte, "a NUL character cannot appear in gram text")]
+    return [(leaf.start_byte, _unexpected_text(leaf, _leaf_before(node), decoder, node))]
+
+
+def _unexpected_text(node: Node, before: Node | None, decoder: Decoder,
+                     context: Node | None = None) -> str:
+    """``unexpected 'x': expected ...`` for ``node``, which follows the leaf ``before``."""
+    while node.child_count:
+        first = node.child(0)
+        if first is None:
+            break
+        node = first
+    raw = decoder.src[node.start_byte: min(node.end_byte, node.start_byte + 30)]
+    excerpt = raw.decode("utf-8", "replace").split("\n")[0] or node.type
+    message = f"unexpected '{excerpt}'"
+    expected = _expected(before, context or node)
+    return f"{message}: expected {expected}" if expected else message
+
+
+def _last_leaf(node: Node) -> Node:
+    """The rightmost leaf below ``node`` (``node`` itself when it has no children)."""
+    while node.child_count:
+        last = node.child(node.child_count - 1)
+        if last is None:
+            break
+        node = last
+    return node
+
+
+def _expected(before: Node | None, error: Node) -> str | None:
+    """What the grammar accepts after the leaf ``before`` (None when it says nothing
+    useful); ``error`` is the node in the way, whose ancestors say which closer fits."""
+    if before is None or before.next_parse_state == 0:
+        return None
+    lookahead = LANGUAGE.lookahead_iterator(before.next_parse_state)
+    if lookahead is None:
+        return None
+    closer = None
+    ancestor = error.parent
+    while ancestor is not None and closer is None:
+        closer = {K_RECORD: "}", K_MAP: "}", K_NODE: ")", K_SUBJECT: "]",
+                  K_ARRAY: "]"}.get(ancestor.kind_id)
+        ancestor = ancestor.parent
+    names: list[str] = []
+    for symbol in lookahead.symbols():
+        if not LANGUAGE.node_kind_is_visible(symbol):
+            continue
+        kind = LANGUAGE.node_kind_for_id(symbol) or ""
+        if kind in ("]", ")", "}") and closer is not None and kind != closer:
+            continue
+        if closer in (")", "]") and kind in _IN_PATTERN:  # inside (...) or [...]
+            if kind == "|" and closer == ")":
+                continue
+            name = _IN_PATTERN[kind]
+        else:
+            name = _friendly(kind)
+        if name and name not in names:
+            names.append(name)
+    if not names or len(names) > 6:
+        return None
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def _leaf_before(node: Node) -> Node | None:
+    current = node
+    sibling = current.prev_sibling
+    while sibling is None:
+        parent = current.parent
+        if parent is None:
+            return None
+        current = parent
+        sibling = current.prev_sibling
+    return _last_leaf(sibling)

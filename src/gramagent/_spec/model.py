@@ -1,0 +1,297 @@
+"""The spec objects: what an agent *is*, as data.
+
+Everything here is a frozen, slotted, keyword-only dataclass with no behaviour beyond
+validation and (de)serialisation helpers. Tool *implementations* never appear in a spec: they
+are bound at run time (see :mod:`gramagent._runtime.library`).
+
+The JSON Schema of a parameter is the source of truth for its type: a :class:`Param` holds the
+schema of its value, and :mod:`gramagent._spec.signature` maps it to and from gram notation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gramagent.errors import Diagnostic, SpecError
+
+__all__ = ["Agent", "GramDocument", "ModelRef", "NamedType", "Param", "Signature", "ToolSpec"]
+
+JSONSchema = dict[str, Any]
+
+TypeRefs = Mapping[str, tuple[str, ...]]
+"""Where gram text named a type pattern: a JSON pointer into a schema -> the labels written
+there (``Address:Null`` -> ``("Address", "Null")``)."""
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NamedType:
+    """A named type pattern ``[Name:Labels {...} | members]`` as gram text declared it.
+
+    Formatting metadata: it lets the writer keep the names a user chose instead of generating
+    new ones. It takes no part in equality or in any JSON Schema.
+    """
+
+    name: str
+    """The type name, e.g. ``Forecast``."""
+    schema: JSONSchema
+    """The schema the name stands for (read-only)."""
+    refs: TypeRefs = field(default_factory=dict)
+    """Type names used inside the pattern, by JSON pointer relative to ``schema`` (``""``:
+    the pattern's own labels, as in ``[Shipping:Address:Null]``)."""
+    shared: bool = False
+    """Declared at file level (usable by every tool of the file), not inside one tool."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Param:
+    """One parameter of a tool's curried type signature."""
+
+    name: str
+    """The parameter name (a gram identifier), e.g. ``personName``."""
+    schema: JSONSchema
+    """JSON Schema of the parameter's value, including ``description`` and ``default``."""
+    required: bool = True
+    """Whether the model must supply it. A parameter with a ``default`` is never required."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Signature:
+    """A curried tool type signature: ``(a::T1)==>(b::T2)==>(::R)``."""
+
+    params: tuple[Param, ...] = ()
+    """The parameters, in order."""
+    returns: JSONSchema = field(default_factory=lambda: {"type": "string"})
+    """JSON Schema of the result (the last, unnamed node)."""
+    keywords: JSONSchema = field(default_factory=dict)
+    """Extra JSON Schema keywords of the arguments object itself (e.g.
+    ``additionalProperties: false``), written on a leading unnamed node:
+    ``({additionalProperties: false})==>(a::String)==>(::String)``. Holds ``required`` only
+    when the schema's list is not the canonical one (the required params, in order, present
+    when non-empty)."""
+    named_types: tuple[NamedType, ...] = field(default=(), compare=False, repr=False)
+    """Formatting metadata, not part of equality or of the schema: the type patterns the
+    signature was written with, its own (in declaration order) and the file-level ones it
+    uses. Empty for signatures made from JSON Schema."""
+    type_refs: TypeRefs = field(default_factory=dict, compare=False, repr=False)
+    """Formatting metadata: where the text named a type pattern, by JSON pointer into the
+    arguments schema (``/properties/city``) or, prefixed ``returns``, into the result
+    schema (``returns/items``)."""
+
+    @classmethod
+    def parse(cls, text: str) -> Signature:
+        """Parse gram signature text such as ``(name::String {default:"x"})==>(::String)``."""
+        from gramagent._spec.signature import parse_signature
+
+        return parse_signature(text)
+
+    def to_gram(self) -> str:
+        """The canonical gram text of this signature."""
+        from gramagent._spec.signature import format_signature
+
+        return format_signature(self)
+
+    def to_schema(self) -> JSONSchema:
+        """The JSON Schema (``type: object``) of the tool's arguments."""
+        from gramagent._spec.signature import signature_to_schema
+
+        return signature_to_schema(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSpec:
+    """A tool's declarative specification: name, description and type signature.
+
+    ``schema`` is generated from ``signature``; build specs with :meth:`create` so the two
+    always agree.
+    """
+
+    name: str
+    """Unique name of the tool within an agent, e.g. ``sayHello``."""
+    description: str
+    """What the tool does, for the model."""
+    signature: Signature
+    """The curried type signature the schema is generated from."""
+    schema: JSONSchema
+    """JSON Schema of the arguments object, generated from ``signature``."""
+
+    @classmethod
+    def create(cls, name: str, description: str, signature: Signature | str) -> ToolSpec:
+        """Build a spec, parsing ``signature`` if it is text and generating the schema."""
+        sig = Signature.parse(signature) if isinstance(signature, str) else signature
+        return cls(name=name, description=description, signature=sig, schema=sig.to_schema())
+
+    def problems(self) -> list[str]:
+        """Every validation rule this spec breaks (empty when valid)."""
+        out = []
+        if not self.name.strip():
+            out.append("tool name must not be empty")
+        if not self.description.strip():
+            out.append(f"tool {self.name or '<unnamed>'!r}: description must not be empty")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: name, description, signature (gram text) and schema."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "signature": self.signature.to_gram(),
+            "schema": self.schema,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolSpec:
+        """Inverse of :meth:`to_dict`; the schema is regenerated from the signature."""
+        return cls.create(data["name"], data["description"], data["signature"])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRef:
+    """Which model an agent uses: a provider and a model name within it."""
+
+    provider: str
+    """``openai`` (any OpenAI-compatible server), ``local`` (the embedded model), ..."""
+    name: str
+    """The model name the provider knows, e.g. ``gpt-4o-mini`` or ``qwen2.5-coder-0.5b``."""
+
+    @classmethod
+    def parse(cls, text: str) -> ModelRef:
+        """Parse ``provider/name``; text without a ``/`` means provider ``openai``.
+
+        Only the first ``/`` separates: ``local/models/x.gguf`` is provider ``local``, name
+        ``models/x.gguf``.
+        """
+        text = text.strip()
+        if not text:
+            raise SpecError("model must not be empty (expected 'provider/name')")
+        provider, sep, name = text.partition("/")
+        if not sep:
+            return cls(provider="openai", name=text)
+        if not provider or not name:
+            raise SpecError(f"invalid model {text!r}: expected 'provider/name'")
+        return cls(provider=provider, name=name)
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Agent:
+    """An agent: identity, model, instruction and the specs of the tools it may call.
+
+    Construction validates every rule and raises one :class:`~gramagent.errors.SpecError`
+    listing all violations.
+    """
+
+    name: str
+    """Unique agent identifier, e.g. ``hello_world_agent``."""
+    model: ModelRef
+    """The model to run on."""
+    instruction: str
+    """The system instruction."""
+    description: str | None = None
+    """Optional human description of the agent."""
+    tools: tuple[ToolSpec, ...] = ()
+    """Tool specifications; names are unique."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.model, str):  # convenience: Agent(model="openai/gpt-4o-mini", ...)
+            object.__setattr__(self, "model", ModelRef.parse(self.model))
+        if not isinstance(self.tools, tuple):
+            object.__setattr__(self, "tools", tuple(self.tools))
+        problems = self.problems()
+        if problems:
+            raise SpecError([Diagnostic(p) for p in problems])
+
+    def problems(self) -> list[str]:
+        """Every validation rule this agent breaks (empty when valid)."""
+        return agent_problems(self.name, self.instruction, self.tools)
+
+    def tool(self, name: str) -> ToolSpec:
+        """The tool spec called ``name``; KeyError if there is none."""
+        for spec in self.tools:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; :meth:`from_dict` gives back an equal agent."""
+        out: dict[str, Any] = {"name": self.name}
+        if self.description is not None:
+            out["description"] = self.description
+        out["model"] = str(self.model)
+        out["instruction"] = self.instruction
+        out["tools"] = [t.to_dict() for t in self.tools]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Agent:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            name=data["name"],
+            description=data.get("description"),
+            model=ModelRef.parse(data["model"]),
+            instruction=data["instruction"],
+            tools=tuple(ToolSpec.from_dict(t) for t in data.get("tools", ())),
+        )
+
+
+def agent_problems(name: str, instruction: str, tools: Sequence[ToolSpec]) -> list[str]:
+    """The data-model validation rules of an agent, all of them, in a stable order."""
+    out = []
+    if not name.strip():
+        out.append("agent name must not be empty")
+    if not instruction.strip():
+        out.append(f"agent {name or '<unnamed>'!r}: instruction must not be empty")
+    seen: set[str] = set()
+    for spec in tools:
+        out.extend(spec.problems())
+        if spec.name in seen:
+            out.append(f"agent {name or '<unnamed>'!r}: duplicate tool name {spec.name!r}")
+        seen.add(spec.name)
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GramDocument:
+    """Everything one gram file declares: its agents and its stand-alone tool patterns.
+
+    Stand-alone tools are the top-level ``[name:Tool {...} | ...]`` patterns that agents
+    reference by name; an agent's ``tools`` already hold the resolved specs.
+    """
+
+    agents: tuple[Agent, ...] = ()
+    """The agents, in file order."""
+    tools: tuple[ToolSpec, ...] = ()
+    """The stand-alone (top-level) tool specs, in file order."""
+    types: tuple[NamedType, ...] = field(default=(), compare=False, repr=False)
+    """Formatting metadata, not part of equality: the file-level type patterns, in file
+    order, so that the writer puts them back at file level, once."""
+
+    def agent(self, name: str | None = None) -> Agent:
+        """The agent called ``name``; without a name, the file's only agent.
+
+        Raises:
+            SpecError: There is no such agent, or no name was given and the file does not
+                hold exactly one agent.
+        """
+        names = [a.name for a in self.agents]
+        if name is None:
+            if len(self.agents) == 1:
+                return self.agents[0]
+            if not self.agents:
+                raise SpecError("the file declares no agent (expected [name:Agent {...}])")
+            raise SpecError(f"the file declares {len(names)} agents ({', '.join(names)}); "
+                            "name the one to load")
+        for agent in self.agents:
+            if agent.name == name:
+                return agent
+        raise SpecError(f"no agent named {name!r}; the file declares: "
+                        f"{', '.join(names) or 'no agent'}")
+
+    def tool(self, name: str) -> ToolSpec:
+        """The stand-alone tool spec called ``name``; KeyError if there is none."""
+        for spec in self.tools:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)

@@ -1,0 +1,739 @@
+"""A scripted OpenAI-compatible HTTP server, for tests, docs and benchmarks.
+
+:class:`ScriptedServer` listens on 127.0.0.1 (a free port by default) in a background thread
+and answers ``/v1/chat/completions`` (plain and SSE), ``/v1/responses``, ``/v1/completions``
+(plain and SSE) and ``GET /v1/models`` from a script: a list of turns consumed in order, whatever
+the endpoint, or a callable ``(path, body) -> turn``. ::
+
+    from gramagent.testing import ScriptedServer, call, reply
+
+    with ScriptedServer([call("sayHello", {"name": "Alice"}), reply("Hello, Alice!")]) as srv:
+        ...  # point a model at srv.base_url; srv.requests records what it was sent
+
+Turns are built with :func:`reply`, :func:`call`, :func:`calls`, :func:`error`, :func:`drop`,
+:func:`completion` and :func:`http_response` (a verbatim answer), each taking ``delay=``
+seconds. A turn is rendered in the form the
+request asks for, using the adapters' own renderers: ``tool_calls`` (or legacy
+``function_call``, first call only, when the request has ``functions``), Responses ``output``
+items, SSE chunks for ``stream: true``, the constrained ``{"name", "arguments"}`` /
+``{"text"}`` content when the request carries gramagent's ``tool_step`` response format, plain
+text for ``/v1/completions``. Usage figures are estimated from the sizes (about four
+characters a token) unless a turn gives its own. An exhausted script answers HTTP 500
+``script exhausted``; a malformed request gets a 400 JSON error and never stops the server.
+
+The server runs one asyncio event loop (HTTP/1.1 keep-alive, parsed by h11), so delays cost no
+threads and a hundred concurrent clients are served without strain. A JSON script file and
+``python -m gramagent.testing --script FILE [--port N] [--loop]`` serve the same from
+the command line (the base URL is the first line printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeAlias
+
+import h11
+import orjson
+
+from gramagent._messages import ToolCall, Usage
+from gramagent._models._wire import arguments_text
+from gramagent._models.base import ModelTurn
+from gramagent._models.chat import render_chat_chunks, render_chat_completion
+from gramagent._models.jsoncalls import STEP_SCHEMA_NAME, tool_step_content
+from gramagent._models.responses import render_response
+
+__all__ = [
+    "RecordedRequest",
+    "ScriptCall",
+    "ScriptCalls",
+    "ScriptCompletion",
+    "ScriptDrop",
+    "ScriptError",
+    "ScriptHTTP",
+    "ScriptReply",
+    "ScriptTurn",
+    "ScriptedServer",
+    "call",
+    "calls",
+    "completion",
+    "drop",
+    "error",
+    "http_response",
+    "load_script",
+    "main",
+    "reply",
+    "turn_from_dict",
+]
+
+UsageLike: TypeAlias = Usage | Mapping[str, int] | tuple[int, int] | None
+
+
+# -- turns -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScriptReply:
+    """A text answer."""
+
+    text: str
+    usage: Usage | None = None
+    delay: float = 0.0
+    raw: bool = False
+    """Send ``text`` verbatim as content even when the request asks for the constrained
+    ``tool_step`` format (to script malformed constrained output)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScriptCall:
+    """One tool call; also a turn of its own (a single-call turn)."""
+
+    name: str
+    arguments: str
+    """The arguments as JSON text (kept verbatim, so it may be malformed on purpose)."""
+    id: str | None = None
+    """The call id; None lets the server number it."""
+    delay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScriptCalls:
+    """One turn with several (parallel) calls, optionally with text beside them."""
+
+    calls: tuple[ScriptCall, ...]
+    text: str | None = None
+    usage: Usage | None = None
+    delay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScriptError:
+    """An HTTP error answer, OpenAI-shaped: ``{"error": {"message", "type", ...}}``."""
+
+    status: int
+    message: str = "scripted error"
+    retry_after: float | str | None = None
+    """Sent as the ``Retry-After`` header (seconds, or an HTTP date string)."""
+    delay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScriptDrop:
+    """Close the connection without answering."""
+
+    delay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScriptCompletion:
+    """Raw text for ``/v1/completions`` (read as a text reply on the chat endpoints)."""
+
+    text: str
+    usage: Usage | None = None
+    delay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScriptHTTP:
+    """A verbatim HTTP answer (to script what no well-behaved server sends)."""
+
+    status: int = 200
+    body: bytes = b""
+    content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
+    delay: float = 0.0
+
+
+ScriptTurn: TypeAlias = (
+    ScriptReply | ScriptCall | ScriptCalls | ScriptError | ScriptDrop | ScriptCompletion
+    | ScriptHTTP
+)
+ScriptFunction: TypeAlias = Callable[[str, Any], ScriptTurn | None]
+
+
+def _usage(value: UsageLike) -> Usage | None:
+    if value is None or isinstance(value, Usage):
+        return value
+    if isinstance(value, tuple):
+        return Usage(input_tokens=value[0], output_tokens=value[1], requests=1)
+    return Usage(
+        input_tokens=int(value.get("input_tokens", value.get("prompt_tokens", 0))),
+        output_tokens=int(value.get("output_tokens", value.get("completion_tokens", 0))),
+        requests=1,
+    )
+
+
+def reply(text: str, usage: UsageLike = None, *, delay: float = 0.0,
+          raw: bool = False) -> ScriptReply:
+    """A text answer. ``usage`` is a Usage, ``{"input_tokens", "output_tokens"}`` or a pair."""
+    return ScriptReply(text=text, usage=_usage(usage), delay=delay, raw=raw)
+
+
+def call(name: str, arguments: Mapping[str, Any] | str | None = None, id: str | None = None,
+         *, delay: float = 0.0) -> ScriptCall:
+    """A call to ``name``; a dict is encoded to JSON, a string is sent verbatim."""
+    return ScriptCall(name=name, arguments=arguments_text(arguments), id=id, delay=delay)
+
+
+def calls(*items: ScriptCall, text: str | None = None, usage: UsageLike = None,
+          delay: float = 0.0) -> ScriptCalls:
+    """One turn holding every call in ``items`` (parallel calls)."""
+    return ScriptCalls(calls=items, text=text, usage=_usage(usage), delay=delay)
+
+
+def error(status: int, message: str = "scripted error", retry_after: float | str | None = None,
+          *, delay: float = 0.0) -> ScriptError:
+    """An HTTP error answer with an optional ``Retry-After``."""
+    return ScriptError(status=status, message=message, retry_after=retry_after, delay=delay)
+
+
+def drop(*, delay: float = 0.0) -> ScriptDrop:
+    """Close the connection without answering (after ``delay``)."""
+    return ScriptDrop(delay=delay)
+
+
+def completion(text: str, usage: UsageLike = None, *, delay: float = 0.0) -> ScriptCompletion:
+    """Raw completion text for ``/v1/completions``."""
+    return ScriptCompletion(text=text, usage=_usage(usage), delay=delay)
+
+
+def http_response(body: bytes | str | Mapping[str, Any] | Sequence[Any] = b"", status: int = 200,
+                  *, content_type: str = "application/json",
+                  headers: Mapping[str, str] | None = None,
+                  delay: float = 0.0) -> ScriptHTTP:
+    """Answer with exactly this status and body (JSON-encoded when not text or bytes), e.g.
+    a 200 whose body is not JSON, or a reply missing its ``choices``."""
+    if isinstance(body, str):
+        data = body.encode()
+    elif isinstance(body, bytes):
+        data = body
+    else:
+        data = orjson.dumps(body)
+    return ScriptHTTP(status=status, body=data, content_type=content_type,
+                      headers=tuple((headers or {}).items()), delay=delay)
+
+
+# -- the JSON script file --------------------------------------------------------------------
+
+
+def turn_from_dict(data: Mapping[str, Any]) -> ScriptTurn:
+    """One turn from its JSON form (one of the keys ``reply``, ``call``, ``calls``, ``error``,
+    ``drop``, ``completion``, plus optional ``delay`` and ``usage``)::
+
+        {"reply": "Hello!", "usage": {"input_tokens": 20, "output_tokens": 3}}
+        {"call": "sayHello", "arguments": {"name": "Alice"}, "id": "call_1"}
+        {"calls": [{"name": "a", "arguments": {}}, {"name": "b", "arguments": "{bad"}]}
+        {"error": 429, "message": "slow down", "retry_after": 1}
+        {"drop": true, "delay": 0.5}
+        {"completion": "<|channel|>final<|message|>Hi<|return|>"}
+
+    Raises:
+        ValueError: no or several turn keys, or a field of the wrong type.
+    """
+    kinds = [k for k in ("reply", "call", "calls", "error", "drop", "completion") if k in data]
+    if len(kinds) != 1:
+        raise ValueError(
+            "a turn needs exactly one of reply, call, calls, error, drop, completion; "
+            f"got {sorted(data)}"
+        )
+    kind = kinds[0]
+    delay = float(data.get("delay", 0.0))
+    usage = _usage(data.get("usage"))
+    if kind == "reply":
+        return ScriptReply(text=str(data["reply"]), usage=usage, delay=delay,
+                           raw=bool(data.get("raw", False)))
+    if kind == "call":
+        return call(str(data["call"]), data.get("arguments"), data.get("id"), delay=delay)
+    if kind == "calls":
+        items = data["calls"]
+        if not isinstance(items, list):
+            raise ValueError("'calls' must be a list of {name, arguments, id}")
+        return ScriptCalls(
+            calls=tuple(call(str(c["name"]), c.get("arguments"), c.get("id")) for c in items),
+            text=data.get("text"),
+            usage=usage,
+            delay=delay,
+        )
+    if kind == "error":
+        return ScriptError(status=int(data["error"]),
+                           message=str(data.get("message", "scripted error")),
+                           retry_after=data.get("retry_after"), delay=delay)
+    if kind == "drop":
+        return ScriptDrop(delay=delay)
+    return ScriptCompletion(text=str(data["completion"]), usage=usage, delay=delay)
+
+
+def load_script(source: str | Path | Sequence[Any] | Mapping[str, Any]) -> tuple[
+    list[ScriptTurn], bool
+]:
+    """Read a script: a path to a JSON file, or its decoded content. Returns ``(turns, loop)``.
+
+    The content is a list of turn objects (see :func:`turn_from_dict`) or
+    ``{"turns": [...], "loop": false}``.
+
+    Raises:
+        ValueError: naming the turn (by index) that cannot be read.
+    """
+    data: Any = source
+    if isinstance(source, (str, Path)):
+        data = orjson.loads(Path(source).read_bytes())
+    loop = False
+    if isinstance(data, Mapping):
+        loop = bool(data.get("loop", False))
+        data = data.get("turns", [])
+    if not isinstance(data, Sequence) or isinstance(data, (str, bytes)):
+        raise ValueError("a script is a list of turns or {\"turns\": [...]}")
+    turns: list[ScriptTurn] = []
+    for index, item in enumerate(data):
+        if not isinstance(item, Mapping):
+            raise ValueError(f"turn {index}: expected an object, got {type(item).__name__}")
+        try:
+            turns.append(turn_from_dict(item))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"turn {index}: {exc}") from exc
+    return turns, loop
+
+
+# -- the server ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """A request the server received on a model endpoint."""
+
+    path: str
+    headers: dict[str, str]
+    """Header names in lower case."""
+    body: Any
+    """The decoded JSON body (the raw text when it was not JSON)."""
+
+
+@dataclass(slots=True)
+class _Answer:
+    status: int
+    body: bytes
+    content_type: bytes = b"application/json"
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    drop: bool = False
+
+
+_MODEL_PATHS = ("/v1/chat/completions", "/v1/responses", "/v1/completions")
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
+                403: "permission_error", 404: "not_found_error", 429: "rate_limit_error"}
+
+
+def _json_error(status: int, message: str, headers: Iterable[tuple[bytes, bytes]] = ()) -> _Answer:
+    kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    body = {"error": {"message": message, "type": kind, "param": None, "code": status}}
+    return _Answer(status, orjson.dumps(body), headers=list(headers))
+
+
+def _sse(events: Iterable[Mapping[str, Any]]) -> bytes:
+    parts = [b"data: " + orjson.dumps(e) + b"\n\n" for e in events]
+    parts.append(b"data: [DONE]\n\n")
+    return b"".join(parts)
+
+
+class ScriptedServer:
+    """A real HTTP server on 127.0.0.1 answering from a script (see the module docs).
+
+    Args:
+        script: Turns consumed in order by every model endpoint, or a callable
+            ``(path, body) -> turn`` (returning None means exhausted).
+        host: Interface to listen on.
+        port: Port; 0 picks a free one.
+        loop: Replay the script from the start when it runs out (for benchmarks).
+        models: Model ids listed by ``GET /v1/models``.
+        record: Keep every request in :attr:`requests` (turn off for long benchmark runs).
+    """
+
+    def __init__(
+        self,
+        script: Sequence[ScriptTurn] | ScriptFunction = (),
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        loop: bool = False,
+        models: Sequence[str] = ("scripted",),
+        record: bool = True,
+    ) -> None:
+        self._function: ScriptFunction | None = script if callable(script) else None
+        self._turns: list[ScriptTurn] = [] if callable(script) else list(script)
+        self._index = 0
+        self._lock = threading.Lock()
+        self._repeat = loop
+        self._record = record
+        self.host = host
+        self.port = port
+        self.models = tuple(models)
+        self.requests: list[RecordedRequest] = []
+        """Every request received on a model endpoint, in arrival order."""
+        self.connections = 0
+        """TCP connections accepted so far (to check keep-alive reuse)."""
+        self._counter = 0
+        self._thread: threading.Thread | None = None
+        self._aio: asyncio.AbstractEventLoop | None = None
+        self._ready = threading.Event()
+        self._startup_error: BaseException | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1``."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    def start(self) -> ScriptedServer:
+        """Start serving in a background thread; returns once the port is bound."""
+        if self._thread is not None:
+            return self
+        self._thread = threading.Thread(target=self._serve, name="scripted-server", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._startup_error is not None:
+            self._thread.join()
+            self._thread = None
+            raise OSError(f"scripted server could not listen on {self.host}:{self.port}: "
+                          f"{self._startup_error}") from self._startup_error
+        return self
+
+    def close(self) -> None:
+        """Stop serving and close every connection."""
+        thread, aio = self._thread, self._aio
+        if thread is None or aio is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop already stopped
+            aio.call_soon_threadsafe(aio.stop)
+        thread.join()
+        self._thread = None
+
+    def __enter__(self) -> ScriptedServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def add(self, *turns: ScriptTurn) -> None:
+        """Append turns to a list script (also while serving)."""
+        with self._lock:
+            self._turns.extend(turns)
+
+    @property
+    def remaining(self) -> int:
+        """Turns not consumed yet (0 for a callable script)."""
+        return max(0, len(self._turns) - self._index)
+
+    def _serve(self) -> None:
+        aio = asyncio.new_event_loop()
+        asyncio.set_event_loop(aio)
+        self._aio = aio
+        try:
+            server = aio.run_until_complete(
+                asyncio.start_server(self._connection, self.host, self.port, backlog=2048)
+            )
+        except OSError as exc:
+            self._startup_error = exc
+            self._ready.set()
+            aio.close()
+            return
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        try:
+            aio.run_forever()
+        finally:
+            server.close()
+            for writer in list(self._writers):
+                writer.close()
+            tasks = asyncio.all_tasks(aio)
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                aio.run_until_complete(asyncio.wait(tasks, timeout=5.0))
+            aio.run_until_complete(server.wait_closed())
+            aio.close()
+
+    # -- HTTP -------------------------------------------------------------------------------
+
+    async def _connection(self, reader: asyncio.StreamReader,
+                          writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        self.connections += 1
+        conn = h11.Connection(h11.SERVER)
+        try:
+            while True:
+                request, body = await self._read(conn, reader, writer)
+                if request is None:
+                    break
+                answer = await self._answer(request, body)
+                if answer.drop:
+                    break
+                self._write(conn, writer, answer)
+                await writer.drain()
+                if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                    break
+                conn.start_next_cycle()
+        except h11.RemoteProtocolError as exc:
+            with contextlib.suppress(ConnectionError):
+                answer = _json_error(400, f"malformed HTTP request: {exc}")
+                writer.write(
+                    b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+                    b"connection: close\r\ncontent-length: "
+                    + str(len(answer.body)).encode() + b"\r\n\r\n" + answer.body
+                )
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, h11.LocalProtocolError):
+            pass
+        except asyncio.CancelledError:
+            # The server is shutting down. End quietly: on Python 3.11 the streams machinery
+            # logs a cancelled connection handler as an unhandled error.
+            pass
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+                await writer.wait_closed()
+
+    @staticmethod
+    async def _read(conn: h11.Connection, reader: asyncio.StreamReader,
+                    writer: asyncio.StreamWriter) -> tuple[h11.Request | None, bytes]:
+        request: h11.Request | None = None
+        body = bytearray()
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                if conn.they_are_waiting_for_100_continue:  # e.g. curl with a large body
+                    writer.write(conn.send(h11.InformationalResponse(status_code=100,
+                                                                      headers=[])))
+                conn.receive_data(await reader.read(65536))
+            elif isinstance(event, h11.Request):
+                request = event
+            elif isinstance(event, h11.Data):
+                body += event.data
+            elif isinstance(event, h11.EndOfMessage):
+                return request, bytes(body)
+            elif isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
+                return None, b""
+
+    @staticmethod
+    def _write(conn: h11.Connection, writer: asyncio.StreamWriter, answer: _Answer) -> None:
+        headers = [(b"content-type", answer.content_type), *answer.headers]
+        if answer.content_type != b"text/event-stream":
+            headers.append((b"content-length", str(len(answer.body)).encode()))
+        else:
+            headers.append((b"cache-control", b"no-cache"))
+        writer.write(conn.send(h11.Response(status_code=answer.status, headers=headers)))
+        writer.write(conn.send(h11.Data(data=answer.body)))
+        writer.write(conn.send(h11.EndOfMessage()))
+
+    async def _answer(self, request: h11.Request, raw: bytes) -> _Answer:
+        path = request.target.decode("latin-1").split("?", 1)[0]
+        method = request.method.decode("latin-1")
+        if path == "/v1/models":
+            if method != "GET":
+                return _json_error(405, f"{method} is not allowed on {path}; use GET")
+            data = [{"id": m, "object": "model", "created": 0, "owned_by": "gramagent"}
+                    for m in self.models]
+            return _Answer(200, orjson.dumps({"object": "list", "data": data}))
+        if path not in _MODEL_PATHS:
+            return _json_error(404, f"no such endpoint: {path} (this scripted server serves "
+                                    f"{', '.join(_MODEL_PATHS)} and /v1/models)")
+        if method != "POST":
+            return _json_error(405, f"{method} is not allowed on {path}; use POST")
+        try:
+            body: Any = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            self._keep(path, request, raw.decode("utf-8", errors="replace"))
+            return _json_error(400, f"the request body is not JSON: {exc}")
+        self._keep(path, request, body)
+        if not isinstance(body, dict):
+            return _json_error(400, "the request body must be a JSON object")
+        try:
+            turn = self._next_turn(path, body)
+        except Exception as exc:  # a script function failing is the script's bug, not ours
+            return _json_error(500, f"the script function raised {type(exc).__name__}: {exc}")
+        if turn is None:
+            return _json_error(500, "script exhausted")
+        if turn.delay > 0:
+            await asyncio.sleep(turn.delay)
+        try:
+            return self._render(path, body, raw, turn)
+        except Exception as exc:  # a malformed request must not stop the server
+            return _json_error(400, f"cannot answer this request: {type(exc).__name__}: {exc}")
+
+    def _keep(self, path: str, request: h11.Request, body: Any) -> None:
+        if self._record:
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in request.headers}
+            self.requests.append(RecordedRequest(path=path, headers=headers, body=body))
+
+    def _next_turn(self, path: str, body: Any) -> ScriptTurn | None:
+        if self._function is not None:
+            return self._function(path, body)
+        with self._lock:
+            if self._index >= len(self._turns):
+                if not (self._repeat and self._turns):
+                    return None
+                self._index = 0
+            turn = self._turns[self._index]
+            self._index += 1
+            return turn
+
+    # -- rendering --------------------------------------------------------------------------
+
+    def _render(self, path: str, body: dict[str, Any], raw: bytes, turn: ScriptTurn) -> _Answer:
+        if isinstance(turn, ScriptDrop):
+            return _Answer(0, b"", drop=True)
+        if isinstance(turn, ScriptHTTP):
+            return _Answer(turn.status, turn.body, content_type=turn.content_type.encode(),
+                           headers=[(k.encode(), v.encode()) for k, v in turn.headers])
+        if isinstance(turn, ScriptError):
+            headers = []
+            if turn.retry_after is not None:
+                value = turn.retry_after
+                if isinstance(value, float) and value.is_integer():
+                    value = int(value)
+                headers.append((b"retry-after", str(value).encode()))
+            return _json_error(turn.status, turn.message, headers)
+        self._counter += 1
+        n = self._counter
+        asked = body.get("model")
+        model = asked if isinstance(asked, str) else self.models[0]
+        stream = body.get("stream") is True
+        options = body.get("stream_options")
+        include_usage = isinstance(options, dict) and options.get("include_usage") is True
+        if path == "/v1/completions":
+            return self._render_completion(turn, n, model, raw, stream, include_usage)
+        result = self._model_turn(turn, n, raw)
+        if path == "/v1/responses":
+            if stream:
+                return _json_error(400, "this scripted server does not stream /v1/responses")
+            return _Answer(200, orjson.dumps(
+                render_response(result, model=model, response_id=f"resp_{n}", request=body)
+            ))
+        if _wants_tool_step(body) and not (isinstance(turn, ScriptReply) and turn.raw):
+            result = ModelTurn(text=tool_step_content(result), usage=result.usage,
+                               finish_reason="stop")
+        legacy = bool(body.get("functions")) and not body.get("tools")
+        if stream:
+            chunks = render_chat_chunks(result, model=model, legacy=legacy,
+                                        include_usage=include_usage,
+                                        completion_id=f"chatcmpl-{n}")
+            return _Answer(200, _sse(chunks), content_type=b"text/event-stream")
+        return _Answer(200, orjson.dumps(
+            render_chat_completion(result, model=model, legacy=legacy,
+                                   completion_id=f"chatcmpl-{n}")
+        ))
+
+    @staticmethod
+    def _model_turn(turn: ScriptTurn, n: int, raw: bytes) -> ModelTurn:
+        if isinstance(turn, ScriptReply | ScriptCompletion):
+            return ModelTurn(text=turn.text, usage=turn.usage or _estimate(raw, turn.text),
+                             finish_reason="stop")
+        if isinstance(turn, ScriptCall):
+            turn = ScriptCalls(calls=(turn,), delay=turn.delay)
+        assert isinstance(turn, ScriptCalls)
+        tool_calls = tuple(
+            ToolCall(id=c.id or f"call_{n}_{k}", name=c.name, arguments=c.arguments)
+            for k, c in enumerate(turn.calls)
+        )
+        written = (turn.text or "") + "".join(c.name + c.arguments for c in tool_calls)
+        return ModelTurn(text=turn.text, tool_calls=tool_calls,
+                         usage=turn.usage or _estimate(raw, written), finish_reason="tool_calls")
+
+    @staticmethod
+    def _render_completion(turn: ScriptTurn, n: int, model: str, raw: bytes, stream: bool,
+                           include_usage: bool) -> _Answer:
+        if not isinstance(turn, ScriptCompletion | ScriptReply):
+            return _json_error(
+                500, f"a {type(turn).__name__} turn cannot be served on /v1/completions; "
+                     "script completion(text) for it",
+            )
+        usage = turn.usage or _estimate(raw, turn.text)
+        usage_dict = {"prompt_tokens": usage.input_tokens,
+                      "completion_tokens": usage.output_tokens,
+                      "total_tokens": usage.total_tokens}
+        head = {"id": f"cmpl-{n}", "object": "text_completion", "created": int(time.time()),
+                "model": model}
+        if not stream:
+            return _Answer(200, orjson.dumps({
+                **head,
+                "choices": [{"index": 0, "text": turn.text, "logprobs": None,
+                             "finish_reason": "stop"}],
+                "usage": usage_dict,
+            }))
+        text = turn.text
+        events: list[dict[str, Any]] = [
+            {**head, "choices": [{"index": 0, "text": text[i:i + 16], "logprobs": None,
+                                  "finish_reason": None}]}
+            for i in range(0, len(text), 16)
+        ]
+        events.append({**head, "choices": [{"index": 0, "text": "", "logprobs": None,
+                                            "finish_reason": "stop"}]})
+        if include_usage:
+            events.append({**head, "choices": [], "usage": usage_dict})
+        return _Answer(200, _sse(events), content_type=b"text/event-stream")
+
+
+def _wants_tool_step(body: Mapping[str, Any]) -> bool:
+    fmt = body.get("response_format")
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        return False
+    schema = fmt.get("json_schema")
+    return isinstance(schema, dict) and schema.get("name") == STEP_SCHEMA_NAME
+
+
+def _estimate(raw: bytes, written: str) -> Usage:
+    """Token counts of the rough size a real server would report (~4 characters a token)."""
+    return Usage(input_tokens=max(1, len(raw) // 4), output_tokens=max(1, len(written) // 4),
+                 requests=1)
+
+
+# -- command line ----------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m gramagent.testing --script FILE [--port N] [--loop]``.
+
+    Prints the base URL as the first line of stdout, then serves until interrupted or
+    terminated.
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m gramagent.testing",
+        description="Serve a scripted OpenAI-compatible API on 127.0.0.1.",
+    )
+    parser.add_argument("--script", type=Path, help="JSON script file (a list of turns)")
+    parser.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    parser.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    parser.add_argument("--loop", action="store_true", help="replay the script cyclically")
+    parser.add_argument("--record", action="store_true",
+                        help="keep requests in memory (off by default for long runs)")
+    args = parser.parse_args(argv)
+    turns: list[ScriptTurn] = []
+    repeat = args.loop
+    if args.script is not None:
+        try:
+            turns, file_loop = load_script(args.script)
+        except (OSError, ValueError) as exc:
+            parser.error(f"{args.script}: {exc}")
+        repeat = repeat or file_loop
+    stop = threading.Event()
+
+    def _stop(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    with ScriptedServer(turns, host=args.host, port=args.port, loop=repeat,
+                        record=args.record) as server:
+        print(server.base_url, flush=True)
+        while not stop.wait(0.5):
+            pass
+    return 0
+
