@@ -51,9 +51,10 @@ from pathlib import Path
 from typing import Any
 
 from gramagent._messages import UserMessage
-from gramagent._models.base import Model, ModelRequest, ToolChoice, ToolDefinition
+from gramagent._models.base import Model, ModelRequest, ToolChoice
 from gramagent._models.registry import resolve_model
 from gramagent._spec.bfcl import normalize_bfcl_function
+from gramagent._spec.definition import ToolDefinition
 from gramagent._spec.model import ModelRef
 
 INSTRUCTION = (

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from gramagent._messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
-from gramagent._models.base import ModelRequest, ToolDefinition
+from gramagent._models.base import ModelRequest
+from gramagent._spec.definition import ToolDefinition
 from gramagent.testing import ScriptedServer
 
 SAY_HELLO = ToolDefinition(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gramagent._models.base import ToolDefinition
+from gramagent._spec.definition import ToolDefinition
 
 GET_LOCATION = ToolDefinition(
     name="get_location",

@@ -9,11 +9,12 @@ import orjson
 import pytest
 
 from gramagent._messages import ToolResultMessage, UserMessage
-from gramagent._models.base import ModelRequest, NamedToolChoice, ToolChoice, ToolDefinition
+from gramagent._models.base import ModelRequest, NamedToolChoice, ToolChoice
 from gramagent._models.harmony import HarmonyModel, build_prompt, read_completion
 from gramagent._models.registry import resolve_model
 from gramagent._runtime.library import ToolLibrary
 from gramagent._runtime.loop import run_agent
+from gramagent._spec.definition import ToolDefinition
 from gramagent._spec.model import Agent
 from gramagent.errors import ConfigurationError, ModelAPIError
 from gramagent.testing import ScriptedServer, completion, error, http_response

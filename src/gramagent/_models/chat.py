@@ -69,19 +69,14 @@ from gramagent._models._wire import (
     tool_parameters,
     usage_from,
 )
-from gramagent._models.base import (
-    ModelRequest,
-    ModelTurn,
-    NamedToolChoice,
-    ToolChoice,
-    ToolDefinition,
-)
+from gramagent._models.base import ModelRequest, ModelTurn, NamedToolChoice, ToolChoice
 from gramagent._models.http import HTTPAdapter, HTTPClient, HTTPOptions
 from gramagent._models.jsoncalls import (
     extract_json_calls,
     read_tool_step,
     tool_step_response_format,
 )
+from gramagent._spec.definition import ToolDefinition
 from gramagent.errors import ConfigurationError
 
 __all__ = [

@@ -40,7 +40,7 @@ from typing import Any, Final, Literal, TypeAlias
 import orjson
 
 from gramagent._messages import AssistantMessage, Message, ToolResultMessage, UserMessage
-from gramagent._models.base import ToolDefinition
+from gramagent._spec.definition import ToolDefinition
 
 __all__ = [
     "DEFAULT_KNOWLEDGE_CUTOFF",

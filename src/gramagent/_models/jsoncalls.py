@@ -30,7 +30,8 @@ import orjson
 from gramagent import _json as exact_json
 from gramagent._messages import ToolCall
 from gramagent._models._wire import arguments_text, new_call_id
-from gramagent._models.base import ModelTurn, NamedToolChoice, ToolChoice, ToolDefinition
+from gramagent._models.base import ModelTurn, NamedToolChoice, ToolChoice
+from gramagent._spec.definition import ToolDefinition
 from gramagent.errors import ConfigurationError
 
 __all__ = [

@@ -42,14 +42,9 @@ from gramagent._models._wire import (
     tool_parameters,
     usage_from,
 )
-from gramagent._models.base import (
-    ModelRequest,
-    ModelTurn,
-    NamedToolChoice,
-    ToolChoice,
-    ToolDefinition,
-)
+from gramagent._models.base import ModelRequest, ModelTurn, NamedToolChoice, ToolChoice
 from gramagent._models.http import HTTPAdapter, HTTPClient, HTTPOptions
+from gramagent._spec.definition import ToolDefinition
 
 __all__ = [
     "RESPONSES_PATH",

@@ -19,8 +19,8 @@ from typing import Any, Final
 
 import orjson
 
-from gramagent._runtime.calls import ToolErrorType, error_text
 from gramagent._runtime.library import Tool, ToolContext
+from gramagent._spec.calls import ToolErrorType, error_text
 
 __all__ = ["DRY_RUN_RESULT", "Outcome", "execute", "render_output"]
 

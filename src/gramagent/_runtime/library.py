@@ -34,10 +34,10 @@ from dataclasses import KW_ONLY, dataclass, field
 from types import MappingProxyType
 from typing import Any, overload
 
-from gramagent._models.base import ToolDefinition
-from gramagent._runtime.calls import near_names
 from gramagent._runtime.introspect import describe_function
 from gramagent._runtime.limits import INHERIT, Inherit
+from gramagent._spec.calls import near_names
+from gramagent._spec.definition import ToolDefinition
 from gramagent._spec.model import Agent, Param, Signature, ToolSpec
 from gramagent.errors import SchemaError, ToolError
 

@@ -45,14 +45,6 @@ from gramagent._messages import (
     UserMessage,
 )
 from gramagent._models.base import Model, ModelRequest, ModelTurn, ToolChoice
-from gramagent._runtime.calls import (
-    INVALID_CALL_TYPES,
-    CallRejection,
-    ToolErrorType,
-    check_parsed,
-    parse_arguments,
-    rejection,
-)
 from gramagent._runtime.events import (
     UNKNOWN_TOOL_LABEL,
     EventSink,
@@ -65,6 +57,14 @@ from gramagent._runtime.events import (
 from gramagent._runtime.invoke import Outcome, execute
 from gramagent._runtime.library import BoundAgent, Tool, ToolContext, ToolLibrary
 from gramagent._runtime.limits import INHERIT, RunLimits
+from gramagent._spec.calls import (
+    INVALID_CALL_TYPES,
+    CallRejection,
+    ToolErrorType,
+    check_parsed,
+    parse_arguments,
+    rejection,
+)
 from gramagent._spec.model import Agent, ModelRef
 from gramagent.errors import (
     ConfigurationError,

@@ -182,6 +182,8 @@ def check_parsed(
         return unknown_tool(name, validators.keys())
     schema = schemas.get(name)
     if schema is not None and _has_null(arguments):
+        # Imported here, not at the top: spec.schema pulls in jsonschema (~75 ms), which the
+        # Harmony parser's use of this module never needs.
         from gramagent._spec.schema import strip_strict_nulls
 
         arguments = strip_strict_nulls(arguments, schema)

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gramagent._runtime.calls import (
+from gramagent._spec.calls import (
     MAX_PAYLOAD_BYTES,
     TOOL_ERROR_TYPES,
     CallRejection,
