@@ -140,3 +140,52 @@ async def test_resolved_model_talks_to_a_loopback_server(serve, make_request):
     assert turn.text == "resolved"
     assert srv.requests[0].path == "/v1/responses"
     assert "authorization" not in srv.requests[0].headers
+
+
+# -- the table of wire formats -----------------------------------------------------------------
+
+
+def test_one_registration_reaches_resolve_model_the_cli_and_the_scripted_server(monkeypatch):
+    """A wire format registered once is built by resolve_model, offered by ``--api`` and
+    served by the scripted server: nothing else lists the formats."""
+    import typer
+
+    from gramagent._cli.run_commands import _api_choice
+    from gramagent._models.registry import WIRE_FORMATS, WireFormat, register_wire_format
+    from gramagent.testing import ScriptedServer
+
+    monkeypatch.setattr("gramagent._models.registry.WIRE_FORMATS", dict(WIRE_FORMATS))
+    from gramagent._models import registry
+
+    register_wire_format(WireFormat(
+        name="chat-strict", adapter="gramagent._models.chat:ChatCompletionsModel",
+        endpoint="/chat/completions", renderer="gramagent._models.chat:render_reply",
+        options={"strict": True}, summary="Chat Completions, strict tools"))
+    assert "chat-strict" in registry.api_names()
+    model = resolve_model("openai/m", api="chat-strict", api_key="k")
+    assert isinstance(model, ChatCompletionsModel) and model.strict is True
+    assert _api_choice("Chat-Strict") == "chat-strict"  # what --api accepts
+    with pytest.raises(typer.BadParameter, match="chat-strict"):
+        _api_choice("chat-lax")
+    with ScriptedServer([reply("ok")]) as server:
+        served = {"/v1" + w.endpoint for w in registry.WIRE_FORMATS.values()}
+        assert set(server._renderers) == served
+
+
+def test_registration_refuses_a_taken_name_and_a_second_renderer_for_an_endpoint(monkeypatch):
+    """Two formats may share an endpoint only if they answer it the same way."""
+    from gramagent._models.registry import WIRE_FORMATS, WireFormat, register_wire_format
+
+    monkeypatch.setattr("gramagent._models.registry.WIRE_FORMATS", dict(WIRE_FORMATS))
+    base = dict(adapter="gramagent._models.chat:ChatCompletionsModel", summary="x")
+    with pytest.raises(ValueError, match="already registered"):
+        register_wire_format(WireFormat(name="chat", endpoint="/other", renderer="m:f", **base))
+    with pytest.raises(ValueError, match="is rendered by"):
+        register_wire_format(WireFormat(name="new", endpoint="/chat/completions",
+                                        renderer="m:other", **base))
+
+
+def test_unknown_api_lists_the_registered_ones():
+    """An unknown api is a ConfigurationError naming every registered format."""
+    with pytest.raises(ConfigurationError, match="chat, functions, responses, harmony"):
+        resolve_model("openai/m", api="chatt", api_key="k")

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from gramagent._models.harmony import read_completion
 from gramagent._models.http import parse_sse
 from gramagent.testing import (
     ScriptCall,
@@ -130,12 +131,19 @@ def test_completions_stream(serve):
     assert answer.text.rstrip().endswith("data: [DONE]")
 
 
-def test_calls_on_completions_endpoint_explain_themselves(serve):
-    """A call turn cannot be served as raw text; the error says what to script instead."""
-    srv = serve([call("f", {})])
+def test_calls_on_completions_endpoint_are_written_in_harmony(serve):
+    """A call turn on /v1/completions comes back as the Harmony text gpt-oss would generate
+    (stopped before <|call|>), and the Harmony adapter reads the same call out of it."""
+    srv = serve([calls(call("sayHello", {"personName": "Al"}, id="c1"), text="Let me greet.")])
     answer = httpx.post(srv.base_url + "/completions", json={"model": "m", "prompt": "p"})
-    assert answer.status_code == 500
-    assert "completion(text)" in answer.json()["error"]["message"]
+    assert answer.status_code == 200
+    text = answer.json()["choices"][0]["text"]
+    assert text == ("<|channel|>commentary<|message|>Let me greet.<|end|>"
+                    "<|start|>assistant to=functions.sayHello<|channel|>commentary "
+                    '<|constrain|>json<|message|>{"personName":"Al"}')
+    turn = read_completion(answer.json())
+    assert [(c.name, c.arguments) for c in turn.tool_calls] == [("sayHello", '{"personName":"Al"}')]
+    assert turn.text == "Let me greet."
 
 
 def test_error_turn_sends_retry_after(serve):

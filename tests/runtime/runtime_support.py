@@ -12,12 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gramagent._models.base import Model
+from gramagent._models.harmony_parse import HarmonyMessage, parse_harmony
+from gramagent._models.registry import WIRE_FORMATS, api_names
 from gramagent._runtime.library import ToolContext, ToolLibrary
 from gramagent._spec.model import Agent
 from gramagent.testing import ScriptedServer, ScriptTurn
 
-APIS = ("chat", "functions", "responses")
-PARALLEL_APIS = ("chat", "responses")  # legacy functions carry one call per turn
+APIS = api_names()
+"""Every registered wire format: the loop's guarantees hold in each."""
+PARALLEL_APIS = tuple(name for name, wire in WIRE_FORMATS.items() if wire.parallel_calls)
+"""The formats whose replies carry several calls (legacy functions and Harmony make one)."""
 GREETING = "Returns a friendly greeting message for the given name."
 HELLO = "Hello, Alice! Nice to meet you."
 """What the sayHello of :func:`make_tools` answers for Alice."""
@@ -109,9 +113,26 @@ def reference_hash(arguments: object) -> str:
 
 # -- reading what the model was sent ---------------------------------------------------------
 
+def _harmony(body: dict[str, Any]) -> list[HarmonyMessage]:
+    """The messages of a Harmony prompt (``/v1/completions`` bodies); none for other formats."""
+    prompt = body.get("prompt")
+    return parse_harmony(prompt) if isinstance(prompt, str) else []
+
+
+def sent_tools(body: dict[str, Any]) -> str:
+    """The tool declarations of a request body as text, whatever the wire format."""
+    declared = body.get("tools", body.get("functions"))
+    if declared is not None:
+        return json.dumps(declared)
+    return "".join(m.content for m in _harmony(body) if m.role == "developer")
+
+
 def sent_results(body: dict[str, Any]) -> list[tuple[str | None, str]]:
-    """(call id, content) of every tool result in a request body, whatever the wire format."""
-    out: list[tuple[str | None, str]] = []
+    """(call id, content) of every tool result in a request body, whatever the wire format
+    (legacy functions and Harmony carry no call ids: None)."""
+    out: list[tuple[str | None, str]] = [
+        (None, m.content) for m in _harmony(body) if m.role == "tool"
+    ]
     for item in body.get("messages", ()):
         if item.get("role") == "tool":
             out.append((item["tool_call_id"], item["content"]))
@@ -131,17 +152,28 @@ def sent_calls(body: dict[str, Any]) -> list[str]:
         if item.get("function_call"):
             names.append(item["function_call"]["name"])
     names.extend(i["name"] for i in body.get("input", ()) if i.get("type") == "function_call")
+    names.extend(m.name for m in _harmony(body) if m.role == "assistant" and m.name)
     return names
 
 
 def sent_choice(body: dict[str, Any]) -> Any:
-    """The tool choice of a request body (``function_call`` for legacy functions)."""
-    return body.get("tool_choice", body.get("function_call"))
+    """The tool choice of a request body (``function_call`` for legacy functions; for Harmony,
+    read back from the prompt: tools left out, or the prefill that forces a call)."""
+    prompt = body.get("prompt")
+    if not isinstance(prompt, str):
+        return body.get("tool_choice", body.get("function_call"))
+    start, _, prefill = prompt.rpartition("<|start|>assistant")
+    if prefill == "<|channel|>commentary to=functions.":
+        return "required"
+    if prefill:
+        return {"name": prefill.split("to=functions.", 1)[1].split(" ", 1)[0]}
+    return "auto" if "namespace functions" in start else "none"
 
 
 def user_texts(body: dict[str, Any]) -> list[str]:
     items = body.get("messages", body.get("input", ()))
-    return [i["content"] for i in items if i.get("role") == "user"]
+    texts = [i["content"] for i in items if i.get("role") == "user"]
+    return texts + [m.content for m in _harmony(body) if m.role == "user"]
 
 
 class Barrier:

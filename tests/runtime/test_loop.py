@@ -19,6 +19,7 @@ from runtime_support import (
     sent_calls,
     sent_choice,
     sent_results,
+    sent_tools,
     user_texts,
 )
 
@@ -49,7 +50,7 @@ async def test_say_hello_conversation(api: str, tools: Tools, agent: Agent,
                                                   "assistant"]
     assert response.usage.requests == 2 and response.usage.total_tokens > 0
     first, second = (r.body for r in server.requests)
-    assert "sayHello" in json.dumps(first.get("tools", first.get("functions")))
+    assert "sayHello" in sent_tools(first)
     assert sent_results(first) == []
     assert [content for _, content in sent_results(second)] == [HELLO]
     assert user_texts(second) == ["Hi, I'm Alice"]

@@ -17,7 +17,6 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,7 @@ from rich.console import Console
 
 from gramagent._cli import app, err_console, handle_errors
 from gramagent._logs import add_secret, configure_logging, env_secrets, redact, reset_logging
+from gramagent._models.registry import api_names
 from gramagent.errors import ConfigurationError, GramagentError, RunError
 
 if TYPE_CHECKING:
@@ -37,19 +37,10 @@ if TYPE_CHECKING:
     from gramagent._runtime.loop import AgentResponse
     from gramagent._spec.model import Agent
 
-__all__ = ["Api", "RunOptions", "Session", "chat", "load_library", "run"]
+__all__ = ["RunOptions", "Session", "chat", "load_library", "run"]
 
 DEFAULT_TOOLS = "gramagent.tools:builtin_library"
 EXIT_COMMANDS = frozenset({"/exit", "/quit"})
-
-
-class Api(StrEnum):
-    """Wire formats ``--api`` accepts."""
-
-    chat = "chat"
-    functions = "functions"
-    responses = "responses"
-    harmony = "harmony"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -268,8 +259,7 @@ def _error_line(exc: GramagentError) -> None:
 
 
 def _session_options(**kwargs: Any) -> RunOptions:
-    api = kwargs.pop("api")
-    return RunOptions(api=api.value if isinstance(api, Api) else api, **kwargs)
+    return RunOptions(**kwargs)
 
 
 # -- shared option declarations ---------------------------------------------------------------
@@ -281,8 +271,17 @@ _BASE_URL = typer.Option(
     None, "--base-url",
     help="API root of an OpenAI-compatible server (else OPENAI_BASE_URL); an agent whose "
          "model is local/NAME then asks that server for NAME.")
-_API = typer.Option(None, "--api", help="Wire format (default: the model's).",
-                    case_sensitive=False)
+
+
+def _api_choice(value: str | None) -> str | None:
+    """``--api``: one of the registered wire formats, in any case."""
+    if value is None or value.lower() in api_names():
+        return None if value is None else value.lower()
+    raise typer.BadParameter(f"{value!r} is not one of: {', '.join(api_names())}")
+
+
+_API = typer.Option(None, "--api", metavar="API", callback=_api_choice,
+                    help=f"Wire format: {', '.join(api_names())} (default: chat).")
 _API_KEY = typer.Option(None, "--api-key", help="API key (else OPENAI_API_KEY).",
                         show_default=False)
 _TOOLS = typer.Option(None, "--tools", metavar="MODULE:LIBRARY",
@@ -326,7 +325,7 @@ def run(
     agent: str | None = _AGENT,
     model: str | None = _MODEL,
     base_url: str | None = _BASE_URL,
-    api: Api | None = _API,
+    api: str | None = _API,
     api_key: str | None = _API_KEY,
     tools: str | None = _TOOLS,
     json: bool = _JSON,
@@ -377,7 +376,7 @@ def chat(
     agent: str | None = _AGENT,
     model: str | None = _MODEL,
     base_url: str | None = _BASE_URL,
-    api: Api | None = _API,
+    api: str | None = _API,
     api_key: str | None = _API_KEY,
     tools: str | None = _TOOLS,
     json: bool = _JSON,

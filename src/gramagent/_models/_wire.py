@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gramagent import _json as exact_json
@@ -11,10 +12,13 @@ from gramagent._messages import Usage
 from gramagent._spec.definition import ToolDefinition
 
 __all__ = [
+    "RenderedReply",
     "ReplyError",
     "ToolsMemo",
     "arguments_text",
+    "error_reply",
     "new_call_id",
+    "sse",
     "tool_parameters",
     "usage_from",
 ]
@@ -22,6 +26,34 @@ __all__ = [
 
 class ReplyError(ValueError):
     """A server reply an adapter cannot read (the adapter turns it into a ModelAPIError)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedReply:
+    """An HTTP answer as a server of one wire format sends it (built by the format's
+    ``render_reply``, served by :class:`gramagent.testing.ScriptedServer`)."""
+
+    body: bytes
+    content_type: str = "application/json"
+    status: int = 200
+
+
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
+                403: "permission_error", 404: "not_found_error", 429: "rate_limit_error"}
+
+
+def error_reply(status: int, message: str) -> RenderedReply:
+    """An OpenAI-shaped error answer: ``{"error": {"message", "type", "param", "code"}}``."""
+    kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    body = {"error": {"message": message, "type": kind, "param": None, "code": status}}
+    return RenderedReply(exact_json.dumps(body).encode(), status=status)
+
+
+def sse(events: Sequence[Any]) -> bytes:
+    """Server-sent events: one ``data:`` line per event, then ``data: [DONE]``."""
+    parts = [b"data: " + exact_json.dumps(e).encode() + b"\n\n" for e in events]
+    parts.append(b"data: [DONE]\n\n")
+    return b"".join(parts)
 
 
 def new_call_id() -> str:

@@ -53,6 +53,7 @@ import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias, Unpack
 
+from gramagent import _json as exact_json
 from gramagent._messages import (
     AssistantMessage,
     Message,
@@ -62,10 +63,12 @@ from gramagent._messages import (
     UserMessage,
 )
 from gramagent._models._wire import (
+    RenderedReply,
     ReplyError,
     ToolsMemo,
     arguments_text,
     new_call_id,
+    sse,
     tool_parameters,
     usage_from,
 )
@@ -74,7 +77,9 @@ from gramagent._models.http import HTTPAdapter, HTTPClient, HTTPOptions
 from gramagent._models.jsoncalls import (
     extract_json_calls,
     read_tool_step,
+    tool_step_content,
     tool_step_response_format,
+    wants_tool_step,
 )
 from gramagent._spec.definition import ToolDefinition
 from gramagent.errors import ConfigurationError
@@ -90,6 +95,7 @@ __all__ = [
     "parse_chat_reply",
     "render_chat_chunks",
     "render_chat_completion",
+    "render_reply",
 ]
 
 CHAT_PATH = "/chat/completions"
@@ -616,3 +622,24 @@ def render_chat_chunks(
             "model": model, "choices": [], "usage": usage,
         })
     return out
+
+
+def render_reply(turn: ModelTurn, request: Mapping[str, Any], *, model: str, number: int,
+                 verbatim: bool = False) -> RenderedReply:
+    """The answer a Chat Completions server sends to ``request`` for ``turn`` (the renderer of
+    this wire format in :class:`gramagent.testing.ScriptedServer`): the first call as legacy
+    ``function_call`` when the request declares ``functions``, SSE chunks when it asks for a
+    stream, the constrained tool-step content when it asks for that format (unless
+    ``verbatim``: then the text goes out as it is, to script malformed constrained output)."""
+    if wants_tool_step(request) and not verbatim:
+        turn = ModelTurn(text=tool_step_content(turn), usage=turn.usage, finish_reason="stop")
+    legacy = bool(request.get("functions")) and not request.get("tools")
+    reply_id = f"chatcmpl-{number}"
+    if request.get("stream") is True:
+        options = request.get("stream_options")
+        include_usage = isinstance(options, dict) and options.get("include_usage") is True
+        chunks = render_chat_chunks(turn, model=model, legacy=legacy,
+                                    include_usage=include_usage, completion_id=reply_id)
+        return RenderedReply(sse(chunks), content_type="text/event-stream")
+    completion = render_chat_completion(turn, model=model, legacy=legacy, completion_id=reply_id)
+    return RenderedReply(exact_json.dumps(completion).encode())

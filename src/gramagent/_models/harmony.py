@@ -34,14 +34,21 @@ name some function. Harmony calls one tool per turn, so ``parallel_tool_calls`` 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Unpack
 
 import orjson
 
 from gramagent import _json as exact_json
-from gramagent._messages import ToolCall
-from gramagent._models._wire import ReplyError, new_call_id, usage_from
+from gramagent._messages import AssistantMessage, ToolCall
+from gramagent._models._wire import (
+    RenderedReply,
+    ReplyError,
+    new_call_id,
+    sse,
+    usage_from,
+)
 from gramagent._models.base import ModelRequest, ModelTurn, NamedToolChoice, ToolChoice
 from gramagent._models.harmony_parse import (
     CALL,
@@ -52,7 +59,7 @@ from gramagent._models.harmony_parse import (
     HarmonyStreamParser,
     parse_harmony,
 )
-from gramagent._models.harmony_render import Reasoning, render_prompt
+from gramagent._models.harmony_render import Reasoning, render_history, render_prompt
 from gramagent._models.http import HTTPAdapter, HTTPClient, HTTPOptions
 from gramagent.errors import ConfigurationError
 
@@ -65,10 +72,12 @@ __all__ = [
     "HarmonyStreamParser",
     "build_completion_body",
     "build_prompt",
+    "completion_text",
     "parse_harmony",
     "prefill_for",
     "read_completion",
     "render_prompt",
+    "render_reply",
     "turn_from_messages",
 ]
 
@@ -342,3 +351,44 @@ def _assemble(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     if usage is not None:
         out["usage"] = usage
     return out
+
+
+def render_reply(turn: ModelTurn, request: Mapping[str, Any], *, model: str, number: int,
+                 verbatim: bool = False) -> RenderedReply:
+    """The answer a ``/v1/completions`` server sends to ``request`` for ``turn`` (the renderer
+    of this wire format in :class:`gramagent.testing.ScriptedServer`), whole or as SSE in
+    16-character pieces: the text :func:`completion_text` writes for ``turn``, or with
+    ``verbatim`` ``turn.text`` as the raw completion (Harmony tokens and all)."""
+    text = (turn.text or "") if verbatim else completion_text(turn)
+    usage = {} if turn.usage is None else {"usage": {
+        "prompt_tokens": turn.usage.input_tokens,
+        "completion_tokens": turn.usage.output_tokens,
+        "total_tokens": turn.usage.total_tokens,
+    }}
+    head = {"id": f"cmpl-{number}", "object": "text_completion", "created": int(time.time()),
+            "model": model}
+
+    def choice(piece: str, finish: str | None) -> dict[str, Any]:
+        return {"index": 0, "text": piece, "logprobs": None, "finish_reason": finish}
+
+    if request.get("stream") is not True:
+        whole = {**head, "choices": [choice(text, "stop")], **usage}
+        return RenderedReply(exact_json.dumps(whole).encode())
+    events: list[dict[str, Any]] = [
+        {**head, "choices": [choice(text[i:i + 16], None)]} for i in range(0, len(text), 16)
+    ]
+    events.append({**head, "choices": [choice("", "stop")]})
+    options = request.get("stream_options")
+    if usage and isinstance(options, dict) and options.get("include_usage") is True:
+        events.append({**head, "choices": [], **usage})
+    return RenderedReply(sse(events), content_type="text/event-stream")
+
+
+def completion_text(turn: ModelTurn) -> str:
+    """What gpt-oss generates after ``<|start|>assistant`` for ``turn``, as a server with
+    :data:`STOP` as stop sequences returns it: the text as the ``final`` answer; with calls,
+    the text as a ``commentary`` preamble and then the first call (Harmony makes one call per
+    turn), its closing ``<|call|>`` cut off by the stop sequence."""
+    message = AssistantMessage(content=turn.text or "", tool_calls=turn.tool_calls[:1])
+    text = render_history([message], escape_special=False).removeprefix("<|start|>assistant")
+    return text.removesuffix(CALL if turn.tool_calls else END)

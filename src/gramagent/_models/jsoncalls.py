@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -42,6 +42,7 @@ __all__ = [
     "tool_step_content",
     "tool_step_response_format",
     "tool_step_schema",
+    "wants_tool_step",
 ]
 
 FINAL_ANSWER = "final_answer"
@@ -212,6 +213,15 @@ def _broken_call(body: str) -> ToolCall:
     args_match = _ARGUMENTS_FIELD.search(body)
     arguments = body[args_match.end():] if args_match is not None else body
     return ToolCall(id=new_call_id(), name=name, arguments=arguments)
+
+
+def wants_tool_step(body: Mapping[str, Any]) -> bool:
+    """Whether a chat request body asks for the constrained format of :func:`tool_step_schema`."""
+    fmt = body.get("response_format")
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        return False
+    schema = fmt.get("json_schema")
+    return isinstance(schema, dict) and schema.get("name") == STEP_SCHEMA_NAME
 
 
 def tool_step_content(turn: ModelTurn) -> str:

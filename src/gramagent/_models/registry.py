@@ -3,16 +3,19 @@
 =============  ==========================================================================
 provider       what it resolves to
 =============  ==========================================================================
-``openai``     any OpenAI-compatible server; ``api`` picks the wire format:
-               ``chat`` (default) :class:`~gramagent._models.chat.ChatCompletionsModel`,
-               ``functions`` the same with legacy ``functions``,
-               ``responses`` :class:`~gramagent._models.responses.ResponsesModel`,
-               ``harmony`` ``gramagent._models.harmony.HarmonyModel`` (imported on demand).
+``openai``     any OpenAI-compatible server, in the wire format ``api`` names (default
+               ``chat``): one of the :class:`WireFormat` entries of :data:`WIRE_FORMATS`.
                Base URL and key come from the arguments, else ``OPENAI_BASE_URL`` /
                ``OPENAI_API_KEY``; the default base URL is ``https://api.openai.com/v1``.
 ``local``      the embedded llama.cpp model, ``gramagent._models.local.local_model``
-               (imported on demand; needs ``pip install "gramagent[local]"``).
+               (imported on demand; needs the ``local`` extra).
 =============  ==========================================================================
+
+The wire formats are one table: an entry names the format, its adapter class and the endpoint
+it posts to, and the renderer of that endpoint's replies (which the scripted test server of
+:mod:`gramagent.testing` serves). The CLI's ``--api``, the scripted server and the tests read
+the table, so a new wire format is its adapter module plus one :func:`register_wire_format`
+entry. Adapters are imported by name on first use: reading the table costs nothing.
 
 Everything that can be checked before a request is checked here and raised as a
 :class:`~gramagent.errors.ConfigurationError`: an unknown provider or api, a malformed base
@@ -25,7 +28,8 @@ from __future__ import annotations
 import importlib
 import ipaddress
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -33,12 +37,110 @@ from gramagent._models.base import Model
 from gramagent._spec.model import ModelRef
 from gramagent.errors import ConfigurationError
 
-__all__ = ["APIS", "DEFAULT_BASE_URL", "PROVIDERS", "is_loopback", "resolve_model"]
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "PROVIDERS",
+    "WIRE_FORMATS",
+    "WireFormat",
+    "api_names",
+    "is_loopback",
+    "load_object",
+    "register_wire_format",
+    "resolve_model",
+    "wire_format",
+]
 
-APIS = ("chat", "functions", "responses", "harmony")
-"""The wire formats of the ``openai`` provider."""
 PROVIDERS = ("openai", "local")
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_API = "chat"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WireFormat:
+    """One wire format of the ``openai`` provider: its adapter, endpoint and reply renderer."""
+
+    name: str
+    """The ``api`` value that selects it (``--api`` on the command line)."""
+    adapter: str
+    """``module:attribute`` of the adapter class, called as ``(base_url, api_key, **options)``."""
+    endpoint: str
+    """The path below the API root the adapter posts to, e.g. ``/chat/completions``."""
+    renderer: str
+    """``module:function`` rendering a :class:`~gramagent._models.base.ModelTurn` as the reply
+    to a request of this endpoint (see ``gramagent._models.chat.render_reply``)."""
+    summary: str
+    """One line for help texts."""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """Options every adapter of this format gets (e.g. ``functions=True``)."""
+    parallel_calls: bool = True
+    """Whether one reply can carry several calls."""
+    extra: str | None = None
+    """The gramagent extra the adapter needs, named when its import fails."""
+
+
+WIRE_FORMATS: dict[str, WireFormat] = {}
+"""The registered wire formats by name, in registration order (read-only for callers)."""
+
+
+def register_wire_format(wire: WireFormat) -> None:
+    """Add a wire format to :data:`WIRE_FORMATS`.
+
+    Raises:
+        ValueError: the name is taken, or the endpoint is registered with another renderer
+            (one endpoint answers in one way, whichever format posted to it).
+    """
+    if wire.name in WIRE_FORMATS:
+        raise ValueError(f"wire format {wire.name!r} is already registered")
+    for other in WIRE_FORMATS.values():
+        if other.endpoint == wire.endpoint and other.renderer != wire.renderer:
+            raise ValueError(f"endpoint {wire.endpoint} is rendered by {other.renderer} "
+                             f"({other.name}), not {wire.renderer}")
+    WIRE_FORMATS[wire.name] = wire
+
+
+def api_names() -> tuple[str, ...]:
+    """The names of the registered wire formats, in registration order."""
+    return tuple(WIRE_FORMATS)
+
+
+def wire_format(name: str) -> WireFormat:
+    """The registered wire format ``name``.
+
+    Raises:
+        ConfigurationError: no format has that name (the message lists those that exist).
+    """
+    try:
+        return WIRE_FORMATS[name]
+    except KeyError:
+        raise ConfigurationError(
+            f"unknown api {name!r}; expected one of: {', '.join(WIRE_FORMATS)}"
+        ) from None
+
+
+def load_object(path: str) -> Any:
+    """The object a ``module:attribute`` path names (the module is imported if need be)."""
+    module, _, attribute = path.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+_CHAT_RENDERER = "gramagent._models.chat:render_reply"
+for _wire in (
+    WireFormat(name="chat", adapter="gramagent._models.chat:ChatCompletionsModel",
+               endpoint="/chat/completions", renderer=_CHAT_RENDERER,
+               summary="Chat Completions with tools / tool_calls"),
+    WireFormat(name="functions", adapter="gramagent._models.chat:ChatCompletionsModel",
+               endpoint="/chat/completions", renderer=_CHAT_RENDERER,
+               options={"functions": True}, parallel_calls=False,
+               summary="Chat Completions with legacy functions / function_call"),
+    WireFormat(name="responses", adapter="gramagent._models.responses:ResponsesModel",
+               endpoint="/responses", renderer="gramagent._models.responses:render_reply",
+               summary="the Responses API (function_call / function_call_output, strict)"),
+    WireFormat(name="harmony", adapter="gramagent._models.harmony:HarmonyModel",
+               endpoint="/completions", renderer="gramagent._models.harmony:render_reply",
+               parallel_calls=False, extra="harmony",
+               summary="the Harmony format of gpt-oss over /v1/completions"),
+):
+    register_wire_format(_wire)
 
 
 def resolve_model(
@@ -87,9 +189,7 @@ def resolve_model(
             f"unknown model provider {ref.provider!r} in {str(ref)!r}; "
             f"expected one of: {', '.join(PROVIDERS)}"
         )
-    api = api or "chat"
-    if api not in APIS:
-        raise ConfigurationError(f"unknown api {api!r}; expected one of: {', '.join(APIS)}")
+    wire = wire_format(api or DEFAULT_API)
     base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
     _check_base_url(base_url)
     api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
@@ -98,21 +198,12 @@ def resolve_model(
             f"no API key for {base_url}: set OPENAI_API_KEY or pass an api key "
             "(servers on 127.0.0.1 / localhost need none)"
         )
-    if api == "harmony":
-        module = _import(
-            "gramagent._models.harmony",
-            'the harmony api needs the Harmony extra: pip install "gramagent[harmony]"',
-        )
-        return _build(module.HarmonyModel, api, base_url, api_key, **options)
-    if api == "responses":
-        from gramagent._models.responses import ResponsesModel
-
-        return _build(ResponsesModel, api, base_url, api_key, **options)
-    from gramagent._models.chat import ChatCompletionsModel
-
-    if api == "functions":
-        options = {**options, "functions": True}
-    return _build(ChatCompletionsModel, api, base_url, api_key, **options)
+    module, _, attribute = wire.adapter.partition(":")
+    hint = (f'the {wire.name} api needs the {wire.extra} extra: '
+            f'pip install "gramagent[{wire.extra}]"' if wire.extra else
+            f"the {wire.name} api's adapter cannot be imported")
+    adapter = getattr(_import(module, hint), attribute)
+    return _build(adapter, wire.name, base_url, api_key, **{**wire.options, **options})
 
 
 def is_loopback(url: str) -> bool:

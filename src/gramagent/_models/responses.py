@@ -33,11 +33,14 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Unpack
 
+from gramagent import _json as exact_json
 from gramagent._messages import AssistantMessage, Message, ToolCall, UserMessage
 from gramagent._models._wire import (
+    RenderedReply,
     ReplyError,
     ToolsMemo,
     arguments_text,
+    error_reply,
     new_call_id,
     tool_parameters,
     usage_from,
@@ -51,6 +54,7 @@ __all__ = [
     "ResponsesModel",
     "build_responses_body",
     "parse_responses_reply",
+    "render_reply",
     "render_response",
     "responses_input",
     "responses_tools",
@@ -306,3 +310,14 @@ def render_response(
             "total_tokens": turn.usage.total_tokens,
         }
     return out
+
+
+def render_reply(turn: ModelTurn, request: Mapping[str, Any], *, model: str, number: int,
+                 verbatim: bool = False) -> RenderedReply:
+    """The answer a Responses server sends to ``request`` for ``turn`` (the renderer of this
+    wire format in :class:`gramagent.testing.ScriptedServer`). Streams are not rendered: a
+    request asking for one gets an HTTP 400. ``verbatim`` changes nothing here."""
+    if request.get("stream") is True:
+        return error_reply(400, "streaming is not rendered for /v1/responses")
+    response = render_response(turn, model=model, response_id=f"resp_{number}", request=request)
+    return RenderedReply(exact_json.dumps(response).encode())

@@ -1,9 +1,10 @@
 """A scripted OpenAI-compatible HTTP server, for tests, docs and benchmarks.
 
 :class:`ScriptedServer` listens on 127.0.0.1 (a free port by default) in a background thread
-and answers ``/v1/chat/completions`` (plain and SSE), ``/v1/responses``, ``/v1/completions``
-(plain and SSE) and ``GET /v1/models`` from a script: a list of turns consumed in order, whatever
-the endpoint, or a callable ``(path, body) -> turn``. ::
+and answers the endpoint of every registered wire format (``/v1/chat/completions``, plain and
+SSE; ``/v1/responses``; ``/v1/completions``, plain and SSE: see
+``gramagent._models.registry.WIRE_FORMATS``) and ``GET /v1/models`` from a script: a list of
+turns consumed in order, whatever the endpoint, or a callable ``(path, body) -> turn``. ::
 
     from gramagent.testing import ScriptedServer, call, reply
 
@@ -12,8 +13,8 @@ the endpoint, or a callable ``(path, body) -> turn``. ::
 
 Turns are built with :func:`reply`, :func:`call`, :func:`calls`, :func:`error`, :func:`drop`,
 :func:`completion` and :func:`http_response` (a verbatim answer), each taking ``delay=``
-seconds. A turn is rendered in the form the
-request asks for, using the adapters' own renderers: ``tool_calls`` (or legacy
+seconds. A turn is rendered in the form the request asks for, by the renderer its wire format
+registered: ``tool_calls`` (or legacy
 ``function_call``, first call only, when the request has ``functions``), Responses ``output``
 items, SSE chunks for ``stream: true``, the constrained ``{"name", "arguments"}`` /
 ``{"text"}`` content when the request carries gramagent's ``tool_step`` response format, plain
@@ -34,7 +35,6 @@ import asyncio
 import contextlib
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,11 +44,9 @@ import h11
 import orjson
 
 from gramagent._messages import ToolCall, Usage
-from gramagent._models._wire import arguments_text
+from gramagent._models._wire import RenderedReply, arguments_text, error_reply
 from gramagent._models.base import ModelTurn
-from gramagent._models.chat import render_chat_chunks, render_chat_completion
-from gramagent._models.jsoncalls import STEP_SCHEMA_NAME, tool_step_content
-from gramagent._models.responses import render_response
+from gramagent._models.registry import WIRE_FORMATS, load_object
 
 __all__ = [
     "RecordedRequest",
@@ -324,21 +322,22 @@ class _Answer:
     drop: bool = False
 
 
-_MODEL_PATHS = ("/v1/chat/completions", "/v1/responses", "/v1/completions")
-_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
-                403: "permission_error", 404: "not_found_error", 429: "rate_limit_error"}
+Renderer: TypeAlias = Callable[..., RenderedReply]
+"""A wire format's ``render_reply(turn, request, *, model, number, verbatim)``."""
+
+
+def _renderers() -> dict[str, Renderer]:
+    """``/v1`` + endpoint -> renderer, for every registered wire format."""
+    return {"/v1" + w.endpoint: load_object(w.renderer) for w in WIRE_FORMATS.values()}
 
 
 def _json_error(status: int, message: str, headers: Iterable[tuple[bytes, bytes]] = ()) -> _Answer:
-    kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    body = {"error": {"message": message, "type": kind, "param": None, "code": status}}
-    return _Answer(status, orjson.dumps(body), headers=list(headers))
+    return _answer(error_reply(status, message), headers)
 
 
-def _sse(events: Iterable[Mapping[str, Any]]) -> bytes:
-    parts = [b"data: " + orjson.dumps(e) + b"\n\n" for e in events]
-    parts.append(b"data: [DONE]\n\n")
-    return b"".join(parts)
+def _answer(reply: RenderedReply, headers: Iterable[tuple[bytes, bytes]] = ()) -> _Answer:
+    return _Answer(reply.status, reply.body, content_type=reply.content_type.encode(),
+                   headers=list(headers))
 
 
 class ScriptedServer:
@@ -378,6 +377,7 @@ class ScriptedServer:
         self.connections = 0
         """TCP connections accepted so far (to check keep-alive reuse)."""
         self._counter = 0
+        self._renderers = _renderers()
         self._thread: threading.Thread | None = None
         self._aio: asyncio.AbstractEventLoop | None = None
         self._ready = threading.Event()
@@ -542,9 +542,9 @@ class ScriptedServer:
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "gramagent"}
                     for m in self.models]
             return _Answer(200, orjson.dumps({"object": "list", "data": data}))
-        if path not in _MODEL_PATHS:
+        if path not in self._renderers:
             return _json_error(404, f"no such endpoint: {path} (this scripted server serves "
-                                    f"{', '.join(_MODEL_PATHS)} and /v1/models)")
+                                    f"{', '.join(self._renderers)} and /v1/models)")
         if method != "POST":
             return _json_error(405, f"{method} is not allowed on {path}; use POST")
         try:
@@ -602,34 +602,13 @@ class ScriptedServer:
                 headers.append((b"retry-after", str(value).encode()))
             return _json_error(turn.status, turn.message, headers)
         self._counter += 1
-        n = self._counter
         asked = body.get("model")
         model = asked if isinstance(asked, str) else self.models[0]
-        stream = body.get("stream") is True
-        options = body.get("stream_options")
-        include_usage = isinstance(options, dict) and options.get("include_usage") is True
-        if path == "/v1/completions":
-            return self._render_completion(turn, n, model, raw, stream, include_usage)
-        result = self._model_turn(turn, n, raw)
-        if path == "/v1/responses":
-            if stream:
-                return _json_error(400, "this scripted server does not stream /v1/responses")
-            return _Answer(200, orjson.dumps(
-                render_response(result, model=model, response_id=f"resp_{n}", request=body)
-            ))
-        if _wants_tool_step(body) and not (isinstance(turn, ScriptReply) and turn.raw):
-            result = ModelTurn(text=tool_step_content(result), usage=result.usage,
-                               finish_reason="stop")
-        legacy = bool(body.get("functions")) and not body.get("tools")
-        if stream:
-            chunks = render_chat_chunks(result, model=model, legacy=legacy,
-                                        include_usage=include_usage,
-                                        completion_id=f"chatcmpl-{n}")
-            return _Answer(200, _sse(chunks), content_type=b"text/event-stream")
-        return _Answer(200, orjson.dumps(
-            render_chat_completion(result, model=model, legacy=legacy,
-                                   completion_id=f"chatcmpl-{n}")
-        ))
+        verbatim = isinstance(turn, ScriptCompletion) or (isinstance(turn, ScriptReply)
+                                                          and turn.raw)
+        render = self._renderers[path]
+        return _answer(render(self._model_turn(turn, self._counter, raw), body, model=model,
+                              number=self._counter, verbatim=verbatim))
 
     @staticmethod
     def _model_turn(turn: ScriptTurn, n: int, raw: bytes) -> ModelTurn:
@@ -646,47 +625,6 @@ class ScriptedServer:
         written = (turn.text or "") + "".join(c.name + c.arguments for c in tool_calls)
         return ModelTurn(text=turn.text, tool_calls=tool_calls,
                          usage=turn.usage or _estimate(raw, written), finish_reason="tool_calls")
-
-    @staticmethod
-    def _render_completion(turn: ScriptTurn, n: int, model: str, raw: bytes, stream: bool,
-                           include_usage: bool) -> _Answer:
-        if not isinstance(turn, ScriptCompletion | ScriptReply):
-            return _json_error(
-                500, f"a {type(turn).__name__} turn cannot be served on /v1/completions; "
-                     "script completion(text) for it",
-            )
-        usage = turn.usage or _estimate(raw, turn.text)
-        usage_dict = {"prompt_tokens": usage.input_tokens,
-                      "completion_tokens": usage.output_tokens,
-                      "total_tokens": usage.total_tokens}
-        head = {"id": f"cmpl-{n}", "object": "text_completion", "created": int(time.time()),
-                "model": model}
-        if not stream:
-            return _Answer(200, orjson.dumps({
-                **head,
-                "choices": [{"index": 0, "text": turn.text, "logprobs": None,
-                             "finish_reason": "stop"}],
-                "usage": usage_dict,
-            }))
-        text = turn.text
-        events: list[dict[str, Any]] = [
-            {**head, "choices": [{"index": 0, "text": text[i:i + 16], "logprobs": None,
-                                  "finish_reason": None}]}
-            for i in range(0, len(text), 16)
-        ]
-        events.append({**head, "choices": [{"index": 0, "text": "", "logprobs": None,
-                                            "finish_reason": "stop"}]})
-        if include_usage:
-            events.append({**head, "choices": [], "usage": usage_dict})
-        return _Answer(200, _sse(events), content_type=b"text/event-stream")
-
-
-def _wants_tool_step(body: Mapping[str, Any]) -> bool:
-    fmt = body.get("response_format")
-    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
-        return False
-    schema = fmt.get("json_schema")
-    return isinstance(schema, dict) and schema.get("name") == STEP_SCHEMA_NAME
 
 
 def _estimate(raw: bytes, written: str) -> Usage:
