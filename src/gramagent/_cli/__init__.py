@@ -1,76 +1,12 @@
 """The ``gramagent`` command. Thin: every command calls the library.
 
-Each area registers its commands from its own module (``spec_commands``, ``run_commands``,
-...), imported at the bottom of this file. Errors of the gramagent hierarchy are caught at the
-edge: one line on stderr, exit code 1 (tracebacks only with ``--debug``).
+The application and its error edge live in :mod:`gramagent._cli._app`; each area registers
+its commands on it from its own module (``spec_commands``, ``run_commands``, ...), imported
+here. Errors of the gramagent hierarchy are caught at the edge: one line on stderr, exit code
+1 (tracebacks only with ``--debug``).
 """
 
-from __future__ import annotations
+from gramagent._cli import harmony_commands, run_commands, spec_commands, tool_commands
+from gramagent._cli._app import app, main
 
-import functools
-from collections.abc import Callable
-from typing import Any, TypeVar
-
-import typer
-from rich.console import Console
-from rich.markup import escape
-
-from gramagent._logs import redact
-from gramagent.errors import GramagentError
-
-__all__ = ["app", "err_console", "handle_errors", "main"]
-
-app = typer.Typer(
-    name="gramagent",
-    help="LLM agents with late-bound tools, declared in gram notation.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-err_console = Console(stderr=True)
-"""Diagnostics go to stderr; results go to stdout."""
-
-_state = {"debug": False}
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-@app.callback()
-def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors.")) -> None:
-    _state["debug"] = debug
-
-
-def handle_errors(func: F) -> F:
-    """Turn a GramagentError into one stderr line and exit code 1."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except GramagentError as exc:
-            if _state["debug"]:
-                raise
-            err_console.print(f"[red]{type(exc).__name__}[/red]: {escape(redact(str(exc)))}",
-                              markup=True,
-                              highlight=False, soft_wrap=True)
-            raise typer.Exit(1) from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-def main() -> None:
-    """Entry point for ``python -m gramagent``."""
-    app(prog_name="gramagent")
-
-
-# Command modules register themselves on `app` when imported.
-from gramagent._cli import (  # noqa: E402,F401
-    harmony_commands,
-    run_commands,
-    spec_commands,
-    tool_commands,
-)
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
+__all__ = ["app", "harmony_commands", "main", "run_commands", "spec_commands", "tool_commands"]

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from gramagent._cli import app, handle_errors
+from gramagent._cli._app import app, handle_errors
 from gramagent.errors import ConfigurationError
 
 __all__ = ["harmony_app", "parse", "render"]

@@ -24,7 +24,7 @@ import orjson
 import typer
 from rich.console import Console
 
-from gramagent._cli import app, err_console, handle_errors
+from gramagent._cli._app import app, err_console, handle_errors
 from gramagent._logs import add_secret, configure_logging, env_secrets, redact, reset_logging
 from gramagent._models.registry import api_names
 from gramagent.errors import ConfigurationError, GramagentError, RunError

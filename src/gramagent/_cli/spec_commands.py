@@ -16,7 +16,7 @@ from typing import Any
 
 import typer
 
-from gramagent._cli import app, handle_errors
+from gramagent._cli._app import app, handle_errors
 from gramagent._spec.gram import format_file, load_file, to_gram
 from gramagent._spec.model import ToolSpec
 from gramagent._spec.signature import (

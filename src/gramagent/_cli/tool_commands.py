@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from gramagent._cli import app, err_console, handle_errors
+from gramagent._cli._app import app, err_console, handle_errors
 from gramagent.errors import ConfigurationError, ValidationError
 
 if TYPE_CHECKING:

@@ -73,6 +73,8 @@ DEFAULT_MODEL = "qwen2.5-coder-0.5b"
 """The model ``local/`` agents get when they name no other."""
 DEFAULT_CTX_SIZE = 8192
 """Context window (tokens) of the embedded server."""
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+"""The directory holding this ``gramagent`` package: the child imports the same copy."""
 DEFAULT_START_TIMEOUT = 180.0
 """Seconds to wait for the server to load the model and answer ``/health``."""
 DEFAULT_SETTINGS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 1024}
@@ -207,12 +209,9 @@ class EmbeddedServer:
             ModelAPIError: the child exited while starting, or was not ready within
                 ``timeout`` seconds (it is then stopped).
         """
-        import gramagent
-
         env = dict(os.environ)
-        package_root = str(Path(gramagent.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (package_root, env.get("PYTHONPATH")) if p)
+            p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
         self._proc = subprocess.Popen(
             self.config.command(),
             stdin=subprocess.PIPE,
