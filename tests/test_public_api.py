@@ -20,18 +20,28 @@ EXPORTED = [
     "Agent",
     "AgentResponse",
     "AssistantMessage",
+    "BoundAgent",
+    "CaptureSink",
     "ConfigurationError",
     "Conversation",
     "Diagnostic",
+    "EventSink",
     "GramDocument",
     "GramagentError",
+    "INHERIT",
+    "JSONLSink",
     "LimitExceeded",
     "Message",
+    "Model",
     "ModelAPIError",
     "ModelRef",
+    "ModelRequest",
+    "ModelTurn",
+    "NamedToolChoice",
     "Param",
     "RunError",
     "RunLimits",
+    "SandboxError",
     "SchemaError",
     "Signature",
     "SpecError",
@@ -39,23 +49,32 @@ EXPORTED = [
     "ToolCall",
     "ToolCallPlanned",
     "ToolCallResult",
+    "ToolChoice",
     "ToolContext",
+    "ToolDefinition",
     "ToolError",
     "ToolInvocation",
     "ToolLibrary",
+    "ToolMetrics",
     "ToolResultMessage",
     "ToolSpec",
     "Usage",
     "UserMessage",
     "ValidationError",
+    "WireFormat",
+    "args_preview_hash",
+    "builtin_library",
     "format_signature",
     "load_agent",
     "load_file",
     "load_gram",
     "parse_signature",
+    "register_wire_format",
+    "resolve_model",
     "run_agent",
     "run_agent_sync",
     "schema_to_signature",
+    "serve_metrics",
     "signature_to_schema",
     "strict_schema",
     "to_gram",
@@ -177,3 +196,47 @@ def test_exported_classes_keep_their_module_for_type_hints(name: str) -> None:
     cls = getattr(gramagent, name)
     assert cls.__module__ == f"gramagent.{gramagent._HOME[name]}"
     typing.get_type_hints(cls)
+
+
+# -- the public modules --------------------------------------------------------------------------
+
+PUBLIC_MODULES = [
+    "gramagent",
+    "gramagent.errors",
+    "gramagent.testing",
+    "gramagent.tools",
+    "gramagent.tools.chart",
+    "gramagent.tools.data",
+    "gramagent.tools.hello",
+    "gramagent.tools.repl",
+    "gramagent.tools.sandbox",
+    "gramagent.tools.sandbox.session",
+    "gramagent.tools.workspace",
+]
+"""Every module whose dotted name has no part starting with ``_``: the documented public
+surface (docs/architecture.md). Everything else is private by its name."""
+
+
+def _all_modules() -> list[str]:
+    package = Path(gramagent.__file__).resolve().parent
+    names = []
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return sorted(names)
+
+
+def test_public_modules_are_the_pinned_set() -> None:
+    """A new module is private (``_name``) unless it is added here and documented."""
+    public = [m for m in _all_modules()
+              if not any(part.startswith("_") for part in m.split(".")[1:])]
+    assert public == PUBLIC_MODULES
+
+
+@pytest.mark.parametrize("module", PUBLIC_MODULES)
+def test_public_modules_declare_a_sorted_resolvable_all(module: str) -> None:
+    """Each public module says what it exports (``__all__``, sorted) and every name exists."""
+    mod = importlib.import_module(module)
+    exported = list(mod.__all__)
+    assert exported == sorted(exported)
+    assert all(getattr(mod, name, None) is not None for name in exported)

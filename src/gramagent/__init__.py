@@ -1,9 +1,17 @@
 """gramagent: LLM agents with late-bound tools, declared in gram notation.
 
-The public names live in private-ish modules (``gramagent._spec``, ``gramagent._runtime``,
-...) and are re-exported here. They are imported on first use, so that ``import gramagent``
-(and with it every ``import gramagent.<module>``) stays cheap: the CLI, the spec tools and the
-error types do not pay for the loop, the event loop machinery or the HTTP client.
+Everything a user needs is importable from here: specs and their notation (``load_agent``,
+``ToolSpec``, ``parse_signature``, ...), binding (``tool``, ``ToolLibrary``, ``BoundAgent``),
+running (``run_agent``, ``RunLimits``, ``resolve_model``), events and metrics (``CaptureSink``,
+``JSONLSink``, ``ToolMetrics``), the model seam for custom adapters (``Model``, ``ModelRequest``,
+``ModelTurn``, ``register_wire_format``), the built-in tools (``builtin_library``) and the
+errors. The other public modules are :mod:`gramagent.errors`, :mod:`gramagent.testing` (the
+scripted OpenAI-compatible server and test helpers), :mod:`gramagent.tools` (built-in tools)
+and :mod:`gramagent.tools.sandbox`; modules whose name starts with ``_`` are private.
+
+Names are imported on first use, so that ``import gramagent`` (and with it every ``import
+gramagent.<module>``) stays cheap: the CLI, the spec tools and the error types do not pay for
+the loop, the event loop machinery or the HTTP client.
 
 Re-exported objects keep their defining module as ``__module__``: every module uses postponed
 annotations, which ``typing.get_type_hints`` resolves in the namespace ``__module__`` names, so
@@ -26,10 +34,22 @@ if TYPE_CHECKING:
         Usage,
         UserMessage,
     )
-    from gramagent._runtime.events import ToolCallPlanned, ToolCallResult
-    from gramagent._runtime.library import Tool, ToolContext, ToolLibrary, tool
-    from gramagent._runtime.limits import RunLimits
+    from gramagent._models.base import Model, ModelRequest, ModelTurn, NamedToolChoice, ToolChoice
+    from gramagent._models.registry import WireFormat, register_wire_format, resolve_model
+    from gramagent._runtime.events import (
+        CaptureSink,
+        EventSink,
+        JSONLSink,
+        ToolCallPlanned,
+        ToolCallResult,
+        ToolMetrics,
+        args_preview_hash,
+        serve_metrics,
+    )
+    from gramagent._runtime.library import BoundAgent, Tool, ToolContext, ToolLibrary, tool
+    from gramagent._runtime.limits import INHERIT, RunLimits
     from gramagent._runtime.loop import AgentResponse, ToolInvocation, run_agent, run_agent_sync
+    from gramagent._spec.definition import ToolDefinition
     from gramagent._spec.gram import load_agent, load_file, load_gram, to_gram
     from gramagent._spec.model import Agent, GramDocument, ModelRef, Param, Signature, ToolSpec
     from gramagent._spec.schema import strict_schema
@@ -46,11 +66,13 @@ if TYPE_CHECKING:
         LimitExceeded,
         ModelAPIError,
         RunError,
+        SandboxError,
         SchemaError,
         SpecError,
         ToolError,
         ValidationError,
     )
+    from gramagent.tools import builtin_library
 
 __version__ = "0.1.0"
 
@@ -58,18 +80,28 @@ __all__ = [
     "Agent",
     "AgentResponse",
     "AssistantMessage",
+    "BoundAgent",
+    "CaptureSink",
     "ConfigurationError",
     "Conversation",
     "Diagnostic",
+    "EventSink",
     "GramDocument",
     "GramagentError",
+    "INHERIT",
+    "JSONLSink",
     "LimitExceeded",
     "Message",
+    "Model",
     "ModelAPIError",
     "ModelRef",
+    "ModelRequest",
+    "ModelTurn",
+    "NamedToolChoice",
     "Param",
     "RunError",
     "RunLimits",
+    "SandboxError",
     "SchemaError",
     "Signature",
     "SpecError",
@@ -77,23 +109,32 @@ __all__ = [
     "ToolCall",
     "ToolCallPlanned",
     "ToolCallResult",
+    "ToolChoice",
     "ToolContext",
+    "ToolDefinition",
     "ToolError",
     "ToolInvocation",
     "ToolLibrary",
+    "ToolMetrics",
     "ToolResultMessage",
     "ToolSpec",
     "Usage",
     "UserMessage",
     "ValidationError",
+    "WireFormat",
+    "args_preview_hash",
+    "builtin_library",
     "format_signature",
     "load_agent",
     "load_file",
     "load_gram",
     "parse_signature",
+    "register_wire_format",
+    "resolve_model",
     "run_agent",
     "run_agent_sync",
     "schema_to_signature",
+    "serve_metrics",
     "signature_to_schema",
     "strict_schema",
     "to_gram",
@@ -103,22 +144,29 @@ __all__ = [
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "errors": (
         "ConfigurationError", "Diagnostic", "GramagentError", "LimitExceeded", "ModelAPIError",
-        "RunError", "SchemaError", "SpecError", "ToolError", "ValidationError",
+        "RunError", "SandboxError", "SchemaError", "SpecError", "ToolError", "ValidationError",
     ),
     "_messages": (
         "AssistantMessage", "Conversation", "Message", "ToolCall", "ToolResultMessage", "Usage",
         "UserMessage",
     ),
-    "_runtime.events": ("ToolCallPlanned", "ToolCallResult"),
-    "_runtime.library": ("Tool", "ToolContext", "ToolLibrary", "tool"),
-    "_runtime.limits": ("RunLimits",),
-    "_runtime.loop": ("AgentResponse", "ToolInvocation", "run_agent", "run_agent_sync"),
-    "_spec.gram": ("load_agent", "load_file", "load_gram", "to_gram"),
-    "_spec.model": ("Agent", "GramDocument", "ModelRef", "Param", "Signature", "ToolSpec"),
+    "_spec.definition": ("ToolDefinition",),
+    "_spec.gram": ("load_agent", "load_file", "load_gram", "to_gram",),
+    "_spec.model": ("Agent", "GramDocument", "ModelRef", "Param", "Signature", "ToolSpec",),
     "_spec.schema": ("strict_schema",),
     "_spec.signature": (
         "format_signature", "parse_signature", "schema_to_signature", "signature_to_schema",
     ),
+    "_models.base": ("Model", "ModelRequest", "ModelTurn", "NamedToolChoice", "ToolChoice",),
+    "_models.registry": ("WireFormat", "register_wire_format", "resolve_model",),
+    "_runtime.events": (
+        "CaptureSink", "EventSink", "JSONLSink", "ToolCallPlanned", "ToolCallResult",
+        "ToolMetrics", "args_preview_hash", "serve_metrics",
+    ),
+    "_runtime.library": ("BoundAgent", "Tool", "ToolContext", "ToolLibrary", "tool",),
+    "_runtime.limits": ("INHERIT", "RunLimits",),
+    "_runtime.loop": ("AgentResponse", "ToolInvocation", "run_agent", "run_agent_sync",),
+    "tools": ("builtin_library",),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 """Public name -> the submodule (below ``gramagent``) that defines it."""

@@ -16,13 +16,13 @@ from gramagent.tools.sandbox.session import (
 )
 
 __all__ = [
-    "SYSCALL_FILTER_ENV",
-    "WEAK_ISOLATION_ENV",
     "Isolation",
     "PythonSandbox",
     "ReplResult",
+    "SYSCALL_FILTER_ENV",
     "SandboxConfig",
     "SandboxError",
     "SandboxLimits",
     "SyscallFilterMode",
+    "WEAK_ISOLATION_ENV",
 ]

@@ -37,10 +37,10 @@ __all__ = [
     "Isolation",
     "PythonSandbox",
     "ReplResult",
+    "SYSCALL_FILTER_ENV",
     "SandboxConfig",
     "SandboxError",
     "SandboxLimits",
-    "SYSCALL_FILTER_ENV",
     "SyscallFilterMode",
     "WEAK_ISOLATION_ENV",
 ]
