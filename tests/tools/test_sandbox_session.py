@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from tools_support import FAST_LIMITS, fast_config, start_or_skip
 
-import gramagent.tools.sandbox.session as session_module
+import gramagent.tools.sandbox._session as session_module
 from gramagent.errors import ConfigurationError
 from gramagent.tools.sandbox import (
     SYSCALL_FILTER_ENV,
@@ -33,7 +33,8 @@ def test_isolation_is_complete_as_root(sandbox: PythonSandbox) -> None:
     isolation = sandbox.isolation
     assert isolation is not None and isolation.complete, isolation.describe()
     assert set(isolation.features) == {"network", "filesystem", "limits", "privileges",
-                                       "syscalls"}
+                                       "syscalls", "lifetime", "memory"}
+    assert isolation.holds("lifetime"), isolation.describe()
     if session_module.binding_path() is not None:
         assert isolation.holds("syscalls"), isolation.describe()
         assert "syscalls: yes (seccomp filter: " in isolation.describe()

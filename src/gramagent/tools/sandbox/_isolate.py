@@ -18,6 +18,9 @@ library. :func:`isolate` applies, in this order, and reports what it achieved:
    (which clears every capability); otherwise drop the capabilities the user namespace gave.
    Then ``PR_SET_NO_NEW_PRIVS``, so no exec can gain privileges again (setuid binaries, file
    capabilities).
+5. **Lifetime**: ``PR_SET_PDEATHSIG`` (``SIGKILL``), set after the credentials changed (a
+   change clears it), so the worker dies with the host process; if the host is already gone
+   the worker exits. The syscall filter keeps the code from clearing it.
 
 Each step that cannot be applied is reported, not silently skipped; the parent decides whether
 the result is strong enough (see ``docs/sandbox.md``).
@@ -57,7 +60,9 @@ MOUNT_ATTR_RDONLY = 0x1
 MOUNT_ATTR_NOSUID = 0x2
 SYS_MOUNT_SETATTR = 442  # the same number on every architecture that has it
 
+PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
+SIGKILL = 9
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 COVERED = ("/tmp", "/var/tmp", "/dev/shm", "/run", "/home", "/root", "/mnt", "/media", "/srv")
@@ -270,6 +275,14 @@ def _privileges(root: bool, uid: int | None, gid: int | None, in_userns: bool) -
         else f"uid {os.geteuid()} with capabilities {caps:#x}"
 
 
+def _die_with_parent(parent_pid: int | None) -> str:
+    """Get SIGKILL when the host process dies; exit now if it is already gone."""
+    _check(_c().prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(70)  # the host died before the signal was armed
+    return "killed with the host process (PR_SET_PDEATHSIG)"
+
+
 def isolate(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Isolate the calling process as ``config`` asks; returns a report per feature.
 
@@ -278,8 +291,8 @@ def isolate(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     :func:`_limits`), ``uid``/``gid`` (used when running as root).
 
     Each report entry is ``{"ok": bool, "detail": str}`` for ``network``, ``filesystem``,
-    ``limits`` and ``privileges``. A step that fails is reported with its error; the steps
-    after it still run.
+    ``limits``, ``privileges`` and ``lifetime``. A step that fails is reported with its
+    error; the steps after it still run.
     """
     report: dict[str, dict[str, Any]] = {}
     root = os.geteuid() == 0
@@ -308,5 +321,9 @@ def isolate(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
         report["privileges"] = {"ok": ok, "detail": detail}
     except OSError as exc:
         report["privileges"] = {"ok": False, "detail": f"dropping privileges failed: {exc}"}
+    try:
+        report["lifetime"] = {"ok": True, "detail": _die_with_parent(config.get("parent_pid"))}
+    except OSError as exc:
+        report["lifetime"] = {"ok": False, "detail": f"parent-death signal failed: {exc}"}
     os.chdir(config["workdir"])
     return report

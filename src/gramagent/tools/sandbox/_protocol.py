@@ -4,20 +4,24 @@ A frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON 
 Both sides use this module; it imports only the standard library, because the worker runs in
 an isolated interpreter (``python -I -S``) that cannot import gramagent.
 
-The parent treats every frame from the worker as untrusted input: :func:`read_frame` refuses
-lengths over ``max_bytes`` and anything that is not a JSON object.
+The parent treats every frame from the worker as untrusted input: the decoder refuses lengths
+over ``max_bytes``, anything that is not a JSON object, nesting too deep for the
+JSON parser, ``NaN`` and infinities, and strings holding lone surrogates (which cannot be
+encoded again).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 from typing import Any
 
-__all__ = ["FrameDecoder", "FrameError", "encode_frame", "read_frame", "write_frame"]
+__all__ = ["FrameDecoder", "FrameError", "encode_frame", "parse_body", "read_frame", "write_frame"]
 
 _HEADER = struct.Struct(">I")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class FrameError(Exception):
@@ -69,13 +73,42 @@ class FrameDecoder:
             return None
         body = bytes(self._buffer[_HEADER.size:end])
         del self._buffer[:end]
-        try:
-            message = json.loads(body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise FrameError(f"frame is not valid JSON: {exc}") from None
-        if not isinstance(message, dict):
-            raise FrameError(f"frame holds a {type(message).__name__}, expected an object")
-        return message
+        return parse_body(body)
+
+
+def _no_constant(name: str) -> Any:
+    raise FrameError(f"frame holds {name}, which is not JSON")
+
+
+def parse_body(body: bytes) -> dict[str, Any]:
+    """The JSON object of one frame body, checked as described in the module docstring.
+
+    Raises:
+        FrameError: the body is not a well-formed frame.
+    """
+    try:
+        message = json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise FrameError(f"frame is not valid JSON: {type(exc).__name__}: {exc}"[:300]) from None
+    if not isinstance(message, dict):
+        raise FrameError(f"frame holds a {type(message).__name__}, expected an object")
+    _check_strings(message)
+    return message
+
+
+def _check_strings(value: Any) -> None:
+    """Refuse lone surrogates anywhere (keys included), without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                raise FrameError("frame holds a string with a lone surrogate")
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def read_frame(fd: int, decoder: FrameDecoder) -> dict[str, Any]:

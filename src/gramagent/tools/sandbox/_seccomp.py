@@ -38,6 +38,7 @@ DENIED: tuple[tuple[str, tuple[str, ...]], ...] = (
      ("kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",
       "swapon", "swapoff", "syslog", "acct", "quotactl", "quotactl_fd", "iopl", "ioperm",
       "uselib", "lookup_dcookie", "nfsservctl", "vm86", "vm86old")),
+    ("memory the address-space limit does not count", ("memfd_create", "memfd_secret")),
     ("kernel interfaces often used in local exploits",
      ("bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
       "io_uring_setup", "io_uring_enter", "io_uring_register", "open_by_handle_at",
@@ -47,6 +48,7 @@ DENIED: tuple[tuple[str, tuple[str, ...]], ...] = (
 not have are skipped. Argument-dependent rules are in :func:`_add_argument_rules`."""
 
 AF_UNIX = 1
+PR_SET_PDEATHSIG = 1
 NAMESPACE_CLONE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000,
                          0x20000000, 0x40000000)
 """CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET."""
@@ -83,7 +85,7 @@ def _load_binding(path: str) -> ModuleType:
 
 
 def _add_argument_rules(seccomp: ModuleType, flt: Any, deny: int) -> None:
-    """Rules that look at arguments: sockets, clone flags, clone3, personality."""
+    """Rules that look at arguments: sockets, clone flags, clone3, personality, prctl."""
     # Sockets: only AF_UNIX (the asyncio event loop's self-pipe is a socketpair). NE, not a list
     # of families: the full 64-bit argument is compared, so high garbage bits cannot sneak past.
     for name in ("socket", "socketpair"):
@@ -96,6 +98,8 @@ def _add_argument_rules(seccomp: ModuleType, flt: Any, deny: int) -> None:
     flt.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
     # personality: the query form only (setting e.g. ADDR_NO_RANDOMIZE would weaken ASLR).
     flt.add_rule(deny, "personality", seccomp.Arg(0, seccomp.NE, PERSONALITY_QUERY))
+    # the parent-death signal the worker armed: the code may not clear or change it
+    flt.add_rule(deny, "prctl", seccomp.Arg(0, seccomp.EQ, PR_SET_PDEATHSIG))
 
 
 def _build(seccomp: ModuleType) -> tuple[Any, int]:
@@ -140,7 +144,8 @@ def prepare(options: dict[str, Any] | None) -> Prepared:
     except (OSError, ValueError) as exc:
         return Prepared(None, f"building the seccomp filter failed: {exc}")
     return Prepared(flt, f"seccomp filter: {count} syscalls, sockets other than AF_UNIX, "
-                         "new namespaces and personality changes denied (EPERM)")
+                         "new namespaces, personality changes and clearing the parent-death "
+                         "signal denied (EPERM)")
 
 
 def _status() -> dict[str, str]:

@@ -8,7 +8,7 @@ Started by :class:`gramagent.tools.sandbox.PythonSandbox`; not imported by grama
    binding starts ``ldconfig``, so this comes first), isolate the process (:mod:`_isolate`),
    then load the filter, which from then on covers the user's code and all its children;
 3. answer with a ``ready`` frame carrying the isolation report;
-4. serve ``exec`` requests until the pipe closes.
+4. serve ``exec`` requests until the pipe closes; each reply carries its request's ``id``.
 
 An ``exec`` runs a cell like the interactive interpreter: statements run, and the value of a
 final expression is reported (and kept in ``_``). Exceptions are answered as traceback text;
@@ -53,7 +53,7 @@ def _on_sigxcpu(signum: int, frame: Any) -> None:
 
 _PRELUDE = '''
 def read_table(name):
-    """Read the parquet table ``name`` of the data directory as a pyarrow Table.
+    """Read the parquet table ``name`` of the data directories as a pyarrow Table.
 
     Reads on this thread only: the sandbox cannot start threads.
     """
@@ -61,29 +61,32 @@ def read_table(name):
     import pyarrow.parquet as _pq
     if not name.isidentifier():
         raise ValueError(f"invalid table name {name!r}")
-    path = os.path.join(DATA_DIR, name + ".parquet")
+    paths = [os.path.join(folder, name + ".parquet") for folder in DATA_DIRS]
+    path = next((p for p in paths if os.path.isfile(p)), None)
+    if path is None:
+        raise FileNotFoundError(f"no table {name!r}; tables: {list_tables()}")
     with open(path, "rb") as f:
         return _pq.ParquetFile(f, pre_buffer=False).read(use_threads=False)
 
 
 def list_tables():
-    """Names of the parquet tables in the data directory."""
+    """Names of the parquet tables in the data directories."""
     import os
-    if not DATA_DIR or not os.path.isdir(DATA_DIR):
-        return []
-    return sorted(n[:-8] for n in os.listdir(DATA_DIR) if n.endswith(".parquet"))
+    return sorted({n[:-8] for folder in DATA_DIRS if os.path.isdir(folder)
+                   for n in os.listdir(folder) if n.endswith(".parquet")})
 '''
 
 
 class Session:
     """The user's namespace and the cells run in it."""
 
-    def __init__(self, capture_fd: int, data_dir: str | None, limits: dict[str, int]) -> None:
+    def __init__(self, capture_fd: int, data_dirs: list[str], limits: dict[str, int]) -> None:
         self.capture_fd = capture_fd
         self.limits = limits
         self.cells = 0
         self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins,
-                                          "DATA_DIR": data_dir}
+                                          "DATA_DIR": data_dirs[0] if data_dirs else None,
+                                          "DATA_DIRS": tuple(data_dirs)}
         exec(compile(_PRELUDE, "<sandbox prelude>", "exec"), self.namespace)
 
     def _arm_cpu_limit(self) -> None:
@@ -102,7 +105,7 @@ class Session:
         except CPUTimeExceeded:  # the signal may land here; the cell is over anyway
             pass
 
-    def run(self, code: str) -> dict[str, Any]:
+    def run(self, code: str, request_id: Any) -> dict[str, Any]:
         self.cells += 1
         name = f"<cell {self.cells}>"
         linecache.cache[name] = (len(code), None, code.splitlines(True), name)
@@ -130,8 +133,8 @@ class Session:
                 with contextlib.suppress(Exception):  # a broken stream must not kill the session
                     stream.flush()
         output, total = self._take_output()
-        return {"op": "result", "output": output, "output_bytes": total, "value": value_text,
-                "error": error}
+        return {"op": "result", "id": request_id, "output": output, "output_bytes": total,
+                "value": value_text, "error": error}
 
     def _take_output(self) -> tuple[str, int]:
         limit = self.limits["max_output_chars"] * 4  # bytes; the parent cuts to characters
@@ -197,7 +200,7 @@ def main() -> None:
         return
     signal.signal(signal.SIGXCPU, _on_sigxcpu)
     builtins.CPUTimeExceeded = CPUTimeExceeded  # type: ignore[attr-defined]
-    session = Session(capture, config.get("data_dir"), config["limits"])
+    session = Session(capture, list(config.get("data_dirs") or ()), config["limits"])
     _protocol.write_frame(proto_out, {"op": "ready", "ok": True, "isolation": report,
                                       "uid": os.getuid(), "pid": os.getpid()})
     while True:
@@ -206,10 +209,11 @@ def main() -> None:
         except _protocol.FrameError:
             return  # the parent went away
         if request.get("op") != "exec" or not isinstance(request.get("code"), str):
-            _protocol.write_frame(proto_out, {"op": "result", "output": "", "output_bytes": 0,
-                                              "value": None, "error": "bad request"})
+            _protocol.write_frame(proto_out, {"op": "result", "id": request.get("id"),
+                                              "output": "", "output_bytes": 0, "value": None,
+                                              "error": "bad request"})
             continue
-        _protocol.write_frame(proto_out, session.run(request["code"]))
+        _protocol.write_frame(proto_out, session.run(request["code"], request.get("id")))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,129 @@
+"""How a worker's memory is accounted: a cgroup v2 memory limit where one can be made.
+
+``RLIMIT_AS`` (set by the worker) caps address space, which misses memory that is not mapped
+in the worker: ``memfd`` pages in flight over a socket pair, files in a work directory on tmpfs.
+A cgroup v2 ``memory.max`` counts all of it. It is used when the host may create child
+cgroups with the memory controller: ``GRAMAGENT_SANDBOX_CGROUP`` names such a parent cgroup
+directory, else the host's own cgroup is used if its ``cgroup.subtree_control`` already lists
+``memory``. Otherwise the holes are closed one by one: the syscall filter denies
+``memfd_create``, and a work directory on tmpfs is reported as not counted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CGROUP_ENV", "MemoryLimit"]
+
+CGROUP_ENV = "GRAMAGENT_SANDBOX_CGROUP"
+"""A cgroup v2 directory whose children may use the memory controller."""
+
+
+def _cgroup2_mount() -> Path | None:
+    with contextlib.suppress(OSError), open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            if right.split()[:1] == ["cgroup2"]:
+                return Path(left.split()[4])
+    return None
+
+
+def _own_cgroup() -> Path | None:
+    mount = _cgroup2_mount()
+    if mount is None:
+        return None
+    with contextlib.suppress(OSError), open("/proc/self/cgroup") as f:
+        for line in f:
+            if line.startswith("0::"):
+                return mount / line[3:].strip().lstrip("/")
+    return None
+
+
+def _delegating_parent() -> Path | None:
+    """A cgroup directory in which a child with a memory limit can be made, or None."""
+    configured = os.environ.get(CGROUP_ENV, "").strip()
+    candidate = Path(configured) if configured else _own_cgroup()
+    if candidate is None:
+        return None
+    try:
+        controls = (candidate / "cgroup.subtree_control").read_text().split()
+    except OSError:
+        return None
+    return candidate if "memory" in controls and os.access(candidate, os.W_OK) else None
+
+
+def file_system_type(path: Path) -> str:
+    """The type of the file system holding ``path`` (e.g. ``ext4``, ``tmpfs``), or ``""``."""
+    target = os.path.realpath(path)
+    best, kind = "", ""
+    with contextlib.suppress(OSError), open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            point = left.split()[4]
+            inside = target == point or target.startswith(point.rstrip("/") + "/")
+            if inside and len(point) >= len(best):
+                best, kind = point, right.split()[0]
+    return kind
+
+
+class MemoryLimit:
+    """The memory accounting of one worker: a cgroup of its own, or none."""
+
+    def __init__(self, cgroup: Path | None, limit: int, detail: str = "") -> None:
+        self.cgroup = cgroup
+        self.limit = limit
+        self.detail = detail
+
+    @classmethod
+    def apply(cls, pid: int, limit: int) -> MemoryLimit:
+        """Put ``pid`` (not yet running user code) into a new cgroup limited to ``limit``
+        bytes, where that is possible."""
+        parent = _delegating_parent()
+        if parent is None:
+            return cls(None, limit, "no cgroup v2 with a delegated memory controller")
+        group = parent / f"gramagent-sandbox-{pid}-{secrets.token_hex(4)}"
+        try:
+            group.mkdir()
+            (group / "memory.max").write_text(str(limit))
+            with contextlib.suppress(OSError):  # absent without swap accounting
+                (group / "memory.swap.max").write_text("0")
+            (group / "cgroup.procs").write_text(str(pid))
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                group.rmdir()
+            return cls(None, limit, f"creating a memory cgroup failed: {exc}")
+        return cls(group, limit)
+
+    def release(self) -> None:
+        """Remove the cgroup (its worker is dead)."""
+        if self.cgroup is not None:
+            with contextlib.suppress(OSError):
+                self.cgroup.rmdir()
+            self.cgroup = None
+
+    def report(self, syscalls: Any, workdir: Path) -> dict[str, Any]:
+        """The ``memory`` entry of the isolation report: which accounting is in force.
+
+        Args:
+            syscalls: the worker's ``syscalls`` report entry (whether memfd_create is denied).
+            workdir: the work directory (files on tmpfs are memory).
+        """
+        if self.cgroup is not None:
+            return {"ok": True, "detail": f"cgroup v2 memory.max {self.limit} B (counts every "
+                    f"page of the worker: heap, memfd, tmpfs files); {self.cgroup}"}
+        filtered = isinstance(syscalls, dict) and syscalls.get("ok") is True
+        tmpfs = file_system_type(workdir) == "tmpfs"
+        holes = []
+        if not filtered:
+            holes.append("memfd pages are not counted (no syscall filter)")
+        if tmpfs:
+            holes.append("the work directory is on tmpfs: its files are not counted")
+        base = f"address space only (RLIMIT_AS; {self.detail})"
+        if holes:
+            return {"ok": False, "detail": f"{base}; " + "; ".join(holes)}
+        return {"ok": True, "detail": f"{base}; memfd_create denied by the syscall filter; "
+                "work directory on disk"}

@@ -1,0 +1,350 @@
+"""The host side of a worker process: starting it, watching it, freezing it, killing it.
+
+Everything here treats the worker as hostile: its state is read from ``/proc`` (what the
+kernel says), never from the worker's own words.
+
+- Workers are started from one thread that lives as long as the host process
+  (:func:`spawn`), so the worker's parent-death signal (``PR_SET_PDEATHSIG``, set by the
+  worker before any user code and locked by the syscall filter) fires when the host process
+  dies, not when some pool thread ends.
+- Each work directory has a record of its current worker next to it (:class:`WorkerRecord`);
+  a session does not start while the worker of an earlier host is still alive.
+- Between calls the worker is stopped (``SIGSTOP``): no code of a cell runs after its result
+  was returned (:func:`settle`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import hashlib
+import os
+import queue
+import signal
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = [
+    "IdleCheck",
+    "WorkerRecord",
+    "kill_group",
+    "minimal_env",
+    "own_tree",
+    "readable_paths",
+    "sandbox_id",
+    "settle",
+    "signal_group",
+    "spawn",
+]
+
+_SANDBOX_ID_BASE = 2_000_000_000
+_SANDBOX_ID_SPAN = 1 << 28
+_POLL = 0.0002
+"""Seconds between two looks at a worker's state in /proc, after the first few."""
+_SPINS = 200
+"""Looks at a worker's state with only a yield of the CPU between them, before sleeping: the
+worker usually gets there within microseconds, and a warm call must stay well under 1 ms."""
+
+IdleCheck = tuple[int, int]
+"""A worker waiting for its next request: (syscall number, first argument) of its blocked read,
+learnt from ``/proc/<pid>/syscall`` before any user code ran."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Starting workers
+# ---------------------------------------------------------------------------------------------
+
+_Job = tuple[Callable[[], "subprocess.Popen[bytes]"],
+             "concurrent.futures.Future[subprocess.Popen[bytes]]"]
+
+
+class _Spawner:
+    """One daemon thread that starts every worker of this process.
+
+    ``PR_SET_PDEATHSIG`` fires when the *thread* that forked the worker ends; tools run in
+    pool threads that come and go, so workers are forked from a thread that lives as long as
+    the process.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def run(self, start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, daemon=True,
+                                                name="gramagent-sandbox-spawner")
+                self._thread.start()
+        future: concurrent.futures.Future[subprocess.Popen[bytes]] = concurrent.futures.Future()
+        self._jobs.put((start, future))
+        return future.result()
+
+    def _serve(self) -> None:
+        while True:
+            start, future = self._jobs.get()
+            try:
+                future.set_result(start())
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                future.set_exception(exc)
+
+
+_spawner = _Spawner()
+
+
+def spawn(argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Start a worker (pipes on fds 0-2, its own session) from the process-lifetime thread."""
+    return _spawner.run(lambda: subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        cwd="/", close_fds=True, start_new_session=True))
+
+
+def signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
+    """Send ``signum`` to the worker's process group (or the worker alone, if it left it)."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            with contextlib.suppress(OSError):
+                os.kill(proc.pid, signum)
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the worker's process group, reap it, close its pipes (bounded waits only)."""
+    signal_group(proc, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# /proc
+# ---------------------------------------------------------------------------------------------
+
+def _stat_fields(pid: int) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first)."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        text = f.read().decode("ascii", "replace")
+    return text[text.rindex(")") + 2:].split()
+
+
+def state_of(pid: int) -> str:
+    """The kernel's one-letter state of ``pid`` (``R``, ``S``, ``D``, ``T``, ``Z``...)."""
+    return _stat_fields(pid)[0]
+
+
+def start_time(pid: int) -> int:
+    """When ``pid`` started, in clock ticks since boot (tells a pid from a reused one)."""
+    return int(_stat_fields(pid)[19])
+
+
+def blocked_in(pid: int) -> IdleCheck | None:
+    """(syscall number, first argument) if ``pid`` is in a syscall; None if it is not.
+
+    Raises:
+        OSError: ``/proc/<pid>/syscall`` cannot be read (gone, or not permitted).
+    """
+    with open(f"/proc/{pid}/syscall", "rb") as f:
+        fields = f.read().split()
+    if not fields or fields[0] in (b"running", b"-1"):
+        return None
+    return int(fields[0]), int(fields[1], 16)
+
+
+def _pause(attempt: int) -> None:
+    if attempt < _SPINS:
+        os.sched_yield()
+    else:
+        time.sleep(_POLL)
+
+
+def _wait_state(pid: int, states: str, deadline: float) -> bool:
+    attempt = 0
+    while True:
+        try:
+            if state_of(pid) in states:
+                return True
+        except (OSError, ValueError, IndexError):
+            return False
+        if time.monotonic() >= deadline:
+            return False
+        _pause(attempt)
+        attempt += 1
+
+
+def learn_idle(pid: int, deadline: float) -> IdleCheck | None:
+    """The syscall a freshly started worker waits in (before any user code ran), or None
+    where ``/proc/<pid>/syscall`` is not available."""
+    while time.monotonic() < deadline:
+        try:
+            where = blocked_in(pid)
+            if where is not None and state_of(pid) == "S":
+                return where
+        except (OSError, ValueError, IndexError):
+            return None
+        time.sleep(_POLL)
+    return None
+
+
+def settle(pid: int, idle: IdleCheck | None, deadline: float) -> bool:
+    """Stop the worker once it waits for its next request; False if it does not.
+
+    With ``idle`` known, the worker must be blocked in that very read, as it is when its cell
+    has finished; a worker asleep in any other syscall (a cell still running after a forged
+    reply) fails at once, one that stays busy fails at ``deadline``. Without ``idle`` the
+    worker is only stopped. A stopped worker runs no code until :func:`thaw`.
+    """
+    attempt = 0
+    while True:
+        try:
+            where = blocked_in(pid) if idle is not None else idle
+            state = state_of(pid)
+        except (OSError, ValueError, IndexError):
+            return False
+        if where == idle:
+            os.kill(pid, signal.SIGSTOP)
+            if not _wait_state(pid, "Tt", deadline):
+                return False
+            try:
+                if idle is None or blocked_in(pid) == idle:
+                    return True
+            except OSError:
+                return False
+            os.kill(pid, signal.SIGCONT)  # a signal handler ran in between: look again
+        elif where is not None and state == "S":
+            return False
+        if time.monotonic() >= deadline:
+            return False
+        _pause(attempt)
+        attempt += 1
+
+
+def thaw(pid: int) -> None:
+    """Let a stopped worker run again."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGCONT)
+
+
+# ---------------------------------------------------------------------------------------------
+# The record of a work directory's worker
+# ---------------------------------------------------------------------------------------------
+
+class WorkerRecord:
+    """``.<workdir name>.worker`` next to the work directory: the pid and start time of its
+    worker, so a new host can tell whether an old worker of the session is still alive.
+
+    It sits outside the work directory, where the worker cannot change it.
+    """
+
+    def __init__(self, workdir: Path) -> None:
+        self.path = workdir.with_name(f".{workdir.name}.worker")
+
+    def write(self, pid: int) -> None:
+        """Record ``pid`` as the current worker (best effort: an unwritable parent folder
+        leaves only the parent-death signal)."""
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            text = f"{pid} {start_time(pid)}\n"
+            partial = self.path.with_name(self.path.name + ".partial")
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            try:
+                os.write(fd, text.encode())
+            finally:
+                os.close(fd)
+            os.replace(partial, self.path)
+
+    def clear(self) -> None:
+        """Forget the worker (it was stopped)."""
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+    def stop_survivor(self) -> int | None:
+        """Kill the recorded worker if it is still alive; returns its pid if it was."""
+        try:
+            pid_text, started = self.path.read_text().split()
+            pid = int(pid_text)
+            alive = pid > 1 and start_time(pid) == int(started) and state_of(pid) != "Z"
+        except (OSError, ValueError, IndexError):
+            return None
+        if not alive:
+            return None
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                if start_time(pid) != int(started) or state_of(pid) == "Z":
+                    break
+            except (OSError, ValueError, IndexError):
+                break
+            time.sleep(0.01)
+        return pid
+
+
+# ---------------------------------------------------------------------------------------------
+# What the worker is given
+# ---------------------------------------------------------------------------------------------
+
+def sandbox_id(workdir: Path) -> int:
+    """An unprivileged uid/gid for the worker of ``workdir``, stable for that directory.
+
+    Distinct sessions get distinct ids (from a range no account uses), so their workers cannot
+    signal each other or read each other's work directories.
+    """
+    st = workdir.stat()
+    digest = hashlib.sha256(f"{st.st_dev}:{st.st_ino}:{workdir}".encode()).digest()
+    return _SANDBOX_ID_BASE + int.from_bytes(digest[:8], "big") % _SANDBOX_ID_SPAN
+
+
+def own_tree(root: Path, uid: int, gid: int) -> None:
+    """Give ``root`` and everything in it to ``uid``/``gid`` (symlinks not followed)."""
+    st = root.lstat()
+    if st.st_uid == uid and st.st_gid == gid:
+        return
+    os.lchown(root, uid, gid)
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in (*dirnames, *filenames):
+            os.lchown(os.path.join(dirpath, name), uid, gid)
+
+
+def minimal_env(workdir: Path) -> dict[str, str]:
+    """The worker's whole environment: nothing inherited from the parent."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(workdir),
+        "TMPDIR": str(workdir),
+        "LANG": "C.UTF-8",
+        "MPLBACKEND": "Agg",
+        "MPLCONFIGDIR": str(workdir / ".matplotlib"),
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "NUMEXPR_NUM_THREADS": "1",
+        "ARROW_DEFAULT_MEMORY_POOL": "system",
+        "JE_ARROW_MALLOC_CONF": "background_thread:false",
+    }
+
+
+def readable_paths(import_paths: tuple[str, ...], data_dirs: list[Path]) -> list[str]:
+    """What the worker needs to read: the interpreter, its import paths, the data folders."""
+    stdlib = sysconfig.get_paths()
+    candidates = [sys.base_prefix, sys.prefix, stdlib["stdlib"], stdlib["platstdlib"],
+                  os.path.dirname(sys.executable), *import_paths]
+    for data_dir in data_dirs:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        candidates.append(str(data_dir))
+    out: list[str] = []
+    for path in candidates:
+        real = os.path.realpath(path)
+        if os.path.isdir(real) and real not in out:
+            out.append(real)
+    # keep only the outermost of nested paths
+    return [p for p in out if not any(p != o and p.startswith(o.rstrip("/") + "/") for o in out)]
