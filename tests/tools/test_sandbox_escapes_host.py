@@ -1,0 +1,289 @@
+"""Escape attempts aimed at the host process: its pipes, its trust in replies, its lifetime.
+
+Model-written code runs inside the worker, so it can rewrite the worker's own protocol loop,
+write frames on its private pipes and change its process attributes. Each test attacks the
+parent that way and checks the outcome from the host side: elapsed time against a generous
+bound that only proves "did not hang", the session lock, marker files, the worker's process
+in /proc, and what the next call reports.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from tools_support import FAST_LIMITS, fast_config, start_or_skip
+
+from gramagent.tools.sandbox import PythonSandbox, SandboxConfig, SandboxError
+
+HANG_BOUND = 60.0
+"""Seconds after which a call that should have ended counts as hung (a 4 s timeout is set)."""
+
+WORKER_FRAMES = """
+import json, os, struct, sys
+_loop = sys._getframe(2).f_locals  # the cell <- Session.run <- the worker's main loop
+
+def _send(body):
+    os.write(_loop["proto_out"], struct.pack(">I", len(body)) + body)
+"""
+"""Cell code that reaches the worker's private pipes and its current request, as an attacker
+would (the worker is the cell's own process)."""
+
+STOP_READING = WORKER_FRAMES + """
+import fcntl, time
+fcntl.fcntl(_loop["proto_in"], 1031, 4096)  # F_SETPIPE_SZ: the smallest request pipe
+def _stuck(fd, decoder):
+    os.read(fd, 1)  # looks like a worker waiting for its request, then never reads again
+    time.sleep(10 ** 6)
+sys.modules["_protocol"].read_frame = _stuck
+"""
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie (read from /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def wait_gone(pid: int, bound: float = 20.0) -> bool:
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def call_in_thread(box: PythonSandbox, code: str) -> tuple[threading.Thread, list[object]]:
+    """Run ``box.run(code)`` in a thread; the list receives its result or exception."""
+    outcome: list[object] = []
+
+    def target() -> None:
+        try:
+            outcome.append(box.run(code))
+        except SandboxError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+# -- class 1: the parent must not trust the worker's pipe -------------------------------------
+
+def test_a_worker_that_stops_reading_cannot_hang_the_call(sandbox: PythonSandbox) -> None:
+    """The cell shrinks its request pipe and stops reading it; the next request is larger than
+    the pipe. The write is bounded by the call's timeout, the lock is released, and the next
+    call runs in a fresh worker."""
+    sandbox.run(STOP_READING)
+    old_pid = sandbox.worker_pid
+    assert old_pid is not None
+    started = time.monotonic()
+    thread, outcome = call_in_thread(sandbox, "#" * 200_000 + "\n1")
+    thread.join(HANG_BOUND)
+    assert not thread.is_alive(), "the call hung on a worker that stopped reading"
+    assert time.monotonic() - started < HANG_BOUND
+    error = outcome[0]
+    assert isinstance(error, SandboxError) and error.kind == "timeout" and error.state_lost
+    assert not sandbox._lock.locked()
+    assert wait_gone(old_pid)
+    assert sandbox.run("1").restarted
+
+
+def test_close_does_not_wait_for_a_hung_call(tmp_path: Path, data_dir: Path) -> None:
+    """With a long timeout, a call hangs on a worker that stopped reading; close() from
+    another thread returns at once, kills the worker and ends the call."""
+    box = PythonSandbox(tmp_path / "w", data_dir=data_dir, config=fast_config(timeout=300.0))
+    try:
+        start_or_skip(box)
+        box.run(STOP_READING)
+        pid = box.worker_pid
+        assert pid is not None
+        thread, outcome = call_in_thread(box, "#" * 200_000 + "\n1")
+        time.sleep(0.5)
+        assert thread.is_alive()  # really stuck in the write
+        started = time.monotonic()
+        box.close()
+        thread.join(HANG_BOUND)
+        assert time.monotonic() - started < HANG_BOUND and not thread.is_alive()
+    finally:
+        box.close()
+    error = outcome[0]
+    assert isinstance(error, SandboxError) and error.kind == "closed"
+    assert not box._lock.locked() and wait_gone(pid)
+
+
+# -- class 2: replies bound to their request; no cell code after its result --------------------
+
+def test_a_reply_to_another_request_kills_the_worker(sandbox: PythonSandbox) -> None:
+    """A well-formed reply frame with a made-up id is a protocol error, never a result."""
+    sandbox.run("kept = 1")
+    pid = sandbox.worker_pid
+    forged = WORKER_FRAMES + """
+_send(json.dumps({"op": "result", "id": "not-yours", "output": "FORGED", "output_bytes": 6,
+                  "value": None, "error": None}).encode())
+import time
+time.sleep(30)
+"""
+    with pytest.raises(SandboxError) as info:
+        sandbox.run(forged)
+    assert info.value.kind == "protocol" and info.value.state_lost
+    assert "does not answer this request" in str(info.value)
+    assert pid is not None and wait_gone(pid)
+    after = sandbox.run("'kept' in globals()")
+    assert after.restarted and after.value == "False"
+
+
+def test_a_forged_reply_with_the_right_id_stops_the_worker(sandbox: PythonSandbox) -> None:
+    """The cell answers its own request (reading the id from the worker's frame) and keeps
+    running. The parent sees that the worker is not waiting for a request, kills it, and the
+    late marker the cell meant to write never appears."""
+    marker = sandbox.workdir / "late-marker"
+    forged = WORKER_FRAMES + f"""
+_send(json.dumps({{"op": "result", "id": _loop["request"]["id"], "output": "FORGED",
+                  "output_bytes": 6, "value": None, "error": None}}).encode())
+import time
+time.sleep(1.0)
+open({str(marker)!r}, "w").write("ran after its result")
+"""
+    with pytest.raises(SandboxError) as info:
+        sandbox.run(forged)
+    assert info.value.kind == "protocol" and "kept running after it answered" in str(info.value)
+    time.sleep(2.5)
+    assert not marker.exists()
+    assert sandbox.run("1").restarted
+
+
+def test_no_cell_code_runs_between_calls(sandbox: PythonSandbox) -> None:
+    """A cell arms a timer whose handler writes a marker, then returns. Between calls the
+    worker is stopped: the marker does not appear until the next call lets the worker run."""
+    marker = sandbox.workdir / "timer-marker"
+    result = sandbox.run(f"""
+import signal
+signal.signal(signal.SIGALRM, lambda *_: open({str(marker)!r}, "w").write("tick"))
+signal.setitimer(signal.ITIMER_REAL, 0.3)
+"done"
+""")
+    assert result.value == "'done'"
+    time.sleep(1.5)
+    assert not marker.exists(), "cell code ran after its result was returned"
+    sandbox.run("import time\ntime.sleep(0.2)")
+    assert marker.exists()  # the pending signal is handled inside the next call's limits
+
+
+# -- class 3: workers die with their host ------------------------------------------------------
+
+HOST_SCRIPT = """
+import ctypes, os, sys, time
+from gramagent.tools.sandbox import PythonSandbox, SandboxConfig, SandboxLimits
+box = PythonSandbox(sys.argv[1], config=SandboxConfig(
+    limits=SandboxLimits(timeout=10), syscall_filter=sys.argv[2]))
+cleared = box.run("import ctypes\\nctypes.CDLL(None, use_errno=True).prctl(1, 0, 0, 0, 0)")
+print(box.worker_pid, cleared.value, flush=True)
+time.sleep(600)
+"""
+
+
+def start_host(workdir: Path, syscall_filter: str) -> tuple[subprocess.Popen[str], int, str]:
+    """A host process with a sandbox whose cell tried to clear its parent-death signal;
+    returns the host, the worker's pid and what prctl returned in the cell."""
+    host = subprocess.Popen([sys.executable, "-c", HOST_SCRIPT, str(workdir), syscall_filter],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "GRAMAGENT_SANDBOX_ALLOW_WEAK": "0"})
+    assert host.stdout is not None
+    line = host.stdout.readline().split()
+    if len(line) != 2:
+        host.kill()
+        stderr = host.communicate()[1]
+        if os.geteuid() != 0 and "unavailable" in stderr:
+            pytest.skip("no OS isolation for the sandbox on this machine")
+        raise AssertionError(stderr)
+    return host, int(line[0]), line[1]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_workers_die_with_their_host(tmp_path: Path, signum: int) -> None:
+    """The host is killed (or terminated); its worker, whose cell tried to clear the
+    parent-death signal, is gone too."""
+    pytest.importorskip("pyseccomp")
+    host, pid, cleared = start_host(tmp_path / "work", "required")
+    try:
+        assert cleared == "-1"  # the filter refused to clear the parent-death signal
+        assert alive(pid)
+        host.send_signal(signum)
+        host.wait(HANG_BOUND)
+        assert wait_gone(pid), f"worker {pid} outlived its host"
+    finally:
+        host.kill()
+        host.communicate()
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_session_does_not_start_while_an_old_worker_lives(tmp_path: Path) -> None:
+    """Without the filter a cell can clear its parent-death signal and outlive a killed host.
+    A new session on the same work directory kills that survivor before it starts."""
+    workdir = tmp_path / "work"
+    host, old, cleared = start_host(workdir, "off")
+    try:
+        assert cleared == "0"
+        host.kill()
+        host.communicate(timeout=HANG_BOUND)
+        time.sleep(0.5)
+        assert alive(old)  # the precondition: it survived its host
+        box = PythonSandbox(workdir, config=SandboxConfig(limits=FAST_LIMITS, syscall_filter="off"))
+        try:
+            start_or_skip(box)
+            assert not alive(old)
+            assert box.worker_pid != old and box.run("6 * 7").value == "42"
+        finally:
+            box.close()
+    finally:
+        if alive(old):
+            os.kill(old, signal.SIGKILL)
+
+
+# -- class 8: protocol robustness --------------------------------------------------------------
+
+@pytest.mark.parametrize("body", [
+    b"[" * 100_000,
+    b'{"op": "result", "id": "x", "output": "\\ud800", "output_bytes": 1, "value": null, '
+    b'"error": null}',
+    b'{"op": "result", "id": "x", "output": "", "output_bytes": NaN, "value": null, '
+    b'"error": null}',
+    b'{"op": "result", "id": "x", "output": 5, "output_bytes": 1, "value": null, "error": null}',
+    b"\xff\xfe not utf-8",
+], ids=["deep nesting", "lone surrogate", "NaN", "wrong type", "invalid utf-8"])
+def test_malformed_frames_are_typed_errors_and_kill_the_worker(sandbox: PythonSandbox,
+                                                                 body: bytes) -> None:
+    sandbox.run("kept = 1")
+    pid = sandbox.worker_pid
+    code = WORKER_FRAMES + f"_send({body!r})\nimport time\ntime.sleep(30)"
+    with pytest.raises(SandboxError) as info:
+        sandbox.run(code)
+    assert info.value.kind == "protocol" and info.value.state_lost
+    assert pid is not None and wait_gone(pid)
+    assert sandbox.run("1").restarted
+
+
+def test_a_worker_lost_between_calls_is_reported(sandbox: PythonSandbox) -> None:
+    """A worker killed from outside between two calls: the next result says state was lost."""
+    sandbox.run("kept = 1")
+    pid = sandbox.worker_pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    assert wait_gone(pid)
+    result = sandbox.run("'kept' in globals()")
+    assert result.restarted and result.value == "False"
+    assert result.to_text().startswith("[note: this ran in a new Python session")
+    assert sandbox.restarts == 1
+
