@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gramagent.tools.data import convert_csv
+from gramagent.tools._data import convert_csv
 from gramagent.tools.sandbox import PythonSandbox, SandboxConfig
 
 SALES = Path(__file__).resolve().parents[1] / "examples" / "data" / "sales.csv"

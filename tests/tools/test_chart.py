@@ -14,8 +14,8 @@ from matplotlib import image
 from gramagent._runtime.library import ToolContext, ToolLibrary
 from gramagent._spec.schema import compile_validator, strict_schema
 from gramagent.tools import builtin_library
-from gramagent.tools.chart import CHART_SCHEMA
-from gramagent.tools.data import DataError
+from gramagent.tools._chart import CHART_SCHEMA
+from gramagent.tools._data import DataError
 
 SEED_SCHEMA: dict[str, Any] = {
     "type": "object",

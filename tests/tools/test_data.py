@@ -11,7 +11,9 @@ from tools_support import SALES_CSV
 
 from gramagent._runtime.library import ToolContext, ToolLibrary
 from gramagent.tools import DATA_DIR_ENV, builtin_library
-from gramagent.tools.data import DataError, confined_path, convert_csv, describe, list_tables
+from gramagent.tools._data import convert_csv, describe
+from gramagent.tools._tables import DataError, confined_path, list_tables
+from gramagent.tools._workspace import STATE_KEY, Workspace
 
 
 def call(library: ToolLibrary, name: str, **arguments: object) -> object:
@@ -22,6 +24,13 @@ def call(library: ToolLibrary, name: str, **arguments: object) -> object:
     return tool.invoke(**arguments, ctx=ctx)
 
 
+def tables_dir(library: ToolLibrary) -> Path:
+    """Where the library's conversation "c1" keeps its tables (its workspace's data/)."""
+    workspace = library.conversation_state("c1")[STATE_KEY]
+    assert isinstance(workspace, Workspace)
+    return workspace.tables_dir
+
+
 @pytest.fixture
 def library(data_dir: Path) -> ToolLibrary:
     lib = builtin_library(data_dir=data_dir)
@@ -30,15 +39,17 @@ def library(data_dir: Path) -> ToolLibrary:
 
 
 def test_load_csv_writes_a_parquet_table(library: ToolLibrary, data_dir: Path) -> None:
-    """The CSV becomes <stem>.parquet with inferred column types; the answer says so."""
+    """The CSV becomes <stem>.parquet with inferred column types, in the conversation's own
+    tables folder: the shared upload directory is only read."""
     text = call(library, "load_csv", path="sales.csv")
     assert isinstance(text, str)
     assert "table sales: 48 rows, 4 columns" in text
-    table = pq.read_table(data_dir / "sales.parquet")
+    assert sorted(p.name for p in data_dir.iterdir()) == ["sales.csv"]
+    table = pq.read_table(tables_dir(library) / "sales.parquet")
     assert table.num_rows == 48
     assert [str(t) for t in table.schema.types] == ["string", "string", "int64", "double"]
     assert table.column("region").to_pylist()[:4] == ["North", "South", "East", "West"]
-    assert list_tables(data_dir) == ["sales"]
+    assert list_tables(tables_dir(library)) == ["sales"]
 
 
 def test_describe_table_reports_schema_stats_and_rows(library: ToolLibrary) -> None:
@@ -92,7 +103,7 @@ def test_symlinks_out_are_refused_inside_are_fine(library: ToolLibrary, data_dir
         call(library, "load_csv", path="linked/outside.csv")
     (data_dir / "alias.csv").symlink_to(data_dir / "sales.csv")
     assert "table alias: 48 rows" in str(call(library, "load_csv", path="alias.csv"))
-    assert not (data_dir / "escape.parquet").exists()
+    assert not (tables_dir(library) / "escape.parquet").exists()
 
 
 def test_missing_file_names_the_available_ones(library: ToolLibrary) -> None:
@@ -106,7 +117,7 @@ def test_upload_size_cap(data_dir: Path) -> None:
     small = builtin_library(data_dir=data_dir, max_upload_bytes=size - 1)
     with pytest.raises(DataError, match=f"has {size} bytes, over the upload limit"):
         call(small, "load_csv", path="sales.csv")
-    assert not (data_dir / "sales.parquet").exists()
+    assert not (tables_dir(small) / "sales.parquet").exists()
     fits = builtin_library(data_dir=data_dir, max_upload_bytes=size)
     assert "48 rows" in str(call(fits, "load_csv", path="sales.csv"))
 
@@ -131,7 +142,8 @@ def test_data_dir_from_the_environment(data_dir: Path, monkeypatch: pytest.Monke
     library = builtin_library()
     try:
         call(library, "load_csv", path="sales.csv")
-        assert (data_dir / "sales.parquet").is_file()
+        assert (tables_dir(library) / "sales.parquet").is_file()
+        assert not (data_dir / "sales.parquet").exists()
     finally:
         library.forget()
     assert data_dir.is_dir()  # a shared data directory is never removed
@@ -166,7 +178,7 @@ def test_describe_handles_nulls_and_empty_tables() -> None:
 def test_parquet_files_are_readable_by_others(library: ToolLibrary, data_dir: Path) -> None:
     """Tables are world-readable files, so the sandbox's user can read them."""
     call(library, "load_csv", path="sales.csv")
-    assert os.stat(data_dir / "sales.parquet").st_mode & 0o004
+    assert os.stat(tables_dir(library) / "sales.parquet").st_mode & 0o004
 
 
 def test_uploaded_csv_is_converted_on_first_use(data_dir: Path) -> None:
@@ -175,10 +187,9 @@ def test_uploaded_csv_is_converted_on_first_use(data_dir: Path) -> None:
     try:
         text = call(library, "describe_table", df_name="sales")
         assert str(text).startswith("Table sales: 48 rows")
-        assert (data_dir / "sales.parquet").is_file()
+        assert (tables_dir(library) / "sales.parquet").is_file()
     finally:
         library.forget()
     capped = builtin_library(data_dir=data_dir, max_upload_bytes=10)
-    (data_dir / "sales.parquet").unlink()
     with pytest.raises(DataError, match="over the upload limit of 10"):
         call(capped, "describe_table", df_name="sales")

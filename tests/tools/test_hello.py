@@ -7,7 +7,7 @@ from tools_support import EXAMPLES
 from gramagent._spec.gram import load_agent
 from gramagent._spec.model import ToolSpec
 from gramagent.tools import builtin_library
-from gramagent.tools.hello import say_hello
+from gramagent.tools._hello import say_hello
 
 SIGNATURE = '(personName::String {default:"world"})==>(::String)'
 DESCRIPTION = "Returns a friendly greeting message for the given name"

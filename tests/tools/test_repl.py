@@ -11,8 +11,8 @@ from tools_support import fast_config
 
 from gramagent._runtime.library import ToolContext, ToolLibrary
 from gramagent.tools import builtin_library
+from gramagent.tools._workspace import STATE_KEY, Workspace
 from gramagent.tools.sandbox import SandboxError
-from gramagent.tools.workspace import STATE_KEY, Workspace
 
 
 def repl(library: ToolLibrary, conversation: str, code: str) -> str:
@@ -79,12 +79,17 @@ def _zombie(pid: int) -> bool:
 
 
 def test_the_repl_reads_tables_loaded_by_load_csv(data_dir: Path) -> None:
+    """A table loaded in a conversation is read by that conversation's sandbox, which finds
+    it in the workspace's tables folder (the shared upload directory holds only the CSV)."""
     library = builtin_library(data_dir=data_dir, sandbox=fast_config())
     try:
         skip_without_isolation(library)
         load = library.lookup("load_csv")
         assert load is not None
-        load.invoke(path="sales.csv")
+        load.invoke(path="sales.csv", ctx=ToolContext(
+            conversation_id="d", run_id="r", call_id="c", tool="load_csv",
+            state=library.conversation_state("d")))
+        assert not (data_dir / "sales.parquet").exists()
         code = ("t = read_table('sales')\n"
                 "by = t.group_by('region', use_threads=False).aggregate([('units', 'sum')])\n"
                 "sorted(by.to_pylist(), key=lambda r: r['region'])[0]")

@@ -6,6 +6,9 @@ built-in tool whose dependencies are installed: ``sayHello`` and ``sayGoodbye`` 
 ``load_csv``, ``describe_table`` (pyarrow) and ``chart`` (pyarrow and matplotlib) with the
 ``tools`` extra.
 The gram specs of these tools are in ``examples/tools.gram``.
+
+The public surface is this module and :mod:`gramagent.tools.sandbox`; modules whose names
+start with ``_`` are private.
 """
 
 from __future__ import annotations
@@ -16,21 +19,27 @@ import sys
 from pathlib import Path
 
 from gramagent._runtime.library import ToolLibrary
-from gramagent.tools.hello import say_goodbye, say_hello
-from gramagent.tools.sandbox import SandboxConfig
-from gramagent.tools.workspace import (
+from gramagent.tools._hello import say_goodbye, say_hello
+from gramagent.tools._tables import DataError
+from gramagent.tools._workspace import (
     DATA_DIR_ENV,
     DEFAULT_MAX_UPLOAD_BYTES,
     ToolSettings,
     Workspace,
+    WorkspaceError,
     WorkspaceProvider,
 )
+from gramagent.tools.sandbox import PythonSandbox, SandboxConfig, SandboxError
 
 __all__ = [
     "DATA_DIR_ENV",
+    "DataError",
+    "PythonSandbox",
     "SandboxConfig",
+    "SandboxError",
     "ToolSettings",
     "Workspace",
+    "WorkspaceError",
     "available_tools",
     "builtin_library",
     "say_goodbye",
@@ -65,9 +74,10 @@ def builtin_library(
     """A ToolLibrary with every built-in tool available here.
 
     Args:
-        data_dir: a shared data directory (uploaded CSV files and parquet tables); default:
-            ``GRAMAGENT_DATA_DIR`` if set, else the ``data/`` folder of each conversation's
-            workspace.
+        data_dir: a shared upload directory (CSV files, and parquet tables made elsewhere),
+            only read: tables made from its CSV files go to each conversation's workspace;
+            default: ``GRAMAGENT_DATA_DIR`` if set, else the ``data/`` folder of each
+            conversation's workspace.
         session_dir: one workspace directory for every conversation, kept after use; default:
             a temporary workspace per conversation, removed when the library forgets it.
         max_upload_bytes: the largest CSV file ``load_csv`` converts.
@@ -89,16 +99,16 @@ def builtin_library(
     library = ToolLibrary([say_hello, say_goodbye])
     workspaces.attach(library)
     if available["python_repl"]:
-        from gramagent.tools.repl import make_python_repl
+        from gramagent.tools._repl import make_python_repl
 
         library.register(make_python_repl(workspaces))
     if available["load_csv"]:
-        from gramagent.tools.data import make_data_tools
+        from gramagent.tools._data import make_data_tools
 
         for data_tool in make_data_tools(workspaces):
             library.register(data_tool)
     if available["chart"]:
-        from gramagent.tools.chart import make_chart
+        from gramagent.tools._chart import make_chart
 
         library.register(make_chart(workspaces))
     return library

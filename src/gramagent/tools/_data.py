@@ -1,17 +1,19 @@
 """Tabular data: CSV uploads become parquet tables; tools read parquet only.
 
-:func:`load_csv` converts a CSV file of the data directory into ``<name>.parquet`` next to it,
-``name`` being the file's stem (which must be an identifier). Paths are confined to the data
-directory: absolute paths, ``..`` and symlinks that lead out are refused, and files over the
-upload cap are not read. :func:`describe_table` reports a table's schema, simple statistics and
-its first rows. A table whose CSV file was uploaded but not loaded yet is converted on first
-use. Needs ``pyarrow`` (the ``tools`` extra).
+:func:`convert_csv` converts a CSV file of the upload directory into the parquet table
+``<name>`` of the tables directory (the conversation's own ``data/`` folder, never the shared
+upload directory), ``name`` being the file's stem (an identifier). Paths are confined to the
+upload directory (:mod:`._tables`), files over the upload cap are not read, and the table is
+written through a new file created exclusively and without following symlinks, then renamed
+into place. :func:`describe` reports a table's schema, simple statistics and its first rows.
+Before a table is read, its size is checked from the parquet footer (:func:`check_table`), so
+a small file cannot make the host decode gigabytes. Needs ``pyarrow`` (the ``tools`` extra).
 """
 
 from __future__ import annotations
 
 import os
-import re
+import tempfile
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -21,130 +23,43 @@ import pyarrow.csv as pacsv  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from gramagent._runtime.library import Tool, ToolContext, tool
+from gramagent.tools._tables import DataError, check_table_name, confined_path, find_table
 
 if TYPE_CHECKING:
-    from gramagent.tools.workspace import WorkspaceProvider
+    from gramagent.tools._workspace import WorkspaceProvider
 
 __all__ = [
-    "DataError",
-    "confined_path",
+    "MAX_TABLE_BYTES",
+    "MAX_TABLE_COLUMNS",
+    "check_table",
     "convert_csv",
     "describe",
     "ensure_table",
-    "list_tables",
     "make_data_tools",
     "read_table",
-    "table_path",
 ]
 
-TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 SAMPLE_ROWS = 5
 MAX_CELL_CHARS = 40
-
-
-class DataError(ValueError):
-    """A data request cannot be served: bad path, bad name, missing table, file too large."""
+MAX_TABLE_BYTES = 512 << 20
+"""Largest decoded size (from the parquet footer) of a table the host reads."""
+MAX_TABLE_COLUMNS = 1000
+MAX_ROW_GROUPS = 10_000
 
 
 # ---------------------------------------------------------------------------------------------
-# Paths and tables
+# Writing and reading tables
 # ---------------------------------------------------------------------------------------------
 
-def confined_path(data_dir: Path, relative: str) -> Path:
-    """``relative`` resolved inside ``data_dir``, refusing every way out.
+def convert_csv(upload_dir: Path, relative: str, *, max_bytes: int,
+                tables_dir: Path | None = None) -> tuple[str, pa.Table]:
+    """Convert the CSV file ``relative`` of ``upload_dir`` to the parquet table of its stem.
 
-    Raises:
-        DataError: the path is empty, absolute, contains ``..``, or resolves (through a
-            symlink) outside the data directory.
-        FileNotFoundError: it does not exist.
-    """
-    text = relative.strip()
-    if not text:
-        raise DataError("the path is empty: give a file name inside the data directory")
-    if "\x00" in text:
-        raise DataError("the path contains a NUL character")
-    pure = PurePosixPath(text.replace("\\", "/"))
-    if pure.is_absolute() or re.match(r"^[A-Za-z]:", text):
-        raise DataError(f"absolute paths are not allowed ({relative!r}); give a path relative "
-                        "to the data directory")
-    if ".." in pure.parts:
-        raise DataError(f"'..' is not allowed in paths ({relative!r})")
-    root = data_dir.resolve()
-    candidate = root.joinpath(*pure.parts)
-    if not os.path.lexists(candidate):
-        raise FileNotFoundError(f"no file {relative!r} in the data directory"
-                                + _available(root, "*.csv"))
-    resolved = candidate.resolve()
-    if resolved != root and root not in resolved.parents:
-        raise DataError(f"{relative!r} leads outside the data directory (a symlink); refused")
-    return resolved
-
-
-def _available(root: Path, pattern: str) -> str:
-    names = sorted(p.name for p in root.glob(pattern))[:20]
-    return f"; available: {', '.join(names)}" if names else ""
-
-
-def check_table_name(name: str) -> str:
-    """``name`` if it is a valid table name (an identifier of at most 63 characters).
-
-    Raises:
-        DataError: it is not.
-    """
-    if not TABLE_NAME.fullmatch(name):
-        suggestion = re.sub(r"\W", "_", name.strip()) or "table"
-        if not re.match(r"[A-Za-z_]", suggestion):
-            suggestion = "t_" + suggestion
-        raise DataError(f"invalid table name {name!r}: use letters, digits and underscores, "
-                        f"not starting with a digit (e.g. {suggestion[:63]!r})")
-    return name
-
-
-def list_tables(data_dir: Path) -> list[str]:
-    """The names of the parquet tables in ``data_dir``."""
-    if not data_dir.is_dir():
-        return []
-    return sorted(p.stem for p in data_dir.glob("*.parquet")
-                  if p.is_file() and TABLE_NAME.fullmatch(p.stem))
-
-
-def table_path(data_dir: Path, name: str) -> Path:
-    """The parquet file of table ``name``.
-
-    Raises:
-        DataError: the name is invalid, or there is no such table (the known ones are listed).
-    """
-    check_table_name(name)
-    path = data_dir / f"{name}.parquet"
-    if not path.is_file() or path.is_symlink():
-        known = list_tables(data_dir)
-        hint = (f"; known tables: {', '.join(known)}" if known
-                else "; there are no tables yet: load a CSV file with load_csv first")
-        raise DataError(f"unknown table {name!r}{hint}")
-    return path
-
-
-def ensure_table(data_dir: Path, name: str, *, max_bytes: int) -> Path:
-    """The parquet file of table ``name``, converting ``<name>.csv`` first if only it exists.
-
-    So a tool asked about an uploaded file that was not loaded yet still reads parquet.
-
-    Raises:
-        DataError: as :func:`table_path` and :func:`convert_csv`.
-    """
-    check_table_name(name)
-    if not (data_dir / f"{name}.parquet").is_file() and (data_dir / f"{name}.csv").is_file():
-        convert_csv(data_dir, f"{name}.csv", max_bytes=max_bytes)
-    return table_path(data_dir, name)
-
-
-def read_table(data_dir: Path, name: str, columns: list[str] | None = None) -> pa.Table:
-    """Read table ``name`` (optionally only ``columns``) from its parquet file."""
-    return pq.read_table(table_path(data_dir, name), columns=columns)
-
-
-def convert_csv(data_dir: Path, relative: str, *, max_bytes: int) -> tuple[str, pa.Table]:
-    """Convert the CSV file ``relative`` of ``data_dir`` to the parquet table of its stem.
+    Args:
+        upload_dir: where uploaded CSV files are (read only).
+        relative: the file, relative to ``upload_dir``.
+        max_bytes: the largest CSV file read.
+        tables_dir: where the table is written; default: ``upload_dir``.
 
     Returns:
         The table name and the table.
@@ -153,7 +68,7 @@ def convert_csv(data_dir: Path, relative: str, *, max_bytes: int) -> tuple[str, 
         DataError: bad path or name, not a ``.csv`` file, too large, or unparsable.
         FileNotFoundError: no such file.
     """
-    path = confined_path(data_dir, relative)
+    path = confined_path(upload_dir, relative)
     if not path.is_file():
         raise DataError(f"{relative!r} is not a file")
     if path.suffix.lower() != ".csv":
@@ -168,12 +83,72 @@ def convert_csv(data_dir: Path, relative: str, *, max_bytes: int) -> tuple[str, 
         raise DataError(f"cannot parse {relative!r} as CSV: {exc}") from None
     if table.num_columns == 0:
         raise DataError(f"{relative!r} has no columns")
-    target = data_dir.resolve() / f"{name}.parquet"
-    partial = target.with_name(f".{name}.parquet.partial")
-    pq.write_table(table, partial)
-    os.chmod(partial, 0o644)
-    os.replace(partial, target)
+    _write_table(table, (tables_dir or upload_dir).resolve(), name)
     return name, table
+
+
+def _write_table(table: pa.Table, folder: Path, name: str) -> None:
+    """Write ``<name>.parquet`` in ``folder`` through a fresh, exclusively created file (a
+    planted symlink or file at any name is never followed or overwritten), then rename it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, partial = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=folder)
+    try:
+        os.fchmod(fd, 0o644)  # readable by the sandbox's user
+        with os.fdopen(fd, "wb") as sink:
+            pq.write_table(table, sink)
+        os.replace(partial, folder / f"{name}.parquet")
+    except BaseException:
+        os.unlink(partial)
+        raise
+
+
+def ensure_table(upload_dir: Path, name: str, *, max_bytes: int,
+                 tables_dir: Path | None = None) -> Path:
+    """The parquet file of table ``name``, converting ``<name>.csv`` first if only it exists.
+
+    Tables are looked up in ``tables_dir`` first, then in ``upload_dir``; so a tool asked
+    about an uploaded file that was not loaded yet still reads parquet.
+
+    Raises:
+        DataError: as :func:`~gramagent.tools._tables.find_table` and :func:`convert_csv`.
+    """
+    check_table_name(name)
+    folders = list(dict.fromkeys([tables_dir or upload_dir, upload_dir]))
+    if not any((f / f"{name}.parquet").is_file() for f in folders) and \
+            (upload_dir / f"{name}.csv").is_file():
+        convert_csv(upload_dir, f"{name}.csv", max_bytes=max_bytes, tables_dir=tables_dir)
+    return find_table(folders, name)
+
+
+def check_table(path: Path, *, max_bytes: int = MAX_TABLE_BYTES) -> pq.FileMetaData:
+    """The footer of the parquet file ``path``, if the table it describes is small enough to
+    read in the host: at most ``max_bytes`` decoded, :data:`MAX_TABLE_COLUMNS` columns.
+
+    Raises:
+        DataError: the file is not parquet, or the table is too large.
+    """
+    try:
+        meta = pq.read_metadata(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise DataError(f"{path.name} is not a readable parquet file: {exc}") from None
+    if meta.num_columns > MAX_TABLE_COLUMNS or meta.num_row_groups > MAX_ROW_GROUPS:
+        raise DataError(f"{path.name} has {meta.num_columns} columns in {meta.num_row_groups} "
+                        f"row groups; at most {MAX_TABLE_COLUMNS} columns and "
+                        f"{MAX_ROW_GROUPS} row groups are read")
+    decoded = sum(meta.row_group(i).column(j).total_uncompressed_size
+                  for i in range(meta.num_row_groups) for j in range(meta.num_columns))
+    if decoded > max_bytes:
+        raise DataError(f"{path.name} holds {decoded} bytes of data (from its footer), over "
+                        f"the limit of {max_bytes} for the data tools; aggregate it in "
+                        "python_repl instead")
+    return meta
+
+
+def read_table(path: Path, columns: list[str] | None = None, *,
+               max_bytes: int = MAX_TABLE_BYTES) -> pa.Table:
+    """Read the parquet table at ``path`` (optionally only ``columns``), size-checked first."""
+    check_table(path, max_bytes=max_bytes)
+    return pq.read_table(path, columns=columns, use_threads=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -255,7 +230,8 @@ def make_data_tools(workspaces: WorkspaceProvider) -> list[Tool]:
         """
         workspace = workspaces.get(ctx)
         name, table = convert_csv(workspace.data_dir, path,
-                                  max_bytes=workspace.settings.max_upload_bytes)
+                                  max_bytes=workspace.settings.max_upload_bytes,
+                                  tables_dir=workspace.tables_dir)
         columns = ", ".join(f"{f.name} ({f.type})" for f in table.schema)
         return (f"Loaded {path} as table {name}: {table.num_rows} rows, "
                 f"{table.num_columns} columns: {columns}")
@@ -267,7 +243,9 @@ def make_data_tools(workspaces: WorkspaceProvider) -> list[Tool]:
             df_name: the table name (as given by load_csv).
         """
         workspace = workspaces.get(ctx)
-        ensure_table(workspace.data_dir, df_name, max_bytes=workspace.settings.max_upload_bytes)
-        return describe(df_name, read_table(workspace.data_dir, df_name))
+        path = ensure_table(workspace.data_dir, df_name,
+                            max_bytes=workspace.settings.max_upload_bytes,
+                            tables_dir=workspace.tables_dir)
+        return describe(df_name, read_table(path))
 
     return [tool(load_csv), tool(describe_table)]

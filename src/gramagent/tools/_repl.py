@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from gramagent._runtime.library import Tool, ToolContext, tool
 
 if TYPE_CHECKING:
-    from gramagent.tools.workspace import WorkspaceProvider
+    from gramagent.tools._workspace import WorkspaceProvider
 
 __all__ = ["make_python_repl"]
 

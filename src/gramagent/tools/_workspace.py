@@ -2,40 +2,48 @@
 
 A workspace is a directory with three parts:
 
-- ``data/``: uploaded CSV files and the parquet tables made from them (:mod:`.data`); the
-  ``python_repl`` sandbox may read it. ``GRAMAGENT_DATA_DIR`` or ``data_dir=`` replace it with
-  one shared directory.
+- ``data/``: the parquet tables made from uploaded CSV files (:mod:`._data`), and the uploads
+  themselves unless ``GRAMAGENT_DATA_DIR`` or ``data_dir=`` name a shared upload directory.
+  A shared directory is only read: tables derived from it are written here, never next to
+  the uploads (so a checkout's ``examples/data`` stays clean). The ``python_repl`` sandbox
+  may read both.
 - ``work/``: the private working directory of the conversation's ``python_repl`` session.
-- ``charts/``: PNG files drawn by the ``chart`` tool.
+- ``charts/``: PNG files drawn by the ``chart`` tool (made when the first chart is drawn).
 
 By default each conversation gets a temporary workspace, removed when the library forgets the
-conversation (:meth:`gramagent._runtime.library.ToolLibrary.forget`). With ``session_dir=`` every
-conversation uses that directory, and it is kept.
+conversation (:meth:`gramagent._runtime.library.ToolLibrary.forget`) or, at the latest, when
+the process exits. With ``session_dir=`` every conversation uses that directory, and it is
+kept. Removal walks the tree iteratively through directory descriptors (no recursion limit,
+no path length limit, symlinks never followed); what cannot be removed is reported.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
-import shutil
 import tempfile
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gramagent.errors import ConfigurationError
+from gramagent.errors import ConfigurationError, GramagentError
 
 if TYPE_CHECKING:
     from gramagent._runtime.library import ToolContext, ToolLibrary
     from gramagent.tools.sandbox import PythonSandbox, SandboxConfig
 
 __all__ = ["DATA_DIR_ENV", "DEFAULT_MAX_UPLOAD_BYTES", "DIRECT_CONVERSATION", "ToolSettings",
-           "Workspace", "WorkspaceProvider"]
+           "Workspace", "WorkspaceError", "WorkspaceProvider", "remove_tree"]
+
+_log = logging.getLogger(__name__)
 
 DATA_DIR_ENV = "GRAMAGENT_DATA_DIR"
 """Environment variable naming a shared data directory (uploads and parquet tables)."""
 DEFAULT_MAX_UPLOAD_BYTES = 50 * 1024 * 1024
-STATE_KEY = "gramagent.tools.workspace"
+STATE_KEY = "gramagent.tools._workspace"
 DIRECT_CONVERSATION = "gramagent.direct"
 """The conversation id of tool calls made without a ToolContext."""
 
@@ -61,26 +69,35 @@ class ToolSettings:
         return Path(env) if env else None
 
 
+class WorkspaceError(GramagentError):
+    """A workspace could not be cleaned up (what was left, and why)."""
+
+
 class Workspace:
     """The directories of one conversation, and its Python sandbox once used.
 
     Closing it stops the sandbox and, for a temporary workspace, removes its directory.
+
+    Attributes:
+        data_dir: where uploaded CSV files are read (the shared upload directory, if any).
+        tables_dir: where tables are written (always this workspace's ``data/``).
     """
 
     def __init__(self, root: Path, *, data_dir: Path | None, settings: ToolSettings,
                  temporary: bool) -> None:
         self.root = root
-        self.data_dir = (data_dir or root / "data").resolve()
+        self.tables_dir = (root / "data").resolve()
+        self.data_dir = (data_dir or self.tables_dir).resolve()
         self.work_dir = root / "work"
         self.charts_dir = root / "charts"
         self.settings = settings
         self.temporary = temporary
         self._sandbox: PythonSandbox | None = None
         self._lock = threading.Lock()
-        for path in (self.data_dir, self.charts_dir):
-            path.mkdir(parents=True, exist_ok=True)
-        if data_dir is None:  # our own: readable by the sandbox's user (the root stays private)
-            os.chmod(self.data_dir, 0o755)
+        self.tables_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.tables_dir, 0o755)  # readable by the sandbox's user (root stays private)
+        self._cleanup = (weakref.finalize(self, _remove_at_exit, root) if temporary
+                         else None)
 
     def sandbox(self) -> PythonSandbox:
         """This conversation's Python sandbox (created on first use)."""
@@ -88,22 +105,98 @@ class Workspace:
 
         with self._lock:
             if self._sandbox is None:
+                shared = [self.data_dir] if self.data_dir != self.tables_dir else []
                 self._sandbox = PythonSandbox(
-                    self.work_dir, data_dir=self.data_dir,
+                    self.work_dir, data_dir=self.tables_dir, more_data_dirs=shared,
                     config=self.settings.sandbox or SandboxConfig.from_env())
             return self._sandbox
 
     def close(self) -> None:
-        """Stop the sandbox; remove the directory if it is temporary."""
+        """Stop the sandbox; remove the directory if it is temporary.
+
+        Raises:
+            WorkspaceError: part of a temporary workspace could not be removed.
+        """
         with self._lock:
             sandbox, self._sandbox = self._sandbox, None
         if sandbox is not None:
             sandbox.close()
-        if self.temporary:
-            shutil.rmtree(self.root, ignore_errors=True)
+        if self._cleanup is not None:
+            self._cleanup.detach()
+            self._cleanup = None
+            remove_tree(self.root)
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r}, temporary={self.temporary})"
+
+
+def _remove_at_exit(root: Path) -> None:
+    """Remove a temporary workspace nobody closed (at the latest when the process exits)."""
+    try:
+        remove_tree(root)
+    except WorkspaceError as exc:
+        _log.warning("%s", exc)
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _clear_one_level(fd: int) -> str | None:
+    """Unlink every non-directory entry of the directory ``fd``; the name of a subdirectory
+    (to descend into), or None when only files were there."""
+    with os.scandir(fd) as entries:
+        names = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+    for name, is_dir in names:
+        if is_dir:
+            return name
+        os.unlink(name, dir_fd=fd)
+    return None
+
+
+def remove_tree(root: Path) -> None:
+    """Remove ``root`` and everything under it, iteratively (any depth, any path length).
+
+    It descends one directory at a time through descriptors opened without following
+    symlinks, holding at most two open, and keeps only the names of the path it is on.
+
+    Raises:
+        WorkspaceError: something could not be removed (the tree is left partly in place).
+    """
+    try:
+        fd = os.open(root, _DIR_FLAGS)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise WorkspaceError(f"cannot remove workspace {str(root)!r}: {exc}") from None
+    path: list[str] = []
+    try:
+        while True:
+            child = _clear_one_level(fd)
+            if child is not None:
+                new = os.open(child, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = new
+                path.append(child)
+                continue
+            if not path:
+                break
+            parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            os.rmdir(path.pop(), dir_fd=fd)
+    except OSError as exc:
+        where = os.path.join(str(root), *path[:8]) + ("/..." if len(path) > 8 else "")
+        raise WorkspaceError(f"cannot remove workspace {str(root)!r} (at {where!r}, depth "
+                             f"{len(path)}): {exc}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    try:
+        os.rmdir(root)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise WorkspaceError(f"cannot remove workspace {str(root)!r}: {exc}") from None
 
 
 class WorkspaceProvider:

@@ -8,7 +8,11 @@ against ``x_field``. Rows sharing an ``x_field`` value are summed (every kind bu
 which plots each row).
 
 The figure is drawn on a :class:`matplotlib.figure.Figure` without pyplot, so concurrent calls
-do not share global state. Needs ``matplotlib`` and ``pyarrow`` (the ``tools`` extra).
+do not share global state. The work done in the host process is bounded: the table's size is
+checked from its parquet footer before it is read, every text drawn (title, labels, note,
+series names, category labels) is cut to :data:`MAX_TEXT_CHARS` and drawn as plain text (no
+math text, whose layout costs about a millisecond of CPU per character), and the number of
+bars and points is capped. Needs ``matplotlib`` and ``pyarrow`` (the ``tools`` extra).
 """
 
 from __future__ import annotations
@@ -20,16 +24,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import matplotlib
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from gramagent._runtime.library import Tool, ToolContext
-from gramagent.tools.data import DataError, ensure_table, read_table
+from gramagent.tools._data import check_table, ensure_table, read_table
+from gramagent.tools._tables import DataError
 
 if TYPE_CHECKING:
-    from gramagent.tools.workspace import WorkspaceProvider
+    from gramagent.tools._workspace import WorkspaceProvider
 
 __all__ = ["CHART_DESCRIPTION", "CHART_SCHEMA", "CHART_TYPES", "ChartRequest", "make_chart",
            "render_chart"]
@@ -40,6 +46,8 @@ MAX_CATEGORIES = 200
 MAX_POINTS = 100_000
 MAX_TICK_LABELS = 40
 """Most category labels written on the x axis (every n-th one beyond that)."""
+MAX_TEXT_CHARS = 200
+"""Longest title, label, note, series name or category label drawn (longer text is cut)."""
 
 CHART_DESCRIPTION = (
     "Draw a chart of a table as a PNG image and return its path. chart_type: bar (horizontal "
@@ -104,17 +112,21 @@ class ChartRequest:
         for i, item in enumerate(arguments.get("series") or ()):
             if not isinstance(item, dict) or not isinstance(item.get("y_field"), str):
                 raise DataError(f"series[{i}] must be an object with name and y_field")
-            series.append((str(item.get("name") or item["y_field"]), item["y_field"]))
+            series.append((_cut(str(item.get("name") or item["y_field"])), item["y_field"]))
         if not 1 <= len(series) <= 10:
             raise DataError(f"series must have 1 to 10 entries, got {len(series)}")
         chart_type = str(arguments.get("chart_type", ""))
         if chart_type not in CHART_TYPES:
             raise DataError(f"unknown chart_type {chart_type!r}; use one of "
                             f"{', '.join(CHART_TYPES)}")
-        text = {k: str(arguments.get(k) or "") for k in
+        text = {k: _cut(str(arguments.get(k) or "")) for k in
                 ("logical_name", "x_label", "y_label", "title", "note")}
         return cls(df_name=str(arguments.get("df_name", "")), chart_type=chart_type,
                    x_field=str(arguments.get("x_field", "")), series=tuple(series), **text)
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
 
 
 def _check_columns(table_name: str, schema: pa.Schema, request: ChartRequest) -> None:
@@ -164,13 +176,36 @@ def render_chart(table: pa.Table, request: ChartRequest, target: Path) -> str:
     elif data.num_rows > MAX_POINTS:
         raise DataError(f"{data.num_rows} rows are too many to plot (at most {MAX_POINTS})")
     x_values = data[request.x_field].to_pylist()
+    labels = ["" if v is None else _cut(str(v)) for v in x_values]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.partial")
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
+        _draw(data, request, x_values, labels).savefig(partial, format="png")
+    partial.replace(target)
+    series_text = ", ".join(f"{name} ({y})" for name, y in request.series)
+    return (f"{request.chart_type} chart of table {request.df_name}: x = {request.x_field} "
+            f"({len(x_values)} values{', summed per value' if summed else ''}), series: "
+            f"{series_text}")
+
+
+def _draw(data: pa.Table, request: ChartRequest, x_values: list[Any], labels: list[str]
+          ) -> Figure:
+    """The figure of ``request`` (plain text only: the caller turns math text off)."""
     x_numeric = pa.types.is_integer(data.schema.field(request.x_field).type) or \
         pa.types.is_floating(data.schema.field(request.x_field).type)
     figure = Figure(figsize=(9, 5.5), dpi=100, layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    positions = list(range(len(x_values)))
-    labels = ["" if v is None else str(v) for v in x_values]
+    _plot_series(axes, data, request, x_values if x_numeric else list(range(len(x_values))))
+    _label_axes(axes, request, labels, x_numeric)
+    if request.note:
+        figure.text(0.01, 0.005, request.note, fontsize=8, color="0.35", ha="left", va="bottom")
+    return figure
+
+
+def _plot_series(axes: Any, data: pa.Table, request: ChartRequest, xs: list[Any]) -> None:
+    """Bars, lines or points of every series (``xs``: positions, or numeric x values)."""
+    positions = list(range(len(xs)))
     count = len(request.series)
     if request.chart_type in ("bar", "column"):
         width = 0.8 / count
@@ -188,13 +223,19 @@ def render_chart(table: pa.Table, request: ChartRequest, target: Path) -> str:
             axes.bar(positions, values, width=0.7, bottom=bottom, label=name)
             bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     elif request.chart_type == "line":
-        xs = x_values if x_numeric else positions
         for name, y_field in request.series:
             axes.plot(xs, _numbers(data[y_field]), marker="o", markersize=3, label=name)
     else:  # scatter
-        xs = x_values if x_numeric else positions
         for name, y_field in request.series:
             axes.scatter(xs, _numbers(data[y_field]), s=16, label=name)
+    if count > 1:
+        axes.legend()
+
+
+def _label_axes(axes: Any, request: ChartRequest, labels: list[str], x_numeric: bool) -> None:
+    """Tick labels, axis labels, grid and title."""
+    positions = list(range(len(labels)))
+    count = len(request.series)
     if request.chart_type == "bar":
         axes.set_yticks(positions, labels)
         axes.invert_yaxis()
@@ -219,18 +260,6 @@ def render_chart(table: pa.Table, request: ChartRequest, target: Path) -> str:
     title = request.title or request.logical_name
     if title:
         axes.set_title(title)
-    if count > 1:
-        axes.legend()
-    if request.note:
-        figure.text(0.01, 0.005, request.note, fontsize=8, color="0.35", ha="left", va="bottom")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.partial")
-    figure.savefig(partial, format="png")
-    partial.replace(target)
-    series_text = ", ".join(f"{name} ({y})" for name, y in request.series)
-    return (f"{request.chart_type} chart of table {request.df_name}: x = {request.x_field} "
-            f"({len(x_values)} values{', summed per value' if summed else ''}), series: "
-            f"{series_text}")
 
 
 def _numbers(column: pa.ChunkedArray) -> list[float]:
@@ -262,11 +291,10 @@ def make_chart(workspaces: WorkspaceProvider) -> Tool:
         request = ChartRequest.from_arguments(arguments)
         workspace = workspaces.get(ctx)
         path = ensure_table(workspace.data_dir, request.df_name,
-                            max_bytes=workspace.settings.max_upload_bytes)
-        import pyarrow.parquet as pq  # type: ignore[import-untyped]
-
-        _check_columns(request.df_name, pq.read_schema(path), request)
-        table = read_table(workspace.data_dir, request.df_name)
+                            max_bytes=workspace.settings.max_upload_bytes,
+                            tables_dir=workspace.tables_dir)
+        _check_columns(request.df_name, check_table(path).schema.to_arrow_schema(), request)
+        table = read_table(path)
         stem = _slug(request.logical_name)
         if stem:  # a logical name identifies the chart: drawing it again replaces it
             target = workspace.charts_dir / f"{stem}.png"
