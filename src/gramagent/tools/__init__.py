@@ -23,6 +23,7 @@ from gramagent.tools._hello import say_goodbye, say_hello
 from gramagent.tools._tables import DataError
 from gramagent.tools._workspace import (
     DATA_DIR_ENV,
+    DEFAULT_MAX_TABLE_BYTES,
     DEFAULT_MAX_UPLOAD_BYTES,
     ToolSettings,
     Workspace,
@@ -69,6 +70,7 @@ def builtin_library(
     data_dir: str | os.PathLike[str] | None = None,
     session_dir: str | os.PathLike[str] | None = None,
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
+    max_table_bytes: int = DEFAULT_MAX_TABLE_BYTES,
     sandbox: SandboxConfig | None = None,
 ) -> ToolLibrary:
     """A ToolLibrary with every built-in tool available here.
@@ -81,6 +83,8 @@ def builtin_library(
         session_dir: one workspace directory for every conversation, kept after use; default:
             a temporary workspace per conversation, removed when the library forgets it.
         max_upload_bytes: the largest CSV file ``load_csv`` converts.
+        max_table_bytes: the largest table (decoded size, from its parquet footer) that
+            ``describe_table`` and ``chart`` read in this process.
         sandbox: a :class:`~gramagent.tools.sandbox.SandboxConfig` for ``python_repl``
             (limits, isolation requirements); default: ``SandboxConfig.from_env()``.
 
@@ -92,6 +96,7 @@ def builtin_library(
         session_dir=Path(session_dir) if session_dir is not None else None,
         data_dir=Path(data_dir) if data_dir is not None else None,
         max_upload_bytes=max_upload_bytes,
+        max_table_bytes=max_table_bytes,
         sandbox=sandbox,
     )
     workspaces = WorkspaceProvider(settings)

@@ -293,8 +293,10 @@ def make_chart(workspaces: WorkspaceProvider) -> Tool:
         path = ensure_table(workspace.data_dir, request.df_name,
                             max_bytes=workspace.settings.max_upload_bytes,
                             tables_dir=workspace.tables_dir)
-        _check_columns(request.df_name, check_table(path).schema.to_arrow_schema(), request)
-        table = read_table(path)
+        limit = workspace.settings.max_table_bytes
+        _check_columns(request.df_name,
+                       check_table(path, max_bytes=limit).schema.to_arrow_schema(), request)
+        table = read_table(path, max_bytes=limit)
         stem = _slug(request.logical_name)
         if stem:  # a logical name identifies the chart: drawing it again replaces it
             target = workspace.charts_dir / f"{stem}.png"

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from gramagent._runtime.library import Tool, ToolContext, tool
 from gramagent.tools._tables import DataError, check_table_name, confined_path, find_table
+from gramagent.tools._workspace import DEFAULT_MAX_TABLE_BYTES
 
 if TYPE_CHECKING:
     from gramagent.tools._workspace import WorkspaceProvider
@@ -33,6 +34,7 @@ __all__ = [
     "MAX_TABLE_COLUMNS",
     "check_table",
     "convert_csv",
+    "decoded_size",
     "describe",
     "ensure_table",
     "make_data_tools",
@@ -41,8 +43,8 @@ __all__ = [
 
 SAMPLE_ROWS = 5
 MAX_CELL_CHARS = 40
-MAX_TABLE_BYTES = 512 << 20
-"""Largest decoded size (from the parquet footer) of a table the host reads."""
+MAX_TABLE_BYTES = DEFAULT_MAX_TABLE_BYTES
+"""Largest decoded size (from the parquet footer) of a table the host reads, by default."""
 MAX_TABLE_COLUMNS = 1000
 MAX_ROW_GROUPS = 10_000
 
@@ -120,9 +122,32 @@ def ensure_table(upload_dir: Path, name: str, *, max_bytes: int,
     return find_table(folders, name)
 
 
+_WIDTHS = {"BOOLEAN": 1, "INT32": 4, "FLOAT": 4, "INT64": 8, "DOUBLE": 8, "INT96": 12}
+
+
+def decoded_size(meta: pq.FileMetaData) -> int:
+    """An estimate, from the footer alone, of the bytes the table takes once read: rows times
+    width for fixed-width columns, and for byte arrays an offset per row plus their encoded
+    size (encodings such as run lengths make the file far smaller than that)."""
+    total = 0
+    for j in range(meta.num_columns):
+        column = meta.schema.column(j)
+        width = _WIDTHS.get(column.physical_type)
+        if width is None and column.physical_type == "FIXED_LEN_BYTE_ARRAY":
+            width = max(int(column.length or 0), 1)
+        if width is not None:
+            total += meta.num_rows * width
+        else:
+            total += meta.num_rows * 4 + sum(
+                meta.row_group(i).column(j).total_uncompressed_size
+                for i in range(meta.num_row_groups))
+    return total
+
+
 def check_table(path: Path, *, max_bytes: int = MAX_TABLE_BYTES) -> pq.FileMetaData:
     """The footer of the parquet file ``path``, if the table it describes is small enough to
-    read in the host: at most ``max_bytes`` decoded, :data:`MAX_TABLE_COLUMNS` columns.
+    read in the host: at most ``max_bytes`` once read (:func:`decoded_size`), at most
+    :data:`MAX_TABLE_COLUMNS` columns.
 
     Raises:
         DataError: the file is not parquet, or the table is too large.
@@ -135,10 +160,9 @@ def check_table(path: Path, *, max_bytes: int = MAX_TABLE_BYTES) -> pq.FileMetaD
         raise DataError(f"{path.name} has {meta.num_columns} columns in {meta.num_row_groups} "
                         f"row groups; at most {MAX_TABLE_COLUMNS} columns and "
                         f"{MAX_ROW_GROUPS} row groups are read")
-    decoded = sum(meta.row_group(i).column(j).total_uncompressed_size
-                  for i in range(meta.num_row_groups) for j in range(meta.num_columns))
-    if decoded > max_bytes:
-        raise DataError(f"{path.name} holds {decoded} bytes of data (from its footer), over "
+    size = decoded_size(meta)
+    if size > max_bytes:
+        raise DataError(f"{path.name} holds {size} bytes of data (from its footer), over "
                         f"the limit of {max_bytes} for the data tools; aggregate it in "
                         "python_repl instead")
     return meta
@@ -246,6 +270,6 @@ def make_data_tools(workspaces: WorkspaceProvider) -> list[Tool]:
         path = ensure_table(workspace.data_dir, df_name,
                             max_bytes=workspace.settings.max_upload_bytes,
                             tables_dir=workspace.tables_dir)
-        return describe(df_name, read_table(path))
+        return describe(df_name, read_table(path, max_bytes=workspace.settings.max_table_bytes))
 
     return [tool(load_csv), tool(describe_table)]

@@ -35,14 +35,16 @@ if TYPE_CHECKING:
     from gramagent._runtime.library import ToolContext, ToolLibrary
     from gramagent.tools.sandbox import PythonSandbox, SandboxConfig
 
-__all__ = ["DATA_DIR_ENV", "DEFAULT_MAX_UPLOAD_BYTES", "DIRECT_CONVERSATION", "ToolSettings",
-           "Workspace", "WorkspaceError", "WorkspaceProvider", "remove_tree"]
+__all__ = ["DATA_DIR_ENV", "DEFAULT_MAX_TABLE_BYTES", "DEFAULT_MAX_UPLOAD_BYTES",
+           "DIRECT_CONVERSATION", "ToolSettings", "Workspace", "WorkspaceError",
+           "WorkspaceProvider", "remove_tree"]
 
 _log = logging.getLogger(__name__)
 
 DATA_DIR_ENV = "GRAMAGENT_DATA_DIR"
 """Environment variable naming a shared data directory (uploads and parquet tables)."""
 DEFAULT_MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+DEFAULT_MAX_TABLE_BYTES = 512 * 1024 * 1024
 STATE_KEY = "gramagent.tools._workspace"
 DIRECT_CONVERSATION = "gramagent.direct"
 """The conversation id of tool calls made without a ToolContext."""
@@ -58,6 +60,9 @@ class ToolSettings:
     """A shared data directory; None: ``GRAMAGENT_DATA_DIR`` if set, else the workspace's."""
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
     """Largest CSV file ``load_csv`` converts."""
+    max_table_bytes: int = DEFAULT_MAX_TABLE_BYTES
+    """Largest decoded size (read from the parquet footer) of a table the host-side tools
+    (``describe_table``, ``chart``) read."""
     sandbox: SandboxConfig | None = None
     """Limits and isolation of ``python_repl``; None: the defaults (and the environment)."""
 
