@@ -10,9 +10,11 @@ in /proc, and what the next call reports.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -287,3 +289,67 @@ def test_a_worker_lost_between_calls_is_reported(sandbox: PythonSandbox) -> None
     assert result.to_text().startswith("[note: this ran in a new Python session")
     assert sandbox.restarts == 1
 
+
+
+# -- class 4: memory the address-space limit does not see --------------------------------------
+
+def shmem_kib() -> int:
+    """The machine's shared memory (memfd and tmpfs pages), from /proc/meminfo."""
+    with open("/proc/meminfo") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("Shmem:"))
+
+
+def test_memfd_pages_cannot_bypass_the_memory_limit(tmp_path: Path) -> None:
+    """memfd pages are not in the worker's address space, so RLIMIT_AS does not count them:
+    16 memfds of 64 MiB each, kept in flight over a socket pair, would hold 1 GiB past the
+    768 MiB limit. That must fail, and the machine's shared memory must not grow by it. The
+    report names the accounting in force."""
+    box = PythonSandbox(tmp_path / "w", config=fast_config(max_file_bytes=64 << 20))
+    try:
+        isolation = start_or_skip(box).isolation
+        assert isolation is not None
+        memory = isolation.features["memory"]
+        if not isolation.holds("syscalls") and "cgroup" not in memory[1]:
+            pytest.skip(f"neither a memory cgroup nor the syscall filter here: {memory[1]}")
+        before = shmem_kib()
+        text = box.run("""
+import os, socket
+keep = socket.socketpair()
+try:
+    for _ in range(16):
+        fd = os.memfd_create("hoard")
+        for _ in range(8):
+            os.write(fd, b"x" * (8 << 20))
+        socket.send_fds(keep[0], [b"m"], [fd])
+        os.close(fd)
+    print("HOARDED")
+except OSError as exc:
+    print("refused", type(exc).__name__)
+""").to_text()
+        grown = shmem_kib() - before
+    finally:
+        box.close()
+    assert "HOARDED" not in text, text
+    assert grown < 256 << 10, f"shared memory grew by {grown} KiB"
+    assert memory[0] and ("memfd_create denied" in memory[1] or "cgroup" in memory[1])
+
+
+def test_a_tmpfs_work_directory_is_reported_as_not_counted(tmp_path: Path) -> None:
+    """Files in a work directory on tmpfs are memory that RLIMIT_AS does not see: without a
+    memory cgroup the isolation report says so instead of claiming the limit holds."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or not os.access(shm, os.W_OK):
+        pytest.skip("no writable /dev/shm")
+    workdir = Path(tempfile.mkdtemp(dir=shm, prefix="gramagent-test-"))
+    box = PythonSandbox(workdir / "work", config=fast_config())
+    try:
+        isolation = start_or_skip(box).isolation
+        assert isolation is not None
+        ok, detail = isolation.features["memory"]
+        if "cgroup v2 memory.max" in detail:
+            assert ok
+        else:
+            assert not ok and "on tmpfs: its files are not counted" in detail
+    finally:
+        box.close()
+        shutil.rmtree(workdir, ignore_errors=True)
