@@ -86,6 +86,7 @@ _found["socket(AF_NETLINK)"] = _socket(socket.AF_NETLINK, socket.SOCK_RAW)
 _found["socket(AF_PACKET)"] = _socket(socket.AF_PACKET, socket.SOCK_RAW)
 _found["socket(AF_UNIX)"] = _socket(socket.AF_UNIX)
 _found["socketpair(AF_UNIX)"] = _socket(socket.AF_UNIX, pair=True)
+_found["socketpair(AF_INET)"] = _socket(socket.AF_INET, pair=True)
 print("PROBE " + json.dumps(_found))
 '''
 
@@ -108,9 +109,10 @@ DENIED_BY_FILTER = (
     "ptrace", "process_vm_readv", "mount", "umount2", "chroot", "unshare(0)",
     "unshare(CLONE_NEWUSER)", "setns", "bpf", "perf_event_open", "keyctl", "userfaultfd",
     "io_uring_setup", "name_to_handle_at", "personality(ADDR_NO_RANDOMIZE)", "socket(AF_INET)",
-    "socket(AF_INET6)", "socket(AF_NETLINK)", "socket(AF_PACKET)",
+    "socket(AF_INET6)", "socket(AF_NETLINK)", "socket(AF_PACKET)", "socket(AF_UNIX)",
+    "socketpair(AF_INET)",
 )
 """Attempts the filter must answer with EPERM."""
 
-ALLOWED_BY_FILTER = ("personality(query)", "socket(AF_UNIX)", "socketpair(AF_UNIX)")
+ALLOWED_BY_FILTER = ("personality(query)", "socketpair(AF_UNIX)")
 """Attempts that must still succeed under the filter."""

@@ -6,12 +6,12 @@ library. :func:`isolate` applies, in this order, and reports what it achieved:
 1. **Namespaces** (``unshare``): a new network namespace (only a loopback interface, which is
    down: no route anywhere), a new mount namespace and a new IPC namespace; plus a new user
    namespace when not started as root (unprivileged namespaces).
-2. **Filesystem view** (in the new mount namespace): every mount becomes private, places that
-   hold other people's files or are writable by anyone (``/tmp``, ``/home``, ``/root``,
-   ``/run``, ...) are covered by empty tmpfs mounts, the few paths the worker needs (the
-   interpreter and its site-packages, the data directory, the work directory) are bound back
-   at their own paths, then the whole tree is made read-only and ``nosuid``, except the work
-   directory, which stays writable.
+2. **Filesystem view** (in the new mount namespace), an allow-list: every mount becomes
+   private; a new root (an empty tmpfs) gets bind mounts of the system directories
+   (:data:`SYSTEM_PATHS`), a few device nodes, ``/proc``, and the paths the worker needs (the
+   interpreter and its site-packages, the data directories, the work directory) at their own
+   paths; ``pivot_root`` makes it the root and the old root is detached. Then the whole tree
+   is made read-only and ``nosuid``, except the work directory, which stays writable.
 3. **Resource limits** (``setrlimit``): address space, CPU seconds, open files, file size,
    processes (no new process or thread can start), core dumps off.
 4. **Privileges**: as root, switch to an unprivileged uid/gid with no supplementary groups
@@ -65,14 +65,16 @@ PR_SET_NO_NEW_PRIVS = 38
 SIGKILL = 9
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
-COVERED = ("/tmp", "/var/tmp", "/dev/shm", "/run", "/home", "/root", "/mnt", "/media", "/srv")
-"""Covered by an empty tmpfs in the worker's view (what the worker needs is bound back)."""
-
-SYSTEM_TOPS = frozenset({
-    "bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "nix", "opt", "proc",
-    "sbin", "snap", "sys", "usr", "var",
-})
-"""Top-level directories never covered (the system the interpreter runs on)."""
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+                "/nix/store")
+"""System directories the new root holds (read-only), where they exist; symlinks among them
+(``/bin -> usr/bin``) are recreated as symlinks."""
+DEVICES = ("null", "zero", "full", "random", "urandom")
+"""The device nodes of the new root's ``/dev``."""
+MNT_DETACH = 2
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "ppc64": 203,
+               "s390x": 217, "i686": 217, "i386": 217, "armv7l": 218, "armv8l": 218}
+"""The number of pivot_root per machine (glibc has no wrapper for it)."""
 
 _MOUNT_OPTION_FLAGS = {
     "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
@@ -164,21 +166,6 @@ def _unshare(root: bool) -> tuple[bool, bool, str]:
     return True, mounts, detail
 
 
-def _covers(exposed: list[str], extra: list[str]) -> list[str]:
-    tops = set(COVERED)
-    for path in [*exposed, *extra]:
-        parts = path.strip("/").split("/")
-        if parts and parts[0] and parts[0] not in SYSTEM_TOPS:
-            tops.add("/" + parts[0])
-    out: list[str] = []
-    for top in sorted(tops):
-        real = os.path.realpath(top)
-        if os.path.isdir(real) and real != "/" and real not in out:
-            out.append(real)
-    # drop covers nested in another cover
-    return [c for c in out if not any(c != o and _under(c, o) for o in out)]
-
-
 def _readonly_everything() -> None:
     """Make every mount read-only and nosuid (mount_setattr, or a remount per mount)."""
     try:
@@ -201,23 +188,57 @@ def _readonly_everything() -> None:
                 raise
 
 
-def _filesystem(workdir: str, readable: list[str], hide_also: list[str]) -> str:
-    """Build the worker's view of the filesystem; returns a description of it."""
+def _graft(root: str, path: str, source: str) -> None:
+    """Make ``path`` of the new ``root`` show ``source`` (a bind mount, or a copy of a
+    symlink)."""
+    target = root + path
+    if os.path.islink(path) and source == path:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.lexists(target):
+            os.symlink(os.readlink(path), target)
+        return
+    if os.path.isdir(source):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.exists(target):
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT, 0o644))
+    _mount(source, target, None, MS_BIND | MS_REC)
+
+
+def _pivot(root: str) -> None:
+    """Make ``root`` the root directory and detach the old one entirely."""
+    number = _PIVOT_ROOT.get(os.uname().machine)
+    if number is None:
+        raise OSError(38, f"pivot_root: unknown syscall number on {os.uname().machine}")
+    os.chdir(root)
+    _check(_c().syscall(number, b".", b"."), "pivot_root")
+    _check(_c().umount2(b".", MNT_DETACH), "umount old root")
+    os.chdir("/")
+
+
+def _filesystem(workdir: str, readable: list[str]) -> str:
+    """Build the worker's view: a new root (tmpfs) holding only the system directories, the
+    readable paths and the work directory; returns a description of it."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    exposed = [(p, False) for p in readable] + [(workdir, True)]
-    exposed.sort(key=lambda item: item[0].count("/"))
-    fds = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path, _ in exposed}
-    covers = _covers([p for p, _ in exposed], hide_also)
-    for cover in covers:
-        _mount("tmpfs", cover, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
-    for path, writable in exposed:
-        if any(_under(path, c) for c in covers):
-            os.makedirs(path, exist_ok=True)
-            _mount(f"/proc/self/fd/{fds[path]}", path, None, MS_BIND | MS_REC)
-        elif writable:  # its own mount, so it can stay writable when the rest is not
-            _mount(path, path, None, MS_BIND | MS_REC)
-    for fd in fds.values():
-        os.close(fd)
+    exposed = sorted([*readable, workdir], key=lambda p: p.count("/"))
+    fds = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in exposed}
+    root = "/tmp" if os.path.isdir("/tmp") else "/mnt"
+    try:
+        _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+        for path in SYSTEM_PATHS:
+            if os.path.lexists(path):
+                _graft(root, path, path)
+        for name in DEVICES:
+            if os.path.exists(f"/dev/{name}"):
+                _graft(root, f"/dev/{name}", f"/dev/{name}")
+        _graft(root, "/proc", "/proc")
+        for path in exposed:
+            _graft(root, path, f"/proc/self/fd/{fds[path]}")
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    _pivot(root)
     _readonly_everything()
     try:
         _mount_setattr(workdir, clear=MOUNT_ATTR_RDONLY, recursive=True)
@@ -225,8 +246,10 @@ def _filesystem(workdir: str, readable: list[str], hide_also: list[str]) -> str:
         if exc.errno not in (38, 22):
             raise
         _mount(None, workdir, None, MS_REMOUNT | MS_BIND | MS_NOSUID)
-    return ("read-only view; writable: the work directory only; hidden behind empty tmpfs: "
-            + ", ".join(covers))
+    return ("a new root holding only " + ", ".join(p for p in SYSTEM_PATHS
+                                                   if os.path.lexists(p))
+            + ", /dev/{" + ",".join(DEVICES) + "}, /proc and " + ", ".join(exposed)
+            + "; read-only, writable: the work directory only")
 
 
 def _limits(limits: dict[str, int]) -> str:
@@ -286,9 +309,8 @@ def _die_with_parent(parent_pid: int | None) -> str:
 def isolate(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Isolate the calling process as ``config`` asks; returns a report per feature.
 
-    ``config`` holds ``workdir``, ``readable`` (paths to keep visible, read-only), ``hide``
-    (more paths whose top-level directory is covered), ``limits`` (the numbers of
-    :func:`_limits`), ``uid``/``gid`` (used when running as root).
+    ``config`` holds ``workdir``, ``readable`` (paths to keep visible, read-only), ``limits``
+    (the numbers of :func:`_limits`), ``uid``/``gid`` (used when running as root).
 
     Each report entry is ``{"ok": bool, "detail": str}`` for ``network``, ``filesystem``,
     ``limits``, ``privileges`` and ``lifetime``. A step that fails is reported with its
@@ -304,8 +326,7 @@ def isolate(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     in_userns = net and not root
     if mounts:
         try:
-            fs_detail = _filesystem(config["workdir"], list(config["readable"]),
-                                    list(config.get("hide", ())))
+            fs_detail = _filesystem(config["workdir"], list(config["readable"]))
             report["filesystem"] = {"ok": True, "detail": fs_detail}
         except OSError as exc:
             report["filesystem"] = {"ok": False, "detail": f"filesystem setup failed: {exc}"}

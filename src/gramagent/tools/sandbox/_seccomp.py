@@ -86,10 +86,12 @@ def _load_binding(path: str) -> ModuleType:
 
 def _add_argument_rules(seccomp: ModuleType, flt: Any, deny: int) -> None:
     """Rules that look at arguments: sockets, clone flags, clone3, personality, prctl."""
-    # Sockets: only AF_UNIX (the asyncio event loop's self-pipe is a socketpair). NE, not a list
-    # of families: the full 64-bit argument is compared, so high garbage bits cannot sneak past.
-    for name in ("socket", "socketpair"):
-        flt.add_rule(deny, name, seccomp.Arg(0, seccomp.NE, AF_UNIX))
+    # Sockets: no socket() at all, so no path-based unix socket of the host can be reached
+    # (connecting needs one); socketpair only for AF_UNIX (the asyncio event loop's self-pipe).
+    # NE, not a list of families: the full 64-bit argument is compared, so high garbage bits
+    # cannot sneak past.
+    flt.add_rule(deny, "socket")
+    flt.add_rule(deny, "socketpair", seccomp.Arg(0, seccomp.NE, AF_UNIX))
     flags_arg = 1 if seccomp.system_arch() in _S390_ARCHS else 0
     for flag in NAMESPACE_CLONE_FLAGS:  # threads and fork stay allowed; new namespaces do not
         flt.add_rule(deny, "clone", seccomp.Arg(flags_arg, seccomp.MASKED_EQ, flag, flag))
@@ -143,7 +145,8 @@ def prepare(options: dict[str, Any] | None) -> Prepared:
         flt, count = _build(seccomp)
     except (OSError, ValueError) as exc:
         return Prepared(None, f"building the seccomp filter failed: {exc}")
-    return Prepared(flt, f"seccomp filter: {count} syscalls, sockets other than AF_UNIX, "
+    return Prepared(flt, f"seccomp filter: {count} syscalls, socket(), socket pairs other than "
+                         "AF_UNIX, "
                          "new namespaces, personality changes and clearing the parent-death "
                          "signal denied (EPERM)")
 

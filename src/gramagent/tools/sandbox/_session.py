@@ -270,7 +270,6 @@ class PythonSandbox:
             "data_dirs": [str(d) for d in self.data_dirs],
             "python_paths": list(paths),
             "readable": _process.readable_paths(paths, self.data_dirs),
-            "hide": [os.getcwd(), str(Path.home())],
             "limits": self.config.limits.to_dict(),
             "uid": uid, "gid": gid, "parent_pid": os.getpid(),
             "syscall_filter": {"mode": self.config.syscall_filter, "binding": binding_path()},
