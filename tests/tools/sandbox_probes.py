@@ -48,6 +48,9 @@ def attempts() -> dict[str, tuple[int, list[int | str]]]:
         "name_to_handle_at": (_number("name_to_handle_at"), [-100, "/", 0, 0, 0]),
         "personality(ADDR_NO_RANDOMIZE)": (_number("personality"), [ADDR_NO_RANDOMIZE]),
         "personality(query)": (_number("personality"), [0xFFFFFFFF]),
+        "kill(other)": (_number("kill"), [NO_SUCH_PID, 0]),
+        "tgkill(other)": (_number("tgkill"), [NO_SUCH_PID, NO_SUCH_PID, 0]),
+        "pidfd_open(other)": (_number("pidfd_open"), [NO_SUCH_PID, 0]),
     }
 
 
@@ -110,7 +113,7 @@ DENIED_BY_FILTER = (
     "unshare(CLONE_NEWUSER)", "setns", "bpf", "perf_event_open", "keyctl", "userfaultfd",
     "io_uring_setup", "name_to_handle_at", "personality(ADDR_NO_RANDOMIZE)", "socket(AF_INET)",
     "socket(AF_INET6)", "socket(AF_NETLINK)", "socket(AF_PACKET)", "socket(AF_UNIX)",
-    "socketpair(AF_INET)",
+    "socketpair(AF_INET)", "kill(other)", "tgkill(other)", "pidfd_open(other)",
 )
 """Attempts the filter must answer with EPERM."""
 

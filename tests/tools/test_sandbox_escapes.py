@@ -340,6 +340,57 @@ print("secret_a" in globals())
         second.close()
 
 
+def test_conversations_sharing_a_session_dir_are_apart(tmp_path: Path, data_dir: Path) -> None:
+    """With session_dir (one directory for every conversation), two conversations get their
+    own work directories and (as root) their own uids: one cannot read the other's files or
+    signal its worker, which keeps running with its state (checked in /proc)."""
+    from gramagent._runtime.library import ToolContext
+    from gramagent.tools import builtin_library
+
+    library = builtin_library(session_dir=tmp_path / "shared", data_dir=data_dir,
+                              sandbox=fast_config())
+
+    def repl(conversation: str, code: str) -> str:
+        tool = library.lookup("python_repl")
+        assert tool is not None
+        ctx = ToolContext(conversation_id=conversation, run_id="r", call_id="c",
+                          tool="python_repl", state=library.conversation_state(conversation))
+        return str(tool.invoke(code=code, ctx=ctx))
+
+    try:
+        try:
+            repl("alice", "secret = 'alice only'\nopen('note.txt', 'w').write('alice')")
+        except SandboxError as exc:
+            if exc.kind == "unavailable" and os.geteuid() != 0:
+                pytest.skip(f"no sandbox here: {exc}")
+            raise
+        alice = repl("alice", "import os\n(os.getpid(), os.getuid(), os.getcwd())")
+        pid, uid, cwd = eval(alice.splitlines()[-1])  # noqa: S307 - a tuple literal
+        text = repl("bob", f"""
+import os, signal
+print("uid", os.getuid(), "cwd", os.getcwd())
+for action in ("read", "kill"):
+    try:
+        if action == "read":
+            print(open({cwd!r} + "/note.txt").read())
+        else:
+            os.kill({pid}, signal.SIGKILL)
+        print("DONE", action)
+    except OSError as exc:
+        print("refused", action, type(exc).__name__)
+""")
+        assert "DONE" not in text and "alice" not in text.replace(cwd, "")
+        assert Path(f"/proc/{pid}").exists()
+        assert repl("alice", "secret").endswith("'alice only'")
+        bob_uid = int(text.split("uid ", 1)[1].split()[0])
+        bob_cwd = text.split("cwd ", 1)[1].split()[0]
+        assert bob_cwd != cwd
+        if os.geteuid() == 0:
+            assert bob_uid != uid and 0 not in (uid, bob_uid)
+    finally:
+        library.forget()
+
+
 def test_seccomp_denies_dangerous_syscalls(sandbox: PythonSandbox) -> None:
     """ptrace, mount, unshare, bpf, perf_event_open, keyctl, io_uring, network sockets and
     more, called from the cell through ctypes or the socket module, fail with EPERM."""

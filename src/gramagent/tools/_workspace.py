@@ -7,7 +7,9 @@ A workspace is a directory with three parts:
   A shared directory is only read: tables derived from it are written here, never next to
   the uploads (so a checkout's ``examples/data`` stays clean). The ``python_repl`` sandbox
   may read both.
-- ``work/``: the private working directory of the conversation's ``python_repl`` session.
+- ``work/``: the private working directory of the conversation's ``python_repl`` session
+  (with ``session_dir=``, shared by every conversation, ``work/<conversation>/``: each
+  conversation's worker has its own directory and, as root, its own uid).
 - ``charts/``: PNG files drawn by the ``chart`` tool (made when the first chart is drawn).
 
 By default each conversation gets a temporary workspace, removed when the library forgets the
@@ -20,8 +22,10 @@ no path length limit, symlinks never followed); what cannot be removed is report
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
+import re
 import tempfile
 import threading
 import weakref
@@ -89,11 +93,13 @@ class Workspace:
     """
 
     def __init__(self, root: Path, *, data_dir: Path | None, settings: ToolSettings,
-                 temporary: bool) -> None:
+                 temporary: bool, conversation: str | None = None) -> None:
         self.root = root
         self.tables_dir = (root / "data").resolve()
         self.data_dir = (data_dir or self.tables_dir).resolve()
         self.work_dir = root / "work"
+        if conversation is not None:  # a directory shared by conversations: one work dir each
+            self.work_dir = self.work_dir / _dir_name(conversation)
         self.charts_dir = root / "charts"
         self.settings = settings
         self.temporary = temporary
@@ -133,6 +139,13 @@ class Workspace:
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r}, temporary={self.temporary})"
+
+
+def _dir_name(conversation: str) -> str:
+    """A directory name for a conversation id: readable, safe, distinct per id."""
+    digest = hashlib.sha256(conversation.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", conversation).strip("._")[:48]
+    return f"{readable}-{digest}" if readable else digest
 
 
 def _remove_at_exit(root: Path) -> None:
@@ -234,7 +247,8 @@ class WorkspaceProvider:
         with self._lock:
             workspace = state.get(STATE_KEY)
             if workspace is None:
-                workspace = state[STATE_KEY] = self._create()
+                conversation = ctx.conversation_id if ctx is not None else DIRECT_CONVERSATION
+                workspace = state[STATE_KEY] = self._create(conversation)
         assert isinstance(workspace, Workspace)
         return workspace
 
@@ -245,7 +259,7 @@ class WorkspaceProvider:
         if workspace is not None:
             workspace.close()
 
-    def _create(self) -> Workspace:
+    def _create(self, conversation: str) -> Workspace:
         data_dir = self.settings.resolved_data_dir()
         if data_dir is not None and not data_dir.is_dir():
             raise ConfigurationError(f"data directory {str(data_dir)!r} does not exist "
@@ -253,6 +267,7 @@ class WorkspaceProvider:
         if self.settings.session_dir is not None:
             root = Path(self.settings.session_dir).resolve()
             root.mkdir(parents=True, exist_ok=True)
-            return Workspace(root, data_dir=data_dir, settings=self.settings, temporary=False)
+            return Workspace(root, data_dir=data_dir, settings=self.settings, temporary=False,
+                             conversation=conversation)
         root = Path(tempfile.mkdtemp(prefix="gramagent-session-")).resolve()
         return Workspace(root, data_dir=data_dir, settings=self.settings, temporary=True)

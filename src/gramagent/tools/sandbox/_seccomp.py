@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import importlib.util
+import os
 from types import ModuleType
 from typing import Any, NamedTuple
 
@@ -49,6 +50,8 @@ not have are skipped. Argument-dependent rules are in :func:`_add_argument_rules
 
 AF_UNIX = 1
 PR_SET_PDEATHSIG = 1
+SIGNAL_CALLS = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open")
+"""Calls whose first argument names the process to signal (or to open a pidfd of)."""
 NAMESPACE_CLONE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000,
                          0x20000000, 0x40000000)
 """CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET."""
@@ -85,7 +88,8 @@ def _load_binding(path: str) -> ModuleType:
 
 
 def _add_argument_rules(seccomp: ModuleType, flt: Any, deny: int) -> None:
-    """Rules that look at arguments: sockets, clone flags, clone3, personality, prctl."""
+    """Rules that look at arguments: sockets, clone flags, clone3, personality, prctl,
+    signals."""
     # Sockets: no socket() at all, so no path-based unix socket of the host can be reached
     # (connecting needs one); socketpair only for AF_UNIX (the asyncio event loop's self-pipe).
     # NE, not a list of families: the full 64-bit argument is compared, so high garbage bits
@@ -102,6 +106,12 @@ def _add_argument_rules(seccomp: ModuleType, flt: Any, deny: int) -> None:
     flt.add_rule(deny, "personality", seccomp.Arg(0, seccomp.NE, PERSONALITY_QUERY))
     # the parent-death signal the worker armed: the code may not clear or change it
     flt.add_rule(deny, "prctl", seccomp.Arg(0, seccomp.EQ, PR_SET_PDEATHSIG))
+    # signals only to itself (the worker cannot start processes or threads, so its pid is its
+    # only thread and process group): no other session's worker, and not the host, even
+    # where they share a uid (unprivileged mode)
+    own = os.getpid()
+    for name in SIGNAL_CALLS:
+        flt.add_rule(deny, name, seccomp.Arg(0, seccomp.NE, own))
 
 
 def _build(seccomp: ModuleType) -> tuple[Any, int]:
@@ -147,8 +157,8 @@ def prepare(options: dict[str, Any] | None) -> Prepared:
         return Prepared(None, f"building the seccomp filter failed: {exc}")
     return Prepared(flt, f"seccomp filter: {count} syscalls, socket(), socket pairs other than "
                          "AF_UNIX, "
-                         "new namespaces, personality changes and clearing the parent-death "
-                         "signal denied (EPERM)")
+                         "new namespaces, personality changes, clearing the parent-death "
+                         "signal and signals to other processes denied (EPERM)")
 
 
 def _status() -> dict[str, str]:
