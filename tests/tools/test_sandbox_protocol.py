@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 
@@ -9,10 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gramagent.tools.sandbox._channel import check_reply
 from gramagent.tools.sandbox._protocol import (
     FrameDecoder,
     FrameError,
     encode_frame,
+    parse_body,
     read_frame,
     write_frame,
 )
@@ -77,3 +80,46 @@ def test_read_and_write_over_a_pipe() -> None:
         os.close(r)
         if w != -1:
             os.close(w)
+
+
+hostile_text = st.text(alphabet=st.characters() | st.characters(categories=["Cs"]), max_size=8)
+"""Text that may hold lone surrogates (which JSON can carry escaped, and UTF-8 cannot)."""
+hostile_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | hostile_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(hostile_text, inner, max_size=3),
+    max_leaves=10,
+)
+
+
+def _raw_json(value: object) -> bytes:
+    """``value`` as JSON text the way a hostile worker may write it: NaN and lone surrogates
+    (escaped) included."""
+    return json.dumps(value, ensure_ascii=True, allow_nan=True).encode()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(hostile_json.map(_raw_json), st.binary(max_size=64),
+                 st.integers(1, 3000).map(lambda n: b"[" * n + b"]" * n)))
+def test_any_reply_body_is_a_clean_object_or_a_frame_error(body: bytes) -> None:
+    """Whatever bytes a worker sends, the parent gets a dict that encodes back to strict JSON
+    and UTF-8, or a FrameError: never a raw exception, NaN or an unencodable string."""
+    try:
+        message = parse_body(body)
+    except FrameError:
+        return
+    assert isinstance(message, dict)
+    json.dumps(message, allow_nan=False, ensure_ascii=False).encode("utf-8")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(st.sampled_from(["op", "id", "output", "output_bytes", "value", "error"]),
+                       hostile_json, max_size=6))
+def test_check_reply_accepts_only_well_typed_answers_to_the_request(frame: dict[str, object]
+                                                                    ) -> None:
+    try:
+        checked = check_reply(frame, "req-1")
+    except FrameError:
+        return
+    assert checked["op"] == "result" and checked["id"] == "req-1"
+    assert isinstance(checked["output"], str) and type(checked["output_bytes"]) is int
+    assert all(checked[k] is None or isinstance(checked[k], str) for k in ("value", "error"))
