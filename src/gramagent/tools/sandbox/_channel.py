@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import selectors
 import time
+from collections.abc import Callable
 from typing import Any
 
 from gramagent.tools.sandbox._protocol import FrameDecoder, FrameError, encode_frame
@@ -41,8 +42,16 @@ class WorkerChannel:
         self.decoder = FrameDecoder(max_bytes=max_frame)
         os.set_blocking(request_fd, False)
 
-    def send(self, message: dict[str, Any], deadline: float) -> None:
+    def send(self, message: dict[str, Any], deadline: float,
+             wake: Callable[[], None] | None = None) -> None:
         """Write one frame, waiting for pipe space no longer than ``deadline``.
+
+        Args:
+            message: the frame's object.
+            deadline: when to give up (``time.monotonic()``).
+            wake: called once, when the worker must run to take the rest (the pipe is full)
+                or else after the whole frame is written; so a stopped worker is continued
+                with its request already there, and wakes once rather than twice.
 
         Raises:
             ChannelTimeout: the worker did not take the whole frame in time.
@@ -59,10 +68,15 @@ class WorkerChannel:
                     pass
                 except (BrokenPipeError, ConnectionResetError):
                     raise ChannelClosed("the worker closed its request pipe") from None
+                if wake is not None:
+                    woken, wake = wake, None
+                    woken()
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise ChannelTimeout("the worker stopped reading its requests")
                 selector.select(remaining)
+        if wake is not None:
+            wake()
 
     def receive(self, deadline: float) -> dict[str, Any]:
         """Read one frame, waiting no longer than ``deadline``.

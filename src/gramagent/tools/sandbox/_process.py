@@ -9,8 +9,9 @@ kernel says), never from the worker's own words.
   dies, not when some pool thread ends.
 - Each work directory has a record of its current worker next to it (:class:`WorkerRecord`);
   a session does not start while the worker of an earlier host is still alive.
-- Between calls the worker is stopped (``SIGSTOP``): no code of a cell runs after its result
-  was returned (:func:`settle`).
+- Between calls the worker is stopped: it sends itself ``SIGSTOP`` after each reply, and the
+  parent returns a result only once the kernel shows it stopped at that place
+  (:func:`settle`), so no code of a cell runs after its result was returned.
 """
 
 from __future__ import annotations
@@ -44,15 +45,18 @@ __all__ = [
 
 _SANDBOX_ID_BASE = 2_000_000_000
 _SANDBOX_ID_SPAN = 1 << 28
-_POLL = 0.0002
-"""Seconds between two looks at a worker's state in /proc, after the first few."""
-_SPINS = 200
-"""Looks at a worker's state with only a yield of the CPU between them, before sleeping: the
-worker usually gets there within microseconds, and a warm call must stay well under 1 ms."""
+_POLL = 0.00005
+"""Seconds between two looks at a worker's state in /proc, after the first few: short, as a
+warm call must stay well under 1 ms, but a sleep, so that on a busy machine the worker gets
+the CPU it needs to get there (spinning, or yielding to a whole time slice of another
+process, costs more)."""
+_SPINS = 3
+"""Looks at a worker's state with nothing between them, before sleeping."""
 
 IdleCheck = tuple[int, int]
-"""A worker waiting for its next request: (syscall number, first argument) of its blocked read,
-learnt from ``/proc/<pid>/syscall`` before any user code ran."""
+"""Where a worker waiting for its next request is stopped: (syscall number, first argument) of
+its ``kill(own pid, SIGSTOP)``, learnt from ``/proc/<pid>/syscall`` before any user code
+ran."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,9 +165,7 @@ def blocked_in(pid: int) -> IdleCheck | None:
 
 
 def _pause(attempt: int) -> None:
-    if attempt < _SPINS:
-        os.sched_yield()
-    else:
+    if attempt >= _SPINS:  # before that, each look at /proc is pause enough
         time.sleep(_POLL)
 
 
@@ -182,45 +184,39 @@ def _wait_state(pid: int, states: str, deadline: float) -> bool:
 
 
 def learn_idle(pid: int, deadline: float) -> IdleCheck | None:
-    """The syscall a freshly started worker waits in (before any user code ran), or None
-    where ``/proc/<pid>/syscall`` is not available."""
-    while time.monotonic() < deadline:
-        try:
-            where = blocked_in(pid)
-            if where is not None and state_of(pid) == "S":
-                return where
-        except (OSError, ValueError, IndexError):
-            return None
-        time.sleep(_POLL)
-    return None
+    """Where a freshly started worker stops itself after its first frame (before any user
+    code ran): (syscall number, first argument), or None where ``/proc/<pid>/syscall`` is not
+    available. False-y waits end at ``deadline``.
+
+    Raises:
+        OSError: the worker did not stop by ``deadline``.
+    """
+    if not _wait_state(pid, "Tt", deadline):
+        raise OSError("the worker did not wait for its first request")
+    try:
+        return blocked_in(pid)
+    except OSError:
+        return None
 
 
 def settle(pid: int, idle: IdleCheck | None, deadline: float) -> bool:
-    """Stop the worker once it waits for its next request; False if it does not.
+    """Wait until the worker has stopped itself where an idle worker stops; False if it does
+    not.
 
-    With ``idle`` known, the worker must be blocked in that very read, as it is when its cell
-    has finished; a worker asleep in any other syscall (a cell still running after a forged
-    reply) fails at once, one that stays busy fails at ``deadline``. Without ``idle`` the
-    worker is only stopped. A stopped worker runs no code until :func:`thaw`.
+    An honest worker sends ``SIGSTOP`` to itself right after writing its reply, so it runs no
+    code until :func:`thaw`. The stop must be at the very place learnt at start-up
+    (``idle``). A worker asleep in any syscall without having stopped (a cell still running
+    after a forged reply) fails at once, one that stays busy fails at ``deadline``.
     """
     attempt = 0
     while True:
         try:
-            where = blocked_in(pid) if idle is not None else idle
             state = state_of(pid)
+            if state in "Tt":
+                return idle is None or blocked_in(pid) == idle
+            if state == "S" and idle is not None and blocked_in(pid) is not None:
+                return False
         except (OSError, ValueError, IndexError):
-            return False
-        if where == idle:
-            os.kill(pid, signal.SIGSTOP)
-            if not _wait_state(pid, "Tt", deadline):
-                return False
-            try:
-                if idle is None or blocked_in(pid) == idle:
-                    return True
-            except OSError:
-                return False
-            os.kill(pid, signal.SIGCONT)  # a signal handler ran in between: look again
-        elif where is not None and state == "S":
             return False
         if time.monotonic() >= deadline:
             return False

@@ -7,7 +7,9 @@ size-capped and checked, each reply must answer its request, and every wait on t
 bounded by the call's deadline. A worker that misbehaves (no answer in time, a malformed or
 out-of-turn reply, code still running after its reply) is killed with its process group; the
 next call starts a fresh one and its result says that the state was lost. Between calls the
-worker is stopped, so no code of a cell runs after its result was returned.
+worker is stopped (it stops itself after each reply; a result is returned only once the kernel
+shows it stopped where an idle worker stops), so no code of a cell runs after its result was
+returned.
 
 What is and is not isolated is documented in ``docs/sandbox.md``.
 """
@@ -69,6 +71,12 @@ class _Worker:
         self.idle: _process.IdleCheck | None = None
         self.frozen = False
         self.finalizer = weakref.finalize(self, _process.kill_group, proc)
+
+    def thaw(self) -> None:
+        """Let the stopped worker run (its request is in the pipe, or the pipe is full)."""
+        if self.frozen:
+            self.frozen = False
+            _process.thaw(self.proc.pid)
 
     def kill(self) -> None:
         self.finalizer.detach()
@@ -176,9 +184,6 @@ class PythonSandbox:
             restarted, self._state_lost = self._state_lost, False
             deadline = time.monotonic() + self.config.limits.timeout
             request_id = secrets.token_hex(8)
-            if worker.frozen:
-                _process.thaw(worker.proc.pid)
-                worker.frozen = False
             reply = self._exchange(worker, {"op": "exec", "id": request_id, "code": code},
                                    request_id, deadline)
             if not _process.settle(worker.proc.pid, worker.idle, deadline):
@@ -191,7 +196,7 @@ class PythonSandbox:
                   deadline: float) -> dict[str, Any]:
         """Send ``request`` and read its reply, both within ``deadline``."""
         try:
-            worker.channel.send(request, deadline)
+            worker.channel.send(request, deadline, wake=worker.thaw)
             return check_reply(worker.channel.receive(deadline), request_id)
         except ChannelTimeout as exc:
             raise self._lost("timeout", f"the call did not finish within "
@@ -292,10 +297,11 @@ class PythonSandbox:
             raise SandboxError(_refusal(isolation, lacking), kind="unavailable")
         if self.config.syscall_filter == "on" and not isolation.holds(SYSCALL_FEATURE):
             _warn_no_filter(isolation.features.get(SYSCALL_FEATURE, (False, ""))[1])
-        worker.idle = _process.learn_idle(worker.proc.pid, deadline)
-        if not _process.settle(worker.proc.pid, worker.idle, deadline):
-            raise SandboxError("the sandbox worker did not wait for its first request",
-                               kind="unavailable")
+        try:
+            worker.idle = _process.learn_idle(worker.proc.pid, deadline)
+        except OSError as exc:
+            raise SandboxError(f"the sandbox worker did not start: {exc}",
+                               kind="unavailable") from None
         worker.frozen = True
         return isolation
 

@@ -9,6 +9,8 @@ Started by :class:`gramagent.tools.sandbox.PythonSandbox`; not imported by grama
    then load the filter, which from then on covers the user's code and all its children;
 3. answer with a ``ready`` frame carrying the isolation report;
 4. serve ``exec`` requests until the pipe closes; each reply carries its request's ``id``.
+   After each frame it sends, the worker stops itself (``SIGSTOP``) until the parent
+   continues it for the next request.
 
 An ``exec`` runs a cell like the interactive interpreter: statements run, and the value of a
 final expression is reported (and kept in ``_``). Exceptions are answered as traceback text;
@@ -183,6 +185,12 @@ def _redirect_stdio() -> tuple[int, int, int]:
     return proto_in, proto_out, capture
 
 
+def _wait_for_the_parent() -> None:
+    """Stop until the parent sends the next request (it continues the worker with SIGCONT):
+    no code runs between calls, and the parent sees in /proc that the worker is done."""
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
 def main() -> None:
     proto_in, proto_out, capture = _redirect_stdio()
     decoder = _protocol.FrameDecoder(max_bytes=MAX_REQUEST_BYTES)
@@ -203,6 +211,7 @@ def main() -> None:
     session = Session(capture, list(config.get("data_dirs") or ()), config["limits"])
     _protocol.write_frame(proto_out, {"op": "ready", "ok": True, "isolation": report,
                                       "uid": os.getuid(), "pid": os.getpid()})
+    _wait_for_the_parent()
     while True:
         try:
             request = _protocol.read_frame(proto_in, decoder)
@@ -212,8 +221,9 @@ def main() -> None:
             _protocol.write_frame(proto_out, {"op": "result", "id": request.get("id"),
                                               "output": "", "output_bytes": 0, "value": None,
                                               "error": "bad request"})
-            continue
-        _protocol.write_frame(proto_out, session.run(request["code"], request.get("id")))
+        else:
+            _protocol.write_frame(proto_out, session.run(request["code"], request.get("id")))
+        _wait_for_the_parent()
 
 
 if __name__ == "__main__":
