@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 from matplotlib import image
+from tools_support import invoke_tool
 
-from gramagent._runtime.library import ToolContext, ToolLibrary
+from gramagent._runtime.library import ToolLibrary
 from gramagent._spec.schema import compile_validator, strict_schema
-from gramagent.tools import builtin_library
+from gramagent.tools import DataError, builtin_library
 from gramagent.tools._chart import CHART_SCHEMA
-from gramagent.tools._data import DataError
 
 SEED_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -54,11 +54,7 @@ def library(data_dir: Path) -> ToolLibrary:
 
 
 def call(library: ToolLibrary, name: str, **arguments: Any) -> Any:
-    tool = library.lookup(name)
-    assert tool is not None
-    ctx = ToolContext(conversation_id="c", run_id="r", call_id="k", tool=name,
-                      state=library.conversation_state("c"))
-    return tool.invoke(**arguments, ctx=ctx)
+    return invoke_tool(library, name, **arguments)
 
 
 def args(**overrides: Any) -> dict[str, Any]:

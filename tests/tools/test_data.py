@@ -7,28 +7,21 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from tools_support import SALES_CSV
+from tools_support import SALES_CSV, invoke_tool, workspace_of
 
-from gramagent._runtime.library import ToolContext, ToolLibrary
+from gramagent._runtime.library import ToolLibrary
 from gramagent.tools import DATA_DIR_ENV, builtin_library
 from gramagent.tools._data import convert_csv, describe
 from gramagent.tools._tables import DataError, confined_path, list_tables
-from gramagent.tools._workspace import STATE_KEY, Workspace
 
 
 def call(library: ToolLibrary, name: str, **arguments: object) -> object:
-    tool = library.lookup(name)
-    assert tool is not None
-    ctx = ToolContext(conversation_id="c1", run_id="r1", call_id="k1", tool=name,
-                      state=library.conversation_state("c1"))
-    return tool.invoke(**arguments, ctx=ctx)
+    return invoke_tool(library, name, "c1", **arguments)
 
 
 def tables_dir(library: ToolLibrary) -> Path:
     """Where the library's conversation "c1" keeps its tables (its workspace's data/)."""
-    workspace = library.conversation_state("c1")[STATE_KEY]
-    assert isinstance(workspace, Workspace)
-    return workspace.tables_dir
+    return workspace_of(library, "c1").tables_dir
 
 
 @pytest.fixture

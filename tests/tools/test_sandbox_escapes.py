@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 from sandbox_probes import ALLOWED_BY_FILTER, DENIED_BY_FILTER, parse_probe, probe_code
-from tools_support import FAST_LIMITS, fast_config, start_or_skip
+from tools_support import FAST_LIMITS, fast_config, invoke_tool, start_or_skip
 
+from gramagent.tools import builtin_library
 from gramagent.tools.sandbox import PythonSandbox, SandboxConfig, SandboxError
 
 SECRET = "sk-test-Zq8vJ3kL0pW7"
@@ -344,18 +345,11 @@ def test_conversations_sharing_a_session_dir_are_apart(tmp_path: Path, data_dir:
     """With session_dir (one directory for every conversation), two conversations get their
     own work directories and (as root) their own uids: one cannot read the other's files or
     signal its worker, which keeps running with its state (checked in /proc)."""
-    from gramagent._runtime.library import ToolContext
-    from gramagent.tools import builtin_library
-
     library = builtin_library(session_dir=tmp_path / "shared", data_dir=data_dir,
                               sandbox=fast_config())
 
     def repl(conversation: str, code: str) -> str:
-        tool = library.lookup("python_repl")
-        assert tool is not None
-        ctx = ToolContext(conversation_id=conversation, run_id="r", call_id="c",
-                          tool="python_repl", state=library.conversation_state(conversation))
-        return str(tool.invoke(code=code, ctx=ctx))
+        return str(invoke_tool(library, "python_repl", conversation, code=code))
 
     try:
         try:

@@ -18,31 +18,16 @@ import time
 from pathlib import Path
 
 import pytest
-from tools_support import EXAMPLES, SALES_CSV, fast_config
+from tools_support import EXAMPLES, SALES_CSV, fast_config, invoke_tool, workspace_of
 
-from gramagent._runtime.library import ToolContext, ToolLibrary
 from gramagent.testing import ScriptedServer, call, reply
 from gramagent.tools import DataError, WorkspaceError, builtin_library
-from gramagent.tools._workspace import STATE_KEY, Workspace, remove_tree
+from gramagent.tools._workspace import remove_tree
 
 pytest.importorskip("pyarrow")
 
 HANG_BOUND = 60.0
 """Seconds that only a hung (unbounded) tool call would exceed."""
-
-
-def invoke(library: ToolLibrary, name: str, **arguments: object) -> object:
-    tool = library.lookup(name)
-    assert tool is not None
-    ctx = ToolContext(conversation_id="c", run_id="r", call_id="k", tool=name,
-                      state=library.conversation_state("c"))
-    return tool.invoke(**arguments, ctx=ctx)
-
-
-def workspace_of(library: ToolLibrary) -> Workspace:
-    workspace = library.conversation_state("c")[STATE_KEY]
-    assert isinstance(workspace, Workspace)
-    return workspace
 
 
 # -- class 7: files ------------------------------------------------------------------------------
@@ -56,11 +41,11 @@ def test_load_csv_never_follows_a_planted_symlink(data_dir: Path, tmp_path: Path
     library = builtin_library(data_dir=data_dir)
     try:
         with pytest.raises(DataError):  # creates the conversation's workspace
-            invoke(library, "describe_table", df_name="none")
+            invoke_tool(library, "describe_table", df_name="none")
         tables = workspace_of(library).tables_dir
         for name in (".sales.parquet.partial", "sales.parquet"):
             (tables / name).symlink_to(victim)
-        assert "table sales: 48 rows" in str(invoke(library, "load_csv", path="sales.csv"))
+        assert "table sales: 48 rows" in str(invoke_tool(library, "load_csv", path="sales.csv"))
         table = tables / "sales.parquet"
         assert table.is_file() and not table.is_symlink()
         assert not [p for p in tables.iterdir() if p.name.endswith(".partial")
@@ -77,13 +62,13 @@ def test_a_deep_tree_made_in_the_sandbox_is_removed(tmp_path: Path) -> None:
     library = builtin_library(sandbox=fast_config())
     try:
         try:
-            invoke(library, "python_repl", code="1")
+            invoke_tool(library, "python_repl", code="1")
         except Exception as exc:  # noqa: BLE001 - the sandbox may be unavailable off-root
             if os.geteuid() != 0:
                 pytest.skip(f"no sandbox here: {exc}")
             raise
         root = workspace_of(library).root
-        made = invoke(library, "python_repl", code=(
+        made = invoke_tool(library, "python_repl", code=(
             "import os\nfor _ in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\n"
             "open('leaf', 'w').write('x')\nlen(os.getcwd())"))
         assert int(str(made).splitlines()[-1]) > 4096  # deeper than PATH_MAX
@@ -125,7 +110,7 @@ def test_chart_text_cannot_keep_the_host_busy(data_dir: Path) -> None:
     heavy = r"$\sqrt{\frac{a}{b}}$" * 3000
     try:
         started = time.monotonic()
-        text = invoke(library, "chart", df_name="sales", title=heavy,
+        text = invoke_tool(library, "chart", df_name="sales", title=heavy,
                       **{**CHART, "note": heavy})
         elapsed = time.monotonic() - started
     finally:
@@ -161,7 +146,7 @@ def test_a_table_too_large_to_decode_is_refused_from_its_footer(data_dir: Path) 
     library = builtin_library(data_dir=data_dir, max_table_bytes=64 << 20)
     try:
         with pytest.raises(DataError, match=r"holds 2\d{8} bytes of data \(from its footer\)"):
-            invoke(library, "describe_table", df_name="bomb")
+            invoke_tool(library, "describe_table", df_name="bomb")
     finally:
         library.forget()
     assert peak_rss_kib() - before < 100 << 10  # KiB: far below the 195 MiB it decodes to

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from gramagent._runtime.library import ToolContext, ToolLibrary
+from gramagent.tools._workspace import STATE_KEY, Workspace
 from gramagent.tools.sandbox import PythonSandbox, SandboxConfig, SandboxError, SandboxLimits
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,3 +39,20 @@ def start_or_skip(sandbox: PythonSandbox) -> PythonSandbox:
             pytest.skip(f"no OS isolation for the sandbox on this machine: {exc}")
         raise
     return sandbox
+
+
+def invoke_tool(library: ToolLibrary, name: str, conversation: str = "c",
+                **arguments: object) -> object:
+    """Call tool ``name`` of ``library`` as the loop would, in ``conversation``."""
+    tool = library.lookup(name)
+    assert tool is not None, name
+    ctx = ToolContext(conversation_id=conversation, run_id="r", call_id="k", tool=name,
+                      state=library.conversation_state(conversation))
+    return tool.invoke(**arguments, ctx=ctx)
+
+
+def workspace_of(library: ToolLibrary, conversation: str = "c") -> Workspace:
+    """The workspace of ``conversation`` (after a tool call made it)."""
+    workspace = library.conversation_state(conversation)[STATE_KEY]
+    assert isinstance(workspace, Workspace)
+    return workspace

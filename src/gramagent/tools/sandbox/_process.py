@@ -169,24 +169,31 @@ def _pause(attempt: int) -> None:
         time.sleep(_POLL)
 
 
-def _wait_state(pid: int, states: str, deadline: float) -> bool:
+def _poll(deadline: float, look: Callable[[], bool | None]) -> bool:
+    """Call ``look`` until it decides (True or False; None: look again) or ``deadline``
+    passes (False). /proc that cannot be read counts as False."""
     attempt = 0
     while True:
         try:
-            if state_of(pid) in states:
-                return True
+            decided = look()
         except (OSError, ValueError, IndexError):
             return False
+        if decided is not None:
+            return decided
         if time.monotonic() >= deadline:
             return False
         _pause(attempt)
         attempt += 1
 
 
+def _wait_state(pid: int, states: str, deadline: float) -> bool:
+    return _poll(deadline, lambda: True if state_of(pid) in states else None)
+
+
 def learn_idle(pid: int, deadline: float) -> IdleCheck | None:
     """Where a freshly started worker stops itself after its first frame (before any user
     code ran): (syscall number, first argument), or None where ``/proc/<pid>/syscall`` is not
-    available. False-y waits end at ``deadline``.
+    available.
 
     Raises:
         OSError: the worker did not stop by ``deadline``.
@@ -208,20 +215,16 @@ def settle(pid: int, idle: IdleCheck | None, deadline: float) -> bool:
     (``idle``). A worker asleep in any syscall without having stopped (a cell still running
     after a forged reply) fails at once, one that stays busy fails at ``deadline``.
     """
-    attempt = 0
-    while True:
-        try:
-            state = state_of(pid)
-            if state in "Tt":
-                return idle is None or blocked_in(pid) == idle
-            if state == "S" and idle is not None and blocked_in(pid) is not None:
-                return False
-        except (OSError, ValueError, IndexError):
+
+    def look() -> bool | None:
+        state = state_of(pid)
+        if state in "Tt":
+            return idle is None or blocked_in(pid) == idle
+        if state == "S" and idle is not None and blocked_in(pid) is not None:
             return False
-        if time.monotonic() >= deadline:
-            return False
-        _pause(attempt)
-        attempt += 1
+        return None
+
+    return _poll(deadline, look)
 
 
 def thaw(pid: int) -> None:
