@@ -205,13 +205,7 @@ PUBLIC_MODULES = [
     "gramagent.errors",
     "gramagent.testing",
     "gramagent.tools",
-    "gramagent.tools.chart",
-    "gramagent.tools.data",
-    "gramagent.tools.hello",
-    "gramagent.tools.repl",
     "gramagent.tools.sandbox",
-    "gramagent.tools.sandbox.session",
-    "gramagent.tools.workspace",
 ]
 """Every module whose dotted name has no part starting with ``_``: the documented public
 surface (docs/architecture.md). Everything else is private by its name."""
