@@ -531,7 +531,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--parallel", type=int, default=1)
     args = parser.parse_args(argv)
     try:
-        import xllamacpp  # type: ignore[import-untyped]
+        import xllamacpp
     except ImportError:
         print("xllamacpp is not installed: pip install 'gramagent[local]'", file=sys.stderr)
         return 2
