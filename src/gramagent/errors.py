@@ -11,6 +11,7 @@ GramagentError
 ├── ConfigurationError        missing API key, unknown provider, bad option (before any request)
 ├── ToolError                 binding failed: missing or mismatched tool implementations
 ├── SandboxError              a sandboxed code call failed as a whole (timeout, crash, ...)
+├── MCPServerError            an MCP server could not be started, reached or understood
 └── RunError                  a run stopped; carries the conversation and usage so far
     ├── ModelAPIError         transport or HTTP failure, after retries
     └── LimitExceeded         an iteration, time, token or call limit was hit
@@ -32,6 +33,8 @@ __all__ = [
     "Diagnostic",
     "GramagentError",
     "LimitExceeded",
+    "MCPFailureKind",
+    "MCPServerError",
     "ModelAPIError",
     "RunError",
     "SandboxError",
@@ -153,6 +156,30 @@ class SandboxError(GramagentError):
     def __reduce__(self) -> tuple[Any, ...]:
         state = {"kind": self.kind, "state_lost": self.state_lost}
         return (_rebuild, (type(self), self.args, state))
+
+
+MCPFailureKind: TypeAlias = Literal["start", "timeout", "closed", "protocol"]
+"""How talking to an MCP server failed (:attr:`MCPServerError.kind`)."""
+
+
+class MCPServerError(GramagentError):
+    """An MCP server could not be started, did not answer in time, went away or broke protocol.
+
+    Raised when a library is built from a server (connecting, listing its tools); during a
+    run the same failure becomes an error result the model sees. ``server`` says which server
+    (its command or URL), ``kind`` how it failed: ``start`` (could not be launched or reached),
+    ``timeout`` (no answer within the configured time), ``closed`` (it exited or closed the
+    connection) or ``protocol`` (it answered something that is not MCP).
+    """
+
+    def __init__(self, message: str, *, server: str = "", kind: MCPFailureKind = "protocol"
+                 ) -> None:
+        self.server = server
+        self.kind = kind
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.args, {"server": self.server, "kind": self.kind}))
 
 
 class RunError(GramagentError):

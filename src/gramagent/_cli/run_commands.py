@@ -28,6 +28,7 @@ from gramagent._cli._app import app, err_console, handle_errors
 from gramagent._logs import add_secret, configure_logging, env_secrets, redact, reset_logging
 from gramagent._models.registry import api_names
 from gramagent.errors import ConfigurationError, GramagentError, RunError
+from gramagent.mcp._sources import is_tool_sources, load_tool_sources
 
 if TYPE_CHECKING:
     from gramagent._models.base import Model
@@ -70,6 +71,9 @@ class RunOptions:
 def load_library(reference: str | None = None) -> ToolLibrary:
     """The ToolLibrary named by ``module:attribute`` (default: the built-in tools).
 
+    ``mcp:stdio:COMMAND ARGS...`` and ``mcp:http://HOST:PORT/PATH`` name MCP servers, and
+    several sources separated by ``;`` are combined (see :mod:`gramagent.mcp._sources`).
+
     The attribute is either a ToolLibrary or a callable taking no arguments that returns one.
     Modules are looked up in the working directory too, as ``python -m`` does.
 
@@ -80,6 +84,8 @@ def load_library(reference: str | None = None) -> ToolLibrary:
     from gramagent._runtime.library import ToolLibrary
 
     reference = reference or DEFAULT_TOOLS
+    if is_tool_sources(reference):  # MCP servers, or several sources separated by ';'
+        return load_tool_sources(reference, load_library)
     module_name, sep, attr = reference.partition(":")
     if not sep or not module_name or not attr:
         raise ConfigurationError(
@@ -175,9 +181,11 @@ class Session:
         if options.dry_run:
             # No tool runs: the specs' schemas check the calls, no implementation is needed.
             session.library = load_library(options.tools) if options.tools else None
+            _close_with(session, session.library)
             session.target = session.agent
         else:
             session.library = load_library(options.tools)
+            _close_with(session, session.library)
             # Every binding problem at once, before any request.
             session.target = session.library.bind(session.agent)
         ref = ModelRef.parse(options.model) if options.model else session.agent.model
@@ -236,6 +244,13 @@ class Session:
             close()
 
 
+def _close_with(session: Session, library: ToolLibrary | None) -> None:
+    """Close ``library`` with the session if it can close (MCP server sessions)."""
+    close = getattr(library, "close", None)
+    if callable(close):
+        session._closers.append(close)
+
+
 class _Output:
     """Where turn results go: rich text or one JSON object per line on stdout."""
 
@@ -285,7 +300,9 @@ _API = typer.Option(None, "--api", metavar="API", callback=_api_choice,
 _API_KEY = typer.Option(None, "--api-key", help="API key (else OPENAI_API_KEY).",
                         show_default=False)
 _TOOLS = typer.Option(None, "--tools", metavar="MODULE:LIBRARY",
-                      help="A ToolLibrary or a factory of one (default: the built-in tools).")
+                      help="A ToolLibrary or a factory of one (default: the built-in tools); "
+                           "'mcp:stdio:COMMAND ARGS' or 'mcp:http://HOST:PORT/PATH' for an MCP "
+                           "server; several sources separated by ';'.")
 _JSON = typer.Option(False, "--json", help="Print each turn's AgentResponse as one JSON line.")
 _VERBOSE = typer.Option(0, "-v", "--verbose", count=True,
                         help="Raw requests and responses and log records on stderr "

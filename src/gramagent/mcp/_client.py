@@ -1,0 +1,428 @@
+"""One connection to an MCP server that never hangs: :class:`MCPClient`.
+
+The SDK's client lives in anyio task groups that must be entered and left by one task, and
+its session belongs to the event loop it was opened on. gramagent binds libraries before any
+loop runs (the CLI) and runs agents on whatever loop the caller has (``run_agent_sync`` makes
+a new one per run), so each :class:`MCPClient` keeps its session on one private event loop in
+a daemon thread (shared by every client of the process) and hands calls over to it. A call
+costs a thread hop, small next to the request itself (see bench/RESULTS.md).
+
+Never hang:
+
+- connecting (launching the process, the protocol handshake, the first ``tools/list``) has
+  ``connect_timeout`` seconds; every request has ``timeout`` seconds;
+- a request that times out, or finds the server gone (exited, crashed, closed the
+  connection), raises :class:`~gramagent.errors.MCPServerError` and drops the session: the
+  next call starts a new one (a new process, for stdio);
+- the session's process is stopped the SDK's way (stdin closed, then SIGTERM, then SIGKILL,
+  every wait bounded) when the client closes, when a session is dropped, and at exit;
+- the server's stderr goes to the ``gramagent.mcp.server`` logger, one record a line, never
+  to the terminal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import logging
+import math
+import os
+import threading
+import weakref
+from collections.abc import Awaitable, Coroutine
+from dataclasses import dataclass, field
+from typing import IO, Any, Final, TypeVar
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from gramagent.errors import MCPFailureKind, MCPServerError
+from gramagent.mcp._address import HttpServer, ServerAddress, StdioServer, parse_server
+
+__all__ = ["DEFAULT_CONNECT_TIMEOUT", "DEFAULT_TIMEOUT", "MCPClient"]
+
+DEFAULT_TIMEOUT: Final = 30.0
+"""Seconds one MCP request (``tools/call``, ``tools/list``) may take."""
+DEFAULT_CONNECT_TIMEOUT: Final = 20.0
+"""Seconds to launch or reach a server and complete the protocol handshake."""
+_GRACE: Final = 5.0
+"""Extra seconds the caller waits past a request's own timeout before giving up on it (the
+SDK's timeout fires first; this only guards against a stuck session loop)."""
+
+log = logging.getLogger("gramagent.mcp")
+server_log = logging.getLogger("gramagent.mcp.server")
+
+T = TypeVar("T")
+
+
+class _LoopThread:
+    """The private event loop of every MCPClient of the process, in a daemon thread."""
+
+    _lock = threading.Lock()
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def loop(cls) -> asyncio.AbstractEventLoop:
+        with cls._lock:
+            if cls._loop is None or cls._loop.is_closed():
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+
+                def run() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(ready.set)
+                    loop.run_forever()
+
+                threading.Thread(target=run, name="gramagent-mcp", daemon=True).start()
+                ready.wait()
+                cls._loop = loop
+            return cls._loop
+
+    @classmethod
+    def submit(cls, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, cls.loop())
+
+
+@dataclass(eq=False)
+class _Session:
+    """One live session: the SDK client, the task holding it open, its stderr pipe."""
+
+    ready: asyncio.Future[Client]
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    task: asyncio.Task[None] | None = None
+    client: Client | None = None
+
+
+class MCPClient:
+    """A connection to one MCP server, usable from any thread and any event loop.
+
+    The session opens on first use (or with :meth:`connect`) and reopens after a failure.
+    Use it as a context manager, or call :meth:`close`; clients left open are closed at exit.
+
+    Args:
+        server: where the server is (see :func:`~gramagent.mcp.parse_server` for the text
+            form: ``mcp:stdio:python -m mcp_server_time``, ``mcp:http://127.0.0.1:8000/mcp``).
+        timeout: seconds one request may take.
+        connect_timeout: seconds to launch or reach the server and shake hands.
+    """
+
+    def __init__(self, server: str | ServerAddress | list[str], *,
+                 timeout: float = DEFAULT_TIMEOUT,
+                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> None:
+        self.server: ServerAddress = parse_server(server)
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self._session: _Session | None = None
+        self._starting: asyncio.Lock | None = None
+        self._closed = False
+        self.server_name: str | None = None
+        """The name the server gave in the handshake (None before it or if it gave none)."""
+        _open_clients.add(self)
+
+    def __repr__(self) -> str:
+        return f"MCPClient({str(self.server)!r})"
+
+    # -- public API: sync and async, from any loop -------------------------------------------
+
+    def connect(self) -> None:
+        """Open the session now (it opens on first use otherwise).
+
+        Raises:
+            MCPServerError: the server could not be launched or reached, or did not complete
+                the handshake within ``connect_timeout``.
+        """
+        self._wait(self._ensure(), self.connect_timeout + _GRACE)
+
+    def list_tools(self) -> list[types.Tool]:
+        """Every tool the server offers (all pages of ``tools/list``).
+
+        Raises:
+            MCPServerError: the server failed, went away or did not answer in time.
+        """
+        return self._wait(self._list_tools(), self.connect_timeout + self.timeout + _GRACE)
+
+    async def alist_tools(self) -> list[types.Tool]:
+        """:meth:`list_tools` for async code."""
+        return await self._await(self._list_tools(), self.connect_timeout + self.timeout + _GRACE)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], *,
+                        timeout: float | None = None) -> types.CallToolResult:
+        """Call a tool of the server and return its result (``isError`` results included).
+
+        Args:
+            name: the tool's name on the server.
+            arguments: its arguments.
+            timeout: seconds for this call (default: the client's ``timeout``).
+
+        Raises:
+            MCPServerError: the server failed, went away or did not answer in time (the
+                session is dropped and the next call starts a new one), or rejected the
+                request itself (an unknown tool, invalid parameters).
+        """
+        seconds = self.timeout if timeout is None else timeout
+        return await self._await(self._call_tool(name, arguments, seconds),
+                                 self.connect_timeout + seconds + _GRACE)
+
+    def call_tool_sync(self, name: str, arguments: dict[str, Any], *,
+                       timeout: float | None = None) -> types.CallToolResult:
+        """:meth:`call_tool` for code without an event loop."""
+        seconds = self.timeout if timeout is None else timeout
+        return self._wait(self._call_tool(name, arguments, seconds),
+                          self.connect_timeout + seconds + _GRACE)
+
+    def close(self) -> None:
+        """End the session (stopping the server process, for stdio); idempotent."""
+        self._closed = True
+        _open_clients.discard(self)
+        if self._session is None:
+            return
+        with contextlib.suppress(Exception):
+            # Bounded: the SDK's stdio shutdown waits at most a few seconds.
+            _LoopThread.submit(self._drop_and_wait()).result(timeout=15)
+
+    async def aclose(self) -> None:
+        """:meth:`close` for async code."""
+        self._closed = True
+        _open_clients.discard(self)
+        if self._session is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.wrap_future(
+                    _LoopThread.submit(self._drop_and_wait())), 15)
+
+    def __enter__(self) -> MCPClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> MCPClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # -- hand-over to the private loop -------------------------------------------------------
+
+    def _wait(self, coro: Coroutine[Any, Any, T], limit: float) -> T:
+        future = _LoopThread.submit(coro)
+        try:
+            return future.result(timeout=limit)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise self._error("did not answer", "timeout") from None
+
+    async def _await(self, coro: Coroutine[Any, Any, T], limit: float) -> T:
+        future = asyncio.wrap_future(_LoopThread.submit(coro))
+        try:
+            return await asyncio.wait_for(future, limit)
+        except TimeoutError:
+            raise self._error("did not answer", "timeout") from None
+
+    # -- on the private loop -----------------------------------------------------------------
+
+    async def _ensure(self) -> Client:
+        if self._closed:
+            raise self._error("is closed", "closed")
+        if self._starting is None:
+            self._starting = asyncio.Lock()
+        async with self._starting:
+            session = self._session
+            if session is not None and session.client is not None and not (
+                    session.task is not None and session.task.done()):
+                return session.client
+            if session is not None:
+                await self._drop(session)
+            session = _Session(ready=asyncio.get_running_loop().create_future())
+            self._session = session
+            session.task = asyncio.get_running_loop().create_task(self._hold(session))
+            try:
+                client = await session.ready
+            except BaseException:
+                await self._drop(session)
+                raise
+            session.client = client
+            return client
+
+    async def _hold(self, session: _Session) -> None:
+        """Open the SDK client, publish it, keep it open until the scope is cancelled."""
+        errlog = _StderrPipe(str(self.server)) if isinstance(self.server, StdioServer) else None
+        failure: BaseException | None = None
+        try:
+            with session.scope:
+                session.scope.deadline = anyio.current_time() + self.connect_timeout
+                async with contextlib.AsyncExitStack() as stack:
+                    transport = await self._transport(stack, errlog)
+                    client = await stack.enter_async_context(
+                        Client(transport, read_timeout_seconds=self.timeout, cache=None))
+                    session.scope.deadline = math.inf
+                    info = client.server_info
+                    self.server_name = info.name if info is not None else None
+                    session.ready.set_result(client)
+                    await anyio.sleep_forever()
+        except Exception as exc:
+            failure = exc
+        finally:
+            if errlog is not None:
+                errlog.close()
+        if not session.ready.done():
+            if failure is None:  # the scope's deadline cancelled the handshake
+                failure = self._error(f"did not complete the MCP handshake within "
+                                      f"{self.connect_timeout:g} s", "timeout")
+            session.ready.set_exception(self._translate(failure, starting=True))
+        elif failure is not None:
+            log.info("MCP session with %s ended: %s", self.server, _describe(failure))
+
+    async def _transport(self, stack: contextlib.AsyncExitStack, errlog: _StderrPipe | None
+                         ) -> Any:
+        server = self.server
+        if isinstance(server, StdioServer):
+            assert errlog is not None
+            params = StdioServerParameters(
+                command=server.command, args=list(server.args),
+                env=dict(server.env) if server.env is not None else None, cwd=server.cwd)
+            return stdio_client(params, errlog=errlog.writer)
+        assert isinstance(server, HttpServer)
+        http = None
+        if server.headers:
+            http = await stack.enter_async_context(httpx2.AsyncClient(
+                headers=dict(server.headers),
+                timeout=httpx2.Timeout(self.timeout, read=max(self.timeout, 300.0))))
+        return streamable_http_client(server.url, http_client=http)
+
+    async def _list_tools(self) -> list[types.Tool]:
+        client = await self._ensure()
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        for _ in range(1000):  # a server that pages forever cannot hang us either
+            page = await self._request(client, client.list_tools(cursor=cursor), self.timeout)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                return tools
+        raise self._error("returned more than 1000 pages of tools", "protocol")
+
+    async def _call_tool(self, name: str, arguments: dict[str, Any], timeout: float
+                         ) -> types.CallToolResult:
+        client = await self._ensure()
+        return await self._request(
+            client, client.call_tool(name, arguments, read_timeout_seconds=timeout), timeout)
+
+    async def _request(self, client: Client, request: Awaitable[T], timeout: float) -> T:
+        session = self._session
+        try:
+            async with asyncio.timeout(timeout + _GRACE):
+                return await request
+        except MCPError as exc:
+            if exc.code == types.REQUEST_TIMEOUT:
+                await self._drop_soon(session)
+                raise self._error(f"did not answer within {timeout:g} s", "timeout") from None
+            if exc.code == types.CONNECTION_CLOSED:
+                await self._drop_soon(session)
+                raise self._error("closed the connection (it exited or crashed)", "closed"
+                                  ) from None
+            # The server answered with a JSON-RPC error: the session is fine.
+            raise self._error(f"rejected the request: {exc.error.message}", "protocol"
+                              ) from None
+        except asyncio.CancelledError:
+            # Abandoned by the caller (its own timeout, a cancelled run): the server may be
+            # stuck on it, so the next call starts afresh.
+            await self._drop_soon(session)
+            raise
+        except Exception as exc:
+            await self._drop_soon(session)
+            raise self._translate(exc, starting=False) from None
+
+    async def _drop_soon(self, session: _Session | None) -> None:
+        if session is not None and self._session is session:
+            self._session = None
+            session.scope.cancel()
+
+    async def _drop(self, session: _Session) -> None:
+        if self._session is session:
+            self._session = None
+        session.scope.cancel()
+        if session.task is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(session.task), 15)
+
+    async def _drop_and_wait(self) -> None:
+        session = self._session
+        if session is not None:
+            await self._drop(session)
+
+    # -- errors ------------------------------------------------------------------------------
+
+    def _error(self, what: str, kind: MCPFailureKind) -> MCPServerError:
+        return MCPServerError(f"MCP server {self.server} {what}", server=str(self.server),
+                              kind=kind)
+
+    def _translate(self, exc: BaseException, *, starting: bool) -> MCPServerError:
+        if isinstance(exc, MCPServerError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            inner = exc.exceptions[0] if exc.exceptions else exc
+            return self._translate(inner, starting=starting)
+        if isinstance(exc, MCPError):
+            if exc.code == types.CONNECTION_CLOSED:
+                return self._error("closed the connection "
+                                   + ("during the handshake (did it start? see its log with -v)"
+                                      if starting else "(it exited or crashed)"), "closed")
+            if exc.code == types.REQUEST_TIMEOUT:
+                return self._error("did not answer in time", "timeout")
+            return self._error(f"answered with an error: {exc.error.message}", "protocol")
+        if isinstance(exc, FileNotFoundError | PermissionError):
+            return self._error(f"could not be launched: {exc}", "start")
+        if isinstance(exc, httpx2.ConnectError | ConnectionError):
+            return self._error(f"could not be reached: {_describe(exc)}", "start")
+        if isinstance(exc, httpx2.HTTPError | OSError | anyio.BrokenResourceError
+                      | anyio.ClosedResourceError | anyio.EndOfStream):
+            return self._error(f"went away: {_describe(exc)}", "closed")
+        return self._error(f"failed: {_describe(exc)}", "protocol")
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class _StderrPipe:
+    """A pipe the server process writes its stderr to; a thread logs each line."""
+
+    def __init__(self, server: str) -> None:
+        read_fd, write_fd = os.pipe()
+        self.writer: IO[str] = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
+        reader = os.fdopen(read_fd, "r", encoding="utf-8", errors="replace")
+        self._thread = threading.Thread(target=self._pump, args=(reader, server),
+                                        name="gramagent-mcp-stderr", daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _pump(reader: IO[str], server: str) -> None:
+        with reader:
+            for line in reader:
+                text = line.rstrip()
+                if text and server_log.isEnabledFor(logging.INFO):
+                    server_log.info("[%s] %s", server, text)
+
+    def close(self) -> None:
+        # The child keeps its own copy of the write end: the reader ends when the child does.
+        with contextlib.suppress(OSError):
+            self.writer.close()
+
+
+_open_clients: weakref.WeakSet[MCPClient] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    """Stop every server process still open when the interpreter exits."""
+    for client in list(_open_clients):
+        with contextlib.suppress(Exception):
+            client.close()
