@@ -6,7 +6,14 @@ here. Errors of the gramagent hierarchy are caught at the edge: one line on stde
 1 (tracebacks only with ``--debug``).
 """
 
-from gramagent._cli import harmony_commands, run_commands, spec_commands, tool_commands
+from gramagent._cli import (
+    harmony_commands,
+    mcp_commands,
+    run_commands,
+    spec_commands,
+    tool_commands,
+)
 from gramagent._cli._app import app, main
 
-__all__ = ["app", "harmony_commands", "main", "run_commands", "spec_commands", "tool_commands"]
+__all__ = ["app", "harmony_commands", "main", "mcp_commands", "run_commands", "spec_commands",
+           "tool_commands"]
