@@ -1,0 +1,123 @@
+"""Misbehaving MCP servers end in a clear message within the configured timeout, never a hang.
+
+The servers are real processes (tests/mcp/mcp_servers.py over stdio) or real closed ports;
+pytest-timeout stops any test that would hang, which would be a failure of what is tested.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+from conftest import TIME_AGENT, fault_server
+
+from gramagent import Agent, ToolSpec, load_agent, run_agent
+from gramagent.errors import MCPServerError
+from gramagent.mcp import MCPClient, mcp_library
+from gramagent.testing import ScriptedServer, call, reply
+
+pytestmark = pytest.mark.timeout(90)
+
+FAULTY = fault_server("faulty")
+
+
+def test_a_server_that_never_answers_initialize_times_out() -> None:
+    with pytest.raises(MCPServerError) as caught:
+        mcp_library(fault_server("silent"), connect_timeout=2)
+    assert caught.value.kind == "timeout"
+    assert "did not complete the MCP handshake within 2 s" in str(caught.value)
+
+
+def test_a_command_that_does_not_exist_cannot_start() -> None:
+    with pytest.raises(MCPServerError) as caught:
+        mcp_library("mcp:stdio:gramagent-no-such-mcp-server --x")
+    assert caught.value.kind == "start"
+    assert "could not be launched" in str(caught.value)
+
+
+def test_a_server_that_exits_at_once_is_a_closed_connection() -> None:
+    with pytest.raises(MCPServerError) as caught:
+        mcp_library(f"mcp:stdio:{sys.executable} -c pass", connect_timeout=10)
+    assert caught.value.kind in ("closed", "timeout")
+
+
+def test_an_http_port_nobody_listens_on_cannot_be_reached() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(MCPServerError) as caught:
+        mcp_library(f"mcp:http://127.0.0.1:{port}/mcp", connect_timeout=5)
+    assert caught.value.kind in ("start", "closed")
+
+
+async def test_a_server_that_dies_mid_call_is_an_error_and_restarts_on_the_next_call() -> None:
+    with MCPClient(FAULTY, timeout=10, connect_timeout=15) as client:
+        first_pid = (await client.call_tool("pid", {})).content[0].text  # type: ignore[union-attr]
+        with pytest.raises(MCPServerError) as caught:
+            await client.call_tool("crash", {})
+        assert caught.value.kind == "closed"
+        assert "closed the connection" in str(caught.value)
+        second_pid = (await client.call_tool("pid", {})).content[0].text  # type: ignore[union-attr]
+    assert second_pid != first_pid  # a new process
+
+
+async def test_a_server_that_stops_answering_times_out_and_restarts() -> None:
+    with MCPClient(FAULTY, timeout=1.5, connect_timeout=15) as client:
+        first_pid = (await client.call_tool("pid", {})).content[0].text  # type: ignore[union-attr]
+        with pytest.raises(MCPServerError) as caught:
+            await client.call_tool("hang", {})
+        assert caught.value.kind == "timeout"
+        assert "did not answer within 1.5 s" in str(caught.value)
+        second_pid = (await client.call_tool("pid", {})).content[0].text  # type: ignore[union-attr]
+    assert second_pid != first_pid
+
+
+async def test_in_a_run_the_model_sees_each_failure_and_the_run_ends() -> None:
+    agent = load_agent(TIME_AGENT)
+    # The faulty server's tools under the names the model calls: same contract, no checks.
+    with mcp_library(FAULTY, timeout=1.5, connect_timeout=15) as library:
+        script = [call("crash"), call("hang"), call("fail"), call("pid"), reply("done")]
+        with ScriptedServer(script) as model:
+            specs = tuple(ToolSpec.create(n, f"The {n} tool", "()==>(::String)")
+                          for n in ("crash", "hang", "fail", "pid"))
+            faulty_agent = Agent(name="f", model=agent.model, instruction="x", tools=specs)
+            response = await run_agent(faulty_agent, "go", library=library,
+                                       model="openai/scripted", base_url=model.base_url,
+                                       api_key="sk-test")
+            sent = [m["content"] for m in model.requests[-1].body["messages"]
+                    if m["role"] == "tool"]
+    assert response.content == "done"
+    kinds = [inv.error_type for inv in response.tool_invocations]
+    assert kinds == ["tool_exception", "tool_exception", "tool_exception", None]
+    assert "closed the connection" in sent[0]
+    assert "did not answer within 1.5 s" in sent[1]
+    assert "the fail tool failed on purpose" in sent[2]
+    assert sent[3].isdigit()  # the server was restarted and answered
+
+
+async def test_the_servers_stderr_goes_to_the_log_not_the_terminal(
+        caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]) -> None:
+    caplog.set_level(logging.INFO, logger="gramagent.mcp.server")
+    with MCPClient(FAULTY, timeout=10, connect_timeout=15) as client:
+        await client.call_tool("noisy", {})
+    capfd.readouterr()  # nothing of the server reaches our stderr
+    assert any("faulty server: a line on stderr" in r.getMessage() for r in caplog.records)
+    out = capfd.readouterr()
+    assert "faulty server" not in out.err and "faulty server" not in out.out
+
+
+def test_the_cli_exits_with_one_line_when_the_server_never_answers() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "gramagent", "run", str(TIME_AGENT), "hi",
+         "--tools", fault_server("silent"), "--base-url", "http://127.0.0.1:9/v1",
+         "--api-key", "sk-test"],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "GRAMAGENT_MCP_CONNECT_TIMEOUT": "2"})
+    assert done.returncode == 1
+    assert done.stderr.startswith("MCPServerError: MCP server")
+    assert "within 2 s" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
