@@ -12,9 +12,9 @@ import pytest
 pytest.importorskip("mcp", reason="needs the mcp extra: pip install 'gramagent[mcp]'")
 pytest.importorskip("mcp_server_time", reason="needs mcp-server-time (in the test extra)")
 
-from gramagent.mcp._serve import running_http  # noqa: E402
-
 from mcp_servers import clock_server  # noqa: E402
+
+from gramagent.mcp._serve import running_http  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

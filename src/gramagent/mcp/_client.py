@@ -33,7 +33,7 @@ import threading
 import weakref
 from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass, field
-from typing import IO, Any, Final, TypeVar
+from typing import IO, Any, Final, TextIO, TypeVar
 
 import anyio
 import httpx2
@@ -397,7 +397,7 @@ class _StderrPipe:
 
     def __init__(self, server: str) -> None:
         read_fd, write_fd = os.pipe()
-        self.writer: IO[str] = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
+        self.writer: TextIO = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
         reader = os.fdopen(read_fd, "r", encoding="utf-8", errors="replace")
         self._thread = threading.Thread(target=self._pump, args=(reader, server),
                                         name="gramagent-mcp-stderr", daemon=True)

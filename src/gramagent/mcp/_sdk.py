@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 from gramagent.errors import ConfigurationError
 
 __all__ = ["INSTALL", "require_sdk"]
@@ -18,5 +16,7 @@ def require_sdk() -> None:
     Raises:
         ConfigurationError: it is not; the message names the install command.
     """
-    if importlib.util.find_spec("mcp") is None or importlib.util.find_spec("mcp_types") is None:
-        raise ConfigurationError(f"MCP support needs the 'mcp' extra: {INSTALL}")
+    try:
+        import mcp  # noqa: F401 - only whether it imports
+    except ImportError:
+        raise ConfigurationError(f"MCP support needs the 'mcp' extra: {INSTALL}") from None

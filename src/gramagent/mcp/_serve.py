@@ -42,7 +42,8 @@ from gramagent._spec.model import Agent
 from gramagent._spec.schema import compile_validator
 from gramagent.errors import ConfigurationError, GramagentError
 
-__all__ = ["AGENT_INPUT", "SESSION_META", "build_server", "running_http", "serve_http", "serve_stdio"]
+__all__ = ["AGENT_INPUT", "SESSION_META", "build_server", "running_http", "serve_http",
+           "serve_stdio"]
 
 AGENT_INPUT: Final = "input"
 """The parameter of the agent-as-a-tool: the user message."""
@@ -97,8 +98,7 @@ class _Service:
                 entry.tool, arguments, context=context,
                 timeout=self.limits.tool_timeout if timeout is INHERIT else timeout,
                 max_output_chars=self.limits.max_tool_output_chars)
-            content = [types.TextContent(type="text", text=outcome.output)]
-            return types.CallToolResult(content=content, is_error=outcome.error_type is not None)
+            return _result(outcome.output, error=outcome.error_type is not None)
         finally:
             if not keep:
                 self.library.forget(session)
@@ -113,13 +113,16 @@ class _Service:
         except GramagentError as exc:
             return _error(f"{type(exc).__name__}: {exc}")
         self.conversations[session] = response.context
-        return types.CallToolResult(content=[types.TextContent(type="text",
-                                                               text=response.content or "")])
+        return _result(response.content or "")
+
+
+def _result(text: str, *, error: bool = False) -> types.CallToolResult:
+    content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
+    return types.CallToolResult(content=content, is_error=error)
 
 
 def _error(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
-                                is_error=True)
+    return _result(text, error=True)
 
 
 def _session_key(ctx: ServerRequestContext[Any]) -> tuple[str, bool]:

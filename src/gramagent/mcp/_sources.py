@@ -136,6 +136,9 @@ def load_tool_sources(reference: str, load_python: Callable[[str], ToolLibrary]
 
 def _server_library(reference: str) -> ToolLibrary:
     require_sdk()  # before importing the module that imports the SDK
+    from gramagent.mcp._client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT
     from gramagent.mcp._library import mcp_library
 
-    return mcp_library(reference, **timeouts_from_env())
+    timeouts = timeouts_from_env()
+    return mcp_library(reference, timeout=timeouts.get("timeout", DEFAULT_TIMEOUT),
+                       connect_timeout=timeouts.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT))

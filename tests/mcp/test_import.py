@@ -1,0 +1,76 @@
+"""``gramagent mcp import``: gram specs for a server's tools that bind to them as they are."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import mcp_types as types
+import pytest
+from conftest import TIME_SERVER
+from mcp_servers import REF_SCHEMA, TIMEZONE_SCHEMA
+
+from gramagent import Agent, load_gram
+from gramagent.mcp import import_specs, mcp_library
+from gramagent.mcp._import import specs_from_tools
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _gramagent(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gramagent", *args], capture_output=True,
+                          text=True, timeout=90)
+
+
+def test_imported_specs_bind_to_the_server_they_came_from(tmp_path: Path) -> None:
+    out = tmp_path / "time_tools.gram"
+    done = _gramagent("mcp", "import", TIME_SERVER, "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    document = load_gram(out.read_text())
+    assert [t.name for t in document.tools] == ["get_current_time", "convert_time"]
+    agent = Agent(name="a", model="openai/x", instruction="tell the time",
+                  tools=document.tools)
+    with mcp_library(TIME_SERVER) as library:
+        bound = library.bind(agent)  # raises if any spec differs from the server's contract
+    assert set(bound.tools) == {"get_current_time", "convert_time"}
+
+
+def test_import_prints_to_stdout_and_keeps_only_the_named_tool() -> None:
+    done = _gramagent("mcp", "import", TIME_SERVER, "--tool", "convert_time")
+    assert done.returncode == 0, done.stderr
+    assert "[convert_time:Tool" in done.stdout and "get_current_time" not in done.stdout
+    assert load_gram(done.stdout).tools[0].schema["required"] == [
+        "source_timezone", "time", "target_timezone"]
+
+
+def test_an_inexpressible_schema_is_reported_not_changed(clock_url: str) -> None:
+    done = _gramagent("mcp", "import", clock_url)
+    assert done.returncode == 1
+    assert [t.name for t in load_gram(done.stdout).tools] == ["get_current_time"]
+    assert "left out: tool 'lookup'" in done.stderr
+    assert "$ref" in done.stderr or "$defs" in done.stderr
+    assert "// left out: tool 'lookup'" in done.stdout
+
+
+def test_each_unwritable_tool_has_its_reason() -> None:
+    listed = [
+        types.Tool(name="ok", description="fine", input_schema=TIMEZONE_SCHEMA),
+        types.Tool(name="refs", description="uses $ref", input_schema=REF_SCHEMA),
+        types.Tool(name="mute", description=None, input_schema={"type": "object"}),
+        types.Tool(name="pattern", description="bad pattern", input_schema={
+            "type": "object", "properties": {"x": {"type": "string", "pattern": "("}}}),
+    ]
+    imported = specs_from_tools(listed)
+    assert [s.name for s in imported.specs] == ["ok"]
+    assert len(imported.problems) == 3
+    refs, mute, pattern = imported.problems
+    assert refs.startswith("tool 'refs': its input schema cannot be written in gram")
+    assert mute == "tool 'mute': the server gives no description, and a gram tool needs one"
+    assert pattern.startswith("tool 'pattern':")
+
+
+def test_a_tool_the_server_lacks_is_a_problem_of_the_import() -> None:
+    imported = import_specs(TIME_SERVER, only=["get_current_time", "get_weather"])
+    assert [s.name for s in imported.specs] == ["get_current_time"]
+    assert imported.problems == ("tool 'get_weather': the server has no such tool",)
