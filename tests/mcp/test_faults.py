@@ -14,10 +14,12 @@ import sys
 
 import pytest
 from conftest import TIME_AGENT, fault_server
+from mcp_servers import clock_server
 
 from gramagent import Agent, ToolSpec, load_agent, run_agent
 from gramagent.errors import MCPServerError
 from gramagent.mcp import MCPClient, mcp_library
+from gramagent.mcp._serve import running_http
 from gramagent.testing import ScriptedServer, call, reply
 
 pytestmark = pytest.mark.timeout(90)
@@ -54,26 +56,31 @@ def test_an_http_port_nobody_listens_on_cannot_be_reached() -> None:
     assert caught.value.kind in ("start", "closed")
 
 
-async def test_a_server_that_dies_mid_call_is_an_error_and_restarts_on_the_next_call() -> None:
-    with MCPClient(FAULTY, timeout=10, connect_timeout=15) as client:
+@pytest.mark.parametrize("name, kind, message", [
+    ("crash", "closed", "closed the connection (it exited or crashed)"),  # dies mid-call
+    ("hang", "timeout", "did not answer within 1.5 s"),  # stops answering
+])
+async def test_a_failing_server_is_an_error_and_restarts_on_the_next_call(
+        name: str, kind: str, message: str) -> None:
+    with MCPClient(FAULTY, timeout=1.5, connect_timeout=15) as client:
         first_pid = (await client.call_tool("pid", {})).content[0].text  # type: ignore[union-attr]
         with pytest.raises(MCPServerError) as caught:
-            await client.call_tool("crash", {})
-        assert caught.value.kind == "closed"
-        assert "closed the connection" in str(caught.value)
+            await client.call_tool(name, {})
+        assert caught.value.kind == kind
+        assert message in str(caught.value)
         second_pid = (await client.call_tool("pid", {})).content[0].text  # type: ignore[union-attr]
     assert second_pid != first_pid  # a new process
 
 
-async def test_a_server_that_stops_answering_times_out_and_restarts() -> None:
-    with MCPClient(FAULTY, timeout=1.5, connect_timeout=15) as client:
-        first_pid = (await client.call_tool("pid", {})).content[0].text  # type: ignore[union-attr]
-        with pytest.raises(MCPServerError) as caught:
-            await client.call_tool("hang", {})
-        assert caught.value.kind == "timeout"
-        assert "did not answer within 1.5 s" in str(caught.value)
-        second_pid = (await client.call_tool("pid", {})).content[0].text  # type: ignore[union-attr]
-    assert second_pid != first_pid
+async def test_an_http_server_that_went_away_is_an_error_not_a_hang() -> None:
+    with running_http(clock_server()) as url:
+        library = mcp_library(f"mcp:{url}", timeout=5, connect_timeout=5)
+    t = library.lookup("get_current_time")
+    assert t is not None
+    with library, pytest.raises(MCPServerError) as caught:
+        await t.invoke(timezone="UTC")
+    assert caught.value.kind in ("start", "closed", "timeout")
+    assert url in str(caught.value)
 
 
 async def test_in_a_run_the_model_sees_each_failure_and_the_run_ends() -> None:
