@@ -8,12 +8,15 @@ drifted from the implementation fails here.
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
 
+from gramagent._cli.run_commands import load_library
 from gramagent._models.registry import resolve_model
 from gramagent._runtime.loop import run_agent
 from gramagent._spec.gram import load_file
@@ -28,7 +31,7 @@ REJECTED = frozenset({
 })
 """Error types meaning the call itself was wrong: example arguments must never produce them."""
 
-STRING_EXAMPLES = {"code": "print(1 + 1)", "personName": "Alice"}
+STRING_EXAMPLES = {"code": "print(1 + 1)", "personName": "Alice", "timezone": "Europe/Paris"}
 """Example strings for parameters where any text would not do."""
 
 
@@ -69,6 +72,9 @@ def example_value(schema: dict[str, Any], name: str = "") -> Any:
     raise AssertionError(f"no example for schema {schema!r}")
 
 
+MCP_EXAMPLES = {"time_agent": f"mcp:stdio:{shlex.quote(sys.executable)} -m mcp_server_time"}
+"""Examples whose tools are an MCP server's (the ``--tools`` of their header comment)."""
+
 KNOWN_BROKEN: dict[str, str] = {}
 """Examples known not to run, with why; strict, so a fixed one fails until it leaves here."""
 
@@ -107,14 +113,22 @@ async def test_example_agent_runs(path: Path, agent_name: str, tmp_path: Path,
     turns: list[ScriptTurn] = [call(name, args) for name, args in arguments.items()]
     turns.append(reply("example finished"))
 
+    if path.stem in MCP_EXAMPLES:
+        pytest.importorskip("mcp_server_time")
+        library = load_library(MCP_EXAMPLES[path.stem])
+    else:
+        library = builtin_library()
     with ScriptedServer(turns) as server:
         model = resolve_model(ModelRef(provider="openai", name=agent.model.name),
                               base_url=server.base_url, api_key=None)
         try:
             response = await run_agent(agent, "Show me what you can do.",
-                                       library=builtin_library(), model=model)
+                                       library=library, model=model)
         finally:
             await model.aclose()
+            close = getattr(library, "close", None)
+            if close is not None:
+                close()
         assert server.remaining == 0
 
     assert response.content == "example finished"
