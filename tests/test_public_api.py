@@ -31,6 +31,7 @@ EXPORTED = [
     "INHERIT",
     "JSONLSink",
     "LimitExceeded",
+    "MCPServerError",
     "Message",
     "Model",
     "ModelAPIError",
@@ -153,6 +154,7 @@ ERRORS = [
                             usage=gramagent.Usage(input_tokens=5, output_tokens=1, requests=1)),
     gramagent.LimitExceeded("too many turns", limit="max_iterations", value=3, observed=4,
                             context=gramagent.Conversation(id="c2")),
+    gramagent.MCPServerError("MCP server x did not answer", server="x", kind="timeout"),
 ]
 
 
@@ -203,6 +205,7 @@ def test_exported_classes_keep_their_module_for_type_hints(name: str) -> None:
 PUBLIC_MODULES = [
     "gramagent",
     "gramagent.errors",
+    "gramagent.mcp",
     "gramagent.testing",
     "gramagent.tools",
     "gramagent.tools.sandbox",

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
         Diagnostic,
         GramagentError,
         LimitExceeded,
+        MCPServerError,
         ModelAPIError,
         RunError,
         SandboxError,
@@ -91,6 +92,7 @@ __all__ = [
     "INHERIT",
     "JSONLSink",
     "LimitExceeded",
+    "MCPServerError",
     "Message",
     "Model",
     "ModelAPIError",
@@ -143,8 +145,9 @@ __all__ = [
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "errors": (
-        "ConfigurationError", "Diagnostic", "GramagentError", "LimitExceeded", "ModelAPIError",
-        "RunError", "SandboxError", "SchemaError", "SpecError", "ToolError", "ValidationError",
+        "ConfigurationError", "Diagnostic", "GramagentError", "LimitExceeded", "MCPServerError",
+        "ModelAPIError", "RunError", "SandboxError", "SchemaError", "SpecError", "ToolError",
+        "ValidationError",
     ),
     "_messages": (
         "AssistantMessage", "Conversation", "Message", "ToolCall", "ToolResultMessage", "Usage",

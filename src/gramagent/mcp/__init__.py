@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from gramagent.mcp._sources import combine_libraries
 
 __all__ = [
-    "INSTALL",
     "HttpServer",
+    "INSTALL",
     "ImportedSpecs",
     "MCPClient",
     "MCPToolError",
