@@ -5,13 +5,17 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import mcp_types as types
 import pytest
 from conftest import TIME_SERVER
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mcp_servers import REF_SCHEMA, TIMEZONE_SCHEMA
 
 from gramagent import Agent, load_gram
+from gramagent._runtime.library import canonical_schema
 from gramagent.mcp import import_specs, mcp_library
 from gramagent.mcp._import import specs_from_tools
 
@@ -74,3 +78,34 @@ def test_a_tool_the_server_lacks_is_a_problem_of_the_import() -> None:
     imported = import_specs(TIME_SERVER, only=["get_current_time", "get_weather"])
     assert [s.name for s in imported.specs] == ["get_current_time"]
     assert imported.problems == ("tool 'get_weather': the server has no such tool",)
+
+
+_TYPES = st.sampled_from(["string", "integer", "number", "boolean"])
+_PROPERTY = st.fixed_dictionaries(
+    {"type": _TYPES},
+    optional={"description": st.text(max_size=20), "title": st.text(max_size=10),
+              "$ref": st.just("#/$defs/X"), "discriminator": st.just({"propertyName": "k"})})
+_SCHEMA = st.builds(
+    lambda props, required: {"type": "object", "properties": props,
+                             "required": [n for n in props if n in required]},
+    st.dictionaries(st.text(min_size=1, max_size=8), _PROPERTY, max_size=4),
+    st.sets(st.text(min_size=1, max_size=8), max_size=4))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_SCHEMA, min_size=1, max_size=4))
+def test_a_tool_is_written_exactly_or_reported_never_changed(
+        schemas: list[dict[str, Any]]) -> None:
+    listed = [types.Tool(name=f"t{i}", description="d", input_schema=s)
+              for i, s in enumerate(schemas)]
+    imported = specs_from_tools(listed)
+    written = {spec.name: spec for spec in imported.specs}
+    reported = {p.split("'")[1] for p in imported.problems}
+    assert written.keys() | reported == {t.name for t in listed}
+    assert not written.keys() & reported
+    for t in listed:
+        if t.name in written:
+            assert canonical_schema(written[t.name].schema) == canonical_schema(t.input_schema)
+        else:  # only schemas gram cannot write are reported
+            props = t.input_schema["properties"].values()
+            assert any("$ref" in p or "discriminator" in p for p in props)
