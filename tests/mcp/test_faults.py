@@ -6,8 +6,10 @@ pytest-timeout stops any test that would hang, which would be a failure of what 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -70,6 +72,22 @@ async def test_a_failing_server_is_an_error_and_restarts_on_the_next_call(
         assert message in str(caught.value)
         second_pid = (await client.call_tool("pid", {})).content[0].text  # type: ignore[union-attr]
     assert second_pid != first_pid  # a new process
+
+
+async def test_a_stdio_server_that_died_while_idle_is_restarted_before_the_next_call() -> None:
+    with MCPClient(FAULTY, timeout=10, connect_timeout=15) as client:
+        first_pid = int((await client.call_tool("pid", {})).content[0].text)  # type: ignore[union-attr]
+        os.kill(first_pid, signal.SIGKILL)
+        for _ in range(100):  # the kill lands asynchronously
+            try:
+                os.kill(first_pid, 0)
+            except ProcessLookupError:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.2)  # and the stderr pipe's reader sees its end of file
+        result = await client.call_tool("pid", {})
+    assert not result.is_error
+    assert int(result.content[0].text) != first_pid  # type: ignore[union-attr]
 
 
 async def test_an_http_server_that_went_away_is_an_error_not_a_hang() -> None:

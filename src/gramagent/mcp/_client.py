@@ -13,7 +13,8 @@ Never hang:
   ``connect_timeout`` seconds; every request has ``timeout`` seconds;
 - a request that times out, or finds the server gone (exited, crashed, closed the
   connection), raises :class:`~gramagent.errors.MCPServerError` and drops the session: the
-  next call starts a new one (a new process, for stdio);
+  next call starts a new one (a new process, for stdio); a stdio server that exited between
+  calls (its stderr pipe reached end of file) is restarted before the next call is sent;
 - the session's process is stopped the SDK's way (stdin closed, then SIGTERM, then SIGKILL,
   every wait bounded) when the client closes, when a session is dropped, and at exit;
 - the server's stderr goes to the ``gramagent.mcp.server`` logger, one record a line, never
@@ -98,6 +99,13 @@ class _Session:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     task: asyncio.Task[None] | None = None
     client: Client | None = None
+    errlog: _StderrPipe | None = None
+    """A stdio server's stderr pipe: its end of file says the process is gone."""
+
+    def alive(self) -> bool:
+        """Whether the session can take a request (a stdio process that exited cannot)."""
+        return (self.client is not None and not (self.task is not None and self.task.done())
+                and not (self.errlog is not None and self.errlog.ended.is_set()))
 
 
 class MCPClient:
@@ -234,8 +242,8 @@ class MCPClient:
             self._starting = asyncio.Lock()
         async with self._starting:
             session = self._session
-            if session is not None and session.client is not None and not (
-                    session.task is not None and session.task.done()):
+            if session is not None and session.alive():
+                assert session.client is not None
                 return session.client
             if session is not None:
                 await self._drop(session)
@@ -253,6 +261,7 @@ class MCPClient:
     async def _hold(self, session: _Session) -> None:
         """Open the SDK client, publish it, keep it open until the scope is cancelled."""
         errlog = _StderrPipe(str(self.server)) if isinstance(self.server, StdioServer) else None
+        session.errlog = errlog
         failure: BaseException | None = None
         try:
             with session.scope:
@@ -262,6 +271,8 @@ class MCPClient:
                     client = await stack.enter_async_context(
                         Client(transport, read_timeout_seconds=self.timeout, cache=None))
                     session.scope.deadline = math.inf
+                    if errlog is not None:
+                        errlog.close()  # the child has its copy: its exit ends the pipe
                     info = client.server_info
                     self.server_name = info.name if info is not None else None
                     session.ready.set_result(client)
@@ -399,17 +410,21 @@ class _StderrPipe:
         read_fd, write_fd = os.pipe()
         self.writer: TextIO = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
         reader = os.fdopen(read_fd, "r", encoding="utf-8", errors="replace")
+        self.ended = threading.Event()
+        """Set at end of file: every process holding the write end (the server) is gone."""
         self._thread = threading.Thread(target=self._pump, args=(reader, server),
                                         name="gramagent-mcp-stderr", daemon=True)
         self._thread.start()
 
-    @staticmethod
-    def _pump(reader: IO[str], server: str) -> None:
-        with reader:
-            for line in reader:
-                text = line.rstrip()
-                if text and server_log.isEnabledFor(logging.INFO):
-                    server_log.info("[%s] %s", server, text)
+    def _pump(self, reader: IO[str], server: str) -> None:
+        try:
+            with reader:
+                for line in reader:
+                    text = line.rstrip()
+                    if text and server_log.isEnabledFor(logging.INFO):
+                        server_log.info("[%s] %s", server, text)
+        finally:
+            self.ended.set()
 
     def close(self) -> None:
         # The child keeps its own copy of the write end: the reader ends when the child does.
