@@ -125,10 +125,15 @@ async def test_the_agent_itself_is_served_as_a_tool(library: ToolLibrary) -> Non
                               api_key="sk-test")
         server = build_server(library, agent, agent_tool=True, model=model)
         with running_http(server) as url:
-            async with Client(url) as client:
+            async with Client(url, mode="legacy") as client:
                 names = [t.name for t in (await client.list_tools()).tools]
                 answer = await client.call_tool(agent.name, {"input": "Hi, I'm Grace"})
+                again = await client.call_tool(agent.name, {"input": "And I'm Lin"})
         await model.aclose()
+        last_request = model_server.requests[-1].body["messages"]
     assert names == ["sayHello", "hello_world_agent"]
     assert not answer.is_error
     assert _text(answer) == "The tool said: Hello, Grace! Nice to meet you."
+    assert _text(again) == "The tool said: Hello, Lin! Nice to meet you."
+    # One MCP session is one conversation: the second turn carries the first.
+    assert any(m["role"] == "user" and "Grace" in str(m["content"]) for m in last_request)

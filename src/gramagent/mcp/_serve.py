@@ -22,6 +22,7 @@ import contextlib
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -70,7 +71,8 @@ class _Service:
     limits: RunLimits
     bound: BoundAgent | None = None
     model: Model | None = None
-    conversations: dict[str, Any] = field(default_factory=dict)
+    conversations: OrderedDict[str, Any] = field(default_factory=OrderedDict)
+    """The agent-as-a-tool's conversation per session, least recently used first."""
 
     async def list_tools(self, ctx: ServerRequestContext[Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -113,6 +115,9 @@ class _Service:
         except GramagentError as exc:
             return _error(f"{type(exc).__name__}: {exc}")
         self.conversations[session] = response.context
+        self.conversations.move_to_end(session)
+        while len(self.conversations) > self.library.max_conversations:
+            self.conversations.popitem(last=False)
         return _result(response.content or "")
 
 
