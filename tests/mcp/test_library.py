@@ -15,7 +15,13 @@ from conftest import TIME_AGENT, TIME_SERVER
 
 from gramagent import ToolLibrary, load_agent, load_gram, run_agent, tool
 from gramagent.errors import ToolError
-from gramagent.mcp import MCPToolError, MCPToolLibrary, combine_libraries, mcp_library
+from gramagent.mcp import (
+    MCPToolError,
+    MCPToolLibrary,
+    amcp_library,
+    combine_libraries,
+    mcp_library,
+)
 from gramagent.testing import ScriptedServer, ScriptTurn, call, reply
 
 pytestmark = pytest.mark.timeout(120)
@@ -91,8 +97,8 @@ async def test_an_agent_runs_end_to_end_on_the_stdio_server(
 
 
 async def test_an_agent_runs_end_to_end_on_the_http_server(clock_url: str) -> None:
-    with mcp_library(f"mcp:{clock_url}", timeout=20) as library, \
-            ScriptedServer(quoting_model) as model:
+    library = await amcp_library(f"mcp:{clock_url}", timeout=20)
+    with library, ScriptedServer(quoting_model) as model:
         response = await run_agent(load_agent(TIME_AGENT), "What time is it in Tokyo?",
                                    library=library, model="openai/scripted",
                                    base_url=model.base_url, api_key="sk-test")

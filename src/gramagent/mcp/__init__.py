@@ -25,10 +25,11 @@ if TYPE_CHECKING:
     from gramagent.mcp._library import (
         MCPToolError,
         MCPToolLibrary,
+        amcp_library,
         mcp_library,
         result_text,
     )
-    from gramagent.mcp._serve import build_server, serve_http, serve_stdio
+    from gramagent.mcp._serve import build_server, running_http, serve_http, serve_stdio
     from gramagent.mcp._sources import combine_libraries
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "MCPToolLibrary",
     "ServerAddress",
     "StdioServer",
+    "amcp_library",
     "build_server",
     "combine_libraries",
     "import_specs",
@@ -47,6 +49,7 @@ __all__ = [
     "parse_server",
     "require_sdk",
     "result_text",
+    "running_http",
     "serve_http",
     "serve_stdio",
 ]
@@ -57,8 +60,9 @@ _HOMES = {
     "MCPClient": "_client",
     "ImportedSpecs": "_import", "import_specs": "_import",
     "MCPToolError": "_library", "MCPToolLibrary": "_library", "combine_libraries": "_sources",
-    "mcp_library": "_library", "result_text": "_library",
-    "build_server": "_serve", "serve_http": "_serve", "serve_stdio": "_serve",
+    "amcp_library": "_library", "mcp_library": "_library", "result_text": "_library",
+    "build_server": "_serve", "running_http": "_serve", "serve_http": "_serve",
+    "serve_stdio": "_serve",
 }
 
 _load, __dir__ = lazy_exports(globals(), _HOMES)

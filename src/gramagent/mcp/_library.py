@@ -25,7 +25,8 @@ from gramagent.errors import ToolError
 from gramagent.mcp._address import ServerAddress
 from gramagent.mcp._client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, MCPClient
 
-__all__ = ["MCPToolError", "MCPToolLibrary", "mcp_library", "mcp_tool", "result_text"]
+__all__ = ["MCPToolError", "MCPToolLibrary", "amcp_library", "mcp_library", "mcp_tool",
+           "result_text"]
 
 
 class MCPToolError(Exception):
@@ -71,7 +72,8 @@ def mcp_library(
         >>> bound = library.bind(load_agent("time.gram"))  # doctest: +SKIP
 
     Mix with Python tools: :func:`~gramagent.mcp.combine_libraries` (or
-    ``ToolLibrary([*python_library, *library])``).
+    ``ToolLibrary([*python_library, *library])``). In async code, ``await``
+    :func:`amcp_library` instead: this function blocks until the tools are listed.
 
     Args:
         server: ``mcp:stdio:COMMAND ARGS...``, ``mcp:http://HOST:PORT/PATH`` (the ``mcp:``
@@ -89,20 +91,40 @@ def mcp_library(
     """
     client = MCPClient(server, timeout=timeout, connect_timeout=connect_timeout)
     try:
-        listed = client.list_tools()
-        if only is not None:
-            wanted = list(only)
-            have = {t.name for t in listed}
-            missing = [n for n in wanted if n not in have]
-            if missing:
-                raise ToolError([f"MCP server {client.server} has no tool {n!r} (it has: "
-                                 f"{', '.join(sorted(have)) or 'no tools'})" for n in missing])
-            listed = [t for t in listed if t.name in set(wanted)]
-        tools = [mcp_tool(client, t, timeout=tool_timeout) for t in listed]
+        return _library(client, client.list_tools(), tool_timeout, only)
     except BaseException:
         client.close()
         raise
-    return MCPToolLibrary(client, tools)
+
+
+async def amcp_library(
+    server: str | ServerAddress | list[str], *,
+    timeout: float = DEFAULT_TIMEOUT,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    tool_timeout: float | None | Inherit = INHERIT,
+    only: Iterable[str] | None = None,
+) -> MCPToolLibrary:
+    """:func:`mcp_library` for async code: the event loop runs on while the server starts."""
+    client = MCPClient(server, timeout=timeout, connect_timeout=connect_timeout)
+    try:
+        return _library(client, await client.alist_tools(), tool_timeout, only)
+    except BaseException:
+        await client.aclose()
+        raise
+
+
+def _library(client: MCPClient, listed: list[types.Tool],
+             tool_timeout: float | None | Inherit, only: Iterable[str] | None
+             ) -> MCPToolLibrary:
+    if only is not None:
+        wanted = list(only)
+        have = {t.name for t in listed}
+        missing = [n for n in wanted if n not in have]
+        if missing:
+            raise ToolError([f"MCP server {client.server} has no tool {n!r} (it has: "
+                             f"{', '.join(sorted(have)) or 'no tools'})" for n in missing])
+        listed = [t for t in listed if t.name in set(wanted)]
+    return MCPToolLibrary(client, [mcp_tool(client, t, timeout=tool_timeout) for t in listed])
 
 
 def mcp_tool(client: MCPClient, listed: types.Tool, *,
