@@ -36,8 +36,7 @@ from mcp.client.stdio import stdio_client
 
 from gramagent import Tool, ToolLibrary, tool
 from gramagent._runtime.invoke import execute
-from gramagent.mcp import StdioServer, build_server, mcp_library
-from gramagent.mcp import running_http
+from gramagent.mcp import StdioServer, build_server, mcp_library, running_http
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,7 +14,7 @@ pytest.importorskip("mcp_server_time", reason="needs mcp-server-time (in the tes
 
 from mcp_servers import clock_server  # noqa: E402
 
-from gramagent.mcp._serve import running_http  # noqa: E402
+from gramagent.mcp import running_http  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -20,8 +20,7 @@ from mcp_servers import clock_server
 
 from gramagent import Agent, ToolSpec, load_agent, run_agent
 from gramagent.errors import MCPServerError
-from gramagent.mcp import MCPClient, mcp_library
-from gramagent.mcp import running_http
+from gramagent.mcp import MCPClient, mcp_library, running_http
 from gramagent.testing import ScriptedServer, call, reply
 
 pytestmark = pytest.mark.timeout(90)
