@@ -1,37 +1,27 @@
-"""Fixtures of the MCP tests: real servers over stdio and over streamable HTTP on 127.0.0.1."""
+"""Fixtures of the MCP tests: real servers over stdio and over streamable HTTP on 127.0.0.1.
+
+Without the ``mcp`` extra or mcp-server-time (both in the ``dev`` extra), the MCP tests are
+not collected.
+"""
 
 from __future__ import annotations
 
-import shlex
-import sys
+import importlib.util
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-pytest.importorskip("mcp", reason="needs the mcp extra: pip install 'gramagent[mcp]'")
-pytest.importorskip("mcp_server_time", reason="needs mcp-server-time (in the test extra)")
-
-from mcp_servers import clock_server  # noqa: E402
-
-from gramagent.mcp import running_http  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-TIME_AGENT = ROOT / "examples" / "time_agent.gram"
-PYTHON = shlex.quote(sys.executable)
-
-TIME_SERVER = f"mcp:stdio:{PYTHON} -m mcp_server_time"
-"""mcp-server-time over stdio: a real MCP server that nobody here wrote."""
-
-
-def fault_server(mode: str) -> str:
-    """A misbehaving stdio server of tests/mcp/mcp_servers.py."""
-    return f"mcp:stdio:{PYTHON} {shlex.quote(str(HERE / 'mcp_servers.py'))} {mode}"
+MISSING = [name for name in ("mcp", "mcp_server_time") if importlib.util.find_spec(name) is None]
+if MISSING:
+    collect_ignore_glob = ["test_*.py"]
 
 
 @pytest.fixture(scope="module")
 def clock_url() -> Iterator[str]:
     """The SDK-built clock server over streamable HTTP on a free port of 127.0.0.1."""
+    from mcp_servers import clock_server
+
+    from gramagent.mcp import running_http
+
     with running_http(clock_server()) as url:
         yield url

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import TIME_AGENT, TIME_SERVER
+from mcp_support import TIME_AGENT, TIME_SERVER
 
 from gramagent.testing import ScriptedServer, call, reply
 

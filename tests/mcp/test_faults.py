@@ -15,8 +15,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import TIME_AGENT, fault_server
 from mcp_servers import clock_server
+from mcp_support import TIME_AGENT, fault_server
 
 from gramagent import Agent, ToolSpec, load_agent, run_agent
 from gramagent.errors import MCPServerError

@@ -9,10 +9,10 @@ from typing import Any
 
 import mcp_types as types
 import pytest
-from conftest import TIME_SERVER
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp_servers import REF_SCHEMA, TIMEZONE_SCHEMA
+from mcp_support import TIME_SERVER
 
 from gramagent import Agent, load_gram
 from gramagent._runtime.library import canonical_schema

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import TIME_AGENT, TIME_SERVER
+from mcp_support import TIME_AGENT, TIME_SERVER
 
 from gramagent import ToolLibrary, load_agent, load_gram, run_agent, tool
 from gramagent.errors import ToolError

@@ -10,9 +10,9 @@ from typing import Any
 
 import mcp_types as types
 import pytest
-from conftest import ROOT
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp_support import ROOT
 
 from gramagent import ToolLibrary, load_agent
 from gramagent._models.registry import resolve_model
