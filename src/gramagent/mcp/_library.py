@@ -154,13 +154,15 @@ def result_text(result: types.CallToolResult) -> str:
 
 def _block_text(block: Any) -> str:
     if isinstance(block, types.TextContent):
-        return block.text
+        text: str = block.text
+        return text
     if isinstance(block, types.ImageContent | types.AudioContent):
         return f"[{block.type}: {block.mime_type}, {len(block.data) * 3 // 4} bytes]"
     if isinstance(block, types.EmbeddedResource):
         contents = block.resource
         if isinstance(contents, types.TextResourceContents):
-            return contents.text
+            resource_text: str = contents.text
+            return resource_text
         return f"[resource {contents.uri}: {contents.mime_type or 'binary'}]"
     if isinstance(block, types.ResourceLink):
         return f"[resource link {block.uri}" + (f": {block.description}]" if block.description

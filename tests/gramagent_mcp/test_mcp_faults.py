@@ -1,6 +1,6 @@
 """Misbehaving MCP servers end in a clear message within the configured timeout, never a hang.
 
-The servers are real processes (tests/mcp/mcp_servers.py over stdio) or real closed ports;
+The servers are real processes (tests/gramagent_mcp/mcp_servers.py over stdio) or real closed ports;
 pytest-timeout stops any test that would hang, which would be a failure of what is tested.
 """
 

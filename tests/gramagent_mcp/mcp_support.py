@@ -16,5 +16,5 @@ TIME_SERVER = f"mcp:stdio:{PYTHON} -m mcp_server_time"
 
 
 def fault_server(mode: str) -> str:
-    """A misbehaving stdio server of tests/mcp/mcp_servers.py."""
+    """A misbehaving stdio server of tests/gramagent_mcp/mcp_servers.py."""
     return f"mcp:stdio:{PYTHON} {shlex.quote(str(HERE / 'mcp_servers.py'))} {mode}"

@@ -1,6 +1,6 @@
 """MCP servers built with the SDK, for the tests: a clock over HTTP, and misbehaving servers.
 
-``python tests/mcp/mcp_servers.py MODE`` runs one over stdio:
+``python tests/gramagent_mcp/mcp_servers.py MODE`` runs one over stdio:
 
 - ``silent``: reads its stdin and never answers (not even ``initialize``);
 - ``faulty``: a working server whose tools misbehave: ``pid`` (its process id), ``crash``
