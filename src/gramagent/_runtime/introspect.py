@@ -105,31 +105,11 @@ def describe_function(
                 hint is inspect.Parameter.empty and p.name == "ctx")):
             context_param = p.name
             continue
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            problems.append(f"parameter {p.name!r}: *args and **kwargs cannot be tool parameters")
+        contract = _param_contract(p, hint, arg_docs.get(p.name))
+        if isinstance(contract, str):
+            problems.append(contract)
             continue
-        if p.kind is p.POSITIONAL_ONLY:
-            problems.append(f"parameter {p.name!r}: positional-only parameters cannot be "
-                            "passed by name")
-            continue
-        if hint is inspect.Parameter.empty:
-            problems.append(f"parameter {p.name!r} has no type hint")
-            continue
-        try:
-            schema = type_schema(hint)
-        except TypeError as exc:
-            problems.append(f"parameter {p.name!r}: {exc}")
-            continue
-        if p.name in arg_docs and "description" not in schema:
-            schema = {**schema, "description": arg_docs[p.name]}
-        required = p.default is inspect.Parameter.empty
-        if not required:
-            default = _json_default(p.default)
-            if default is _NO_JSON:
-                problems.append(f"parameter {p.name!r}: default {p.default!r} is not JSON")
-                continue
-            schema = {**schema, "default": default}
-        params.append(ParamContract(p.name, schema, required))
+        params.append(contract)
         converter = _converter(hint)
         if converter is not None:
             converters[p.name] = converter
@@ -145,6 +125,29 @@ def describe_function(
             returns = {}
     return FunctionContract(description, tuple(params), returns, context_param, converters)
 
+
+
+def _param_contract(p: inspect.Parameter, hint: Any, doc: str | None) -> ParamContract | str:
+    """The contract of one tool parameter, or the problem that keeps it from being one."""
+    if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+        return f"parameter {p.name!r}: *args and **kwargs cannot be tool parameters"
+    if p.kind is p.POSITIONAL_ONLY:
+        return f"parameter {p.name!r}: positional-only parameters cannot be passed by name"
+    if hint is inspect.Parameter.empty:
+        return f"parameter {p.name!r} has no type hint"
+    try:
+        schema = type_schema(hint)
+    except TypeError as exc:
+        return f"parameter {p.name!r}: {exc}"
+    if doc is not None and "description" not in schema:
+        schema = {**schema, "description": doc}
+    required = p.default is inspect.Parameter.empty
+    if not required:
+        default = _json_default(p.default)
+        if default is _NO_JSON:
+            return f"parameter {p.name!r}: default {p.default!r} is not JSON"
+        schema = {**schema, "default": default}
+    return ParamContract(p.name, schema, required)
 
 def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     """Split a Google-style docstring into its first paragraph and ``Args:`` descriptions.
@@ -222,20 +225,9 @@ def _schema(tp: Any, seen: tuple[Any, ...]) -> JSONSchema:
     if origin in (Union, types.UnionType):
         return _union_schema(args, seen)
     if tp in _ARRAYS or origin in _ARRAYS:
-        if origin is tuple and args and not (len(args) == 2 and args[1] is ...):
-            raise TypeError(f"fixed-length tuples are not supported ({tp!r}); use list[T]")
-        array: JSONSchema = {"type": "array"}
-        if args and args[0] is not Any:
-            array["items"] = _schema(args[0], seen)
-        return array
+        return _array_schema(tp, origin, args, seen)
     if tp in _OBJECTS or origin in _OBJECTS:
-        mapping: JSONSchema = {"type": "object"}
-        if args:
-            if args[0] is not str:
-                raise TypeError(f"object keys must be str ({tp!r})")
-            if args[1] is not Any:
-                mapping["additionalProperties"] = _schema(args[1], seen)
-        return mapping
+        return _object_schema(tp, args, seen)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return _enum_schema([member.value for member in tp])
     if isinstance(tp, type) and (is_typeddict(tp) or dataclasses.is_dataclass(tp)):
@@ -245,6 +237,26 @@ def _schema(tp: Any, seen: tuple[Any, ...]) -> JSONSchema:
     raise TypeError(f"unsupported type {tp!r} (use str, int, float, bool, list, dict, Literal, "
                     "Enum, TypedDict or a dataclass)")
 
+
+
+def _array_schema(tp: Any, origin: Any, args: tuple[Any, ...], seen: tuple[Any, ...]
+                  ) -> JSONSchema:
+    if origin is tuple and args and not (len(args) == 2 and args[1] is ...):
+        raise TypeError(f"fixed-length tuples are not supported ({tp!r}); use list[T]")
+    array: JSONSchema = {"type": "array"}
+    if args and args[0] is not Any:
+        array["items"] = _schema(args[0], seen)
+    return array
+
+
+def _object_schema(tp: Any, args: tuple[Any, ...], seen: tuple[Any, ...]) -> JSONSchema:
+    mapping: JSONSchema = {"type": "object"}
+    if args:
+        if args[0] is not str:
+            raise TypeError(f"object keys must be str ({tp!r})")
+        if args[1] is not Any:
+            mapping["additionalProperties"] = _schema(args[1], seen)
+    return mapping
 
 def _enum_schema(values: list[Any]) -> JSONSchema:
     kinds = {type(v) for v in values}
