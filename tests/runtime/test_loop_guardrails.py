@@ -440,7 +440,7 @@ async def test_no_sinks_builds_no_event_objects(tools: Tools, agent: Agent,
                                                 model_for: ModelFactory,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Disabled means free: without sinks the loop never constructs an event."""
-    import gramagent._runtime.loop as loop_module
+    import gramagent._runtime.tool_calls as tool_calls_module
 
     built: list[str] = []
 
@@ -450,8 +450,8 @@ async def test_no_sinks_builds_no_event_objects(tools: Tools, agent: Agent,
             return kind(**fields)
         return make
 
-    monkeypatch.setattr(loop_module, "ToolCallPlanned", spy(ToolCallPlanned))
-    monkeypatch.setattr(loop_module, "ToolCallResult", spy(ToolCallResult))
+    monkeypatch.setattr(tool_calls_module, "ToolCallPlanned", spy(ToolCallPlanned))
+    monkeypatch.setattr(tool_calls_module, "ToolCallResult", spy(ToolCallResult))
     script(server, call("sayHello", {"personName": "A"}), reply("ok"),
            call("sayHello", {"personName": "B"}), reply("ok"))
     model = model_for(server, "chat")

@@ -1,0 +1,123 @@
+"""What a run has spent against its limits: model requests, tokens, wall time.
+
+:class:`Budget` counts each answered model request and its tokens (as reported, or estimated
+at about four characters per token where the server reports none), says before each request
+whether a limit stops the run, and builds the :class:`~gramagent.errors.LimitExceeded` that
+stops it, carrying the conversation so far.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from gramagent._messages import (
+    AssistantMessage,
+    Conversation,
+    Message,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from gramagent._models.base import ModelRequest, ModelTurn
+from gramagent._runtime.limits import RunLimits
+from gramagent.errors import LimitExceeded
+
+__all__ = ["CHARS_PER_TOKEN", "Budget"]
+
+CHARS_PER_TOKEN = 4
+"""Token estimate for turns whose server reports no usage."""
+
+
+class Budget:
+    """The requests, tokens and time of one run, against its :class:`RunLimits`.
+
+    Args:
+        limits: the run's limits.
+        conversation: the run's conversation; a copy goes into every limit error.
+        started: when the run started, on the event loop's clock.
+    """
+
+    __slots__ = ("conversation", "deadline", "input_tokens", "limits", "output_tokens",
+                 "requests", "started", "_tools_chars")
+
+    def __init__(self, limits: RunLimits, conversation: Conversation, started: float) -> None:
+        self.limits = limits
+        self.conversation = conversation
+        self.started = started
+        self.deadline: float | None = (
+            None if limits.wall_time is None else started + limits.wall_time)
+        """When the wall time runs out (event loop clock), or None without a wall time."""
+        self.requests = 0
+        """Model requests answered so far."""
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self._tools_chars = -1
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens and requests of the run so far."""
+        return Usage(input_tokens=self.input_tokens, output_tokens=self.output_tokens,
+                     requests=self.requests)
+
+    def remaining(self, now: float) -> float | None:
+        """Seconds left before the deadline (None without a wall time)."""
+        return None if self.deadline is None else self.deadline - now
+
+    def check(self, now: float) -> None:
+        """Raise the limit one more request would pass: iterations, wall time, tokens."""
+        limits = self.limits
+        if self.requests >= limits.max_iterations:
+            raise self.exceeded("max_iterations", limits.max_iterations, self.requests,
+                                f"the model made {self.requests} requests without answering")
+        if self.deadline is not None and now >= self.deadline:
+            raise self.wall_time_exceeded(now)
+        spent = self.input_tokens + self.output_tokens
+        if limits.max_tokens is not None and spent >= limits.max_tokens:
+            raise self.exceeded("max_tokens", limits.max_tokens, spent,
+                                f"the token budget of {limits.max_tokens} is spent "
+                                f"({spent} tokens in {self.requests} requests)")
+
+    def count(self, request: ModelRequest, turn: ModelTurn) -> Usage:
+        """Count one answered request; returns its usage (estimated if none was reported)."""
+        usage = turn.usage if turn.usage is not None else self._estimate(request, turn)
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.requests += 1
+        return usage
+
+    def wall_time_exceeded(self, now: float, where: str = "") -> LimitExceeded:
+        """The error of a run past its wall time (``where``: what it was doing then)."""
+        elapsed = round(now - self.started, 3)
+        return self.exceeded("wall_time", self.limits.wall_time, elapsed,
+                             f"the run took longer than {self.limits.wall_time:g} s{where}")
+
+    def exceeded(self, name: str, value: Any, observed: Any, what: str) -> LimitExceeded:
+        """The error of limit ``name`` (set to ``value``) passed: ``observed`` by ``what``."""
+        return LimitExceeded(
+            f"run stopped: {what} (limit {name}={value}, observed {observed}); the "
+            "conversation so far is in .context",
+            limit=name, value=value, observed=observed, context=self.conversation.copy(),
+            usage=self.usage)
+
+    def _estimate(self, request: ModelRequest, turn: ModelTurn) -> Usage:
+        if self._tools_chars < 0:  # the tools are the same on every request of a run
+            self._tools_chars = sum(
+                len(d.name) + len(d.description) + len(orjson.dumps(d.parameters))
+                for d in request.tools)
+        chars = len(request.instruction) + self._tools_chars
+        for message in request.messages:
+            chars += _message_chars(message)
+        out = len(turn.text or "") + sum(len(c.name) + len(c.arguments) for c in turn.tool_calls)
+        return Usage(input_tokens=-(-chars // CHARS_PER_TOKEN),
+                     output_tokens=-(-out // CHARS_PER_TOKEN))
+
+
+def _message_chars(message: Message) -> int:
+    match message:
+        case UserMessage(content=content) | ToolResultMessage(content=content):
+            return len(content)
+        case AssistantMessage(content=content, tool_calls=calls):
+            return len(content or "") + sum(len(c.name) + len(c.arguments) for c in calls)
+    return 0

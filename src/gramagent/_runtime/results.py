@@ -1,0 +1,80 @@
+"""What a run returns: :class:`AgentResponse`, with a :class:`ToolInvocation` per tool call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gramagent._messages import Conversation, Usage
+
+__all__ = ["AgentResponse", "ToolInvocation"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolInvocation:
+    """One tool call of a run and how it went."""
+
+    call_id: str
+    name: str
+    """The tool name the model asked for (possibly unknown)."""
+    arguments: dict[str, Any] | str
+    """The parsed arguments, or the raw text when they could not be parsed."""
+    result: Any = None
+    """The tool's return value (``{"ok": true}`` in dry-run mode); None on error."""
+    error: str | None = None
+    """The error text sent to the model; None on success."""
+    error_type: str | None = None
+    """``tool_payload_too_large``, ``tool_payload_parse_error``, ``unknown_tool``,
+    ``invalid_arguments``, ``tool_exception``, ``tool_timeout`` or ``repeated_call``."""
+    latency: float = 0.0
+    """Seconds the tool ran (0 for calls that did not run)."""
+    seq: int = 0
+    """Order of the call within the run, from 1 (the events' ``seq``)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error_type is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {
+            "call_id": self.call_id,
+            "name": self.name,
+            "arguments": self.arguments,
+            "result": self.result,
+            "error": self.error,
+            "error_type": self.error_type,
+            "latency": self.latency,
+            "seq": self.seq,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentResponse:
+    """What a run returns: the answer, the tool calls made, the conversation and usage."""
+
+    content: str
+    """The model's final text."""
+    tool_invocations: tuple[ToolInvocation, ...] = ()
+    """Every tool call of this run, in order."""
+    context: Conversation = field(default_factory=Conversation)
+    """The whole conversation, this run included; pass it back to continue."""
+    usage: Usage = field(default_factory=Usage)
+    """Tokens of this run (reported, or estimated where the server reported none)."""
+    stopped_by: str | None = None
+    """None when the model answered on its own; ``"repeated_call"`` when the loop guard
+    answered a repeated call and asked the model for its final answer."""
+    run_id: str = ""
+    """The run's id (``request_id`` of its events)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the CLI's ``--json`` output)."""
+        return {
+            "content": self.content,
+            "tool_invocations": [i.to_dict() for i in self.tool_invocations],
+            "context": self.context.to_list(),
+            "conversation_id": self.context.id,
+            "usage": self.usage.to_dict(),
+            "stopped_by": self.stopped_by,
+            "run_id": self.run_id,
+        }

@@ -1,0 +1,77 @@
+"""What a run needs before its first request: a bound agent, a model, a conversation."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from gramagent._messages import Conversation, Message
+from gramagent._models.base import Model
+from gramagent._models.registry import resolve_model
+from gramagent._runtime.library import BoundAgent, Tool, ToolLibrary
+from gramagent._spec.model import Agent, ModelRef
+from gramagent.errors import ToolError
+
+__all__ = ["bind", "conversation", "model_for", "new_id"]
+
+
+def bind(agent: Agent | BoundAgent, library: ToolLibrary | None, *, dry_run: bool
+         ) -> BoundAgent:
+    """``agent`` bound to ``library``; without a library, to stubs of its specs (dry runs and
+    agents without tools only).
+
+    Raises:
+        ToolError: the agent declares tools, no library was given and this is no dry run; or
+            binding failed.
+    """
+    if isinstance(agent, BoundAgent):
+        return agent
+    if library is None:
+        if agent.tools and not dry_run:
+            names = ", ".join(repr(t.name) for t in agent.tools)
+            raise ToolError(f"agent {agent.name!r} declares tools ({names}) but no library was "
+                            "given: pass library=... (e.g. gramagent.tools.builtin_library())")
+        library = ToolLibrary(_spec_stub(spec) for spec in agent.tools)
+    return library.bind(agent)
+
+
+def model_for(model: Model | str | ModelRef | None, agent: Agent, *, api: str | None,
+              base_url: str | None, api_key: str | None) -> tuple[Model, str, bool]:
+    """The model a run talks to, the model name it sends, and whether the run owns (closes) it.
+
+    A :class:`Model` is used as is, under the agent's model name; a reference (or None: the
+    agent's own) is resolved with ``api``, ``base_url`` and ``api_key``.
+
+    Raises:
+        ConfigurationError: the reference cannot be resolved.
+    """
+    # A tuple, not ``str | ModelRef``, which would build a union object on every run.
+    if model is not None and not isinstance(model, (str, ModelRef)):
+        return model, agent.model.name, False
+    ref = (model if isinstance(model, ModelRef)
+           else ModelRef.parse(model) if isinstance(model, str) else agent.model)
+    return resolve_model(ref, api=api, base_url=base_url, api_key=api_key), ref.name, True
+
+
+def conversation(context: Conversation | Iterable[Message] | None) -> Conversation:
+    """A new conversation, or a copy of ``context`` to continue (never modified)."""
+    if context is None:
+        return Conversation(id=new_id())
+    if isinstance(context, Conversation):
+        return context.copy()
+    return Conversation(context)
+
+
+def new_id() -> str:
+    """A random id of 32 hex digits (run and conversation ids)."""
+    return os.urandom(16).hex()
+
+
+def _spec_stub(spec: Any) -> Tool:
+    """A tool that only carries a spec's contract; dry runs never call it."""
+
+    def not_run(**_: Any) -> Any:
+        raise NotImplementedError(f"{spec.name} has no implementation (dry run)")
+
+    return Tool(spec.name, spec.description, spec.schema, not_run, signature=spec.signature)

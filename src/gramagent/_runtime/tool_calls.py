@@ -1,0 +1,332 @@
+"""The tool calls of a run: check each turn's calls, run the valid ones, record one result each.
+
+:meth:`ToolCalls.handle` takes the calls of one model turn through four stages::
+
+    replay  the assistant message with the turn's calls
+    check   per call, in order: payload size -> JSON object -> known tool
+            -> schema -> accepted keywords -> (repeat guard) already answered?
+    run     the valid calls concurrently; copies of one call within the turn once
+    record  one result per call id, in call order (conversation, invocation, event, log)
+
+Bad calls are not exceptions: they become error results the model sees, and count against
+the per-tool retry budget. :class:`~gramagent.errors.LimitExceeded` stops the run when the
+turn passes ``max_tool_calls`` or a tool's retry budget is spent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gramagent import _json as exact_json
+from gramagent._logs import log_tool_call
+from gramagent._messages import (
+    AssistantMessage,
+    Conversation,
+    ToolCall,
+    ToolResultMessage,
+)
+from gramagent._models.base import ModelTurn
+from gramagent._runtime.budget import Budget
+from gramagent._runtime.events import (
+    UNKNOWN_TOOL_LABEL,
+    EventSink,
+    ToolCallPlanned,
+    ToolCallResult,
+    args_preview_hash,
+    emit,
+)
+from gramagent._runtime.invoke import Outcome, execute
+from gramagent._runtime.library import BoundAgent, Tool, ToolContext
+from gramagent._runtime.limits import INHERIT
+from gramagent._runtime.results import ToolInvocation
+from gramagent._spec.calls import (
+    INVALID_CALL_TYPES,
+    CallRejection,
+    ToolErrorType,
+    check_parsed,
+    parse_arguments,
+    rejection,
+)
+
+__all__ = ["ToolCalls"]
+
+
+@dataclass(slots=True)
+class _Call:
+    """A call of the current turn, through its checks and execution."""
+
+    call: ToolCall
+    seq: int
+    planned_at: float
+    arguments: dict[str, Any] | str
+    """Parsed arguments, or the raw text when unparseable."""
+    tool: Tool | None = None
+    rejection: CallRejection | None = None
+    outcome: Outcome | None = None
+    repeat_key: str | None = None
+    earlier_result: Any = None
+    """For a repeated call, the result of the call it repeats."""
+    copy_of: _Call | None = None
+    """For a call identical to an earlier one of the same turn: that call (not run twice)."""
+    args_hash: str | None = None
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class ToolCalls:
+    """The tool calls of one run, turn after turn.
+
+    Holds what the run's later turns depend on: the calls so far (``seq``), the invalid calls
+    per tool (the retry budget), and the calls already answered (the repeat guard).
+    """
+
+    bound: BoundAgent
+    budget: Budget
+    conversation: Conversation
+    sinks: tuple[EventSink, ...]
+    run_id: str
+    dry_run: bool
+    info_logs: bool
+    """Whether INFO records of tool calls are wanted (checked once per run)."""
+    invocations: list[ToolInvocation] = field(default_factory=list)
+    seq: int = 0
+    invalid: dict[str, int] = field(default_factory=dict)
+    """Invalid calls so far, per tool name."""
+    answered: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    """Per repeat key, the result and output text of the call that first succeeded with it."""
+    force_answer: bool = False
+    """Set when the repeat guard answered a call: the next request asks for the answer."""
+
+    async def handle(self, turn: ModelTurn, remaining: float | None) -> None:
+        """Check, run and record the calls of ``turn``; ``remaining``: seconds left in the run.
+
+        Raises:
+            LimitExceeded: ``max_tool_calls`` or a tool's retry budget stops the run.
+        """
+        calls = turn.tool_calls
+        self.conversation.append(AssistantMessage(content=turn.text, tool_calls=calls))
+        self._check_call_limit(calls)
+        pending = [self._check(call) for call in calls]
+        await self._run(self._runnable(pending), remaining)
+        for c in pending:
+            if c.copy_of is not None:
+                self._answer_copy(c)
+            self._record(c)
+        if self.invalid:
+            self._check_retry_budget(pending)
+
+    # -- check ----------------------------------------------------------------------------
+
+    def _check_call_limit(self, calls: Sequence[ToolCall]) -> None:
+        limit = self.budget.limits.max_tool_calls
+        if limit is None or self.seq + len(calls) <= limit:
+            return
+        for call in calls:
+            self.conversation.append(ToolResultMessage(
+                call_id=call.id, name=call.name, is_error=True,
+                content=f"Not run: the run stopped at its limit of {limit} tool calls."))
+        raise self.budget.exceeded("max_tool_calls", limit, self.seq + len(calls),
+                                   f"the model asked for {self.seq + len(calls)} tool calls")
+
+    def _check(self, call: ToolCall) -> _Call:
+        """Parse and check one call. Emits its planned event, and its result if rejected."""
+        self.seq += 1
+        known = call.name in self.bound.tools
+        parsed = parse_arguments(call.arguments, max_bytes=self.budget.limits.max_payload_bytes,
+                                 tool=f"tool {call.name!r}" if known else "this call")
+        c = _Call(call, self.seq, time.perf_counter(),
+                  call.arguments if isinstance(parsed, CallRejection) else parsed)
+        if self.sinks or self.info_logs:
+            c.args_hash = args_preview_hash(c.arguments)
+        if self.sinks:
+            emit(self.sinks, ToolCallPlanned(
+                request_id=self.run_id, tool=self._label(call.name),
+                args_preview_hash=c.args_hash or "", seq=c.seq))
+        c.rejection = parsed if isinstance(parsed, CallRejection) else self._inspect(c, parsed)
+        if c.rejection is not None and self.sinks:
+            self._emit_result(c, c.rejection.error_type, c.rejection.event_message)
+        return c
+
+    def _inspect(self, c: _Call, parsed: dict[str, Any]) -> CallRejection | None:
+        """The checks after parsing: known tool, schema, implementation, repetition."""
+        call, bound = c.call, self.bound
+        checked = check_parsed(call.name, parsed, validators=bound.validators,
+                               schemas=bound.schemas)
+        if isinstance(checked, CallRejection):
+            return checked
+        c.arguments = checked.arguments
+        c.tool = tool = bound.tools[call.name]
+        if tool.accepts is not None and not tool.accepts.issuperset(checked.arguments):
+            return _unexpected_arguments(tool, checked.arguments)
+        if self.budget.limits.repeat_guard:
+            c.repeat_key = call.name + "\x00" + _repeat_form(checked.arguments)
+            earlier = self.answered.get(c.repeat_key)
+            if earlier is not None:
+                return self._answer_repeat(c, *earlier)
+        return None
+
+    def _answer_repeat(self, c: _Call, result: Any, output: str) -> CallRejection:
+        """Answer a repeat of a successful call without running it, and ask for the answer.
+
+        The model gets the earlier output itself, not a note about it (a small model copies
+        the last tool message into its answer), and must answer next.
+        """
+        self.force_answer = True
+        c.earlier_result = result
+        return CallRejection("repeated_call", output,
+                             "repeated call; answered from the earlier result")
+
+    # -- run ------------------------------------------------------------------------------
+
+    def _runnable(self, pending: list[_Call]) -> list[_Call]:
+        """The calls of a turn to run: the valid ones, each distinct call once.
+
+        A small model may write the same call several times in one reply (dozens, seen with
+        the 0.5B in ``text`` mode); with the repeat guard on, copies wait for the first and
+        share its outcome instead of running the tool again.
+        """
+        if len(pending) == 1:  # the usual turn
+            return pending if pending[0].rejection is None else []
+        runnable: list[_Call] = []
+        first: dict[str, _Call] = {}
+        for c in pending:
+            if c.rejection is not None:
+                continue
+            if c.repeat_key is not None:
+                earlier = first.setdefault(c.repeat_key, c)
+                if earlier is not c:
+                    c.copy_of = earlier
+                    continue
+            runnable.append(c)
+        return runnable
+
+    async def _run(self, runnable: list[_Call], remaining: float | None) -> None:
+        """Run the checked calls, concurrently when there are several."""
+        if len(runnable) == 1:  # nothing to run alongside: no gather
+            c = runnable[0]
+            assert c.tool is not None
+            work = self._execute(c, remaining)
+            # An async tool still gets its own task (its own copy of the context variables),
+            # as it would among several calls; sync tools run in a copied context anyway.
+            c.outcome = await (asyncio.create_task(work) if c.tool.is_async else work)
+        elif runnable:
+            outcomes = await asyncio.gather(*(self._execute(c, remaining) for c in runnable))
+            for c, outcome in zip(runnable, outcomes, strict=True):
+                c.outcome = outcome
+
+    async def _execute(self, c: _Call, remaining: float | None) -> Outcome:
+        """Run one checked call; emits its result event as soon as it finishes."""
+        tool = c.tool
+        assert tool is not None and isinstance(c.arguments, dict)
+        limits = self.budget.limits
+        timeout = limits.tool_timeout if tool.timeout is INHERIT else tool.timeout
+        if remaining is not None:  # the run's wall time bounds every call
+            timeout = max(0.0, remaining) if timeout is None else min(timeout, max(0.0, remaining))
+        ctx = None
+        if tool.context_param is not None and not self.dry_run:
+            ctx = ToolContext(
+                conversation_id=self.conversation.id, run_id=self.run_id, call_id=c.call.id,
+                tool=tool.name,
+                state=self.bound.library.conversation_state(self.conversation.id))
+        outcome = await execute(tool, c.arguments, context=ctx, timeout=timeout,
+                                dry_run=self.dry_run,
+                                max_output_chars=limits.max_tool_output_chars)
+        if self.sinks:
+            self._emit_result(c, outcome.error_type, outcome.event_message)
+        return outcome
+
+    def _answer_copy(self, c: _Call) -> None:
+        """Give a copy the outcome of the call it repeats (run once, earlier in the turn): a
+        success answers it as a repeated call (and asks for the final answer next, as across
+        turns); a failure is its failure too."""
+        original = c.copy_of
+        assert original is not None and original.outcome is not None
+        outcome = original.outcome
+        error_type: ToolErrorType | None
+        message: str | None
+        if outcome.error_type is None:
+            c.rejection = self._answer_repeat(c, outcome.result, outcome.output)
+            error_type, message = c.rejection.error_type, c.rejection.event_message
+        else:
+            c.outcome = outcome
+            error_type, message = outcome.error_type, outcome.event_message
+        if self.sinks:
+            self._emit_result(c, error_type, message)
+
+    # -- record ---------------------------------------------------------------------------
+
+    def _record(self, c: _Call) -> None:
+        """Record one call's result, in call order: conversation, invocation, log."""
+        call = c.call
+        error_type: ToolErrorType | None
+        event_message: str | None
+        if c.rejection is not None:
+            error_type, text, event_message = (c.rejection.error_type, c.rejection.message,
+                                               c.rejection.event_message)
+            result, latency = c.earlier_result, 0.0
+            if error_type in INVALID_CALL_TYPES:
+                self.invalid[call.name] = self.invalid.get(call.name, 0) + 1
+        else:
+            outcome = c.outcome
+            assert outcome is not None
+            error_type, text, event_message = (outcome.error_type, outcome.output,
+                                               outcome.event_message)
+            result, latency = outcome.result, outcome.latency
+            if error_type is None and c.repeat_key is not None:
+                self.answered[c.repeat_key] = (result, text)
+        failed = error_type is not None and error_type != "repeated_call"
+        self.conversation.append(ToolResultMessage(
+            call_id=call.id, name=call.name, content=text, is_error=failed))
+        self.invocations.append(ToolInvocation(
+            call_id=call.id, name=call.name, arguments=c.arguments, result=result,
+            error=text if failed else None, error_type=error_type,
+            latency=latency, seq=c.seq))
+        if self.info_logs or error_type is not None:  # errors are WARNING records
+            log_tool_call(tool=self._label(call.name), call_id=call.id,
+                          latency_ms=latency * 1000.0, error_type=error_type,
+                          args_hash=c.args_hash, message=event_message)
+
+    def _check_retry_budget(self, pending: list[_Call]) -> None:
+        budget = self.budget.limits.max_invalid_calls_per_tool
+        if budget is None:
+            return
+        for c in pending:
+            count = self.invalid.get(c.call.name, 0)
+            if count >= budget:
+                raise self.budget.exceeded(
+                    "max_invalid_calls_per_tool", budget, count,
+                    f"{count} invalid calls to tool {c.call.name[:100]!r} "
+                    f"(last: {c.rejection.error_type if c.rejection else 'unknown'})")
+
+    # -- events ---------------------------------------------------------------------------
+
+    def _emit_result(self, c: _Call, error_type: ToolErrorType | None,
+                     message: str | None) -> None:
+        emit(self.sinks, ToolCallResult(
+            request_id=self.run_id, tool=self._label(c.call.name),
+            status="ok" if error_type is None else "error",
+            latency_ms=(time.perf_counter() - c.planned_at) * 1000.0, seq=c.seq,
+            error_type=error_type, message=message))
+
+    def _label(self, name: str) -> str:
+        """The tool name for events, metrics and logs: bounded to the agent's tools."""
+        return name if name in self.bound.tools else UNKNOWN_TOOL_LABEL
+
+
+def _unexpected_arguments(tool: Tool, arguments: dict[str, Any]) -> CallRejection:
+    """The schema let extra keys through, but the implementation cannot take them."""
+    extra = sorted(set(arguments) - (tool.accepts or frozenset()))
+    takes = ", ".join(sorted(tool.accepts or ())) or "no arguments"
+    return rejection(
+        "invalid_arguments",
+        f"tool {tool.name!r} got unexpected arguments: {', '.join(map(repr, extra))}. "
+        f"It takes: {takes}.",
+        f"{len(extra)} unexpected argument{'s' if len(extra) != 1 else ''}")
+
+
+def _repeat_form(arguments: dict[str, Any]) -> str:
+    """The arguments as sorted-key JSON, to recognise a repeated call (never sent anywhere)."""
+    return exact_json.dumps(arguments, sort_keys=True)
