@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gramagent import _json as exact_json
-from gramagent._messages import Usage
+from gramagent._messages import ToolCall, Usage
 from gramagent._spec.definition import ToolDefinition
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "arguments_text",
     "error_reply",
     "new_call_id",
+    "split_cut_off",
     "sse",
     "tool_parameters",
     "usage_from",
@@ -72,6 +73,28 @@ def arguments_text(value: Any) -> str:
         return exact_json.dumps(value)
     except (TypeError, ValueError):
         return str(value)
+
+
+def split_cut_off(calls: tuple[ToolCall, ...], finish: Any
+                  ) -> tuple[tuple[ToolCall, ...], tuple[ToolCall, ...]]:
+    """``(whole, cut_off)``: when the token limit ended the reply (``finish == "length"``), the
+    calls whose arguments are not a whole JSON object were cut off by it."""
+    if finish != "length" or not calls:
+        return calls, ()
+    whole = [_whole_object(call.arguments) for call in calls]
+    if all(whole):
+        return calls, ()
+    return (tuple(call for call, ok in zip(calls, whole, strict=True) if ok),
+            tuple(call for call, ok in zip(calls, whole, strict=True) if not ok))
+
+
+def _whole_object(arguments: str) -> bool:
+    if not arguments.strip():
+        return True  # no arguments
+    try:
+        return isinstance(exact_json.loads(arguments), dict)
+    except (ValueError, TypeError, RecursionError):
+        return False
 
 
 def tool_parameters(tool: ToolDefinition, strict: bool) -> tuple[dict[str, Any], bool]:

@@ -62,6 +62,9 @@ class ModelTurn:
     usage: Usage | None = None
     """Tokens the server reported for this request, None if it reported none."""
     finish_reason: str | None = None
+    cut_off_calls: tuple[ToolCall, ...] = ()
+    """Calls the token limit cut off (``finish_reason == "length"``), after ``tool_calls``:
+    never to run, nor to be sent back as calls (their arguments are partial)."""
     raw: Any = None
     """The decoded wire response, for debugging (``-v``); never read by the loop."""
 

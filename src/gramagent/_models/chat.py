@@ -68,6 +68,7 @@ from gramagent._models._wire import (
     ToolsMemo,
     arguments_text,
     new_call_id,
+    split_cut_off,
     sse,
     tool_parameters,
     usage_from,
@@ -391,9 +392,11 @@ def parse_chat_reply(
     finish = choice.get("finish_reason")
     if finish == "function_call":
         finish = "tool_calls"
+    calls, cut_off = split_cut_off(calls, finish)
     return ModelTurn(
         text=text,
         tool_calls=calls,
+        cut_off_calls=cut_off,
         usage=usage_from(data.get("usage"), "prompt_tokens", "completion_tokens"),
         finish_reason=finish if isinstance(finish, str) else None,
         raw=data,

@@ -22,7 +22,9 @@ server generated past the stop; the model had not seen the tool's result). Tool 
 :class:`~gramagent._messages.ToolCall` objects with fresh ids and their raw argument text; a call
 whose payload failed the parser's checks keeps its raw payload as arguments, so the loop's own
 checks produce the error result (same error types). A call cut off by the end of the text is
-not executed. The text is the ``final`` channel; without one, the assistant's other messages
+not executed; when the token limit cut it off (``finish_reason: "length"``) it is passed on in
+``ModelTurn.cut_off_calls`` with its partial payload, so the loop tells the model. The text is
+the ``final`` channel; without one, the assistant's other messages
 that are neither chain of thought nor calls (e.g. an answer on ``commentary``). Chain of
 thought (``analysis``) is dropped.
 
@@ -238,11 +240,15 @@ def read_completion(data: Mapping[str, Any], *, prefill: str = "") -> ModelTurn:
         token = _stop_token(choice.get("stop_reason"), messages[-1])
         messages = parse_harmony(text + token)
     turn = turn_from_messages(messages)
+    cut_off: tuple[ToolCall, ...] = ()
     if turn.tool_calls:
         finish = "tool_calls"
+    elif finish == "length" and messages and _cut_off_call(messages[-1]):
+        cut_off = (_tool_call(messages[-1]),)  # so that the loop tells the model
     return ModelTurn(
         text=turn.text,
         tool_calls=turn.tool_calls,
+        cut_off_calls=cut_off,
         usage=usage_from(data.get("usage"), "prompt_tokens", "completion_tokens"),
         finish_reason=finish if isinstance(finish, str) else None,
         raw={"response": dict(data), "text": text, **(turn.raw or {})},
@@ -283,6 +289,12 @@ def turn_from_messages(messages: Sequence[HarmonyMessage]) -> ModelTurn:
             "ignored": [m.to_dict() for m in ignored],
         },
     )
+
+
+def _cut_off_call(message: HarmonyMessage) -> bool:
+    """Whether ``message`` is an assistant's tool call cut off by the end of the text."""
+    return (message.kind == "message" and message.role == "assistant"
+            and message.is_tool_call and not message.complete)
 
 
 def _tool_call(message: HarmonyMessage) -> ToolCall:

@@ -22,8 +22,9 @@ sent with its plain schema and ``strict: false``. A ``max_tokens`` setting is se
 Reply: the ``output`` items: ``message`` items (``output_text`` parts; ``refusal`` parts read as
 text), ``function_call`` items (``call_id``, ``name``, ``arguments``; several when parallel),
 ``reasoning`` and other items ignored; ``usage.input_tokens`` / ``usage.output_tokens``. The
-finish reason is normalized: ``tool_calls`` when there are calls, ``length`` for an
-``incomplete`` response cut by ``max_output_tokens``, the incompleteness reason otherwise, else
+finish reason is normalized: ``length`` for an ``incomplete`` response cut by
+``max_output_tokens`` (with or without calls: the last may be cut off), the incompleteness
+reason for another ``incomplete`` response, else ``tool_calls`` when there are calls, else
 ``stop``. A ``failed`` response is a ModelAPIError.
 """
 
@@ -42,6 +43,7 @@ from gramagent._models._wire import (
     arguments_text,
     error_reply,
     new_call_id,
+    split_cut_off,
     tool_parameters,
     usage_from,
 )
@@ -236,17 +238,19 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
                 name=name if isinstance(name, str) else "",
                 arguments=arguments if isinstance(arguments, str) else arguments_text(arguments),
             ))
-    if calls:
-        finish = "tool_calls"
-    elif status == "incomplete":
+    if status == "incomplete":  # even with calls: the last one may be cut off
         details = data.get("incomplete_details")
         reason = details.get("reason") if isinstance(details, dict) else None
         finish = "length" if reason in (None, "max_output_tokens") else str(reason)
+    elif calls:
+        finish = "tool_calls"
     else:
         finish = "stop"
+    whole, cut_off = split_cut_off(tuple(calls), finish)
     return ModelTurn(
         text="".join(texts) if texts else None,
-        tool_calls=tuple(calls),
+        tool_calls=whole,
+        cut_off_calls=cut_off,
         usage=usage_from(data.get("usage"), "input_tokens", "output_tokens"),
         finish_reason=finish,
         raw=data,

@@ -4,7 +4,8 @@
 
     check the budget    iterations, wall time, tokens: LimitExceeded if one is spent
     ask the model       one request with the conversation so far (cut short at the deadline)
-    no tool calls?      the answer: return AgentResponse
+    no tool calls?      the answer: return AgentResponse (a call cut off by the token
+                        limit is a call: the model is told and asked again)
     run the tool calls  check, run and record them (tool_calls.ToolCalls), then again
 
 The repeat guard (``RunLimits.repeat_guard``, on by default) does not run a call again that
@@ -12,9 +13,11 @@ already succeeded in this run, nor copies of one call written in the same reply:
 answered with the earlier output and the next request asks for the final answer.
 
 Bad calls are not exceptions: they become error results the model sees (and count against the
-per-tool retry budget). Limits and transport failures raise :class:`~gramagent.errors.RunError`
-subclasses carrying the conversation so far: the user message and every completed tool result
-are in ``exc.context``, which continues the conversation like ``AgentResponse.context``.
+per-tool retry budget). A call the token limit cut off is not replayed as a call: a note tells
+the model it was cut off. Limits and transport failures raise
+:class:`~gramagent.errors.RunError` subclasses carrying the conversation so far: the user
+message and every completed tool result are in ``exc.context``, which continues the
+conversation like ``AgentResponse.context``.
 """
 
 from __future__ import annotations
@@ -167,7 +170,7 @@ class _Run:
             budget.check(loop.time())
             # The repeat guard answered a call: ask for the final answer.
             turn = await self._ask_model(budget, "none" if calls.force_answer else choice)
-            if not turn.tool_calls:
+            if not (turn.tool_calls or turn.cut_off_calls):
                 return self._answer(turn, budget, calls)
             if choice == "required" or not isinstance(choice, str):
                 choice = "auto"  # a forced choice applies to the first request only

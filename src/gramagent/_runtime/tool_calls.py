@@ -2,11 +2,13 @@
 
 :meth:`ToolCalls.handle` takes the calls of one model turn through four stages::
 
-    replay  the assistant message with the turn's calls
-    check   per call, in order: payload size -> JSON object -> known tool
-            -> schema -> accepted keywords -> (repeat guard) already answered?
+    replay  the assistant message with its whole calls (a call the token limit cut off is
+            not sent back as a call: servers that read its partial arguments refuse it)
+    check   per call, in order: payload size -> JSON object -> known tool -> schema
+            -> accepted keywords -> (repeat guard) already answered?
     run     the valid calls concurrently; copies of one call within the turn once
-    record  one result per call id, in call order (conversation, invocation, event, log)
+    record  one result per call id, in call order (conversation, invocation, event, log);
+            for cut-off calls, a note that tells the model what happened
 
 Bad calls are not exceptions: they become error results the model sees, and count against
 the per-tool retry budget. :class:`~gramagent.errors.LimitExceeded` stops the run when the
@@ -28,6 +30,7 @@ from gramagent._messages import (
     Conversation,
     ToolCall,
     ToolResultMessage,
+    UserMessage,
 )
 from gramagent._models.base import ModelTurn
 from gramagent._runtime.budget import Budget
@@ -64,6 +67,8 @@ class _Call:
     planned_at: float
     arguments: dict[str, Any] | str
     """Parsed arguments, or the raw text when unparseable."""
+    cut_off: bool = False
+    """Whether the token limit cut the call off (it is not in the conversation)."""
     tool: Tool | None = None
     rejection: CallRejection | None = None
     outcome: Outcome | None = None
@@ -106,46 +111,67 @@ class ToolCalls:
         Raises:
             LimitExceeded: ``max_tool_calls`` or a tool's retry budget stops the run.
         """
-        calls = turn.tool_calls
-        self.conversation.append(AssistantMessage(content=turn.text, tool_calls=calls))
-        self._check_call_limit(calls)
+        calls, cut_off = turn.tool_calls, turn.cut_off_calls
+        self._replay(turn)
+        self._check_call_limit(calls, cut_off)
         pending = [self._check(call) for call in calls]
+        pending.extend(self._check(call, cut_off=True) for call in cut_off)
         await self._run(self._runnable(pending), remaining)
         for c in pending:
             if c.copy_of is not None:
                 self._answer_copy(c)
             self._record(c)
+        if cut_off:
+            self._note_cut_off(pending)
         if self.invalid:
             self._check_retry_budget(pending)
 
-    # -- check ----------------------------------------------------------------------------
+    # -- replay ---------------------------------------------------------------------------
 
-    def _check_call_limit(self, calls: Sequence[ToolCall]) -> None:
+    def _replay(self, turn: ModelTurn) -> None:
+        """Append the assistant message: its text and its whole calls (never the cut-off ones,
+        whose partial arguments a server such as llama.cpp refuses to read back)."""
+        calls = turn.tool_calls
+        # A reply of one cut-off call leaves neither text nor calls: an empty text keeps the
+        # roles alternating for chat templates that require it.
+        text = turn.text if turn.text is not None or calls else ""
+        self.conversation.append(AssistantMessage(content=text, tool_calls=calls))
+
+    def _check_call_limit(self, calls: Sequence[ToolCall], cut_off: Sequence[ToolCall]
+                          ) -> None:
         limit = self.budget.limits.max_tool_calls
-        if limit is None or self.seq + len(calls) <= limit:
+        asked = self.seq + len(calls) + len(cut_off)
+        if limit is None or asked <= limit:
             return
         for call in calls:
             self.conversation.append(ToolResultMessage(
                 call_id=call.id, name=call.name, is_error=True,
                 content=f"Not run: the run stopped at its limit of {limit} tool calls."))
-        raise self.budget.exceeded("max_tool_calls", limit, self.seq + len(calls),
-                                   f"the model asked for {self.seq + len(calls)} tool calls")
+        raise self.budget.exceeded("max_tool_calls", limit, asked,
+                                   f"the model asked for {asked} tool calls")
 
-    def _check(self, call: ToolCall) -> _Call:
+    # -- check ----------------------------------------------------------------------------
+
+    def _check(self, call: ToolCall, *, cut_off: bool = False) -> _Call:
         """Parse and check one call. Emits its planned event, and its result if rejected."""
         self.seq += 1
         known = call.name in self.bound.tools
         parsed = parse_arguments(call.arguments, max_bytes=self.budget.limits.max_payload_bytes,
                                  tool=f"tool {call.name!r}" if known else "this call")
         c = _Call(call, self.seq, time.perf_counter(),
-                  call.arguments if isinstance(parsed, CallRejection) else parsed)
+                  call.arguments if isinstance(parsed, CallRejection) else parsed, cut_off)
         if self.sinks or self.info_logs:
             c.args_hash = args_preview_hash(c.arguments)
         if self.sinks:
             emit(self.sinks, ToolCallPlanned(
                 request_id=self.run_id, tool=self._label(call.name),
                 args_preview_hash=c.args_hash or "", seq=c.seq))
-        c.rejection = parsed if isinstance(parsed, CallRejection) else self._inspect(c, parsed)
+        if cut_off:
+            c.rejection = _cut_off_rejection(call)
+        elif isinstance(parsed, CallRejection):
+            c.rejection = parsed
+        else:
+            c.rejection = self._inspect(c, parsed)
         if c.rejection is not None and self.sinks:
             self._emit_result(c, c.rejection.error_type, c.rejection.event_message)
         return c
@@ -278,8 +304,9 @@ class ToolCalls:
             if error_type is None and c.repeat_key is not None:
                 self.answered[c.repeat_key] = (result, text)
         failed = error_type is not None and error_type != "repeated_call"
-        self.conversation.append(ToolResultMessage(
-            call_id=call.id, name=call.name, content=text, is_error=failed))
+        if not c.cut_off:  # a cut-off call is not in the conversation: a note tells of it
+            self.conversation.append(ToolResultMessage(
+                call_id=call.id, name=call.name, content=text, is_error=failed))
         self.invocations.append(ToolInvocation(
             call_id=call.id, name=call.name, arguments=c.arguments, result=result,
             error=text if failed else None, error_type=error_type,
@@ -288,6 +315,11 @@ class ToolCalls:
             log_tool_call(tool=self._label(call.name), call_id=call.id,
                           latency_ms=latency * 1000.0, error_type=error_type,
                           args_hash=c.args_hash, message=event_message)
+
+    def _note_cut_off(self, pending: list[_Call]) -> None:
+        """Tell the model which of its calls the token limit cut off (not run, not replayed)."""
+        notes = [c.rejection.message for c in pending if c.cut_off and c.rejection is not None]
+        self.conversation.append(UserMessage(content="\n".join(notes)))
 
     def _check_retry_budget(self, pending: list[_Call]) -> None:
         budget = self.budget.limits.max_invalid_calls_per_tool
@@ -314,6 +346,15 @@ class ToolCalls:
     def _label(self, name: str) -> str:
         """The tool name for events, metrics and logs: bounded to the agent's tools."""
         return name if name in self.bound.tools else UNKNOWN_TOOL_LABEL
+
+
+def _cut_off_rejection(call: ToolCall) -> CallRejection:
+    return rejection(
+        "tool_payload_parse_error",
+        f"your call to tool {call.name[:100]!r} was cut off by the output token limit before "
+        "its arguments were complete, so it was not run. Call it again with shorter "
+        "arguments, or answer without it.",
+        "arguments cut off by the output token limit")
 
 
 def _unexpected_arguments(tool: Tool, arguments: dict[str, Any]) -> CallRejection:
