@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 import inspect
 import os
@@ -273,10 +274,6 @@ def _error_line(exc: GramagentError) -> None:
                       highlight=False, soft_wrap=True)
 
 
-def _session_options(**kwargs: Any) -> RunOptions:
-    return RunOptions(**kwargs)
-
-
 # -- shared option declarations ---------------------------------------------------------------
 
 _AGENT_FILE = typer.Argument(..., help="The agent's gram file.", show_default=False)
@@ -314,6 +311,48 @@ _DRY_RUN = typer.Option(False, "--dry-run",
 _MAX_ITER = typer.Option(None, "--max-iterations", min=1, help="Model requests per turn.")
 _TIMEOUT = typer.Option(None, "--timeout", min=0.0, help="Seconds one turn may take.")
 
+_P = inspect.Parameter
+_SHARED_OPTIONS = tuple(
+    _P(name, _P.KEYWORD_ONLY, annotation=annotation, default=default)
+    for name, annotation, default in (
+        ("agent", str | None, _AGENT),
+        ("model", str | None, _MODEL),
+        ("base_url", str | None, _BASE_URL),
+        ("api", str | None, _API),
+        ("api_key", str | None, _API_KEY),
+        ("tools", str | None, _TOOLS),
+        ("json", bool, _JSON),
+        ("verbose", int, _VERBOSE),
+        ("metrics_port", int | None, _METRICS),
+        ("events", Path | None, _EVENTS),
+        ("dry_run", bool, _DRY_RUN),
+        ("max_iterations", int | None, _MAX_ITER),
+        ("timeout", float | None, _TIMEOUT),
+    )
+)
+"""The options of ``run`` and ``chat``, declared once (added by :func:`_with_run_options`)."""
+
+
+def _with_run_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Give ``command`` the agent file argument and the options ``run`` and ``chat`` share.
+
+    ``command`` takes a :class:`RunOptions` as its first parameter, then its own parameters;
+    Typer sees the agent file, the command's own parameters, then the shared options.
+    """
+    own = list(inspect.signature(command, eval_str=True).parameters.values())[1:]
+
+    @functools.wraps(command)
+    def wrapper(agent_file: Path, **kwargs: Any) -> None:
+        shared = {p.name: kwargs.pop(p.name) for p in _SHARED_OPTIONS}
+        options = RunOptions(agent_file=agent_file, agent_name=shared.pop("agent"), **shared)
+        command(options, **kwargs)
+
+    agent_file = _P("agent_file", _P.POSITIONAL_OR_KEYWORD, annotation=Path, default=_AGENT_FILE)
+    params = [agent_file, *own, *_SHARED_OPTIONS]
+    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    return wrapper
+
 
 @contextlib.contextmanager
 def _open_session(options: RunOptions, verbose: int) -> Iterator[tuple[asyncio.Runner, Session]]:
@@ -335,32 +374,15 @@ def _open_session(options: RunOptions, verbose: int) -> Iterator[tuple[asyncio.R
 
 @app.command("run")
 @handle_errors
+@_with_run_options
 def run(
-    agent_file: Path = _AGENT_FILE,
+    options: RunOptions,
     messages: list[str] = typer.Argument(  # noqa: B008
         ..., help="User messages, each a turn of one conversation.", show_default=False),
-    agent: str | None = _AGENT,
-    model: str | None = _MODEL,
-    base_url: str | None = _BASE_URL,
-    api: str | None = _API,
-    api_key: str | None = _API_KEY,
-    tools: str | None = _TOOLS,
-    json: bool = _JSON,
-    verbose: int = _VERBOSE,
-    metrics_port: int | None = _METRICS,
-    events: Path | None = _EVENTS,
-    dry_run: bool = _DRY_RUN,
-    max_iterations: int | None = _MAX_ITER,
-    timeout: float | None = _TIMEOUT,
 ) -> None:
     """Run an agent on one or more messages and print each reply."""
-    options = _session_options(
-        agent_file=agent_file, agent_name=agent, model=model, base_url=base_url, api=api,
-        api_key=api_key, tools=tools, json=json, verbose=verbose, metrics_port=metrics_port,
-        events=events, max_iterations=max_iterations, timeout=timeout, dry_run=dry_run,
-    )
-    out = _Output(json)
-    with _open_session(options, verbose) as (runner, session):
+    out = _Output(options.json)
+    with _open_session(options, options.verbose) as (runner, session):
         for message in messages:
             out.reply(runner.run(session.turn(message)))
 
@@ -388,35 +410,16 @@ def _read_lines(console: Console) -> Iterator[str]:
 
 @app.command("chat")
 @handle_errors
-def chat(
-    agent_file: Path = _AGENT_FILE,
-    agent: str | None = _AGENT,
-    model: str | None = _MODEL,
-    base_url: str | None = _BASE_URL,
-    api: str | None = _API,
-    api_key: str | None = _API_KEY,
-    tools: str | None = _TOOLS,
-    json: bool = _JSON,
-    verbose: int = _VERBOSE,
-    metrics_port: int | None = _METRICS,
-    events: Path | None = _EVENTS,
-    dry_run: bool = _DRY_RUN,
-    max_iterations: int | None = _MAX_ITER,
-    timeout: float | None = _TIMEOUT,
-) -> None:
+@_with_run_options
+def chat(options: RunOptions) -> None:
     """Talk with an agent: each line is a turn of one conversation; Ctrl-D or /exit ends.
 
     A turn that fails (model unreachable, a limit hit) prints one error line and the session
     goes on; the exit code is then 1.
     """
-    options = _session_options(
-        agent_file=agent_file, agent_name=agent, model=model, base_url=base_url, api=api,
-        api_key=api_key, tools=tools, json=json, verbose=verbose, metrics_port=metrics_port,
-        events=events, max_iterations=max_iterations, timeout=timeout, dry_run=dry_run,
-    )
-    out = _Output(json)
+    out = _Output(options.json)
     failed = False
-    with _open_session(options, verbose) as (runner, session):
+    with _open_session(options, options.verbose) as (runner, session):
         if sys.stdin.isatty():
             err_console.print(
                 f"[dim]chatting with {session.agent.name}; /exit or Ctrl-D to end[/dim]",
