@@ -22,6 +22,7 @@ from _harness import INSTRUCTION, TOOL_DESCRIPTION, USER_MESSAGE, Contender, mai
 
 from gramagent._models.registry import resolve_model
 from gramagent._runtime.library import ToolLibrary, tool
+from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.loop import run_agent
 from gramagent._spec.model import Agent, ModelRef
 
@@ -46,8 +47,10 @@ TOOL_KIND = os.environ.get("GRAMAGENT_BENCH_TOOL", "inline")
 """Which of :data:`TOOLS` the contender binds (see the module docs)."""
 
 
-async def setup(base_url: str, api: str) -> Contender:
+async def setup(base_url: str, api: str, *, wall_time: bool = True) -> Contender:
+    """The contender; ``wall_time=False`` runs without a wall-time limit (no deadline timer)."""
     say_hello = TOOLS[TOOL_KIND]
+    limits = None if wall_time else RunLimits(wall_time=None)
     library = ToolLibrary([say_hello])
     agent = Agent(name="hello", model=ModelRef.parse("openai/gpt-4o-mini"),
                   instruction=INSTRUCTION, tools=(say_hello.spec(),))
@@ -55,7 +58,7 @@ async def setup(base_url: str, api: str) -> Contender:
     model = resolve_model(agent.model, api=api, base_url=base_url, api_key="sk-bench-gramagent")
 
     async def run() -> str:
-        response = await run_agent(bound, USER_MESSAGE, model=model)
+        response = await run_agent(bound, USER_MESSAGE, model=model, limits=limits)
         return response.content
 
     return Contender(run=run, close=model.aclose,

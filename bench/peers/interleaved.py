@@ -7,9 +7,10 @@ machine cannot skew (each contender sees the same conditions, batch after batch)
 contenders rotates from round to round, so none always runs right after another. Contenders:
 ``floor`` (aiohttp, the client gramagent uses), ``floor-httpx``, ``gramagent`` (the tool
 declared non-blocking, called inline), ``gramagent-thread`` (a plain function in a worker
-thread) and ``gramagent-async`` (``async def``). ``--gc`` also counts the garbage collections
-(per generation, and their time) during each contender's concurrent batches: load elsewhere
-on the machine does not change those counts.
+thread), ``gramagent-async`` (``async def``) and ``gramagent-nowall`` (as ``gramagent``, without
+a wall-time limit: what the deadline of the default limit costs). ``--gc`` also counts the
+garbage collections (per generation, and their time) during each contender's concurrent
+batches: load elsewhere on the machine does not change those counts.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ import floor_loop  # noqa: E402
 import gramagent_peer  # noqa: E402
 from _harness import EXPECTED, Contender  # noqa: E402
 
-CONTENDERS = ("floor", "floor-httpx", "gramagent", "gramagent-thread", "gramagent-async")
+CONTENDERS = ("floor", "floor-httpx", "gramagent", "gramagent-thread", "gramagent-async",
+              "gramagent-nowall")
 DEFAULT = "floor,gramagent,gramagent-thread,gramagent-async"
 
 
@@ -37,6 +39,9 @@ async def make(name: str, base_url: str, api: str) -> Contender:
         return await floor_loop.setup(base_url, api, "aiohttp")
     if name == "floor-httpx":
         return await floor_loop.setup(base_url, api, "httpx")
+    if name == "gramagent-nowall":
+        gramagent_peer.TOOL_KIND = "inline"
+        return await gramagent_peer.setup(base_url, api, wall_time=False)
     gramagent_peer.TOOL_KIND = name.partition("-")[2] or "inline"
     return await gramagent_peer.setup(base_url, api)
 
