@@ -32,6 +32,7 @@ from gramagent._logs import TOOL_LOGGER, USAGE_LOGGER, log_run_error, log_usage
 from gramagent._messages import AssistantMessage, Conversation, Message, UserMessage
 from gramagent._models.base import Model, ModelRequest, ModelTurn, ToolChoice
 from gramagent._runtime.budget import Budget
+from gramagent._runtime.deadline import RunDeadline
 from gramagent._runtime.events import EventSink, fan_out
 from gramagent._runtime.library import BoundAgent, ToolLibrary
 from gramagent._runtime.limits import RunLimits
@@ -162,26 +163,33 @@ class _Run:
         self.conversation.append(UserMessage(content=user_input))
         loop = asyncio.get_running_loop()
         budget = Budget(self.limits, self.conversation, loop.time())
+        deadline = RunDeadline(budget.deadline)
         calls = ToolCalls(bound=self.bound, budget=budget, conversation=self.conversation,
                           sinks=self.sinks, run_id=self.run_id, dry_run=self.dry_run,
                           info_logs=self.info_logs)
         choice = self.tool_choice
-        while True:
-            budget.check(loop.time())
-            # The repeat guard answered a call: ask for the final answer.
-            turn = await self._ask_model(budget, "none" if calls.force_answer else choice)
-            if not (turn.tool_calls or turn.cut_off_calls):
-                return self._answer(turn, budget, calls)
-            if choice == "required" or not isinstance(choice, str):
-                choice = "auto"  # a forced choice applies to the first request only
-            await calls.handle(turn, budget.remaining(loop.time()))
-            # Not kept through the next request: a turn holds its whole decoded reply
-            # (``raw``). Objects held across an await are what the garbage collector finds in
-            # its young generation (a hundred runs' worth at concurrency 100) and they make it
-            # run more often: without them, a third fewer gen-0 collections.
-            del turn
+        deadline.arm()
+        try:
+            while True:
+                budget.check(loop.time())
+                # The repeat guard answered a call: ask for the final answer.
+                turn = await self._ask_model(budget, deadline,
+                                             "none" if calls.force_answer else choice)
+                if not (turn.tool_calls or turn.cut_off_calls):
+                    return self._answer(turn, budget, calls)
+                if choice == "required" or not isinstance(choice, str):
+                    choice = "auto"  # a forced choice applies to the first request only
+                await calls.handle(turn, budget.remaining(loop.time()))
+                # Not kept through the next request: a turn holds its whole decoded reply
+                # (``raw``). Objects held across an await are what the garbage collector finds
+                # in its young generation (a hundred runs' worth at concurrency 100) and they
+                # make it run more often: without them, a third fewer gen-0 collections.
+                del turn
+        finally:
+            deadline.disarm()
 
-    async def _ask_model(self, budget: Budget, tool_choice: ToolChoice) -> ModelTurn:
+    async def _ask_model(self, budget: Budget, deadline: RunDeadline, tool_choice: ToolChoice
+                         ) -> ModelTurn:
         """One model request with the conversation so far, cut short at the run's deadline.
 
         Raises:
@@ -193,12 +201,11 @@ class _Run:
             messages=self.conversation.messages, tools=self.bound.definitions,
             tool_choice=tool_choice, settings=self.settings,
         )
-        deadline = asyncio.timeout_at(budget.deadline)
         try:
-            async with deadline:
+            with deadline:
                 turn = await self.model.request(request)
         except TimeoutError:
-            if not deadline.expired():
+            if not deadline.expired:
                 raise
             now = asyncio.get_running_loop().time()
             raise budget.wall_time_exceeded(now, " (while waiting for the model)") from None

@@ -115,7 +115,8 @@ class ToolCalls:
         self._replay(turn)
         self._check_call_limit(calls, cut_off)
         pending = [self._check(call) for call in calls]
-        pending.extend(self._check(call, cut_off=True) for call in cut_off)
+        if cut_off:
+            pending.extend(self._check(call, cut_off=True) for call in cut_off)
         await self._run(self._runnable(pending), remaining)
         for c in pending:
             if c.copy_of is not None:

@@ -1,0 +1,119 @@
+"""A run's wall-time deadline: it cuts short the model request in flight when it passes.
+
+``with deadline:`` around an await works like ``async with asyncio.timeout_at(when):``: at
+``when`` the await is cancelled and :class:`TimeoutError` raised in its place (``expired`` then
+says the deadline did it); any other cancellation passes through. Tool calls are not awaited
+under it: they get the time that remains as their own timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import weakref
+from types import TracebackType
+
+__all__ = ["RunDeadline"]
+
+
+# Not asyncio.timeout_at: that schedules a timer per request, and at concurrency 100 those
+# timer handles (and their cancelled leftovers in the loop's heap) cost 0.03 ms of CPU per run,
+# 7-10% of the loop's own cost, mostly in extra garbage collections (bench/RESULTS.md, "Loop
+# overhead"). Here each event loop has one timer, set for the earliest deadline of its runs; a
+# run joins and leaves a set (arm, disarm), and a request only flips a flag.
+class RunDeadline:
+    """The wall-time deadline of one run (``when`` on the event loop's clock; None: none).
+
+    Call :meth:`arm` before the first ``with`` and :meth:`disarm` when the run ends.
+    """
+
+    __slots__ = ("_cancelling", "_task", "_waiting", "expired", "when", "__weakref__")
+
+    def __init__(self, when: float | None) -> None:
+        self.when = when
+        self.expired = False
+        """Whether the deadline cancelled an await (which then raised TimeoutError)."""
+        self._task: asyncio.Task[object] | None = None
+        self._waiting = False
+        self._cancelling = 0
+
+    def arm(self) -> None:
+        """Start watching the clock (once per run, before its first request)."""
+        if self.when is not None:
+            self._task = asyncio.current_task()
+            _watcher(asyncio.get_running_loop()).add(self)
+
+    def disarm(self) -> None:
+        """Stop watching (at the end of the run, however it ends)."""
+        if self.when is not None:
+            _watcher(asyncio.get_running_loop()).discard(self)
+
+    def __enter__(self) -> RunDeadline:
+        if self._task is not None:
+            self._waiting = True
+            self._cancelling = self._task.cancelling()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._waiting = False
+        # Ours only if we cancelled and no other cancellation is pending (asyncio.timeout's rule).
+        if (self.expired and exc_type is asyncio.CancelledError and self._task is not None
+                and self._task.uncancel() <= self._cancelling):
+            raise TimeoutError from exc
+
+    def _expire(self) -> None:
+        """The clock reached ``when``: cancel the await in flight, if any."""
+        if self._waiting and self._task is not None:
+            self.expired = True
+            self._task.cancel()
+
+
+class _Watcher:
+    """The deadlines of the runs on one event loop, behind a single timer for the earliest."""
+
+    __slots__ = ("_deadlines", "_loop", "_timer", "_when", "__weakref__")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._deadlines: set[RunDeadline] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._when = math.inf
+
+    def add(self, deadline: RunDeadline) -> None:
+        assert deadline.when is not None
+        self._deadlines.add(deadline)
+        if deadline.when < self._when:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._when = deadline.when
+            self._timer = self._loop.call_at(deadline.when, self._fire)
+
+    def discard(self, deadline: RunDeadline) -> None:
+        self._deadlines.discard(deadline)
+
+    def _fire(self) -> None:
+        self._timer, self._when = None, math.inf
+        now = self._loop.time()
+        for deadline in list(self._deadlines):
+            when = deadline.when
+            assert when is not None
+            if when <= now:
+                self._deadlines.discard(deadline)
+                deadline._expire()
+            elif when < self._when:
+                self._when = when
+        if self._deadlines:
+            self._timer = self._loop.call_at(self._when, self._fire)
+
+
+_watchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watcher] = (
+    weakref.WeakKeyDictionary())
+
+
+def _watcher(loop: asyncio.AbstractEventLoop) -> _Watcher:
+    """The watcher of ``loop`` (made by its first run with a wall time)."""
+    watcher = _watchers.get(loop)
+    if watcher is None:
+        watcher = _watchers[loop] = _Watcher(loop)
+    return watcher
