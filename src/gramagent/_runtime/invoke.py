@@ -27,10 +27,10 @@ __all__ = ["DRY_RUN_RESULT", "Outcome", "execute", "render_output"]
 DRY_RUN_RESULT: Final = {"ok": True}
 """What every call returns in dry-run mode (the no-op executor of the ADR)."""
 
+# Sync tools get their own pool: asyncio.to_thread's default executor has only
+# min(32, cores + 4) threads, too few for wide parallel turns on small machines.
 MAX_TOOL_THREADS: Final = 64
-"""Worker threads for sync tools. ``asyncio.to_thread`` uses the loop's default executor,
-which has only ``min(32, cores + 4)`` threads: too few for wide parallel turns on small
-machines, so sync tools get their own pool."""
+"""Worker threads for sync tools (a pool of their own, shared by all runs of the process)."""
 
 _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()

@@ -363,6 +363,7 @@ class BoundAgent:
     @classmethod
     def build(cls, agent: Agent, library: ToolLibrary, tools: Mapping[str, Tool]) -> BoundAgent:
         """Compile definitions and validators for already checked ``tools``."""
+        # Imported here for import cost: jsonschema takes ~0.1-0.3 s, needed only to bind.
         from gramagent._spec.schema import compile_validator, strict_schema
 
         definitions = []
@@ -469,12 +470,14 @@ def schema_differences(want: Any, got: Any, path: str = "") -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 def _schema_of(signature: Signature) -> JSONSchema:
+    # Imported here for import cost (the gram signature reader), needed only for specs.
     from gramagent._spec.signature import signature_to_schema
 
     return signature_to_schema(signature)
 
 
 def _signature_from_schema(schema: Mapping[str, Any]) -> Signature:
+    # Imported here for import cost, as in _schema_of.
     from gramagent._spec.signature import schema_to_signature
 
     return schema_to_signature(dict(schema))
