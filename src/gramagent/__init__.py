@@ -48,7 +48,8 @@ if TYPE_CHECKING:
     )
     from gramagent._runtime.library import BoundAgent, Tool, ToolContext, ToolLibrary, tool
     from gramagent._runtime.limits import INHERIT, RunLimits
-    from gramagent._runtime.loop import AgentResponse, ToolInvocation, run_agent, run_agent_sync
+    from gramagent._runtime.loop import run_agent, run_agent_sync
+    from gramagent._runtime.results import AgentResponse, ToolInvocation
     from gramagent._spec.definition import ToolDefinition
     from gramagent._spec.gram import load_agent, load_file, load_gram, to_gram
     from gramagent._spec.model import Agent, GramDocument, ModelRef, Param, Signature, ToolSpec
@@ -168,7 +169,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "_runtime.library": ("BoundAgent", "Tool", "ToolContext", "ToolLibrary", "tool",),
     "_runtime.limits": ("INHERIT", "RunLimits",),
-    "_runtime.loop": ("AgentResponse", "ToolInvocation", "run_agent", "run_agent_sync",),
+    "_runtime.loop": ("run_agent", "run_agent_sync",),
+    "_runtime.results": ("AgentResponse", "ToolInvocation",),
     "tools": ("builtin_library",),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
