@@ -21,6 +21,7 @@ from gramagent._messages import (
     UserMessage,
 )
 from gramagent._models.base import ModelRequest, ModelTurn
+from gramagent._runtime.deadline import RunDeadline
 from gramagent._runtime.limits import RunLimits
 from gramagent.errors import LimitExceeded
 
@@ -30,8 +31,13 @@ CHARS_PER_TOKEN = 4
 """Token estimate for turns whose server reports no usage."""
 
 
-class Budget:
+# A RunDeadline rather than holding one: each object a run keeps until its end costs
+# garbage-collector work at concurrency 100 (bench/RESULTS.md, "Loop overhead").
+class Budget(RunDeadline):
     """The requests, tokens and time of one run, against its :class:`RunLimits`.
+
+    As a :class:`RunDeadline` whose ``when`` is the end of the wall time, ``with budget:``
+    around an await cuts it short (TimeoutError) when the wall time runs out.
 
     Args:
         limits: the run's limits.
@@ -39,16 +45,14 @@ class Budget:
         started: when the run started, on the event loop's clock.
     """
 
-    __slots__ = ("conversation", "deadline", "input_tokens", "limits", "output_tokens",
-                 "requests", "started", "_tools_chars")
+    __slots__ = ("_tools_chars", "conversation", "input_tokens", "limits", "output_tokens",
+                 "requests", "started")
 
     def __init__(self, limits: RunLimits, conversation: Conversation, started: float) -> None:
+        super().__init__(None if limits.wall_time is None else started + limits.wall_time)
         self.limits = limits
         self.conversation = conversation
         self.started = started
-        self.deadline: float | None = (
-            None if limits.wall_time is None else started + limits.wall_time)
-        """When the wall time runs out (event loop clock), or None without a wall time."""
         self.requests = 0
         """Model requests answered so far."""
         self.input_tokens = 0
@@ -62,8 +66,8 @@ class Budget:
                      requests=self.requests)
 
     def remaining(self, now: float) -> float | None:
-        """Seconds left before the deadline (None without a wall time)."""
-        return None if self.deadline is None else self.deadline - now
+        """Seconds left before the wall time runs out (None without a wall time)."""
+        return None if self.when is None else self.when - now
 
     def check(self, now: float) -> None:
         """Raise the limit one more request would pass: iterations, wall time, tokens."""
@@ -71,7 +75,7 @@ class Budget:
         if self.requests >= limits.max_iterations:
             raise self.exceeded("max_iterations", limits.max_iterations, self.requests,
                                 f"the model made {self.requests} requests without answering")
-        if self.deadline is not None and now >= self.deadline:
+        if self.when is not None and now >= self.when:
             raise self.wall_time_exceeded(now)
         spent = self.input_tokens + self.output_tokens
         if limits.max_tokens is not None and spent >= limits.max_tokens:

@@ -27,7 +27,7 @@ class RunDeadline:
     Call :meth:`arm` before the first ``with`` and :meth:`disarm` when the run ends.
     """
 
-    __slots__ = ("_cancelling", "_task", "_waiting", "expired", "when", "__weakref__")
+    __slots__ = ("_cancelling", "_task", "_waiting", "expired", "when")
 
     def __init__(self, when: float | None) -> None:
         self.when = when
@@ -72,7 +72,7 @@ class RunDeadline:
 class _Watcher:
     """The deadlines of the runs on one event loop, behind a single timer for the earliest."""
 
-    __slots__ = ("_deadlines", "_loop", "_timer", "_when", "__weakref__")
+    __slots__ = ("_deadlines", "_loop", "_timer", "_when")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop

@@ -6,7 +6,7 @@
     ask the model       one request with the conversation so far (cut short at the deadline)
     no tool calls?      the answer: return AgentResponse (a call cut off by the token
                         limit is a call: the model is told and asked again)
-    run the tool calls  check, run and record them (tool_calls.ToolCalls), then again
+    run the tool calls  check, run and record them (ToolCalls.run_tool_calls), then again
 
 The repeat guard (``RunLimits.repeat_guard``, on by default) does not run a call again that
 already succeeded in this run, nor copies of one call written in the same reply: they are
@@ -32,12 +32,11 @@ from gramagent._logs import TOOL_LOGGER, USAGE_LOGGER, log_run_error, log_usage
 from gramagent._messages import AssistantMessage, Conversation, Message, UserMessage
 from gramagent._models.base import Model, ModelRequest, ModelTurn, ToolChoice
 from gramagent._runtime.budget import Budget
-from gramagent._runtime.deadline import RunDeadline
 from gramagent._runtime.events import EventSink, fan_out
 from gramagent._runtime.library import BoundAgent, ToolLibrary
 from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.results import AgentResponse, ToolInvocation
-from gramagent._runtime.setup import bind, conversation, model_for, new_id
+from gramagent._runtime.setup import bind, conversation_for, model_for, new_id
 from gramagent._runtime.tool_calls import ToolCalls
 from gramagent._spec.model import Agent, ModelRef
 from gramagent.errors import ConfigurationError, ModelAPIError, ValidationError
@@ -106,11 +105,14 @@ async def run_agent(
     bound = bind(agent, library, dry_run=dry_run)
     resolved, model_name, owned = model_for(model, bound.agent, api=api, base_url=base_url,
                                             api_key=api_key)
+    conversation = conversation_for(context)
     run = _Run(
-        bound=bound, model=resolved, model_name=model_name, limits=limits or _DEFAULT_LIMITS,
+        bound=bound, model=resolved, model_name=model_name,
+        budget=Budget(limits or _DEFAULT_LIMITS, conversation,
+                      asyncio.get_running_loop().time()),
         sinks=() if events is None else fan_out(events), dry_run=dry_run,
         tool_choice=tool_choice, settings=dict(settings or {}),
-        conversation=conversation(context), run_id=new_id(),
+        conversation=conversation, run_id=new_id(),
         # Checked once per run, not per call: a disabled logger costs nothing then.
         info_logs=_tool_log.isEnabledFor(logging.INFO) or _usage_log.isEnabledFor(logging.INFO),
     )
@@ -143,53 +145,43 @@ def run_agent_sync(agent: Agent | BoundAgent, user_input: str, **options: Any) -
 # One run
 # ---------------------------------------------------------------------------------------------
 
+# Extends ToolCalls rather than holding one: each object a run keeps until its end costs
+# garbage-collector work at concurrency 100 (bench/RESULTS.md, "Loop overhead").
 @dataclass(slots=True, kw_only=True, eq=False)
-class _Run:
-    bound: BoundAgent
+class _Run(ToolCalls):
+    """One run: the model side (below), the tool-call side (:class:`ToolCalls`)."""
+
     model: Model
     model_name: str
-    limits: RunLimits
-    sinks: tuple[EventSink, ...]
-    dry_run: bool
     tool_choice: ToolChoice
     """For the first request; later ones use ``"auto"`` (or ``"none"`` to ask for the answer)."""
     settings: dict[str, Any]
-    conversation: Conversation
-    run_id: str
-    info_logs: bool
-    """Whether INFO records of tool calls or usage are wanted (checked once per run)."""
 
     async def run(self, user_input: str) -> AgentResponse:
         self.conversation.append(UserMessage(content=user_input))
         loop = asyncio.get_running_loop()
-        budget = Budget(self.limits, self.conversation, loop.time())
-        deadline = RunDeadline(budget.deadline)
-        calls = ToolCalls(bound=self.bound, budget=budget, conversation=self.conversation,
-                          sinks=self.sinks, run_id=self.run_id, dry_run=self.dry_run,
-                          info_logs=self.info_logs)
+        budget = self.budget
         choice = self.tool_choice
-        deadline.arm()
+        budget.arm()
         try:
             while True:
                 budget.check(loop.time())
                 # The repeat guard answered a call: ask for the final answer.
-                turn = await self._ask_model(budget, deadline,
-                                             "none" if calls.force_answer else choice)
+                turn = await self._ask_model("none" if self.force_answer else choice)
                 if not (turn.tool_calls or turn.cut_off_calls):
-                    return self._answer(turn, budget, calls)
+                    return self._answer(turn)
                 if choice == "required" or not isinstance(choice, str):
                     choice = "auto"  # a forced choice applies to the first request only
-                await calls.handle(turn, budget.remaining(loop.time()))
+                await self.run_tool_calls(turn, budget.remaining(loop.time()))
                 # Not kept through the next request: a turn holds its whole decoded reply
                 # (``raw``). Objects held across an await are what the garbage collector finds
                 # in its young generation (a hundred runs' worth at concurrency 100) and they
                 # make it run more often: without them, a third fewer gen-0 collections.
                 del turn
         finally:
-            deadline.disarm()
+            budget.disarm()
 
-    async def _ask_model(self, budget: Budget, deadline: RunDeadline, tool_choice: ToolChoice
-                         ) -> ModelTurn:
+    async def _ask_model(self, tool_choice: ToolChoice) -> ModelTurn:
         """One model request with the conversation so far, cut short at the run's deadline.
 
         Raises:
@@ -201,11 +193,12 @@ class _Run:
             messages=self.conversation.messages, tools=self.bound.definitions,
             tool_choice=tool_choice, settings=self.settings,
         )
+        budget = self.budget
         try:
-            with deadline:
+            with budget:  # the end of the wall time cuts the request short (TimeoutError)
                 turn = await self.model.request(request)
         except TimeoutError:
-            if not deadline.expired:
+            if not budget.expired:
                 raise
             now = asyncio.get_running_loop().time()
             raise budget.wall_time_exceeded(now, " (while waiting for the model)") from None
@@ -218,14 +211,14 @@ class _Run:
             log_usage(turn.usage, model=self.model_name)
         return turn
 
-    def _answer(self, turn: ModelTurn, budget: Budget, calls: ToolCalls) -> AgentResponse:
+    def _answer(self, turn: ModelTurn) -> AgentResponse:
         """The run's result: the model answered (without tool calls)."""
         self.conversation.append(AssistantMessage(content=turn.text))
-        usage = budget.usage
+        usage = self.budget.usage
         if self.info_logs:
             log_usage(usage, model=self.model_name, scope="run")
         return AgentResponse(
-            content=turn.text or "", tool_invocations=tuple(calls.invocations),
+            content=turn.text or "", tool_invocations=tuple(self.invocations),
             context=self.conversation, usage=usage,
-            stopped_by="repeated_call" if calls.force_answer else None, run_id=self.run_id,
+            stopped_by="repeated_call" if self.force_answer else None, run_id=self.run_id,
         )

@@ -13,7 +13,7 @@ from gramagent._runtime.library import BoundAgent, Tool, ToolLibrary
 from gramagent._spec.model import Agent, ModelRef
 from gramagent.errors import ToolError
 
-__all__ = ["bind", "conversation", "model_for", "new_id"]
+__all__ = ["bind", "conversation_for", "model_for", "new_id"]
 
 
 def bind(agent: Agent | BoundAgent, library: ToolLibrary | None, *, dry_run: bool
@@ -54,7 +54,7 @@ def model_for(model: Model | str | ModelRef | None, agent: Agent, *, api: str | 
     return resolve_model(ref, api=api, base_url=base_url, api_key=api_key), ref.name, True
 
 
-def conversation(context: Conversation | Iterable[Message] | None) -> Conversation:
+def conversation_for(context: Conversation | Iterable[Message] | None) -> Conversation:
     """A new conversation, or a copy of ``context`` to continue (never modified)."""
     if context is None:
         return Conversation(id=new_id())

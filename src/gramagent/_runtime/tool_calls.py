@@ -1,6 +1,6 @@
 """The tool calls of a run: check each turn's calls, run the valid ones, record one result each.
 
-:meth:`ToolCalls.handle` takes the calls of one model turn through four stages::
+:meth:`ToolCalls.run_tool_calls` takes the calls of one model turn through four stages::
 
     replay  the assistant message with its whole calls (a call the token limit cut off is
             not sent back as a call: servers that read its partial arguments refuse it)
@@ -105,7 +105,7 @@ class ToolCalls:
     force_answer: bool = False
     """Set when the repeat guard answered a call: the next request asks for the answer."""
 
-    async def handle(self, turn: ModelTurn, remaining: float | None) -> None:
+    async def run_tool_calls(self, turn: ModelTurn, remaining: float | None) -> None:
         """Check, run and record the calls of ``turn``; ``remaining``: seconds left in the run.
 
         Raises:
