@@ -27,13 +27,14 @@ class RunDeadline:
     Call :meth:`arm` before the first ``with`` and :meth:`disarm` when the run ends.
     """
 
-    __slots__ = ("_cancelling", "_task", "_waiting", "expired", "when")
+    __slots__ = ("_cancelling", "_task", "_waiting", "_watcher", "expired", "when")
 
     def __init__(self, when: float | None) -> None:
         self.when = when
         self.expired = False
         """Whether the deadline cancelled an await (which then raised TimeoutError)."""
         self._task: asyncio.Task[object] | None = None
+        self._watcher: _Watcher | None = None
         self._waiting = False
         self._cancelling = 0
 
@@ -41,12 +42,13 @@ class RunDeadline:
         """Start watching the clock (once per run, before its first request)."""
         if self.when is not None:
             self._task = asyncio.current_task()
-            _watcher(asyncio.get_running_loop()).add(self)
+            self._watcher = _watcher(asyncio.get_running_loop())
+            self._watcher.add(self)
 
     def disarm(self) -> None:
         """Stop watching (at the end of the run, however it ends)."""
-        if self.when is not None:
-            _watcher(asyncio.get_running_loop()).discard(self)
+        if self._watcher is not None:
+            self._watcher.discard(self)
 
     def __enter__(self) -> RunDeadline:
         if self._task is not None:
