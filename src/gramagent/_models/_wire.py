@@ -75,12 +75,10 @@ def arguments_text(value: Any) -> str:
         return str(value)
 
 
-def split_cut_off(calls: tuple[ToolCall, ...], finish: Any
+def split_cut_off(calls: tuple[ToolCall, ...]
                   ) -> tuple[tuple[ToolCall, ...], tuple[ToolCall, ...]]:
-    """``(whole, cut_off)``: when the token limit ended the reply (``finish == "length"``), the
+    """``(whole, cut_off)`` of a reply the token limit ended (``finish_reason: "length"``): the
     calls whose arguments are not a whole JSON object were cut off by it."""
-    if finish != "length" or not calls:
-        return calls, ()
     whole = [_whole_object(call.arguments) for call in calls]
     if all(whole):
         return calls, ()

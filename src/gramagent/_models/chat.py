@@ -392,7 +392,9 @@ def parse_chat_reply(
     finish = choice.get("finish_reason")
     if finish == "function_call":
         finish = "tool_calls"
-    calls, cut_off = split_cut_off(calls, finish)
+    cut_off: tuple[ToolCall, ...] = ()
+    if finish == "length":
+        calls, cut_off = split_cut_off(calls)
     return ModelTurn(
         text=text,
         tool_calls=calls,

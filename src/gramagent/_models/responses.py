@@ -246,7 +246,7 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
         finish = "tool_calls"
     else:
         finish = "stop"
-    whole, cut_off = split_cut_off(tuple(calls), finish)
+    whole, cut_off = split_cut_off(tuple(calls)) if finish == "length" else (tuple(calls), ())
     return ModelTurn(
         text="".join(texts) if texts else None,
         tool_calls=whole,

@@ -102,10 +102,13 @@ async def run_agent(
     """
     if not isinstance(user_input, str) or not user_input.strip():
         raise ValidationError("user input must not be empty")
-    bound = bind(agent, library, dry_run=dry_run)
+    # The common case (a bound agent, a new conversation) without a call: this runs once per
+    # run, and at that rate every call counts.
+    bound = agent if isinstance(agent, BoundAgent) else bind(agent, library, dry_run=dry_run)
     resolved, model_name, owned = model_for(model, bound.agent, api=api, base_url=base_url,
                                             api_key=api_key)
-    conversation = conversation_for(context)
+    conversation = (Conversation(id=new_id()) if context is None
+                    else conversation_for(context))
     run = _Run(
         bound=bound, model=resolved, model_name=model_name,
         budget=Budget(limits or _DEFAULT_LIMITS, conversation,

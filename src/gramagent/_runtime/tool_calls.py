@@ -114,7 +114,9 @@ class ToolCalls:
         calls, cut_off = turn.tool_calls, turn.cut_off_calls
         self._replay(turn)
         self._check_call_limit(calls, cut_off)
-        pending = [self._check(call) for call in calls]
+        # One call is the usual turn: no list comprehension (a function call of its own).
+        pending = ([self._check(calls[0])] if len(calls) == 1
+                   else [self._check(call) for call in calls])
         if cut_off:
             pending.extend(self._check(call, cut_off=True) for call in cut_off)
         await self._run(self._runnable(pending), remaining)
