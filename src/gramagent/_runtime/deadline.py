@@ -18,7 +18,7 @@ __all__ = ["RunDeadline"]
 
 # Not asyncio.timeout_at: that schedules a timer per request, and at concurrency 100 those
 # timer handles (and their cancelled leftovers in the loop's heap) cost 0.03 ms of CPU per run,
-# 7-10% of the loop's own cost, mostly in extra garbage collections (bench/RESULTS.md, "Loop
+# 5-8% of a run's CPU, partly in extra garbage collections (bench/RESULTS.md, "Loop
 # overhead"). Here each event loop has one timer, set for the earliest deadline of its runs; a
 # run joins and leaves a set (arm, disarm), and a request only flips a flag.
 class RunDeadline:
