@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from extras import needs_bfcl
+
+pytestmark = needs_bfcl
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "bfcl_eval.py"
 

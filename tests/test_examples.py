@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from extras import needs_tools
 from jsonschema import Draft202012Validator
 
 from gramagent._cli.run_commands import load_library
@@ -22,7 +23,7 @@ from gramagent._runtime.loop import run_agent
 from gramagent._spec.gram import load_file
 from gramagent._spec.model import Agent, ModelRef
 from gramagent.testing import ScriptedServer, ScriptTurn, call, reply
-from gramagent.tools import builtin_library
+from gramagent.tools import available_tools, builtin_library
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -88,6 +89,8 @@ def example_agents() -> list[Any]:
             marks = []
             if key in KNOWN_BROKEN:
                 marks.append(pytest.mark.xfail(reason=KNOWN_BROKEN[key], strict=True))
+            if any(available_tools().get(spec.name) is False for spec in agent.tools):
+                marks.append(needs_tools)
             params.append(pytest.param(path, agent.name, id=key, marks=marks))
     return params
 

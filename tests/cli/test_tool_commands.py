@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from extras import needs_tools
 from typer.testing import CliRunner
 
 from gramagent._cli import app
@@ -58,6 +59,7 @@ def test_unknown_tool_suggests_a_near_name(runner: CliRunner) -> None:
     assert "no tool named 'sayHelo'" in result.stderr and "did you mean 'sayHello'" in result.stderr
 
 
+@needs_tools
 def test_session_keeps_tables_and_charts(runner: CliRunner, session: Path) -> None:
     """load_csv then chart in two commands sharing --session; the PNG stays."""
     loaded = runner.invoke(app, ["tool", "load_csv", '{"path": "sales.csv"}',
@@ -74,6 +76,7 @@ def test_session_keeps_tables_and_charts(runner: CliRunner, session: Path) -> No
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+@needs_tools
 def test_tool_errors_go_to_stderr_with_status_1(runner: CliRunner, session: Path) -> None:
     result = runner.invoke(app, ["tool", "describe_table", '{"df_name": "nope"}',
                                  "--session", str(session), "--json"])
@@ -120,6 +123,7 @@ def test_session_needs_a_factory_taking_session_dir(runner: CliRunner, tmp_path:
         sys.modules.pop("my_tools_cli", None)
 
 
+@needs_tools
 def test_tools_lists_signatures(runner: CliRunner) -> None:
     result = runner.invoke(app, ["tools"])
     assert result.exit_code == 0

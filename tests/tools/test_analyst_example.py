@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from extras import needs_tools
 from tools_support import EXAMPLES, fast_config
 
 from gramagent._runtime.loop import run_agent
@@ -15,6 +16,8 @@ from gramagent._spec.gram import load_agent
 from gramagent.testing import ScriptedServer, call, reply
 from gramagent.tools import builtin_library
 from gramagent.tools.sandbox import PythonSandbox, SandboxError
+
+pytestmark = needs_tools
 
 REPL_CODE = """t = read_table("sales")
 by_region = t.group_by("region", use_threads=False).aggregate([("revenue", "sum")])

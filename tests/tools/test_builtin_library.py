@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from extras import needs_tools
 from tools_support import EXAMPLES
 
 from gramagent._spec.gram import load_agent, load_file
@@ -15,12 +16,14 @@ from gramagent.tools._workspace import DIRECT_CONVERSATION, STATE_KEY, Workspace
 ALL = ["sayHello", "sayGoodbye", "python_repl", "load_csv", "describe_table", "chart"]
 
 
+@needs_tools
 def test_every_builtin_tool_is_available_here() -> None:
     """With the tools extra installed on Linux, the library holds every built-in tool."""
     assert available_tools() == dict.fromkeys(ALL, True)
     assert list(builtin_library().names()) == ALL
 
 
+@needs_tools
 def test_tools_gram_matches_the_implementations() -> None:
     """examples/tools.gram declares every built-in tool, and each spec binds."""
     document = load_file(EXAMPLES / "tools.gram")
@@ -38,6 +41,7 @@ def test_tool_signatures_round_trip_to_the_same_schema() -> None:
         assert tool.signature.to_schema() == tool.schema, tool.name
 
 
+@needs_tools
 def test_analyst_example_binds() -> None:
     """examples/analyst.gram uses load_csv, describe_table, python_repl and chart."""
     agent = load_agent(EXAMPLES / "analyst.gram")
@@ -46,6 +50,7 @@ def test_analyst_example_binds() -> None:
     builtin_library().bind(agent)
 
 
+@needs_tools
 def test_direct_calls_share_a_workspace_that_forget_removes() -> None:
     """Calls without a context use one temporary workspace; forget() deletes it."""
     library = builtin_library()
@@ -63,6 +68,7 @@ def test_direct_calls_share_a_workspace_that_forget_removes() -> None:
     assert not root.exists()
 
 
+@needs_tools
 def test_session_dir_is_used_and_kept(tmp_path: Path) -> None:
     """With session_dir, the workspace lives there and survives forget()."""
     library = builtin_library(session_dir=tmp_path / "session")

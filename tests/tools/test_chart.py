@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from extras import require
+
+require("tools")
+
 import copy
 import struct
 from pathlib import Path

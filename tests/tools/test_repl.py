@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from extras import needs_tools
 from tools_support import fast_config
 
 from gramagent._runtime.library import ToolContext, ToolLibrary
@@ -78,6 +79,7 @@ def _zombie(pid: int) -> bool:
         return True
 
 
+@needs_tools
 def test_the_repl_reads_tables_loaded_by_load_csv(data_dir: Path) -> None:
     """A table loaded in a conversation is read by that conversation's sandbox, which finds
     it in the workspace's tables folder (the shared upload directory holds only the CSV)."""

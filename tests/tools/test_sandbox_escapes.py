@@ -205,7 +205,9 @@ print("ROOT", sorted(os.listdir("/")))
     assert " True" not in text and text.count(" False") == len(hidden)
     top = eval(text.split("ROOT ", 1)[1])  # noqa: S307 - a list literal printed by the cell
     allowed = {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "nix", "proc", "sbin",
-               "usr", *(Path(p).parts[1] for p in [sandbox.workdir, sys.prefix])}
+               "usr",
+               # the interpreter (a venv's base interpreter may live elsewhere, e.g. /root)
+               *(Path(p).parts[1] for p in [sandbox.workdir, sys.prefix, sys.base_prefix])}
     assert set(top) <= allowed, set(top) - allowed
 
 

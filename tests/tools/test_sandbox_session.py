@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from extras import require
+
+require("tools")
+
 import logging
 import os
 import sys
