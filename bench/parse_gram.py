@@ -29,7 +29,9 @@ from pathlib import Path
 
 from tree_sitter import Parser
 
-from gramagent._spec.gram import LANGUAGE, _Reader, load_gram
+from gramagent._spec.docreader import DocumentReader
+from gramagent._spec.gram import load_gram
+from gramagent._spec.syntax import LANGUAGE
 
 WORDS = ("city", "name", "count", "limit", "unit", "query", "date", "region", "price", "mode",
          "label", "title", "note", "weight", "height", "depth", "color", "size", "level")
@@ -108,7 +110,7 @@ def main() -> None:
 
     parse = best(lambda: Parser(LANGUAGE).parse(src), args.repeat)
     load = best(lambda: load_gram(src), args.repeat)
-    tree_only = best(lambda: _Reader(src, None, fast=False).document(), args.repeat)
+    tree_only = best(lambda: DocumentReader(src, None, fast=False).document(), args.repeat)
     params = sum(len(t.signature.params) for t in document.tools)
     print(f"file: {megabytes:.2f} MB, {len(document.tools)} tools, {params} parameters")
     print(f"python {platform.python_version()} on {platform.machine()}, "

@@ -50,16 +50,18 @@ if TYPE_CHECKING:
     from gramagent._runtime.limits import INHERIT, RunLimits
     from gramagent._runtime.loop import run_agent, run_agent_sync
     from gramagent._runtime.results import AgentResponse, ToolInvocation
+    from gramagent._spec.data import Param
     from gramagent._spec.definition import ToolDefinition
     from gramagent._spec.gram import load_agent, load_file, load_gram, to_gram
-    from gramagent._spec.model import Agent, GramDocument, ModelRef, Param, Signature, ToolSpec
-    from gramagent._spec.schema import strict_schema
+    from gramagent._spec.model import Agent, GramDocument, ModelRef, ToolSpec
     from gramagent._spec.signature import (
+        Signature,
         format_signature,
         parse_signature,
         schema_to_signature,
         signature_to_schema,
     )
+    from gramagent._spec.strict import strict_schema
     from gramagent.errors import (
         ConfigurationError,
         Diagnostic,
@@ -154,13 +156,15 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "AssistantMessage", "Conversation", "Message", "ToolCall", "ToolResultMessage", "Usage",
         "UserMessage",
     ),
+    "_spec.data": ("Param",),
     "_spec.definition": ("ToolDefinition",),
     "_spec.gram": ("load_agent", "load_file", "load_gram", "to_gram",),
-    "_spec.model": ("Agent", "GramDocument", "ModelRef", "Param", "Signature", "ToolSpec",),
-    "_spec.schema": ("strict_schema",),
+    "_spec.model": ("Agent", "GramDocument", "ModelRef", "ToolSpec",),
     "_spec.signature": (
-        "format_signature", "parse_signature", "schema_to_signature", "signature_to_schema",
+        "Signature", "format_signature", "parse_signature", "schema_to_signature",
+        "signature_to_schema",
     ),
+    "_spec.strict": ("strict_schema",),
     "_models.base": ("Model", "ModelRequest", "ModelTurn", "NamedToolChoice", "ToolChoice",),
     "_models.registry": ("WireFormat", "register_wire_format", "resolve_model",),
     "_runtime.events": (

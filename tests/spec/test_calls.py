@@ -17,7 +17,7 @@ from gramagent._spec.calls import (
     near_names,
     parse_arguments,
 )
-from gramagent._spec.schema import compile_validator
+from gramagent._spec.validate import compile_validator
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

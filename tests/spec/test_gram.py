@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gramagent._spec.gram import _Reader, has_comments, load_agent, load_file, load_gram, to_gram
+from gramagent._spec.docreader import DocumentReader
+from gramagent._spec.gram import has_comments, load_agent, load_file, load_gram, to_gram
+from gramagent._spec.literals import quote_string
 from gramagent._spec.model import Agent, ModelRef
 from gramagent.errors import SpecError
 
@@ -448,7 +450,8 @@ def test_semantic_errors_and_syntax_errors_together() -> None:
 def test_fast_and_tree_routes_agree_on_fixtures(path: Path) -> None:
     """Reading with the regex fast route and with the tree walk gives equal documents."""
     src = path.read_bytes()
-    assert _Reader(src, None, fast=True).document() == _Reader(src, None, fast=False).document()
+    fast = DocumentReader(src, None, fast=True).document()
+    assert fast == DocumentReader(src, None, fast=False).document()
 
 
 def test_fast_and_tree_routes_agree_on_errors() -> None:
@@ -458,7 +461,7 @@ def test_fast_and_tree_routes_agree_on_errors() -> None:
             b"==>(::Txt)\n]")
     messages = []
     for fast in (True, False):
-        reader = _Reader(text, None, fast=fast)
+        reader = DocumentReader(text, None, fast=fast)
         with pytest.raises(SpecError) as info:
             reader.document()
         messages.append(str(info.value))
@@ -485,13 +488,11 @@ def test_fast_and_tree_routes_agree_on_generated_tools(
             record.append("required: false")
         nodes.append(f"({name}::{jtype} {{{', '.join(record)}}})")
     text = ('[t:Tool {description: "d"} | ' + "==>".join(nodes) + "==>(::String)]").encode()
-    fast = _Reader(text, None, fast=True).document()
-    assert fast == _Reader(text, None, fast=False).document()
+    fast = DocumentReader(text, None, fast=True).document()
+    assert fast == DocumentReader(text, None, fast=False).document()
     assert load_gram(to_gram(fast)) == fast
 
 
 def to_gram_string(text: str) -> str:
     """A gram double-quoted string literal."""
-    from gramagent._spec.signature import quote_string
-
     return quote_string(text)

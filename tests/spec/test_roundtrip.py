@@ -11,10 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gramagent._spec._gramsyntax import K_COMMENT, descendants, parse
-from gramagent._spec.gram import _Reader, format_gram, load_file, load_gram, to_gram
+from gramagent._spec.docreader import DocumentReader
+from gramagent._spec.gram import format_gram, load_file, load_gram, to_gram
 from gramagent._spec.model import Agent, GramDocument, ModelRef, Param, Signature, ToolSpec
-from gramagent._spec.signature import TYPE_NAMES
+from gramagent._spec.syntax import K_COMMENT, descendants, parse
+from gramagent._spec.vocabulary import TYPE_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 GRAM_FILES = sorted([*ROOT.joinpath("examples").glob("*.gram"),
@@ -149,7 +150,7 @@ def test_generated_documents_survive_write_then_read(document: GramDocument) -> 
     fast route and on its tree-walk route."""
     text = to_gram(document)
     assert load_gram(text) == document
-    assert _Reader(text.encode(), None, fast=False).document() == document
+    assert DocumentReader(text.encode(), None, fast=False).document() == document
 
 
 @_settings

@@ -1,4 +1,5 @@
-"""Tests for gramagent._spec.schema: strict-mode compilation and compiled validators."""
+"""Tests for gramagent._spec.strict, .nulls and .validate: strict-mode compilation and compiled
+validators."""
 
 from __future__ import annotations
 
@@ -10,14 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gramagent._spec.schema import (
-    OPENAI,
-    OPENAI_FINE_TUNED,
-    StrictResult,
-    compile_validator,
-    strict_schema,
-    strip_strict_nulls,
-)
+from gramagent._spec.nulls import strip_strict_nulls
+from gramagent._spec.strict import OPENAI, OPENAI_FINE_TUNED, StrictResult, strict_schema
+from gramagent._spec.validate import compile_validator
 from gramagent.errors import SchemaError
 
 

@@ -10,15 +10,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gramagent._spec.literals import format_value
 from gramagent._spec.model import Param, Signature
 from gramagent._spec.signature import (
-    TYPE_NAMES,
     format_signature,
-    format_value,
     parse_signature,
     schema_to_signature,
     signature_to_schema,
 )
+from gramagent._spec.vocabulary import TYPE_NAMES
 from gramagent.errors import SchemaError, SpecError
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -553,6 +553,11 @@ def schemas(draw: st.DrawFn, depth: int = 2) -> dict[str, Any]:
             schema["additionalProperties"] = draw(st.booleans() | schemas(0))
     elif kind == "anyof":
         schema["anyOf"] = draw(st.lists(schemas(depth - 1), min_size=1, max_size=3))
+    return _annotated(draw, schema)
+
+
+def _annotated(draw: st.DrawFn, schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with, maybe, a description, an enum or a minimum, and a default."""
     if draw(st.booleans()):
         schema["description"] = draw(_text)
     if schema.get("type") == "string" and draw(st.booleans()):

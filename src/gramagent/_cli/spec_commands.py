@@ -144,7 +144,7 @@ def schema(
     result: Any = signature_to_schema(parse_signature(signature, file="<signature>"))
     ok = True
     if strict:
-        from gramagent._spec.schema import strict_schema  # only this option needs it
+        from gramagent._spec.strict import strict_schema  # only this option needs it
 
         compiled = strict_schema(result)
         for change in compiled.changes:

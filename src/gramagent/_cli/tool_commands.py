@@ -79,7 +79,7 @@ def _lookup(library: ToolLibrary, name: str) -> Tool:
 
 def _arguments(text: str, tool: Tool) -> dict[str, Any]:
     """Parse and validate ``text`` against ``tool``'s schema."""
-    from gramagent._spec.schema import compile_validator
+    from gramagent._spec.validate import compile_validator
 
     try:
         arguments = jsonlib.loads(text)

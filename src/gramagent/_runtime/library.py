@@ -364,7 +364,8 @@ class BoundAgent:
     def build(cls, agent: Agent, library: ToolLibrary, tools: Mapping[str, Tool]) -> BoundAgent:
         """Compile definitions and validators for already checked ``tools``."""
         # Imported here for import cost: jsonschema takes ~0.1-0.3 s, needed only to bind.
-        from gramagent._spec.schema import compile_validator, strict_schema
+        from gramagent._spec.strict import strict_schema
+        from gramagent._spec.validate import compile_validator
 
         definitions = []
         validators: dict[str, Callable[[Any], list[str]]] = {}

@@ -49,7 +49,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from gramagent._spec.schema import compile_validator
+from gramagent._spec.validate import compile_validator
 from gramagent.errors import ConfigurationError, SchemaError
 
 __all__ = ["bfcl_data_dir", "iter_bfcl_functions", "normalize_bfcl_function",
@@ -153,6 +153,18 @@ class _Normalizer:
         jtype = self.type_of(node, path)
         if jtype is not None:
             out["type"] = jtype
+        self.keywords(node, out, jtype, path, parent)
+        self.structure(node, out, jtype, path)
+        if "enum" in node:
+            self.enum(node["enum"], out, path)
+        if "default" in node:
+            self.default(node["default"], out, path)
+        return out
+
+    def keywords(self, node: Mapping[str, Any], out: JSONSchema, jtype: str | None, path: str,
+                 parent: JSONSchema | None) -> None:
+        """The description and the keywords that pass through unchanged; array keywords
+        written on the items go to the array (``parent``)."""
         if "description" in node:
             if not isinstance(node["description"], str):
                 raise SchemaError(f"{path or '/'}: description must be a string",
@@ -167,6 +179,10 @@ class _Normalizer:
                     parent[key] = node[key]  # written on the items, meant for the array
                 else:
                     out[key] = node[key]
+
+    def structure(self, node: Mapping[str, Any], out: JSONSchema, jtype: str | None,
+                  path: str) -> None:
+        """The properties of a dict, the items of an array (refused on other types)."""
         if jtype == "object":
             self.object(node, out, path)
         elif "properties" in node or "required" in node:
@@ -178,11 +194,6 @@ class _Normalizer:
         elif "items" in node:
             raise SchemaError(f"{path or '/'}: items on a non-array type {node.get('type')!r}",
                               keyword="items", path=path)
-        if "enum" in node:
-            self.enum(node["enum"], out, path)
-        if "default" in node:
-            self.default(node["default"], out, path)
-        return out
 
     @staticmethod
     def type_of(node: Mapping[str, Any], path: str) -> str | None:

@@ -17,6 +17,7 @@ from typing import Any, Final, Literal, TypeAlias
 import orjson
 
 from gramagent import _json as exact_json
+from gramagent._spec.nulls import strip_strict_nulls
 
 __all__ = [
     "INVALID_CALL_TYPES",
@@ -175,17 +176,13 @@ def check_parsed(
     """Check parsed arguments: the tool must be known and the arguments match its schema.
 
     ``null`` values a strict-mode model sends for optional properties are removed first
-    (:func:`~gramagent._spec.schema.strip_strict_nulls`), so the tool's defaults apply.
+    (:func:`~gramagent._spec.nulls.strip_strict_nulls`), so the tool's defaults apply.
     """
     validate = validators.get(name)
     if validate is None:
         return unknown_tool(name, validators.keys())
     schema = schemas.get(name)
     if schema is not None and _has_null(arguments):
-        # Imported here, not at the top: spec.schema pulls in jsonschema (~75 ms), which the
-        # Harmony parser's use of this module never needs.
-        from gramagent._spec.schema import strip_strict_nulls
-
         arguments = strip_strict_nulls(arguments, schema)
     problems = validate(arguments)
     if problems:

@@ -17,5 +17,5 @@ class ToolDefinition:
     parameters: dict[str, Any]
     """JSON Schema of the arguments object (the original, used for local validation)."""
     strict_parameters: dict[str, Any] | None = None
-    """The same schema compiled for OpenAI ``strict: true`` (see ``spec.schema.strict_schema``);
+    """The same schema compiled for OpenAI ``strict: true`` (see ``gramagent.strict_schema``);
     adapters that send strict tools use it, None where it was not compiled."""

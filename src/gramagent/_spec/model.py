@@ -4,8 +4,8 @@ Everything here is a frozen, slotted, keyword-only dataclass with no behaviour b
 validation and (de)serialisation helpers. Tool *implementations* never appear in a spec: they
 are bound at run time (see :mod:`gramagent._runtime.library`).
 
-The JSON Schema of a parameter is the source of truth for its type: a :class:`Param` holds the
-schema of its value, and :mod:`gramagent._spec.signature` maps it to and from gram notation.
+A tool's type signature (:class:`~gramagent._spec.signature.Signature`, made of
+:class:`~gramagent._spec.data.Param`) is defined below this module, with its notation.
 """
 
 from __future__ import annotations
@@ -14,88 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gramagent._spec.data import JSONSchema, NamedType, Param
+from gramagent._spec.signature import Signature
 from gramagent.errors import Diagnostic, SpecError
 
 __all__ = ["Agent", "GramDocument", "ModelRef", "NamedType", "Param", "Signature", "ToolSpec"]
-
-JSONSchema = dict[str, Any]
-
-TypeRefs = Mapping[str, tuple[str, ...]]
-"""Where gram text named a type pattern: a JSON pointer into a schema -> the labels written
-there (``Address:Null`` -> ``("Address", "Null")``)."""
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NamedType:
-    """A named type pattern ``[Name:Labels {...} | members]`` as gram text declared it.
-
-    Formatting metadata: it lets the writer keep the names a user chose instead of generating
-    new ones. It takes no part in equality or in any JSON Schema.
-    """
-
-    name: str
-    """The type name, e.g. ``Forecast``."""
-    schema: JSONSchema
-    """The schema the name stands for (read-only)."""
-    refs: TypeRefs = field(default_factory=dict)
-    """Type names used inside the pattern, by JSON pointer relative to ``schema`` (``""``:
-    the pattern's own labels, as in ``[Shipping:Address:Null]``)."""
-    shared: bool = False
-    """Declared at file level (usable by every tool of the file), not inside one tool."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Param:
-    """One parameter of a tool's curried type signature."""
-
-    name: str
-    """The parameter name (a gram identifier), e.g. ``personName``."""
-    schema: JSONSchema
-    """JSON Schema of the parameter's value, including ``description`` and ``default``."""
-    required: bool = True
-    """Whether the model must supply it. A parameter with a ``default`` is never required."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Signature:
-    """A curried tool type signature: ``(a::T1)==>(b::T2)==>(::R)``."""
-
-    params: tuple[Param, ...] = ()
-    """The parameters, in order."""
-    returns: JSONSchema = field(default_factory=lambda: {"type": "string"})
-    """JSON Schema of the result (the last, unnamed node)."""
-    keywords: JSONSchema = field(default_factory=dict)
-    """Extra JSON Schema keywords of the arguments object itself (e.g.
-    ``additionalProperties: false``), written on a leading unnamed node:
-    ``({additionalProperties: false})==>(a::String)==>(::String)``. Holds ``required`` only
-    when the schema's list is not the canonical one (the required params, in order, present
-    when non-empty)."""
-    named_types: tuple[NamedType, ...] = field(default=(), compare=False, repr=False)
-    """Formatting metadata, not part of equality or of the schema: the type patterns the
-    signature was written with, its own (in declaration order) and the file-level ones it
-    uses. Empty for signatures made from JSON Schema."""
-    type_refs: TypeRefs = field(default_factory=dict, compare=False, repr=False)
-    """Formatting metadata: where the text named a type pattern, by JSON pointer into the
-    arguments schema (``/properties/city``) or, prefixed ``returns``, into the result
-    schema (``returns/items``)."""
-
-    @classmethod
-    def parse(cls, text: str) -> Signature:
-        """Parse gram signature text such as ``(name::String {default:"x"})==>(::String)``."""
-        from gramagent._spec.signature import parse_signature
-
-        return parse_signature(text)
-
-    def to_gram(self) -> str:
-        """The canonical gram text of this signature."""
-        from gramagent._spec.signature import format_signature
-
-        return format_signature(self)
-
-    def to_schema(self) -> JSONSchema:
-        """The JSON Schema (``type: object``) of the tool's arguments."""
-        from gramagent._spec.signature import signature_to_schema
-
-        return signature_to_schema(self)
+# NamedType, Param and Signature are defined below this module (data, signature) and
+# re-exported here, next to the objects made of them.
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

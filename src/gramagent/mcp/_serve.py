@@ -40,7 +40,7 @@ from gramagent._runtime.library import BoundAgent, Tool, ToolContext, ToolLibrar
 from gramagent._runtime.limits import INHERIT, RunLimits
 from gramagent._runtime.loop import run_agent
 from gramagent._spec.model import Agent
-from gramagent._spec.schema import compile_validator
+from gramagent._spec.validate import compile_validator
 from gramagent.errors import ConfigurationError, GramagentError
 
 __all__ = ["AGENT_INPUT", "SESSION_META", "build_server", "running_http", "serve_http",

@@ -1,7 +1,9 @@
-"""The lexical layer of the gram reader: tree-sitter parsing, syntax errors, decoded values.
+"""The lexical layer of the gram reader: tree-sitter parsing and decoded values (syntax
+errors are in :mod:`gramagent._spec.syntaxerrors`).
 
-:mod:`gramagent._spec.gram` gives gram its meaning; this module turns the syntax tree into
-small decoded pieces it can read without touching tree-sitter nodes again:
+The readers (:mod:`gramagent._spec.typereader` and those built on it) give gram its meaning;
+this module turns the syntax tree into small decoded pieces they read without touching
+tree-sitter nodes again:
 
 - :class:`NodeInfo`: a node or subject pattern's identifier, labels and record entries, each
   with its byte offset (for positioned errors);
@@ -21,46 +23,56 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import tree_sitter_gram
 from tree_sitter import Language, Node, Parser, Tree
 
-__all__ = ["LANGUAGE", "Decoder", "NodeInfo", "Val", "dedent_fenced", "parse"]
+from gramagent.errors import Diagnostic, SpecError
+
+__all__ = ["LANGUAGE", "Decoder", "NodeInfo", "Val", "dedent_fenced", "parse", "source_bytes"]
 
 LANGUAGE = Language(tree_sitter_gram.language())
 """The gram grammar (tree-sitter-gram)."""
 
-_ID = LANGUAGE.id_for_node_kind
-K_SUBJECT = _ID("subject_pattern", True)
-K_NODE = _ID("node_pattern", True)
-K_RELATIONSHIP = _ID("relationship_pattern", True)
-K_REFERENCE = _ID("pattern_reference", True)
-K_ELEMENTS = _ID("subject_pattern_elements", True)
-K_RECORD = _ID("record", True)
-K_PROPERTY = _ID("record_property", True)
-K_LABELS = _ID("labels", True)
-K_SYMBOL = _ID("symbol", True)
-K_QUOTED_NAME = _ID("quoted_name", True)
-K_DQ_NAME = _ID("double_quoted_name", True)
-K_INTEGER = _ID("integer", True)
-K_DECIMAL = _ID("decimal", True)
-K_HEX = _ID("hexadecimal", True)
-K_OCTAL = _ID("octal", True)
-K_MEASUREMENT = _ID("measurement", True)
-K_STRING = _ID("string_literal", True)
-K_TAGGED = _ID("tagged_string", True)
-K_BOOLEAN = _ID("boolean_literal", True)
-K_ARRAY = _ID("array", True)
-K_MAP = _ID("map", True)
-K_MAP_ENTRY = _ID("map_entry", True)
-K_RANGE = _ID("range", True)
-K_COMMENT = _ID("comment", True)
-K_RIGHT = _ID("right_arrow", True)
-ARROWS = frozenset({K_RIGHT, _ID("left_arrow", True), _ID("undirected_arrow", True),
-                    _ID("bidirectional_arrow", True)})
-_IDENTIFIERS = frozenset({K_SYMBOL, K_QUOTED_NAME, K_INTEGER})
+
+def _kind(name: str, named: bool) -> int:
+    """The grammar's id of a node kind."""
+    kind = LANGUAGE.id_for_node_kind(name, named)
+    if kind is None:  # pragma: no cover - only with a grammar that renamed its nodes
+        raise RuntimeError(f"tree-sitter-gram has no node kind {name!r}")
+    return kind
+
+
+K_SUBJECT = _kind("subject_pattern", True)
+K_NODE = _kind("node_pattern", True)
+K_RELATIONSHIP = _kind("relationship_pattern", True)
+K_REFERENCE = _kind("pattern_reference", True)
+K_ELEMENTS = _kind("subject_pattern_elements", True)
+K_RECORD = _kind("record", True)
+K_PROPERTY = _kind("record_property", True)
+K_LABELS = _kind("labels", True)
+K_SYMBOL = _kind("symbol", True)
+K_QUOTED_NAME = _kind("quoted_name", True)
+K_DQ_NAME = _kind("double_quoted_name", True)
+K_INTEGER = _kind("integer", True)
+K_DECIMAL = _kind("decimal", True)
+K_HEX = _kind("hexadecimal", True)
+K_OCTAL = _kind("octal", True)
+K_MEASUREMENT = _kind("measurement", True)
+K_STRING = _kind("string_literal", True)
+K_TAGGED = _kind("tagged_string", True)
+K_BOOLEAN = _kind("boolean_literal", True)
+K_ARRAY = _kind("array", True)
+K_MAP = _kind("map", True)
+K_MAP_ENTRY = _kind("map_entry", True)
+K_RANGE = _kind("range", True)
+K_COMMENT = _kind("comment", True)
+K_RIGHT = _kind("right_arrow", True)
+ARROWS = frozenset({K_RIGHT, _kind("left_arrow", True), _kind("undirected_arrow", True),
+                    _kind("bidirectional_arrow", True)})
+IDENTIFIERS = frozenset({K_SYMBOL, K_QUOTED_NAME, K_INTEGER})
 _KEYS = frozenset({K_SYMBOL, K_QUOTED_NAME, K_DQ_NAME})
 
 # Value kinds: a value is (kind, payload, byte offset).
@@ -96,6 +108,23 @@ class NodeInfo(NamedTuple):
     entries: tuple[Entry, ...] | None
     """Record entries, or None when there is no record."""
     record_offset: int
+
+
+def source_bytes(text: str | bytes, file: str | None) -> bytes:
+    """The UTF-8 bytes the reader parses (``bytes`` are taken as they are).
+
+    Raises:
+        SpecError: ``text`` holds a lone surrogate, which UTF-8 cannot encode; positioned.
+    """
+    if isinstance(text, bytes):
+        return text
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        line = text.count("\n", 0, exc.start) + 1
+        column = exc.start - (text.rfind("\n", 0, exc.start) + 1) + 1
+        raise SpecError([Diagnostic("text holds a character that is not valid Unicode "
+                                    "(a lone surrogate)", file, line, column)]) from None
 
 
 def parse(src: bytes) -> Tree:
@@ -297,14 +326,9 @@ class Decoder:
         """Decode a value node (the tree route)."""
         kind = node.kind_id
         offset = node.start_byte
-        if kind == K_STRING:
-            return (V_SCALAR, self._string(node), offset)
-        if kind == K_INTEGER:
-            return (V_SCALAR, int(self.src[offset: node.end_byte]), offset)
-        if kind == K_DECIMAL:
-            return (V_SCALAR, float(self.src[offset: node.end_byte]), offset)
-        if kind == K_BOOLEAN:
-            return (V_SCALAR, self.src[offset] == 0x74, offset)  # "t"
+        scalar = _SCALARS.get(kind)
+        if scalar is not None:
+            return (V_SCALAR, scalar(self, node), offset)
         if kind == K_SYMBOL:
             return (V_SYMBOL, self.text(node), offset)
         if kind == K_ARRAY:
@@ -317,23 +341,23 @@ class Decoder:
                     entries.append((self.name(key), key.start_byte, self.value(value)))
             return (V_MAP, entries, offset)
         if kind == K_TAGGED:
-            tag, body = self._tagged(node)
-            if tag != "json":
-                return (V_SCALAR, body, offset)
-            try:
-                return (V_JSON, json.loads(body, parse_constant=_no_constant), offset)
-            except ValueError as exc:
-                return (V_BAD, f"invalid JSON in json`...`: {exc}", offset)
-        if kind == K_HEX:
-            return (V_SCALAR, int(self.text(node), 16), offset)
-        if kind == K_OCTAL:
-            return (V_SCALAR, int(self.text(node), 8), offset)
+            return self._tagged_value(node)
         if kind == K_MEASUREMENT:
             return (V_BAD, f"'{self.text(node)}' is not a JSON value; quote it as a string",
                     offset)
         if kind == K_RANGE:
             return (V_BAD, "ranges are not JSON values; use minimum and maximum", offset)
         return (V_BAD, f"expected a value, not {node.type}", offset)
+
+    def _tagged_value(self, node: Node) -> Val:
+        """A tagged string: JSON for ``json`...```, else the string itself."""
+        tag, body = self._tagged(node)
+        if tag != "json":
+            return (V_SCALAR, body, node.start_byte)
+        try:
+            return (V_JSON, json.loads(body, parse_constant=_no_constant), node.start_byte)
+        except ValueError as exc:
+            return (V_BAD, f"invalid JSON in json`...`: {exc}", node.start_byte)
 
     # ---- records and patterns ---------------------------------------------------------------
 
@@ -360,7 +384,7 @@ class Decoder:
         ident = labels = record = None
         for child in node.named_children:
             kind = child.kind_id
-            if kind in _IDENTIFIERS:
+            if kind in IDENTIFIERS:
                 ident = child
             elif kind == K_LABELS:
                 labels = child
@@ -428,6 +452,17 @@ class Decoder:
         return infos, arrows
 
 
+_SCALARS: dict[int, Callable[[Decoder, Node], Any]] = {
+    K_STRING: Decoder._string,
+    K_INTEGER: lambda d, n: int(d.src[n.start_byte: n.end_byte]),
+    K_DECIMAL: lambda d, n: float(d.src[n.start_byte: n.end_byte]),
+    K_BOOLEAN: lambda d, n: d.src[n.start_byte] == 0x74,  # "t"
+    K_HEX: lambda d, n: int(d.text(n), 16),
+    K_OCTAL: lambda d, n: int(d.text(n), 8),
+}
+"""How the tree route decodes each kind of scalar value node."""
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -458,241 +493,3 @@ def descendants(node: Node) -> Iterator[Node]:
         current = stack.pop()
         yield current
         stack.extend(reversed(current.children))
-
-
-# --------------------------------------------------------------------------------------------
-# Syntax errors
-# --------------------------------------------------------------------------------------------
-
-_CLOSER = {"[": "]", "(": ")", "{": "}"}
-_FRIENDLY = {
-    "symbol": "a name", "integer": "a number", "decimal": "a number", "hexadecimal": "a number",
-    "octal": "a number", "measurement": "a number", '"': "a string", "'": "a string",
-    "`": "a string", "```": "a string", "string_literal": "a string", "tagged_string":
-    "a string", "true": "true or false", "false": "true or false", "boolean_literal":
-    "true or false", "array": "a list", "map": "a map", "-": "an arrow (==>)",
-    "=": "an arrow (==>)", "~": "an arrow (==>)", "<-": "an arrow (==>)",
-    "<=": "an arrow (==>)", "<~": "an arrow (==>)",
-}
-_IN_PATTERN = {":": "'::Type'", "::": "'::Type'", "labels": "'::Type'", "{": "'{...}'",
-               "record": "'{...}'", "|": "'|'"}
-"""How to name what may follow a name inside a node or pattern."""
-_SILENT = frozenset({"comment", "range", "..", "...", "@", "@@", "->", "=>", "~>", "end", "\n"})
-
-
-def _friendly(kind: str) -> str:
-    if kind in _SILENT:
-        return ""
-    return _FRIENDLY.get(kind, f"'{kind}'")
-
-
-def syntax_problems(tree: Tree, decoder: Decoder) -> list[tuple[int, str]]:
-    """Every ERROR and MISSING node of a tree, as ``(byte offset, message)``.
-
-    A pattern missing its ``|`` (``[t:Tool {...}`` followed by its elements) is one problem:
-    the stray ``]`` that ends its elements is not reported again.
-    """
-    out: list[tuple[int, str]] = []
-    stack = [tree.root_node]
-    stray_closer = False
-    while stack:
-        node = stack.pop()
-        if node.is_missing:
-            out.append((node.start_byte, _missing(node, decoder)))
-            stray_closer = stray_closer or missing_bar(node.parent)
-        elif node.is_error:
-            if stray_closer and _only_leaf(node) == "]":
-                stray_closer = False
-                continue
-            out.extend(_unexpected(node, decoder))
-        elif node.has_error:
-            stack.extend(reversed(node.children))
-    return out
-
-
-def _only_leaf(node: Node) -> str | None:
-    """The type of a node's only leaf, or None when it has several (or none)."""
-    while node.child_count == 1:
-        child = node.child(0)
-        if child is None:
-            return None
-        node = child
-    return node.type if not node.child_count else None
-
-
-def missing_bar(pattern: Node | None) -> bool:
-    """Whether ``pattern`` is a subject pattern that lacks its ``|``: tree-sitter closed it
-    early (a MISSING ``]``) and the next top-level piece is what should be its elements."""
-    if pattern is None or pattern.kind_id != K_SUBJECT or not pattern.child_count:
-        return False
-    last = pattern.child(pattern.child_count - 1)
-    following = pattern.next_named_sibling
-    while following is not None and following.kind_id == K_COMMENT:
-        following = following.next_named_sibling
-    return (last is not None and last.is_missing and last.type == "]"
-            and not any(c.type == "|" for c in pattern.children)
-            and following is not None
-            and following.kind_id in (K_NODE, K_RELATIONSHIP, K_SUBJECT, K_REFERENCE))
-
-
-def _opened(opener: Node, decoder: Decoder) -> str:
-    """``the pattern 'x' opened at 1:1``, or ``the '{' at 1:1``."""
-    where = decoder.where(opener.start_byte)
-    owner = opener.parent
-    what = {K_SUBJECT: "pattern", K_NODE: "node"}.get(owner.kind_id) if owner else None
-    ident = next((c for c in owner.named_children if c.kind_id in _IDENTIFIERS), None) \
-        if owner is not None and what else None
-    if ident is None:
-        return f"the '{opener.type}' at {where}"
-    return f"the {what} '{decoder.name(ident)}' opened at {where}"
-
-
-def _missing(node: Node, decoder: Decoder) -> str:
-    kind = node.type
-    parent = node.parent
-    if kind in ("]", ")", "}") and parent is not None:
-        opener = {"]": "[", ")": "(", "}": "{"}[kind]
-        for sibling in parent.children:
-            if sibling.type == opener:
-                if missing_bar(parent):
-                    return (f"expected '|' before the elements of {_opened(sibling, decoder)} "
-                            "(or ']' to close it here)")
-                return f"expected '{kind}' to close {_opened(sibling, decoder)}"
-        return f"expected '{kind}'"
-    if parent is not None and parent.kind_id == K_ARRAY:
-        return "expected a value: gram lists cannot be empty (write json`[]` for an empty list)"
-    if parent is not None and parent.kind_id in (K_PROPERTY, K_MAP_ENTRY):
-        return "expected a value after ':'"
-    return f"expected {_friendly(kind) or repr(kind)}"
-
-
-def _unexpected(node: Node, decoder: Decoder) -> list[tuple[int, str]]:
-    following = node.next_sibling
-    closer = following
-    while closer is not None and closer.kind_id == K_COMMENT:
-        closer = closer.next_sibling
-    if _only_leaf(node) == "," and closer is not None and closer.type in _CLOSER.values():
-        return [(node.start_byte, f"unexpected ',' before '{closer.type}': gram has no "
-                                  "trailing commas; remove it")]
-    if following is not None and node.child_count and node.children[-1].is_named and all(
-            (c.is_named and not c.has_error and not c.is_error) or c.type == ","
-            for c in node.children):
-        # Whole, valid pieces (maybe separated by commas) tree-sitter could not fit in: what
-        # follows them is unexpected (typically a missing comma).
-        return [(following.start_byte, _unexpected_text(following, _last_leaf(node), decoder))]
-    pieces = node.children
-    if (len(pieces) in (2, 3) and node.parent is not None and node.parent.kind_id == K_PROPERTY
-            and pieces[0].is_named and not pieces[0].has_error and pieces[1].type == "symbol"
-            and all(p.type == ":" for p in pieces[2:])):
-        # ``key: value nextKey: ...``: a value, then the next key, with no comma between.
-        return [(pieces[1].start_byte, _unexpected_text(pieces[1], _last_leaf(pieces[0]),
-                                                        decoder))]
-    openers: list[Node] = []
-    quote: Node | None = None
-    first: Node | None = None
-    for leaf in descendants(node):
-        if leaf.child_count:
-            continue
-        kind = leaf.type
-        if first is None:
-            first = leaf
-        if quote is not None:
-            if kind == quote.type:
-                quote = None
-            continue
-        if kind in ('"', "'", "`", "```"):
-            quote = leaf
-        elif kind in ("[", "(", "{"):
-            openers.append(leaf)
-        elif kind in ("]", ")", "}") and openers and _CLOSER[openers[-1].type] == kind:
-            openers.pop()
-    if quote is not None and quote.type == "```":
-        return [(quote.start_byte, "unterminated fenced string: expected a closing ``` on a "
-                                   "line of its own")]
-    if quote is not None:
-        return [(quote.start_byte, f"unterminated string: expected a closing {quote.type} on "
-                                   "the same line")]
-    if openers and node.end_byte >= len(decoder.src.rstrip()):
-        return [(o.start_byte, f"'{o.type}' is never closed: expected '{_CLOSER[o.type]}' "
-                               "before the end of the text") for o in openers]
-    leaf = first or node
-    raw = decoder.src[leaf.start_byte: min(leaf.end_byte, leaf.start_byte + 30)]
-    excerpt = raw.decode("utf-8", "replace").split("\n")[0] or node.type
-    if excerpt.startswith("\\"):
-        return [(leaf.start_byte, "invalid escape in a string: gram strings allow \\\" \\' \\` "
-                                  "\\\\ \\/ \\b \\f \\n \\r \\t (write other characters as "
-                                  "they are)")]
-    if excerpt.startswith("\0"):
-        return [(leaf.start_byte, "a NUL character cannot appear in gram text")]
-    return [(leaf.start_byte, _unexpected_text(leaf, _leaf_before(node), decoder, node))]
-
-
-def _unexpected_text(node: Node, before: Node | None, decoder: Decoder,
-                     context: Node | None = None) -> str:
-    """``unexpected 'x': expected ...`` for ``node``, which follows the leaf ``before``."""
-    while node.child_count:
-        first = node.child(0)
-        if first is None:
-            break
-        node = first
-    raw = decoder.src[node.start_byte: min(node.end_byte, node.start_byte + 30)]
-    excerpt = raw.decode("utf-8", "replace").split("\n")[0] or node.type
-    message = f"unexpected '{excerpt}'"
-    expected = _expected(before, context or node)
-    return f"{message}: expected {expected}" if expected else message
-
-
-def _last_leaf(node: Node) -> Node:
-    """The rightmost leaf below ``node`` (``node`` itself when it has no children)."""
-    while node.child_count:
-        last = node.child(node.child_count - 1)
-        if last is None:
-            break
-        node = last
-    return node
-
-
-def _expected(before: Node | None, error: Node) -> str | None:
-    """What the grammar accepts after the leaf ``before`` (None when it says nothing
-    useful); ``error`` is the node in the way, whose ancestors say which closer fits."""
-    if before is None or before.next_parse_state == 0:
-        return None
-    lookahead = LANGUAGE.lookahead_iterator(before.next_parse_state)
-    if lookahead is None:
-        return None
-    closer = None
-    ancestor = error.parent
-    while ancestor is not None and closer is None:
-        closer = {K_RECORD: "}", K_MAP: "}", K_NODE: ")", K_SUBJECT: "]",
-                  K_ARRAY: "]"}.get(ancestor.kind_id)
-        ancestor = ancestor.parent
-    names: list[str] = []
-    for symbol in lookahead.symbols():
-        if not LANGUAGE.node_kind_is_visible(symbol):
-            continue
-        kind = LANGUAGE.node_kind_for_id(symbol) or ""
-        if kind in ("]", ")", "}") and closer is not None and kind != closer:
-            continue
-        if closer in (")", "]") and kind in _IN_PATTERN:  # inside (...) or [...]
-            if kind == "|" and closer == ")":
-                continue
-            name = _IN_PATTERN[kind]
-        else:
-            name = _friendly(kind)
-        if name and name not in names:
-            names.append(name)
-    if not names or len(names) > 6:
-        return None
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
-
-
-def _leaf_before(node: Node) -> Node | None:
-    current = node
-    sibling = current.prev_sibling
-    while sibling is None:
-        parent = current.parent
-        if parent is None:
-            return None
-        current = parent
-        sibling = current.prev_sibling
-    return _last_leaf(sibling)

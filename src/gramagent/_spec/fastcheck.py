@@ -1,0 +1,266 @@
+"""The fast path of the validators: a schema compiled into nested closures.
+
+:func:`fast_check` gives a predicate equivalent to jsonschema's ``is_valid`` when the schema
+keeps to the keywords tool schemas use (about ten times faster than jsonschema's interpreter),
+or None, and then jsonschema decides (see :mod:`gramagent._spec.validate`).
+"""
+
+from __future__ import annotations
+
+import numbers
+import re
+from collections.abc import Callable
+from typing import Any
+
+from jsonschema import Draft202012Validator, FormatChecker
+
+from gramagent._spec.data import JSONSchema
+from gramagent._spec.nulls import resolve_local
+
+__all__ = ["FORMAT_CHECKER", "Check", "fast_check"]
+
+_CHEAP_FORMATS = ("date", "date-time", "time", "email", "idn-email", "ipv4", "ipv6", "uuid",
+                  "regex")
+"""Formats checked locally: those that need no network and no slow parsing. The date-time and
+time checkers exist only where jsonschema's optional ``rfc3339-validator`` is installed."""
+
+FORMAT_CHECKER = FormatChecker(
+    [f for f in _CHEAP_FORMATS if f in Draft202012Validator.FORMAT_CHECKER.checkers])
+
+Check = Callable[[Any], bool]
+
+
+class _Unsupported(Exception):
+    """The schema uses something the fast path does not compile; jsonschema decides."""
+
+
+_IGNORED = frozenset({"description", "title", "default", "examples", "$comment", "deprecated",
+                      "readOnly", "writeOnly", "$defs", "definitions"})
+"""Keywords that never affect validity (definitions are reached through ``$ref``)."""
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, numbers.Number) and not isinstance(x, bool)
+
+
+_TYPE_TESTS: dict[str, Check] = {
+    "string": lambda x: isinstance(x, str),
+    "integer": lambda x: (isinstance(x, int) and not isinstance(x, bool))
+    or (isinstance(x, float) and x.is_integer()),
+    "number": _is_number,
+    "boolean": lambda x: isinstance(x, bool),
+    "null": lambda x: x is None,
+    "array": lambda x: isinstance(x, list),
+    "object": lambda x: isinstance(x, dict),
+}
+
+
+def _always(_: Any) -> bool:
+    return True
+
+
+def _never(_: Any) -> bool:
+    return False
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """JSON equality as JSON Schema means it: ``1 == 1.0`` but ``true != 1``."""
+    if a is b:
+        return True
+    if isinstance(a, str) or isinstance(b, str):
+        return bool(a == b)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    return bool(a == b)
+
+
+def fast_check(schema: JSONSchema) -> Check | None:
+    """A predicate equivalent to jsonschema's ``is_valid`` for ``schema``, or None when the
+    schema uses a keyword this compiler does not handle."""
+    try:
+        return _FastCompiler(schema).compile(schema)
+    except (_Unsupported, re.error, RecursionError):
+        return None
+
+
+class _FastCompiler:
+    """Compiles a schema into nested closures. Only local ``$ref`` (``#...``) are followed."""
+
+    def __init__(self, root: JSONSchema) -> None:
+        self.root = root
+        self.refs: dict[str, list[Check]] = {}
+
+    def compile(self, node: Any) -> Check:
+        if node is True:
+            return _always
+        if node is False:
+            return _never
+        if not isinstance(node, dict):
+            raise _Unsupported(node)
+        checks: list[Check] = []
+        for key, value in node.items():
+            if key in _IGNORED:
+                continue
+            if key in _BOUNDS:
+                checks.append(_bound(key, value))
+                continue
+            build = getattr(self, "k_" + key.lstrip("$"), None)
+            if build is None:
+                raise _Unsupported(key)
+            check = build(value, node)
+            if check is not None:
+                checks.append(check)
+        return _all(checks)
+
+    # One method per keyword: k_<keyword>(value, node) -> Check | None.
+
+    def k_type(self, value: Any, node: JSONSchema) -> Check:
+        names = value if isinstance(value, list) else [value]
+        if not names or any(n not in _TYPE_TESTS for n in names):
+            raise _Unsupported("type")
+        tests = [_TYPE_TESTS[n] for n in names]
+        if len(tests) == 1:
+            return tests[0]
+        return lambda x: any(t(x) for t in tests)
+
+    def k_enum(self, value: Any, node: JSONSchema) -> Check:
+        if not isinstance(value, list):
+            raise _Unsupported("enum")
+        if all(isinstance(v, str) for v in value):
+            strings = frozenset(value)
+            return lambda x: isinstance(x, str) and x in strings
+        return lambda x: any(_equal(v, x) for v in value)
+
+    def k_const(self, value: Any, node: JSONSchema) -> Check:
+        return lambda x: _equal(value, x)
+
+    def k_properties(self, value: Any, node: JSONSchema) -> Check:
+        props = [(name, self.compile(sub)) for name, sub in value.items()]
+
+        def check(x: Any) -> bool:
+            if isinstance(x, dict):
+                for name, sub in props:
+                    if name in x and not sub(x[name]):
+                        return False
+            return True
+        return check
+
+    def k_required(self, value: Any, node: JSONSchema) -> Check:
+        names = tuple(value)
+        return lambda x: not isinstance(x, dict) or all(n in x for n in names)
+
+    def k_additionalProperties(self, value: Any, node: JSONSchema) -> Check:
+        known = frozenset(node.get("properties") or ())
+        if "patternProperties" in node:
+            raise _Unsupported("patternProperties")
+        if value is False:
+            return lambda x: not isinstance(x, dict) or x.keys() <= known
+        sub = self.compile(value)
+        return lambda x: not isinstance(x, dict) or all(
+            sub(v) for k, v in x.items() if k not in known)
+
+    def k_items(self, value: Any, node: JSONSchema) -> Check:
+        start = len(node.get("prefixItems") or ())
+        sub = self.compile(value)
+        if sub is _never:
+            return lambda x: not isinstance(x, list) or len(x) <= start
+        return lambda x: not isinstance(x, list) or all(sub(v) for v in x[start:])
+
+    def k_prefixItems(self, value: Any, node: JSONSchema) -> Check:
+        subs = [self.compile(v) for v in value]
+        return lambda x: not isinstance(x, list) or all(
+            sub(v) for sub, v in zip(subs, x, strict=False))
+
+    def k_anyOf(self, value: Any, node: JSONSchema) -> Check:
+        subs = [self.compile(v) for v in value]
+        return lambda x: any(sub(x) for sub in subs)
+
+    def k_oneOf(self, value: Any, node: JSONSchema) -> Check:
+        subs = [self.compile(v) for v in value]
+        return lambda x: sum(1 for sub in subs if sub(x)) == 1
+
+    def k_allOf(self, value: Any, node: JSONSchema) -> Check:
+        return _all([self.compile(v) for v in value])
+
+    def k_not(self, value: Any, node: JSONSchema) -> Check:
+        sub = self.compile(value)
+        return lambda x: not sub(x)
+
+    def k_ref(self, value: Any, node: JSONSchema) -> Check:
+        if not isinstance(value, str) or not value.startswith("#"):
+            raise _Unsupported("$ref")
+        cell = self.refs.get(value)
+        if cell is None:
+            target = resolve_local(self.root, value)
+            if target is None:
+                raise _Unsupported("$ref")
+            cell = self.refs[value] = []
+            cell.append(self.compile(target))
+        return lambda x: cell[0](x)
+
+    def k_format(self, value: Any, node: JSONSchema) -> Check:
+        return lambda x: FORMAT_CHECKER.conforms(x, value)
+
+    def k_pattern(self, value: Any, node: JSONSchema) -> Check:
+        search = re.compile(value).search
+        return lambda x: not isinstance(x, str) or search(x) is not None
+
+
+def _same(x: Any) -> Any:
+    return x
+
+
+def _at_least(x: Any, bound: Any) -> bool:
+    return bool(x >= bound)
+
+
+def _at_most(x: Any, bound: Any) -> bool:
+    return bool(x <= bound)
+
+
+def _above(x: Any, bound: Any) -> bool:
+    return bool(x > bound)
+
+
+def _below(x: Any, bound: Any) -> bool:
+    return bool(x < bound)
+
+
+_BOUNDS: dict[str, tuple[Callable[[Any, Any], bool], Check, Callable[[Any], Any]]] = {
+    "minimum": (_at_least, _is_number, _same),
+    "maximum": (_at_most, _is_number, _same),
+    "exclusiveMinimum": (_above, _is_number, _same),
+    "exclusiveMaximum": (_below, _is_number, _same),
+    "minLength": (_at_least, _TYPE_TESTS["string"], len),
+    "maxLength": (_at_most, _TYPE_TESTS["string"], len),
+    "minItems": (_at_least, _TYPE_TESTS["array"], len),
+    "maxItems": (_at_most, _TYPE_TESTS["array"], len),
+    "minProperties": (_at_least, _TYPE_TESTS["object"], len),
+    "maxProperties": (_at_most, _TYPE_TESTS["object"], len),
+}
+"""Bound keywords: (comparison, the instances it applies to, what is measured)."""
+
+
+def _bound(keyword: str, value: Any) -> Check:
+    if not _is_number(value):
+        raise _Unsupported(keyword)
+    test, applies, measure = _BOUNDS[keyword]
+    return lambda x: not applies(x) or test(measure(x), value)
+
+
+def _all(checks: list[Check]) -> Check:
+    if not checks:
+        return _always
+    if len(checks) == 1:
+        return checks[0]
+
+    def check(x: Any) -> bool:
+        for sub in checks:  # noqa: SIM110 - a plain loop is faster than all() on the hot path
+            if not sub(x):
+                return False
+        return True
+    return check
