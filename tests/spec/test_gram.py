@@ -352,8 +352,9 @@ def test_missing_parts() -> None:
     ]
 
 
-def test_bad_defaults() -> None:
-    """A default that does not match its type is reported at the default."""
+def test_defaults_that_do_not_match_their_type_are_kept() -> None:
+    """A default is an annotation (as in JSON Schema): one that does not match its type is
+    kept as written, makes its parameter optional, and survives writing and reading."""
     text = ('[t:Tool {description: "d"} |\n'
             '  (n::Integer {default: 2.5})\n'
             '  ==>(b::Boolean {default: "yes"})\n'
@@ -362,14 +363,16 @@ def test_bad_defaults() -> None:
             '  ==>(o::Object {default: null})\n'
             '  ==>(::String)\n'
             ']')
-    assert problems(text) == [
-        "f.gram:2:25: parameter 'n': default 2.5 does not match type Integer",
-        "f.gram:3:28: parameter 'b': default \"yes\" does not match type Boolean",
-        "f.gram:4:32: parameter 's': default 3 does not match type String:Null",
-        "f.gram:5:26: parameter 'l': default {} does not match type Array",
-        "f.gram:6:27: parameter 'o': default null does not match type Object (to allow null, "
-        "write the type as Object:Null)",
-    ]
+    spec = load_gram(text).tool("t")
+    assert spec.schema["properties"] == {
+        "n": {"type": "integer", "default": 2.5},
+        "b": {"type": "boolean", "default": "yes"},
+        "s": {"type": ["string", "null"], "default": 3},
+        "l": {"type": "array", "default": {}},
+        "o": {"type": "object", "default": None},
+    }
+    assert "required" not in spec.schema
+    assert load_gram(to_gram(spec)).tool("t") == spec
 
 
 def test_unknown_tool_reference_suggests_a_near_name() -> None:

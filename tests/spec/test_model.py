@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 
 import pytest
@@ -55,11 +56,34 @@ def test_tool_spec_create_generates_the_schema() -> None:
                                            required=False),)
 
 
-def test_tool_spec_problems() -> None:
-    """Empty (or blank) names and descriptions are both reported."""
+def test_tool_spec_needs_a_name_and_a_description() -> None:
+    """Empty (or blank) names and descriptions are refused at construction, both reported,
+    whichever way the spec is built."""
     assert tool().problems() == []
-    assert tool(name=" ", description="").problems() == [
-        "tool name must not be empty", "tool ' ': description must not be empty"]
+    expected = ["tool name must not be empty", "tool ' ': description must not be empty"]
+    with pytest.raises(SpecError) as info:
+        tool(name=" ", description="")
+    assert [d.message for d in info.value.diagnostics] == expected
+    with pytest.raises(SpecError) as info:
+        ToolSpec(name=" ", description="\n", signature=Signature())
+    assert [d.message for d in info.value.diagnostics] == expected
+    with pytest.raises(SpecError, match="description must not be empty"):
+        dataclasses.replace(tool(), description="")
+    with pytest.raises(SpecError, match="tool name must not be empty"):
+        ToolSpec.from_dict({**tool().to_dict(), "name": ""})
+
+
+def test_tool_spec_schema_is_derived_from_the_signature() -> None:
+    """The schema cannot be given, and follows the signature through every change."""
+    spec = tool()
+    with pytest.raises(TypeError):
+        ToolSpec(name="t", description="d", signature=Signature(),  # type: ignore[call-arg]
+                 schema={"type": "object", "properties": {"other": {}}})
+    other = Signature.parse("(n::Integer)==>(::String)")
+    changed = dataclasses.replace(spec, signature=other)
+    assert changed.schema == other.to_schema() == {
+        "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    assert pickle.loads(pickle.dumps(spec)) == spec
 
 
 def test_tool_spec_dict_round_trip() -> None:
@@ -96,14 +120,13 @@ def test_agent_accepts_model_text_and_tool_lists() -> None:
 
 
 def test_agent_reports_every_rule_it_breaks() -> None:
-    """Empty name, empty instruction, a bad tool and a duplicate are all in one SpecError."""
+    """Empty name, empty instruction and a duplicate tool are all in one SpecError."""
     with pytest.raises(SpecError) as info:
         Agent(name="", model=ModelRef.parse("m"), instruction="  ",
-              tools=(tool(), tool(description=""), tool(name="other")))
+              tools=(tool(), tool(description="Other"), tool(name="other")))
     assert [d.message for d in info.value.diagnostics] == [
         "agent name must not be empty",
         "agent '<unnamed>': instruction must not be empty",
-        "tool 'sayHello': description must not be empty",
         "agent '<unnamed>': duplicate tool name 'sayHello'",
     ]
 

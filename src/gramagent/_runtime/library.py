@@ -137,8 +137,7 @@ class Tool:
         if self.signature is None:
             raise ToolError(f"tool {self.name!r}: its schema cannot be written as a gram "
                             "signature")
-        return ToolSpec(name=self.name, description=self.description,
-                        signature=self.signature, schema=self.schema)
+        return ToolSpec(name=self.name, description=self.description, signature=self.signature)
 
 
 @overload

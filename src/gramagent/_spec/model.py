@@ -27,8 +27,9 @@ __all__ = ["Agent", "GramDocument", "ModelRef", "NamedType", "Param", "Signature
 class ToolSpec:
     """A tool's declarative specification: name, description and type signature.
 
-    ``schema`` is generated from ``signature``; build specs with :meth:`create` so the two
-    always agree.
+    Construction checks the data model's rules (a non-empty name and description) and raises
+    one :class:`~gramagent.errors.SpecError` listing what is wrong. ``schema`` is not given:
+    it is generated from ``signature``, so the two always agree.
     """
 
     name: str
@@ -37,23 +38,29 @@ class ToolSpec:
     """What the tool does, for the model."""
     signature: Signature
     """The curried type signature the schema is generated from."""
-    schema: JSONSchema
-    """JSON Schema of the arguments object, generated from ``signature``."""
+    schema: JSONSchema = field(init=False)
+    """JSON Schema of the arguments object, generated from ``signature`` (read-only)."""
+
+    def __post_init__(self) -> None:
+        problems = tool_problems(self.name, self.description)
+        if problems:
+            raise SpecError([Diagnostic(p) for p in problems])
+        object.__setattr__(self, "schema", self.signature.to_schema())
 
     @classmethod
     def create(cls, name: str, description: str, signature: Signature | str) -> ToolSpec:
-        """Build a spec, parsing ``signature`` if it is text and generating the schema."""
+        """Build a spec, parsing ``signature`` if it is text.
+
+        Raises:
+            SpecError: The name or description is empty, or the signature text has problems.
+        """
         sig = Signature.parse(signature) if isinstance(signature, str) else signature
-        return cls(name=name, description=description, signature=sig, schema=sig.to_schema())
+        return cls(name=name, description=description, signature=sig)
 
     def problems(self) -> list[str]:
-        """Every validation rule this spec breaks (empty when valid)."""
-        out = []
-        if not self.name.strip():
-            out.append("tool name must not be empty")
-        if not self.description.strip():
-            out.append(f"tool {self.name or '<unnamed>'!r}: description must not be empty")
-        return out
+        """Every validation rule this spec breaks: none, as construction checks them all
+        (kept for symmetry with :meth:`Agent.problems`)."""
+        return tool_problems(self.name, self.description)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: name, description, signature (gram text) and schema."""
@@ -159,6 +166,16 @@ class Agent:
             instruction=data["instruction"],
             tools=tuple(ToolSpec.from_dict(t) for t in data.get("tools", ())),
         )
+
+
+def tool_problems(name: str, description: str) -> list[str]:
+    """The data-model validation rules of a tool spec, all of them, in a stable order."""
+    out = []
+    if not name.strip():
+        out.append("tool name must not be empty")
+    if not description.strip():
+        out.append(f"tool {name or '<unnamed>'!r}: description must not be empty")
+    return out
 
 
 def agent_problems(name: str, instruction: str, tools: Sequence[ToolSpec]) -> list[str]:

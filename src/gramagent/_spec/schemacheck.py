@@ -19,7 +19,6 @@ from gramagent._spec.vocabulary import (
     SCHEMA_MAP,
     TYPE,
     VALUE,
-    default_problem,
     keyword_kind,
     pointer,
     short,
@@ -50,10 +49,6 @@ def check_schema(node: Any, path: str) -> Any:
                               path=path)
         out[key] = _check_keyword(key, kind, value, path)
     _check_properties(out, path)
-    problem = default_problem(out)
-    if problem:
-        raise SchemaError(f"{pointer(path, 'default')}: {problem}", keyword="default",
-                          path=path)
     return out
 
 

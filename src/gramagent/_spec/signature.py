@@ -134,9 +134,10 @@ def schema_to_signature(schema: Mapping[str, Any]) -> Signature:
     back an equal schema (a missing top-level ``properties`` comes back as ``{}``).
 
     Raises:
-        SchemaError: A keyword the notation cannot express, a value of the wrong kind, or a
-            ``default`` that does not match its type; ``keyword`` and ``path`` (a JSON
-            pointer) say which and where.
+        SchemaError: A keyword the notation cannot express, or a value of the wrong kind;
+            ``keyword`` and ``path`` (a JSON pointer) say which and where. A ``default`` is
+            an annotation, as in JSON Schema: kept as it is, whether or not it matches the
+            type (``"type": "string", "default": null`` is common in real tool schemas).
     """
     if not isinstance(schema, Mapping):
         raise SchemaError("the arguments schema must be a JSON object", keyword="type")

@@ -16,6 +16,7 @@ from typing import Any
 from tree_sitter import Node
 
 from gramagent._spec.data import JSONSchema, NamedType, TypeRefs
+from gramagent._spec.seedhints import with_seed_hints
 from gramagent._spec.syntax import (
     K_COMMENT,
     K_ELEMENTS,
@@ -42,10 +43,8 @@ from gramagent._spec.vocabulary import (
     TYPE,
     TYPE_NAMES,
     VALUE,
-    default_problem,
     keyword_kind,
     pointer,
-    type_label,
     value_problem,
 )
 from gramagent.errors import Diagnostic, SpecError
@@ -140,7 +139,8 @@ class TypeReader:
             return
         seen = set()
         diagnostics = []
-        for offset, message in sorted(self.problems, key=lambda p: p[0]):
+        problems = with_seed_hints(self.decoder.src, self.problems)
+        for offset, message in sorted(problems, key=lambda p: p[0]):
             if (offset, message) not in seen:
                 seen.add((offset, message))
                 line, column = self.decoder.position(offset)
@@ -305,7 +305,6 @@ class TypeReader:
         if schema is None:
             return None
         flag: bool | None = None
-        default_offset = info.offset
         seen: set[str] = set()
         for key, key_offset, val in info.entries or ():
             if key in seen:
@@ -331,17 +330,9 @@ class TypeReader:
                 if value is INVALID:
                     continue
             schema[key] = value
-            if key == "default":
-                default_offset = val[2]
         if members is not None:
             self.members(schema, members, scope, info, at, what)
         if len(self.problems) > count:
-            return None
-        problem = default_problem(schema)
-        if problem:
-            if schema["default"] is None:
-                problem += f" (to allow null, write the type as {type_label(schema['type'])}:Null)"
-            self.error(default_offset, f"{what}: {problem}")
             return None
         return schema, flag
 

@@ -16,7 +16,7 @@ from typing import Any
 
 __all__ = [
     "CANONICAL_NAME", "JSON_TYPES", "KEYWORDS", "MEMBER_ANNOTATIONS", "RANK", "TYPE_NAMES",
-    "default_problem", "dump_json", "is_canonical_required", "json_problem", "keyword_kind",
+    "dump_json", "is_canonical_required", "json_problem", "keyword_kind",
     "pointer", "short", "type_label", "value_problem",
 ]
 
@@ -168,22 +168,6 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _has_type(value: Any, jtype: str) -> bool:
-    if jtype == "string":
-        return isinstance(value, str)
-    if jtype == "integer":
-        return _is_int(value) or (isinstance(value, float) and value.is_integer())
-    if jtype == "number":
-        return _is_number(value)
-    if jtype == "boolean":
-        return isinstance(value, bool)
-    if jtype == "array":
-        return isinstance(value, list)
-    if jtype == "object":
-        return isinstance(value, dict)
-    return value is None  # "null"
-
-
 def type_label(jtype: Any) -> str:
     """Gram labels for a JSON Schema ``type`` value: ``String`` or ``String:Null``."""
     if jtype is None:
@@ -191,17 +175,6 @@ def type_label(jtype: Any) -> str:
     if isinstance(jtype, str):
         return CANONICAL_NAME[jtype]
     return ":".join(CANONICAL_NAME[t] for t in jtype)
-
-
-def default_problem(schema: Mapping[str, Any]) -> str | None:
-    """Why the schema's ``default`` does not match its ``type`` (None when it does)."""
-    if "default" not in schema or "type" not in schema:
-        return None
-    value, jtype = schema["default"], schema["type"]
-    types = [jtype] if isinstance(jtype, str) else jtype
-    if any(_has_type(value, t) for t in types):
-        return None
-    return f"default {short(value)} does not match type {type_label(jtype)}"
 
 
 def short(value: Any, limit: int = 40) -> str:

@@ -18,7 +18,7 @@ import mcp_types as types
 from gramagent._runtime.library import canonical_schema
 from gramagent._spec.gram import load_gram, to_gram
 from gramagent._spec.model import ToolSpec
-from gramagent._spec.signature import schema_to_signature, signature_to_schema
+from gramagent._spec.signature import schema_to_signature
 from gramagent.errors import GramagentError, SchemaError
 from gramagent.mcp._address import ServerAddress
 from gramagent.mcp._client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, MCPClient
@@ -103,10 +103,10 @@ def _spec_of(listed: types.Tool) -> ToolSpec:
         signature = schema_to_signature(schema)
     except SchemaError as exc:
         raise _LeftOut(f"its input schema cannot be written in gram: {exc}") from None
-    spec = ToolSpec(name=listed.name, description=listed.description or "",
-                    signature=signature, schema=signature_to_schema(signature))
     # The written text must read back as the same contract, or it is not the server's tool.
     try:
+        spec = ToolSpec(name=listed.name, description=listed.description or "",
+                        signature=signature)
         text = to_gram(spec)
         read = load_gram(text).tools
     except GramagentError as exc:
