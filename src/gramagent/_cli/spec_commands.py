@@ -174,6 +174,8 @@ def signature(
     except json.JSONDecodeError as exc:
         raise SpecError([Diagnostic(f"invalid JSON: {exc.msg}", name, exc.lineno,
                                     exc.colno)]) from None
+    except RecursionError:  # far deeper than any schema the notation takes (32 levels)
+        raise SpecError([Diagnostic("the JSON is nested too deeply to read", name)]) from None
     function = _function(data)
     params: Any = function.get("parameters") if function is not None else data
     sig = schema_to_signature(params)

@@ -275,12 +275,16 @@ class _Collector:
 
 
 def _path_nodes(node: Node) -> list[Node]:
-    if node.kind_id == K_NODE:
-        return [node]
+    """The nodes of a signature path, in order (a path nests one relationship a node)."""
     out: list[Node] = []
-    for child in node.named_children:
-        if child.kind_id in (K_NODE, K_RELATIONSHIP):
-            out.extend(_path_nodes(child))
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current.kind_id == K_NODE:
+            out.append(current)
+            continue
+        stack.extend(reversed([c for c in current.named_children
+                               if c.kind_id in (K_NODE, K_RELATIONSHIP)]))
     return out
 
 

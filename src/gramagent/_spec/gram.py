@@ -31,7 +31,6 @@ the text's comments (``docs/format.md``). The signature notation itself is descr
 
 from __future__ import annotations
 
-import codecs
 import os
 from pathlib import Path
 from typing import NamedTuple
@@ -55,11 +54,13 @@ def load_gram(text: str | bytes, *, file: str | None = None) -> GramDocument:
     """Read the agents and stand-alone tools of a gram text.
 
     Args:
-        text: The gram text (``bytes`` are read as UTF-8).
+        text: The gram text (``bytes`` are read as UTF-8, a byte order mark left out).
         file: The file name to put in error positions.
 
     Raises:
-        SpecError: Every syntax and semantic problem, each as ``file:line:col: message``.
+        SpecError: Every syntax and semantic problem, each as ``file:line:col: message``
+            (bytes that are not UTF-8 and values, schemas or type patterns nested more than
+            32 levels deep included).
     """
     return DocumentReader(source_bytes(text, file), file).document()
 
@@ -82,17 +83,7 @@ def _read_source(path: str | os.PathLike[str]) -> bytes:
     except OSError as exc:
         raise SpecError([Diagnostic(f"cannot read the file: {exc.strerror or exc}", name)]) \
             from None
-    if src.startswith(codecs.BOM_UTF8):
-        src = src[len(codecs.BOM_UTF8):]
-    try:
-        src.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = src.count(b"\n", 0, exc.start) + 1
-        start = src.rfind(b"\n", 0, exc.start) + 1
-        column = len(src[start: exc.start].decode("utf-8", "replace")) + 1
-        raise SpecError([Diagnostic("the file is not valid UTF-8", name, line, column)]) \
-            from None
-    return src
+    return source_bytes(src, name)
 
 
 def load_agent(source: str | os.PathLike[str], name: str | None = None) -> Agent:

@@ -13,10 +13,12 @@ from gramagent._spec.data import JSONSchema
 from gramagent._spec.vocabulary import (
     ITEMS,
     JSON_TYPES,
+    MAX_DEPTH,
     PROPERTIES,
     SCHEMA,
     SCHEMA_LIST,
     SCHEMA_MAP,
+    TOO_DEEP,
     TYPE,
     VALUE,
     keyword_kind,
@@ -29,30 +31,35 @@ from gramagent.errors import SchemaError
 __all__ = ["check_schema"]
 
 
-def check_schema(node: Any, path: str) -> Any:
-    """A checked copy of a (sub)schema at the JSON pointer ``path``.
+def check_schema(node: Any, path: str, depth: int = 0) -> Any:
+    """A checked copy of a (sub)schema at the JSON pointer ``path``, itself ``depth`` schemas
+    deep.
 
     Raises:
-        SchemaError: Anything the notation cannot write; ``keyword`` and ``path`` say which
-            and where.
+        SchemaError: Anything the notation cannot write, including schemas nested more than
+            :data:`~gramagent._spec.vocabulary.MAX_DEPTH` deep; ``keyword`` and ``path`` say
+            which and where.
     """
     if isinstance(node, bool):
         return node
     if not isinstance(node, Mapping):
         raise SchemaError(f"{path or '/'}: a schema must be an object or a boolean, not "
                           f"{short(node)}", keyword=path.rsplit("/", 1)[-1] or None, path=path)
+    if depth >= MAX_DEPTH:
+        raise SchemaError(f"{path or '/'}: the schema is {TOO_DEEP}",
+                          keyword=path.rsplit("/", 1)[-1] or None, path=path)
     out: JSONSchema = {}
     for key, value in node.items():
         kind = keyword_kind(key) if isinstance(key, str) and "\0" not in key else None
         if kind is None:
             raise SchemaError(f"{path or '/'}: unsupported keyword {key!r}", keyword=str(key),
                               path=path)
-        out[key] = _check_keyword(key, kind, value, path)
+        out[key] = _check_keyword(key, kind, value, path, depth + 1)
     _check_properties(out, path)
     return out
 
 
-def _check_keyword(key: str, kind: int, value: Any, path: str) -> Any:
+def _check_keyword(key: str, kind: int, value: Any, path: str, depth: int) -> Any:
     """The checked value of one keyword of the schema at ``path``."""
     here = pointer(path, key)
     if kind == VALUE:
@@ -63,21 +70,21 @@ def _check_keyword(key: str, kind: int, value: Any, path: str) -> Any:
     if kind == TYPE:
         return _check_type(value, here)
     if kind == SCHEMA or (kind == ITEMS and not isinstance(value, list)):
-        return check_schema(value, here)
+        return check_schema(value, here, depth)
     if kind in (SCHEMA_LIST, ITEMS):
         if not isinstance(value, list) or not value:
             raise SchemaError(f"{here}: {key} must be a non-empty list of schemas",
                               keyword=key, path=path)
-        return [check_schema(v, pointer(here, i)) for i, v in enumerate(value)]
+        return [check_schema(v, pointer(here, i), depth) for i, v in enumerate(value)]
     if kind in (SCHEMA_MAP, PROPERTIES):
-        return _check_map(key, kind, value, path)
+        return _check_map(key, kind, value, path, depth)
     # REQUIRED
     if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
         raise SchemaError(f"{here}: required must be a list of names", keyword=key, path=path)
     return list(value)
 
 
-def _check_map(key: str, kind: int, value: Any, path: str) -> dict[str, Any]:
+def _check_map(key: str, kind: int, value: Any, path: str, depth: int) -> dict[str, Any]:
     """A checked map of names to schemas (``properties``, ``patternProperties``, ...)."""
     here = pointer(path, key)
     if not isinstance(value, Mapping):
@@ -86,7 +93,7 @@ def _check_map(key: str, kind: int, value: Any, path: str) -> dict[str, Any]:
         if not isinstance(name, str) or "\0" in name or (kind == PROPERTIES and not name):
             raise SchemaError(f"{here}: the name {name!r} cannot be written in gram "
                               "(names are non-empty text without NUL)", keyword=key, path=path)
-    return {k: check_schema(v, pointer(here, k)) for k, v in value.items()}
+    return {k: check_schema(v, pointer(here, k), depth) for k, v in value.items()}
 
 
 def _check_properties(out: JSONSchema, path: str) -> None:

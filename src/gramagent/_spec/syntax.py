@@ -21,6 +21,7 @@ routes give the same result; tests compare them.
 from __future__ import annotations
 
 import bisect
+import codecs
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -29,6 +30,7 @@ from typing import Any, NamedTuple
 import tree_sitter_gram
 from tree_sitter import Language, Node, Parser, Tree
 
+from gramagent._spec.vocabulary import MAX_DEPTH, TOO_DEEP
 from gramagent.errors import Diagnostic, SpecError
 
 __all__ = ["LANGUAGE", "Decoder", "NodeInfo", "Val", "dedent_fenced", "parse", "source_bytes"]
@@ -111,13 +113,15 @@ class NodeInfo(NamedTuple):
 
 
 def source_bytes(text: str | bytes, file: str | None) -> bytes:
-    """The UTF-8 bytes the reader parses (``bytes`` are taken as they are).
+    """The UTF-8 bytes the reader parses: ``text`` encoded, or ``bytes`` checked (a byte
+    order mark left out).
 
     Raises:
-        SpecError: ``text`` holds a lone surrogate, which UTF-8 cannot encode; positioned.
+        SpecError: ``text`` holds a lone surrogate, which UTF-8 cannot encode, or the bytes
+            are not UTF-8; positioned.
     """
     if isinstance(text, bytes):
-        return text
+        return _checked_utf8(text, file)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -125,6 +129,21 @@ def source_bytes(text: str | bytes, file: str | None) -> bytes:
         column = exc.start - (text.rfind("\n", 0, exc.start) + 1) + 1
         raise SpecError([Diagnostic("text holds a character that is not valid Unicode "
                                     "(a lone surrogate)", file, line, column)]) from None
+
+
+def _checked_utf8(src: bytes, file: str | None) -> bytes:
+    if src.startswith(codecs.BOM_UTF8):
+        src = src[len(codecs.BOM_UTF8):]
+    try:
+        src.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = src.count(b"\n", 0, exc.start) + 1
+        start = src.rfind(b"\n", 0, exc.start) + 1
+        column = len(src[start: exc.start].decode("utf-8", "replace")) + 1
+        what = "the file" if file else "the text"
+        raise SpecError([Diagnostic(f"{what} is not valid UTF-8", file, line, column)]) \
+            from None
+    return src
 
 
 def parse(src: bytes) -> Tree:
@@ -322,8 +341,8 @@ class Decoder:
         tick = raw.index(b"`")
         return raw[:tick].decode(), unescape(raw[tick + 1: -1].decode())
 
-    def value(self, node: Node) -> Val:
-        """Decode a value node (the tree route)."""
+    def value(self, node: Node, depth: int = 0) -> Val:
+        """Decode a value node (the tree route), itself ``depth`` lists or maps deep."""
         kind = node.kind_id
         offset = node.start_byte
         scalar = _SCALARS.get(kind)
@@ -331,14 +350,17 @@ class Decoder:
             return (V_SCALAR, scalar(self, node), offset)
         if kind == K_SYMBOL:
             return (V_SYMBOL, self.text(node), offset)
+        if kind in (K_ARRAY, K_MAP) and depth >= MAX_DEPTH:
+            return (V_BAD, f"the value is {TOO_DEEP}", offset)
         if kind == K_ARRAY:
-            return (V_LIST, [self.value(c) for c in _named(node)], offset)
+            return (V_LIST, [self.value(c, depth + 1) for c in _named(node)], offset)
         if kind == K_MAP:
             entries = []
             for entry in _named(node):
                 key, value = key_value(entry)
                 if key is not None and value is not None:
-                    entries.append((self.name(key), key.start_byte, self.value(value)))
+                    entries.append((self.name(key), key.start_byte,
+                                    self.value(value, depth + 1)))
             return (V_MAP, entries, offset)
         if kind == K_TAGGED:
             return self._tagged_value(node)
@@ -358,6 +380,9 @@ class Decoder:
             return (V_JSON, json.loads(body, parse_constant=_no_constant), node.start_byte)
         except ValueError as exc:
             return (V_BAD, f"invalid JSON in json`...`: {exc}", node.start_byte)
+        except RecursionError:  # deeper than the interpreter's stack; shallower ones are
+            # checked against MAX_DEPTH where the value is used (json_problem)
+            return (V_BAD, f"the JSON in json`...` is {TOO_DEEP}", node.start_byte)
 
     # ---- records and patterns ---------------------------------------------------------------
 

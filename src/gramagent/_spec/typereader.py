@@ -36,10 +36,12 @@ from gramagent._spec.syntaxerrors import syntax_problems
 from gramagent._spec.vocabulary import (
     ITEMS,
     KEYWORDS,
+    MAX_DEPTH,
     PROPERTIES,
     REQUIRED,
     SCHEMA,
     SCHEMA_LIST,
+    TOO_DEEP,
     TYPE,
     TYPE_NAMES,
     VALUE,
@@ -49,8 +51,13 @@ from gramagent._spec.vocabulary import (
 )
 from gramagent.errors import Diagnostic, SpecError
 
-__all__ = ["INVALID", "TypeReader", "TypeScope", "did_you_mean", "elements", "property_pointer",
-           "used_types"]
+__all__ = ["INVALID", "MAX_EXPANDED", "TypeReader", "TypeScope", "did_you_mean", "elements",
+           "property_pointer", "used_types"]
+
+MAX_EXPANDED = 200_000
+"""Schema nodes (objects and lists) the named types of one text may expand to, counting a
+copy for every use. A type used twice in a type used twice ... doubles at every level: without
+a budget, a few lines would expand to gigabytes. Real agent files stay in the thousands."""
 
 INVALID: Any = object()
 """Marks a value that could not be read (its problem is already recorded)."""
@@ -66,6 +73,8 @@ class TypeScope:
         self.patterns: dict[str, tuple[NodeInfo, Node | None]] = {}
         self.resolved: dict[str, JSONSchema | None] = {}
         self.named: dict[str, NamedType] = {}
+        self.sizes: dict[str, int] = {}
+        """Schema nodes (objects and lists) of each resolved type."""
         self.resolving: set[str] = set()
 
     def chain(self) -> Iterator[TypeScope]:
@@ -123,6 +132,14 @@ class TypeReader:
         self.problems: list[tuple[int, str]] = []
         self.refs: dict[str, tuple[str, ...]] = {}
         """Where the signature or type being read names a type pattern (see TypeRefs)."""
+        self.depth = 0
+        """How many type patterns are being resolved, each inside the one before."""
+        self.too_deep = False
+        """Whether a chain of type patterns nested too deeply was reported."""
+        self.expanded = 0
+        """Schema nodes copied from named types so far (see MAX_EXPANDED)."""
+        self.too_big = False
+        """Whether the text's named types expanding too far was reported."""
         if self.tree.root_node.has_error:
             self.problems.extend(syntax_problems(self.tree, self.decoder))
 
@@ -225,20 +242,39 @@ class TypeReader:
                 self.error(offset, f"{what}: type '{name}' refers to itself; recursive types "
                                    "cannot be written as JSON Schema without $ref")
                 return None
+            if self.depth >= MAX_DEPTH:
+                if not self.too_deep:  # once: the rest of the chain says nothing new
+                    self.too_deep = True
+                    self.error(offset, f"{what}: type '{name}' is the start of type patterns "
+                                       f"{TOO_DEEP} (each naming the next)")
+                return None
             where.resolving.add(name)
             info, node = where.patterns[name]
             members = elements(node) if node is not None else None
             outer, self.refs = self.refs, {}
+            self.depth += 1
             result = self.typed(info, where, "", member=False, members=members,
                                 what=f"type '{name}'")
+            self.depth -= 1
             refs, self.refs = self.refs, outer
             where.resolving.discard(name)
             where.resolved[name] = None if result is None else result[0]
             if result is not None:
+                where.sizes[name] = _size(result[0])
                 where.named[name] = NamedType(name=name, schema=result[0], refs=refs,
                                               shared=where.shared)
         schema = where.resolved[name]
-        return None if schema is None else _copy(schema)
+        if schema is None:
+            return None
+        self.expanded += where.sizes[name]
+        if self.expanded > MAX_EXPANDED:
+            if not self.too_big:  # once: every later use is over the budget too
+                self.too_big = True
+                self.error(offset, f"{what}: type '{name}' makes the named types of the text "
+                                   f"expand to more than {MAX_EXPANDED:,} schema nodes (each "
+                                   "use of a type is a copy of it)")
+            return None
+        return _copy(schema)
 
     def base_type(self, info: NodeInfo, scope: TypeScope, at: str, what: str
                   ) -> JSONSchema | None:
@@ -455,6 +491,21 @@ class TypeReader:
         schema["properties"] = props
         if not explicit and required:
             schema["required"] = required
+
+
+def _size(schema: JSONSchema) -> int:
+    """The objects and lists in a schema."""
+    count = 0
+    stack: list[Any] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            count += 1
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            count += 1
+            stack.extend(node)
+    return count
 
 
 def _copy(schema: JSONSchema) -> JSONSchema:

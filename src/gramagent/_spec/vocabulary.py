@@ -15,10 +15,20 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
-    "CANONICAL_NAME", "JSON_TYPES", "KEYWORDS", "MEMBER_ANNOTATIONS", "RANK", "TYPE_NAMES",
+    "CANONICAL_NAME", "JSON_TYPES", "KEYWORDS", "MAX_DEPTH", "MEMBER_ANNOTATIONS", "RANK",
+    "TOO_DEEP", "TYPE_NAMES",
     "dump_json", "is_canonical_required", "json_problem", "keyword_kind",
     "pointer", "short", "type_label", "value_problem",
 ]
+
+MAX_DEPTH = 32
+"""How deep a value (lists and maps in lists and maps), a schema (sub-schemas in sub-schemas)
+or a chain of type patterns (types naming types) may nest. Far beyond what tool schemas use
+(OpenAI's strict mode allows 10 levels of objects), and low enough that reading and writing,
+which recurse once or a few times a level, stay far from Python's recursion limit."""
+
+TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep"
+"""The message for what exceeds :data:`MAX_DEPTH`."""
 
 TYPE_NAMES: Mapping[str, str | None] = {
     "String": "string", "Text": "string",
@@ -137,15 +147,18 @@ def value_problem(key: str, value: Any) -> str | None:
     return f"{key} must be {expected}, not {short(value)}"
 
 
-def json_problem(value: Any) -> str | None:
-    """Why ``value`` is not a JSON value (None when it is one)."""
+def json_problem(value: Any, depth: int = 0) -> str | None:
+    """Why ``value`` is not a JSON value the notation takes (None when it is one): not JSON,
+    or nested more than :data:`MAX_DEPTH` levels deep (``depth`` is its own level)."""
     if value is None or isinstance(value, str | bool | int):
         return None
     if isinstance(value, float):
         return None if math.isfinite(value) else f"{value!r} is not a JSON number"
+    if depth >= MAX_DEPTH and isinstance(value, list | dict):
+        return TOO_DEEP
     if isinstance(value, list):
         for item in value:
-            problem = json_problem(item)
+            problem = json_problem(item, depth + 1)
             if problem:
                 return problem
         return None
@@ -153,7 +166,7 @@ def json_problem(value: Any) -> str | None:
         for k, v in value.items():
             if not isinstance(k, str):
                 return f"object key {k!r} is not a string"
-            problem = json_problem(v)
+            problem = json_problem(v, depth + 1)
             if problem:
                 return problem
         return None
