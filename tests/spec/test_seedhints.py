@@ -34,9 +34,9 @@ def problems(text: str) -> list[str]:
      "the members of a type pattern: (p::P), with [P:Object | (name::String), "
      "(age::Integer)] after the signature"),
     ("(p::{name: Text, age: Int})==>(::String)",
-     "1:5: '{field: Type}' is the seed documents' record notation; gram writes an object type "
-     "as a type pattern: (p::P), with [P:Object | (name::String), (age::Integer)] after the "
-     "signature"),
+     "1:5: '{field: Type}' is the seed documents' record notation; gram writes an object's "
+     "fields as the members of a type pattern: (p::P), with [P:Object | (name::String), "
+     "(age::Integer)] after the signature"),
     ("(a::Int)==>(b::Bool)==>(::IO Text)",
      "1:27: 'IO' is a Haskell effect, not a type: a result node names the JSON type of the "
      "result, e.g. (::Text)"),

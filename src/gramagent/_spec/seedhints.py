@@ -61,12 +61,8 @@ def seed_hints(src: bytes) -> list[Hint]:
 def _fields(src: bytes) -> Iterator[Hint]:
     for m in _FIELDS.finditer(src):
         start, end = _enclosing(src, m.start(1), b"{", b"}")
-        name = _node_name(src, _enclosing(src, start, b"(", b")")[0]) or "record"
-        type_name = name[:1].upper() + name[1:]
-        yield Hint(start, end, m.start(1),
-                   "'fields' is the seed documents' record notation; gram writes an object's "
-                   f"fields as the members of a type pattern: ({name}::{type_name}), with "
-                   f"[{type_name}:Object | (name::String), (age::Integer)] after the signature")
+        name = _node_name(src, _enclosing(src, start, b"(", b")")[0])
+        yield _record_hint(start, end, m.start(1), "'fields'", name)
 
 
 def _lists(src: bytes) -> Iterator[Hint]:
@@ -82,12 +78,17 @@ def _lists(src: bytes) -> Iterator[Hint]:
 def _record_types(src: bytes) -> Iterator[Hint]:
     for m in _RECORD_TYPE.finditer(src):
         start, end = _enclosing(src, m.start(1), b"(", b")")
-        name = _node_name(src, start) or "record"
-        type_name = name[:1].upper() + name[1:]
-        yield Hint(start, end, m.start(1),
-                   f"'{{field: Type}}' is the seed documents' record notation; gram writes an "
-                   f"object type as a type pattern: ({name}::{type_name}), with "
-                   f"[{type_name}:Object | (name::String), (age::Integer)] after the signature")
+        yield _record_hint(start, end, m.start(1), "'{field: Type}'", _node_name(src, start))
+
+
+def _record_hint(start: int, end: int, offset: int, form: str, name: str | None) -> Hint:
+    """The hint for a record written in the seed's notation, for the node called ``name``."""
+    name = name or "record"
+    type_name = name[:1].upper() + name[1:]
+    return Hint(start, end, offset,
+                f"{form} is the seed documents' record notation; gram writes an object's "
+                f"fields as the members of a type pattern: ({name}::{type_name}), with "
+                f"[{type_name}:Object | (name::String), (age::Integer)] after the signature")
 
 
 def _io_results(src: bytes) -> Iterator[Hint]:

@@ -366,18 +366,13 @@ class _StrictCompiler:
         stats = _Stats()
         stats.visit(schema, depth=0)
         p = self.profile
-        if stats.properties > p.max_properties:
-            self.problem("", f"{stats.properties} object properties in total; "
-                             f"{p.name} allows {p.max_properties}")
-        if stats.depth > p.max_depth:
-            self.problem("", f"{stats.depth} levels of object nesting; "
-                             f"{p.name} allows {p.max_depth}")
-        if stats.enum_values > p.max_enum_values:
-            self.problem("", f"{stats.enum_values} enum values in total; "
-                             f"{p.name} allows {p.max_enum_values}")
-        if stats.chars > p.max_string_chars:
-            self.problem("", f"{stats.chars} characters of names and enum values; "
-                             f"{p.name} allows {p.max_string_chars}")
+        for found, allowed, what in (
+                (stats.properties, p.max_properties, "object properties in total"),
+                (stats.depth, p.max_depth, "levels of object nesting"),
+                (stats.enum_values, p.max_enum_values, "enum values in total"),
+                (stats.chars, p.max_string_chars, "characters of names and enum values")):
+            if found > allowed:
+                self.problem("", f"{found} {what}; {p.name} allows {allowed}")
         for path, values in stats.large_enums:
             chars = sum(len(v) for v in values if isinstance(v, str))
             if len(values) > p.large_enum_values and chars > p.large_enum_chars:
