@@ -44,7 +44,7 @@ from gramagent._spec.syntax import (
     key_value,
 )
 
-__all__ = ["HEADER", "PATH", "RECORD", "CommentMap", "Comments", "Key", "Orders",
+__all__ = ["CommentMap", "Comments", "HEADER", "Key", "Orders", "PATH", "RECORD",
            "collect_comments"]
 
 Key = tuple[Hashable, ...]

@@ -17,7 +17,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from gramagent._spec.data import JSONSchema
 from gramagent._spec.nulls import resolve_local
 
-__all__ = ["FORMAT_CHECKER", "Check", "fast_check"]
+__all__ = ["Check", "FORMAT_CHECKER", "fast_check"]
 
 _CHEAP_FORMATS = ("date", "date-time", "time", "email", "idn-email", "ipv4", "ipv6", "uuid",
                   "regex")

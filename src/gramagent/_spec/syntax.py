@@ -33,7 +33,7 @@ from tree_sitter import Language, Node, Parser, Tree
 from gramagent._spec.vocabulary import MAX_DEPTH, TOO_DEEP
 from gramagent.errors import Diagnostic, SpecError
 
-__all__ = ["LANGUAGE", "Decoder", "NodeInfo", "Val", "dedent_fenced", "parse", "source_bytes"]
+__all__ = ["Decoder", "LANGUAGE", "NodeInfo", "Val", "dedent_fenced", "parse", "source_bytes"]
 
 LANGUAGE = Language(tree_sitter_gram.language())
 """The gram grammar (tree-sitter-gram)."""
