@@ -12,48 +12,8 @@ requests on 127.0.0.1 from a script of turns, so a test drives the real loop ove
 gramagent.testing --script FILE`` serves a JSON script from the command line.
 """
 
-from gramagent._runtime.events import CaptureSink
-from gramagent.testing._scripted import (
-    RecordedRequest,
-    ScriptCall,
-    ScriptCalls,
-    ScriptCompletion,
-    ScriptDrop,
-    ScriptedServer,
-    ScriptError,
-    ScriptHTTP,
-    ScriptReply,
-    ScriptTurn,
-    call,
-    calls,
-    completion,
-    drop,
-    error,
-    http_response,
-    load_script,
-    reply,
-    turn_from_dict,
-)
+from gramagent._runtime.events import CaptureSink as CaptureSink
+from gramagent.testing import _scripted
+from gramagent.testing._scripted import *  # noqa: F403 - the server's names, listed once there
 
-__all__ = [
-    "CaptureSink",
-    "RecordedRequest",
-    "ScriptCall",
-    "ScriptCalls",
-    "ScriptCompletion",
-    "ScriptDrop",
-    "ScriptError",
-    "ScriptHTTP",
-    "ScriptReply",
-    "ScriptTurn",
-    "ScriptedServer",
-    "call",
-    "calls",
-    "completion",
-    "drop",
-    "error",
-    "http_response",
-    "load_script",
-    "reply",
-    "turn_from_dict",
-]
+__all__ = sorted(["CaptureSink", *_scripted.__all__])
