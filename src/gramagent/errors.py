@@ -6,6 +6,7 @@ language included) can raise these errors without import cycles.
 ```
 GramagentError
 ├── SpecError                 a gram file, signature or spec object is invalid (positioned)
+│   └── ExperimentError       an experiment file or its dataset is invalid (positioned)
 ├── SchemaError               a JSON Schema uses a keyword gramagent cannot express
 ├── ValidationError           bad input to a run (e.g. an empty user message)
 ├── ConfigurationError        missing API key, unknown provider, bad option (before any request)
@@ -31,6 +32,7 @@ from typing import Any, Literal, TypeAlias
 __all__ = [
     "ConfigurationError",
     "Diagnostic",
+    "ExperimentError",
     "GramagentError",
     "LimitExceeded",
     "MCPFailureKind",
@@ -87,6 +89,11 @@ class SpecError(GramagentError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.diagnostics,))
+
+
+class ExperimentError(SpecError):
+    """An experiment cannot run: its file, its dataset (``file:line: message`` per bad row,
+    every one reported at once) or its store (changed agent, variants or dataset)."""
 
 
 class SchemaError(GramagentError):

@@ -23,7 +23,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
@@ -47,6 +47,7 @@ __all__ = [
     "emit",
     "fan_out",
     "serve_metrics",
+    "tag_events",
 ]
 
 logger = logging.getLogger(__name__)
@@ -105,11 +106,15 @@ class ToolCallPlanned:
     """Order of the call within the run, from 1."""
     args_schema_version: str | None = None
     """Optional version tag of the argument schema."""
+    experiment: str | None = None
+    """The experiment the run belongs to (set by :func:`tag_events`), else None."""
+    variant: str | None = None
+    """The experiment's variant (arm) the run belongs to, else None."""
     kind: Literal["tool_call_planned"] = "tool_call_planned"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (the JSONL form)."""
-        return {
+        """JSON-ready dict (the JSONL form; ``experiment``/``variant`` only when set)."""
+        out: dict[str, Any] = {
             "kind": self.kind,
             "request_id": self.request_id,
             "tool": self.tool,
@@ -117,6 +122,9 @@ class ToolCallPlanned:
             "seq": self.seq,
             "args_schema_version": self.args_schema_version,
         }
+        if self.experiment is not None or self.variant is not None:
+            out["experiment"], out["variant"] = self.experiment, self.variant
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,11 +144,15 @@ class ToolCallResult:
     """One of the tool-call error types (``tool_payload_too_large``, ...), None when ok."""
     message: str | None = None
     """A short description of the error that never echoes argument values."""
+    experiment: str | None = None
+    """The experiment the run belongs to (set by :func:`tag_events`), else None."""
+    variant: str | None = None
+    """The experiment's variant (arm) the run belongs to, else None."""
     kind: Literal["tool_call_result"] = "tool_call_result"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (the JSONL form)."""
-        return {
+        """JSON-ready dict (the JSONL form; ``experiment``/``variant`` only when set)."""
+        out: dict[str, Any] = {
             "kind": self.kind,
             "request_id": self.request_id,
             "tool": self.tool,
@@ -150,6 +162,9 @@ class ToolCallResult:
             "error_type": self.error_type,
             "message": self.message,
         }
+        if self.experiment is not None or self.variant is not None:
+            out["experiment"], out["variant"] = self.experiment, self.variant
+        return out
 
 
 Event: TypeAlias = ToolCallPlanned | ToolCallResult
@@ -299,6 +314,27 @@ def serve_metrics(port: int, *, addr: str = "127.0.0.1",
     metrics.server_port = server.server_port
     metrics._server = server
     return metrics
+
+
+class tag_events:  # noqa: N801 - used like a function
+    """A sink that stamps each event with an experiment and variant, then passes it on.
+
+    Example:
+        >>> sink = CaptureSink()
+        >>> tagged = tag_events(sink, experiment="greetings", variant="B")
+        >>> # await run_agent(agent, "hi", library=lib_b, events=tagged)
+    """
+
+    __slots__ = ("_sinks", "experiment", "variant")
+
+    def __init__(self, sinks: EventSink | Iterable[EventSink], *, experiment: str,
+                 variant: str) -> None:
+        self._sinks = fan_out(sinks)
+        self.experiment = experiment
+        self.variant = variant
+
+    def __call__(self, event: Event, /) -> None:
+        emit(self._sinks, replace(event, experiment=self.experiment, variant=self.variant))
 
 
 def fan_out(sinks: EventSink | Iterable[EventSink] | None) -> tuple[EventSink, ...]:

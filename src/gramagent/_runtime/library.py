@@ -27,12 +27,13 @@ Example:
 from __future__ import annotations
 
 import inspect
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from types import MappingProxyType
-from typing import Any, overload
+from typing import Any, Literal, overload
 
 from gramagent._runtime.introspect import describe_function
 from gramagent._runtime.limits import INHERIT, Inherit
@@ -41,7 +42,15 @@ from gramagent._spec.definition import ToolDefinition
 from gramagent._spec.model import Agent, Param, Signature, ToolSpec
 from gramagent.errors import SchemaError, ToolError
 
-__all__ = ["BoundAgent", "Tool", "ToolContext", "ToolLibrary", "tool"]
+__all__ = ["BoundAgent", "DescriptionCheck", "Tool", "ToolContext", "ToolLibrary", "tool"]
+
+logger = logging.getLogger(__name__)
+
+DescriptionCheck = bool | Literal["warn"]
+"""How :meth:`ToolLibrary.bind` treats descriptions: ``True`` (differences are binding
+problems), ``False`` (ignored, parameter descriptions too) or ``"warn"`` (an implementation
+whose docstring differs still binds; the difference is logged as a warning and kept in
+:attr:`BoundAgent.warnings`, while names and schemas stay strict)."""
 
 JSONSchema = dict[str, Any]
 
@@ -212,7 +221,7 @@ class ToolLibrary:
         self._tools: dict[str, Tool] = {}
         self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._states_lock = threading.Lock()
-        self._bound: OrderedDict[tuple[int, bool], BoundAgent] = OrderedDict()
+        self._bound: OrderedDict[tuple[int, DescriptionCheck], BoundAgent] = OrderedDict()
         self.max_conversations = max_conversations
         for t in tools:
             self.register(t)
@@ -274,13 +283,15 @@ class ToolLibrary:
     def __repr__(self) -> str:
         return f"ToolLibrary({list(self._tools)!r})"
 
-    def bind(self, agent: Agent, *, check_description: bool = True) -> BoundAgent:
+    def bind(self, agent: Agent, *, check_description: DescriptionCheck = True) -> BoundAgent:
         """Bind every tool spec of ``agent`` to its implementation here.
 
         Checks, for each spec: an implementation exists (else near names are suggested), its
         description matches (whitespace-normalized; skipped with ``check_description=False``,
-        which also ignores parameter descriptions), and its schema matches (compared
-        canonically: key order, ``required`` order and the gram round trip do not matter).
+        which also ignores parameter descriptions; with ``"warn"`` a differing description is
+        a warning, not a problem: the A/B case of two implementations documented differently),
+        and its schema matches (compared canonically: key order, ``required`` order and the
+        gram round trip do not matter). The model always sees the spec's descriptions.
 
         The result is cached per agent object (until a tool is registered), so binding the
         same agent on every run costs a dictionary lookup.
@@ -293,6 +304,7 @@ class ToolLibrary:
         if cached is not None and cached.agent is agent:
             return cached
         problems: list[str] = []
+        warnings: list[str] = []
         tools: dict[str, Tool] = {}
         for spec in agent.tools:
             impl = self._tools.get(spec.name)
@@ -302,11 +314,19 @@ class ToolLibrary:
                 problems.append(f"tool {spec.name!r} of agent {agent.name!r} has no "
                                 f"implementation in the library{hint}")
                 continue
-            problems.extend(contract_problems(spec, impl, check_description=check_description))
+            if check_description == "warn":
+                problems.extend(contract_problems(spec, impl, check_description=False))
+                if _norm_text(impl.description) != _norm_text(spec.description):
+                    warnings.append(_description_difference(spec, impl))
+            else:
+                problems.extend(contract_problems(spec, impl,
+                                                  check_description=check_description))
             tools[spec.name] = impl
         if problems:
             raise ToolError(problems)
-        bound = BoundAgent.build(agent, self, tools)
+        bound = BoundAgent.build(agent, self, tools, warnings=tuple(warnings))
+        for warning in warnings:
+            logger.warning("binding agent %r: %s", agent.name, warning)
         self._bound[key] = bound
         while len(self._bound) > _BIND_CACHE_SIZE:
             self._bound.popitem(last=False)
@@ -358,9 +378,12 @@ class BoundAgent:
     """Per tool name, a function returning the schema violations of an arguments object."""
     schemas: Mapping[str, JSONSchema]
     """Per tool name, the spec's arguments schema (for validation and error messages)."""
+    warnings: tuple[str, ...] = ()
+    """Differences accepted at bind time (descriptions, with ``check_description="warn"``)."""
 
     @classmethod
-    def build(cls, agent: Agent, library: ToolLibrary, tools: Mapping[str, Tool]) -> BoundAgent:
+    def build(cls, agent: Agent, library: ToolLibrary, tools: Mapping[str, Tool],
+              *, warnings: tuple[str, ...] = ()) -> BoundAgent:
         """Compile definitions and validators for already checked ``tools``."""
         # Imported here for import cost: jsonschema takes ~0.1-0.3 s, needed only to bind.
         from gramagent._spec.strict import strict_schema
@@ -381,7 +404,7 @@ class BoundAgent:
             agent=agent, library=library,
             tools=MappingProxyType({s.name: tools[s.name] for s in agent.tools}),
             definitions=tuple(definitions), validators=MappingProxyType(validators),
-            schemas=MappingProxyType(schemas),
+            schemas=MappingProxyType(schemas), warnings=warnings,
         )
 
     @property
@@ -400,9 +423,7 @@ def contract_problems(spec: ToolSpec, impl: Tool, *, check_description: bool = T
     if impl.name != spec.name:
         out.append(f"tool {spec.name!r}: the implementation is named {impl.name!r}")
     if check_description and _norm_text(impl.description) != _norm_text(spec.description):
-        out.append(f"tool {spec.name!r}: description differs: spec says "
-                   f"{_short(spec.description)!r}, implementation says "
-                   f"{_short(impl.description)!r}")
+        out.append(_description_difference(spec, impl))
     want = canonical_schema(spec.schema, descriptions=check_description)
     got = canonical_schema(impl.schema, descriptions=check_description)
     if want != got:
@@ -410,6 +431,11 @@ def contract_problems(spec: ToolSpec, impl: Tool, *, check_description: bool = T
         out.append(f"tool {spec.name!r}: schema differs from the spec: " + "; ".join(diffs[:5])
                    + (f"; and {len(diffs) - 5} more" if len(diffs) > 5 else ""))
     return out
+
+
+def _description_difference(spec: ToolSpec, impl: Tool) -> str:
+    return (f"tool {spec.name!r}: description differs: spec says {_short(spec.description)!r}, "
+            f"implementation says {_short(impl.description)!r}")
 
 
 def canonical_schema(schema: Mapping[str, Any], *, descriptions: bool = True) -> Any:

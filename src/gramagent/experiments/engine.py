@@ -1,0 +1,228 @@
+"""The engine seam: what executes an experiment's runs, behind one small interface.
+
+An :class:`Engine` takes the experiment (data only: variants, libraries and evaluators are
+named by import path) and the keys still to run, and yields one :class:`RunRecord` per
+finished run. It never writes the store: the runner, the one writer, does. The in-process
+:class:`AsyncioEngine` runs keys on a pool of ``concurrency`` worker tasks sharing one model
+adapter per distinct model (the embedded model gets as many llama.cpp parallel slots, so
+concurrent runs are batched), optionally rate-limited per model. A distributed engine
+implements the same :meth:`Engine.run` by shipping keys to workers that each call
+:func:`run_case` on arms they prepared themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Protocol
+
+from gramagent import (
+    Conversation,
+    GramagentError,
+    LimitExceeded,
+    ToolResultMessage,
+    run_agent,
+)
+from gramagent._models.base import Model, ModelRequest, ModelTurn
+from gramagent._runtime.events import EventSink, fan_out, tag_events
+from gramagent.errors import ConfigurationError
+from gramagent.experiments.cases import Case
+from gramagent.experiments.evaluators import Evaluator, build_evaluators
+from gramagent.experiments.experiment import Experiment
+from gramagent.experiments.records import EvalResult, RunKey, RunRecord, ToolRecord
+from gramagent.experiments.variants import Arm, ModelKey, prepare
+
+__all__ = ["AsyncioEngine", "Engine", "run_case"]
+
+LOCAL_SLOTS = 4
+"""Most llama.cpp parallel slots the embedded model is started with (each takes a share of
+the context; more slots than cores only queue)."""
+
+
+class Engine(Protocol):
+    """Runs keys of an experiment and yields each finished run."""
+
+    def run(self, experiment: Experiment, keys: Sequence[RunKey]
+            ) -> AsyncGenerator[RunRecord, None]:
+        """Yield one record per key, in completion order. Closing the iterator (or
+        cancelling its consumer) stops the runs in flight; nothing is yielded twice."""
+        ...
+
+
+class AsyncioEngine:
+    """The in-process engine: ``concurrency`` worker tasks on the running event loop.
+
+    Args:
+        concurrency: runs in flight at once.
+        events: sinks receiving every tool-call event, stamped with experiment and variant.
+        local_slots: parallel slots of an embedded (``local/...``) model; default
+            ``min(concurrency, LOCAL_SLOTS)``.
+        model_options: extra options of every resolved model adapter (e.g. ``max_retries``).
+    """
+
+    def __init__(self, *, concurrency: int = 4,
+                 events: EventSink | Iterable[EventSink] | None = None,
+                 local_slots: int | None = None,
+                 model_options: Mapping[str, Any] | None = None) -> None:
+        if concurrency < 1:
+            raise ConfigurationError("concurrency must be at least 1")
+        self.concurrency = concurrency
+        self.sinks = fan_out(events)
+        self.local_slots = local_slots or min(concurrency, LOCAL_SLOTS)
+        self.model_options = dict(model_options or {})
+
+    async def run(self, experiment: Experiment, keys: Sequence[RunKey]
+                  ) -> AsyncGenerator[RunRecord, None]:
+        arms = {v.name: prepare(v, experiment.agent) for v in experiment.variants}
+        evaluators = build_evaluators(experiment.evaluators)
+        models: dict[ModelKey, Model] = {}
+        try:
+            for arm in arms.values():
+                if arm.model not in models:
+                    models[arm.model] = self._resolve(arm.model, experiment.rate_limits)
+            sinks = {name: (tag_events(self.sinks, experiment=experiment.name, variant=name),)
+                     if self.sinks else () for name in arms}
+            cases = experiment.dataset.by_id()
+            queue: asyncio.Queue[RunRecord | BaseException | None] = asyncio.Queue()
+            pending = iter(keys)
+
+            async def worker() -> None:
+                try:
+                    for key in pending:
+                        arm = arms[key.variant]
+                        queue.put_nowait(await run_case(
+                            arm, models[arm.model], cases[key.case_id], key.repeat,
+                            evaluators, sinks[key.variant]))
+                except BaseException as exc:  # delivered to the consumer, raised there
+                    queue.put_nowait(exc)
+                    raise
+                finally:
+                    queue.put_nowait(None)
+
+            workers = [asyncio.create_task(worker())
+                       for _ in range(min(self.concurrency, max(1, len(keys))))]
+            try:
+                running = len(workers)
+                while running:
+                    item = await queue.get()
+                    if item is None:
+                        running -= 1
+                    elif isinstance(item, BaseException):
+                        if not isinstance(item, asyncio.CancelledError):
+                            raise item
+                    else:
+                        yield item
+            finally:
+                for task in workers:
+                    task.cancel()
+                for task in workers:
+                    with contextlib.suppress(BaseException):
+                        await task
+        finally:
+            for evaluator in evaluators:
+                await evaluator.aclose()
+            for model in models.values():
+                await model.aclose()
+
+    def _resolve(self, key: ModelKey, rate_limits: Mapping[str, float]) -> Model:
+        from gramagent._models.registry import resolve_model
+
+        options: dict[str, Any] = dict(self.model_options)
+        if key.tool_call_mode is not None:
+            options["tool_call_mode"] = key.tool_call_mode
+        if key.ref.startswith("local/") and key.base_url is None:
+            options["parallel"] = self.local_slots
+        model = resolve_model(key.ref, api=key.api, base_url=key.base_url, **options)
+        rate = rate_limits.get(key.ref)
+        return model if rate is None else RateLimited(model, rate)
+
+
+class RateLimited:
+    """A model whose requests are spaced to at most ``per_second`` (a leaky bucket)."""
+
+    def __init__(self, model: Model, per_second: float) -> None:
+        try:
+            from aiolimiter import AsyncLimiter
+        except ImportError:
+            raise ConfigurationError("rate limits need aiolimiter: "
+                                     "pip install 'gramagent[experiments]'") from None
+
+        self.model = model
+        # A bucket of one: requests are spaced evenly, never bursting past the rate.
+        self._limiter = AsyncLimiter(1, 1.0 / per_second)
+
+    async def request(self, request: ModelRequest) -> ModelTurn:
+        async with self._limiter:
+            pass
+        return await self.model.request(request)
+
+    async def aclose(self) -> None:
+        await self.model.aclose()
+
+
+async def run_case(arm: Arm, model: Model, case: Case, repeat: int,
+                   evaluators: Sequence[Evaluator], sinks: tuple[EventSink, ...] = ()
+                   ) -> RunRecord:
+    """Run one case (every user message of it, in one conversation) on one arm, and score it.
+
+    Never raises for a failed run: a limit or a model error is recorded as how the run
+    stopped (the conversation so far is kept: its tool results are in the record).
+    """
+    started = time.time()
+    clock = time.perf_counter()
+    context: Conversation | None = None
+    tools: list[ToolRecord] = []
+    answer: str | None = None
+    stop, error = "answer", None
+    input_tokens = output_tokens = requests = 0
+    try:
+        for message in case.inputs:
+            response = await run_agent(
+                arm.bound, message, model=model, context=context, limits=arm.limits,
+                events=sinks or None, settings=arm.settings or None)
+            context = response.context
+            input_tokens += response.usage.input_tokens
+            output_tokens += response.usage.output_tokens
+            requests += response.usage.requests
+            tools.extend(ToolRecord(
+                name=i.name, status="ok" if i.error_type in (None, "repeated_call") else "error",
+                error_type=i.error_type, latency_ms=i.latency * 1000.0, arguments=i.arguments)
+                for i in response.tool_invocations)
+            answer = response.content
+            stop = response.stopped_by or "answer"
+    except GramagentError as exc:
+        answer = None
+        stop = f"limit:{exc.limit}" if isinstance(exc, LimitExceeded) else (
+            f"error:{type(exc).__name__}")
+        error = str(exc)[:1000]
+        usage = getattr(exc, "usage", None)
+        if usage is not None:
+            input_tokens += usage.input_tokens
+            output_tokens += usage.output_tokens
+            requests += usage.requests
+        tools.extend(_tools_in(getattr(exc, "context", None), already=len(tools)))
+    except Exception as exc:  # a bug below must cost one run, not the experiment
+        answer, stop, error = None, f"error:{type(exc).__name__}", str(exc)[:1000]
+    wall_ms = (time.perf_counter() - clock) * 1000.0
+    record = RunRecord(
+        variant=arm.name, case_id=case.id, repeat=repeat, answer=answer, stop=stop,
+        error=error, tools=tuple(tools), input_tokens=input_tokens,
+        output_tokens=output_tokens, requests=requests, wall_ms=wall_ms, started=started)
+    if evaluators:
+        results: list[EvalResult] = [await evaluate(case, record) for evaluate in evaluators]
+        record = replace(record, evaluations=tuple(results))
+    return record
+
+
+def _tools_in(context: Any, *, already: int) -> list[ToolRecord]:
+    """Tool results of a stopped run's conversation (beyond the ``already`` recorded ones);
+    their latency and error type are not known there."""
+    if not isinstance(context, Conversation):
+        return []
+    results = [m for m in context.messages if isinstance(m, ToolResultMessage)]
+    return [ToolRecord(name=m.name, status="error" if m.is_error else "ok",
+                       error_type="unknown" if m.is_error else None, latency_ms=0.0)
+            for m in results[already:]]

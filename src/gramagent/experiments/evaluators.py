@@ -1,0 +1,314 @@
+"""Evaluators: each scores one run, as a pass/fail or a score in [0, 1], with a reason.
+
+Built-ins (``kind``, and the options each takes):
+
+=================  ================================================================
+``exact``          answer equals ``value`` (default: the case's expected ``answer``,
+                   or the expected value named by ``expected``); ``ignore_case``
+``contains``       answer contains ``value`` (same default); ``ignore_case`` (default
+                   true)
+``regex``          answer matches ``pattern`` (``re.search``); ``ignore_case``
+``json_schema``    the answer is JSON valid against ``schema``
+``tool_called``    ``tool`` was called successfully, with ``arguments`` (a subset of
+                   the call's arguments) when given
+``no_tool_errors`` no tool call of the run failed
+``latency_under``  the run took under ``ms`` milliseconds
+``custom``         ``function``: ``module:function`` taking ``(case, record)`` and
+                   returning a bool, a number in [0, 1], a ``(value, reason)`` pair or
+                   an :class:`EvalResult`; may be async
+``judge``          an LLM grades the answer against ``rubric`` on ``model`` (any model,
+                   the embedded ``local/...`` ones too); a score in [0, 1]
+=================  ================================================================
+
+Evaluators are data (:class:`EvaluatorSpec`, custom ones named by import path), built into
+callables by :func:`build_evaluators` in whatever process runs the cases.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+from gramagent.errors import ConfigurationError
+from gramagent.experiments.cases import Case
+from gramagent.experiments.imports import import_object
+from gramagent.experiments.records import EvalResult, RunRecord
+
+__all__ = ["KINDS", "Evaluator", "EvaluatorSpec", "build_evaluators"]
+
+KINDS = ("exact", "contains", "regex", "json_schema", "tool_called", "no_tool_errors",
+         "latency_under", "custom", "judge")
+_OPTIONS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    # kind: (required options, optional options)
+    "exact": (frozenset(), frozenset({"value", "expected", "ignore_case"})),
+    "contains": (frozenset(), frozenset({"value", "expected", "ignore_case"})),
+    "regex": (frozenset({"pattern"}), frozenset({"ignore_case"})),
+    "json_schema": (frozenset({"schema"}), frozenset()),
+    "tool_called": (frozenset({"tool"}), frozenset({"arguments"})),
+    "no_tool_errors": (frozenset(), frozenset()),
+    "latency_under": (frozenset({"ms"}), frozenset()),
+    "custom": (frozenset({"function"}), frozenset()),
+    "judge": (frozenset({"model", "rubric"}), frozenset({"api", "base_url", "pass_score"})),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvaluatorSpec:
+    """An evaluator as data: its name in reports, its kind and the kind's options."""
+
+    name: str
+    kind: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def problems(self) -> list[str]:
+        """What is wrong with the kind or options (empty when fine)."""
+        if self.kind not in _OPTIONS:
+            return [f"evaluator {self.name!r}: unknown kind {self.kind!r} (expected one of "
+                    f"{', '.join(KINDS)})"]
+        required, optional = _OPTIONS[self.kind]
+        out = [f"evaluator {self.name!r}: {self.kind} needs option {key!r}"
+               for key in sorted(required - set(self.options))]
+        out += [f"evaluator {self.name!r}: {self.kind} has no option {key!r} (it takes "
+                f"{', '.join(sorted(required | optional)) or 'none'})"
+                for key in sorted(set(self.options) - required - optional)]
+        ms = self.options.get("ms")
+        if self.kind == "latency_under" and "ms" in self.options and (
+                isinstance(ms, bool) or not isinstance(ms, (int, float)) or ms <= 0):
+            out.append(f"evaluator {self.name!r}: ms must be a positive number")
+        pattern = self.options.get("pattern")
+        if self.kind == "regex" and pattern is not None:
+            try:
+                re.compile(str(pattern))
+            except re.error as exc:
+                out.append(f"evaluator {self.name!r}: bad pattern: {exc}")
+        if self.kind == "json_schema" and "schema" in self.options:
+            from jsonschema import validators
+            from jsonschema.exceptions import SchemaError
+
+            try:
+                validators.validator_for(self.options["schema"]).check_schema(
+                    self.options["schema"])
+            except SchemaError as exc:
+                out.append(f"evaluator {self.name!r}: bad schema: {exc.message}")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "options": dict(self.options)}
+
+
+class Evaluator(Protocol):
+    """A built evaluator: scores one run of one case."""
+
+    name: str
+
+    async def __call__(self, case: Case, record: RunRecord) -> EvalResult: ...
+
+    async def aclose(self) -> None: ...
+
+
+def build_evaluators(specs: Sequence[EvaluatorSpec]) -> list[Evaluator]:
+    """Build callables from specs (imports custom functions, prepares judges).
+
+    Raises:
+        ConfigurationError: a spec is invalid or a custom function cannot be imported.
+    """
+    problems = [p for spec in specs for p in spec.problems()]
+    if problems:
+        raise ConfigurationError("; ".join(problems))
+    out: list[Evaluator] = []
+    for spec in specs:
+        if spec.kind == "custom":
+            out.append(_Custom(spec.name, spec.options["function"]))
+        elif spec.kind == "judge":
+            from gramagent.experiments.judge import Judge
+
+            out.append(Judge(spec.name, **spec.options))
+        else:
+            out.append(_Sync(spec.name, _BUILTINS[spec.kind](spec.options)))
+    return out
+
+
+Check = Callable[[Case, RunRecord], tuple[bool, str]]
+
+
+@dataclass(slots=True)
+class _Sync:
+    name: str
+    check: Check
+
+    async def __call__(self, case: Case, record: RunRecord) -> EvalResult:
+        passed, reason = self.check(case, record)
+        return EvalResult(name=self.name, score=1.0 if passed else 0.0, passed=passed,
+                          reason=reason)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _target(options: Mapping[str, Any], case: Case) -> str | None:
+    if "value" in options:
+        return str(options["value"])
+    value = case.expected.get(str(options.get("expected", "answer")))
+    return None if value is None else str(value)
+
+
+def _text_check(compare: Callable[[str, str], bool], verb: str, ignore_case: bool
+                ) -> Callable[[Mapping[str, Any]], Check]:
+    def make(options: Mapping[str, Any]) -> Check:
+        fold = bool(options.get("ignore_case", ignore_case))
+
+        def check(case: Case, record: RunRecord) -> tuple[bool, str]:
+            target = _target(options, case)
+            if target is None:
+                return False, (f"case {case.id!r} has no expected "
+                               f"{options.get('expected', 'answer')!r}")
+            if record.answer is None:
+                return False, f"no answer ({record.stop})"
+            answer = record.answer.strip()
+            want = target.strip()
+            if fold:
+                answer, want = answer.casefold(), want.casefold()
+            ok = compare(answer, want)
+            return ok, f"answer {'' if ok else 'does not '}{verb} {target!r}"
+
+        return check
+
+    return make
+
+
+def _regex(options: Mapping[str, Any]) -> Check:
+    flags = re.IGNORECASE if options.get("ignore_case") else 0
+    pattern = re.compile(str(options["pattern"]), flags)
+
+    def check(case: Case, record: RunRecord) -> tuple[bool, str]:
+        if record.answer is None:
+            return False, f"no answer ({record.stop})"
+        ok = pattern.search(record.answer) is not None
+        return ok, f"answer {'matches' if ok else 'does not match'} /{pattern.pattern}/"
+
+    return check
+
+
+def _json_schema(options: Mapping[str, Any]) -> Check:
+    from jsonschema import validators
+
+    schema = options["schema"]
+    validator = validators.validator_for(schema)(schema)
+
+    def check(case: Case, record: RunRecord) -> tuple[bool, str]:
+        if record.answer is None:
+            return False, f"no answer ({record.stop})"
+        try:
+            value = orjson.loads(record.answer)
+        except orjson.JSONDecodeError:
+            return False, "answer is not JSON"
+        error = next(iter(validator.iter_errors(value)), None)
+        if error is None:
+            return True, "answer matches the schema"
+        return False, f"answer violates the schema: {error.message[:200]}"
+
+    return check
+
+
+def _tool_called(options: Mapping[str, Any]) -> Check:
+    tool = str(options["tool"])
+    wanted = options.get("arguments")
+
+    def check(case: Case, record: RunRecord) -> tuple[bool, str]:
+        calls = [t for t in record.tools if t.name == tool and t.status == "ok"]
+        if not calls:
+            return False, f"{tool} was not called successfully"
+        if wanted is None:
+            return True, f"{tool} was called"
+        for t in calls:
+            args = t.arguments if isinstance(t.arguments, dict) else {}
+            if all(args.get(k) == v for k, v in wanted.items()):
+                return True, f"{tool} was called with {wanted}"
+        return False, f"{tool} was never called with {wanted}"
+
+    return check
+
+
+def _no_tool_errors(options: Mapping[str, Any]) -> Check:
+    def check(case: Case, record: RunRecord) -> tuple[bool, str]:
+        failed = [t for t in record.tools if t.status != "ok"]
+        if not failed:
+            return True, "no tool errors"
+        kinds = ", ".join(sorted({f"{t.name}:{t.error_type}" for t in failed}))
+        return False, f"{len(failed)} tool error(s): {kinds}"
+
+    return check
+
+
+def _latency_under(options: Mapping[str, Any]) -> Check:
+    limit = float(options["ms"])
+
+    def check(case: Case, record: RunRecord) -> tuple[bool, str]:
+        ok = record.wall_ms < limit
+        return ok, f"{record.wall_ms:.0f} ms {'<' if ok else '>='} {limit:g} ms"
+
+    return check
+
+
+_BUILTINS: dict[str, Callable[[Mapping[str, Any]], Check]] = {
+    "exact": _text_check(lambda a, b: a == b, "equals", False),
+    "contains": _text_check(lambda a, b: b in a, "contains", True),
+    "regex": _regex,
+    "json_schema": _json_schema,
+    "tool_called": _tool_called,
+    "no_tool_errors": _no_tool_errors,
+    "latency_under": _latency_under,
+}
+
+
+@dataclass(slots=True)
+class _Custom:
+    name: str
+    reference: str
+    function: Callable[[Case, RunRecord], Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        fn = import_object(self.reference, what=f"evaluator {self.name!r}:")
+        if not callable(fn):
+            raise ConfigurationError(f"evaluator {self.name!r}: {self.reference!r} is not "
+                                     "callable")
+        self.function = fn
+
+    async def __call__(self, case: Case, record: RunRecord) -> EvalResult:
+        try:
+            value = self.function(case, record)
+            if inspect.isawaitable(value):
+                value = await value
+            return to_result(self.name, value)
+        except Exception as exc:  # a user's function must not stop the experiment
+            return EvalResult(name=self.name, score=0.0, passed=False,
+                              reason=f"evaluator raised {type(exc).__name__}: {exc}"[:500])
+
+    async def aclose(self) -> None:
+        return None
+
+
+def to_result(name: str, value: Any) -> EvalResult:
+    """Normalize what a custom evaluator returned.
+
+    Raises:
+        TypeError: not a bool, a number in [0, 1], a (value, reason) pair or an EvalResult.
+    """
+    if isinstance(value, EvalResult):
+        return value if value.name == name else EvalResult(
+            name=name, score=value.score, passed=value.passed, reason=value.reason)
+    reason = ""
+    if isinstance(value, tuple) and len(value) == 2:
+        value, reason = value[0], str(value[1])
+    if isinstance(value, bool):
+        return EvalResult(name=name, score=float(value), passed=value, reason=reason)
+    if isinstance(value, (int, float)) and 0.0 <= float(value) <= 1.0:
+        return EvalResult(name=name, score=float(value), passed=None, reason=reason)
+    raise TypeError(f"expected a bool, a number in [0, 1] or a (value, reason) pair, got "
+                    f"{value!r}"[:200])
+

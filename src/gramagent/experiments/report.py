@@ -1,0 +1,332 @@
+"""The report of a store: per-variant figures, paired comparisons with the baseline, verdicts.
+
+:func:`report` reads a store (or takes records) and computes, deterministically:
+
+- per variant and evaluator: the pass rate with a Wilson interval, or the mean score with a
+  bootstrap interval; latency and tokens with bootstrap intervals; tool errors; how runs
+  stopped;
+- per variant against the baseline, on the runs paired by (case, repeat): per metric the mean
+  difference with a paired bootstrap interval, the test's p-value (McNemar's exact test for
+  pass/fail, the paired permutation test otherwise), Holm's adjusted p-value across the
+  metrics of that comparison, and a one-line verdict;
+- the disagreements: (case, repeat) pairs where an evaluator's verdict differs, with both
+  answers.
+
+The numbers come from :mod:`gramagent.experiments.stats`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gramagent.experiments import stats
+from gramagent.experiments.records import RunRecord
+from gramagent.experiments.store import Store
+
+__all__ = ["Comparison", "Disagreement", "MetricSummary", "Report", "VariantSummary", "report"]
+
+LATENCY = "latency_ms"
+TOKENS = "tokens"
+MAX_DISAGREEMENTS = 200
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricSummary:
+    """One metric of one variant: a rate (pass/fail) or a mean, with its interval."""
+
+    name: str
+    kind: str
+    """``rate`` or ``mean``."""
+    value: float
+    low: float
+    high: float
+    n: int
+    passed: int | None = None
+    """Passes, for a rate."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VariantSummary:
+    name: str
+    runs: int
+    metrics: tuple[MetricSummary, ...]
+    stops: Mapping[str, int]
+    """How runs stopped (``answer``, ``limit:...``, ``error:...``) and how often."""
+    tool_calls: int
+    tool_errors: Mapping[str, int]
+    """Failed tool calls by ``tool:error_type``."""
+    latencies: tuple[float, ...] = field(repr=False, default=())
+    tokens: tuple[int, ...] = field(repr=False, default=())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Comparison:
+    """One metric of one variant against the baseline, on paired runs."""
+
+    variant: str
+    metric: str
+    test: str
+    """``mcnemar_exact`` or ``paired_permutation``."""
+    pairs: int
+    baseline_mean: float
+    variant_mean: float
+    difference: float
+    """Mean of (variant - baseline) over the pairs (a rate difference for pass/fail)."""
+    low: float
+    high: float
+    """Paired bootstrap interval of the difference (confidence 1 - alpha)."""
+    p_value: float
+    p_adjusted: float
+    """Holm-adjusted over the metrics of this variant's comparison."""
+    higher_is_better: bool
+    verdict: str
+    outcome: str
+    """``better``, ``worse`` or ``no difference``."""
+    discordant: tuple[int, int] | None = None
+    """For pass/fail: (baseline only passed, variant only passed)."""
+    pairs_needed: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Disagreement:
+    case_id: str
+    repeat: int
+    evaluator: str
+    baseline: str
+    variant: str
+    baseline_passed: bool
+    variant_passed: bool
+    baseline_answer: str | None
+    variant_answer: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Report:
+    """Everything a report shows; :meth:`to_dict` is the ``--json`` form."""
+
+    experiment: str
+    baseline: str
+    alpha: float
+    seed: int
+    repeats: int
+    cases: int
+    variants: tuple[VariantSummary, ...]
+    comparisons: tuple[Comparison, ...]
+    disagreements: tuple[Disagreement, ...]
+    disagreements_total: int
+    missing: int
+    """Keys of the experiment without a run (stopped before the end)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for variant in data["variants"]:
+            variant.pop("latencies")
+            variant.pop("tokens")
+        out: dict[str, Any] = _finite(data)
+        return out
+
+    def comparison(self, variant: str, metric: str) -> Comparison:
+        for c in self.comparisons:
+            if c.variant == variant and c.metric == metric:
+                return c
+        raise KeyError((variant, metric))
+
+    def variant(self, name: str) -> VariantSummary:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+
+def report(source: str | os.PathLike[str] | Store) -> Report:
+    """The report of a store (a path or an open :class:`Store`).
+
+    Raises:
+        ExperimentError: the file is not an experiment store.
+    """
+    if isinstance(source, Store):
+        return build_report(source.records(), source.settings())
+    with Store.read(source) as store:
+        return build_report(store.records(), store.settings())
+
+
+def build_report(records: Sequence[RunRecord], settings: Mapping[str, Any]) -> Report:
+    """The report of ``records`` under ``settings`` (see ``Experiment.settings``)."""
+    alpha = float(settings.get("alpha", 0.05))
+    seed = int(settings.get("seed", 0))
+    baseline = str(settings["baseline"])
+    names = list(settings.get("variants") or sorted({r.variant for r in records}))
+    evaluators = list(settings.get("evaluators", []))
+    by_variant: dict[str, list[RunRecord]] = defaultdict(list)
+    for record in sorted(records, key=lambda r: (r.variant, r.case_id, r.repeat)):
+        by_variant[record.variant].append(record)
+    kinds = {name: _kind(name, records) for name in evaluators}
+    summaries = tuple(_summary(name, by_variant[name], evaluators, kinds, alpha, seed)
+                      for name in names)
+    comparisons: list[Comparison] = []
+    disagreements: list[Disagreement] = []
+    base_runs = {(r.case_id, r.repeat): r for r in by_variant[baseline]}
+    for name in names:
+        if name == baseline:
+            continue
+        pairs = [(base_runs[(r.case_id, r.repeat)], r) for r in by_variant[name]
+                 if (r.case_id, r.repeat) in base_runs]
+        comparisons.extend(_compare(name, pairs, evaluators, kinds, alpha, seed))
+        disagreements.extend(_disagreements(baseline, name, pairs, evaluators, kinds))
+    expected = int(settings.get("cases", 0)) * int(settings.get("repeats", 1)) * len(names)
+    return Report(
+        experiment=str(settings.get("experiment", "")), baseline=baseline, alpha=alpha,
+        seed=seed, repeats=int(settings.get("repeats", 1)),
+        cases=int(settings.get("cases", 0)), variants=summaries,
+        comparisons=tuple(comparisons),
+        disagreements=tuple(disagreements[:MAX_DISAGREEMENTS]),
+        disagreements_total=len(disagreements), missing=max(0, expected - len(records)))
+
+
+def _kind(name: str, records: Sequence[RunRecord]) -> str:
+    """``rate`` when every verdict of the evaluator is pass/fail, else ``mean``."""
+    results = [r.evaluation(name) for r in records]
+    present = [e for e in results if e is not None]
+    return "rate" if present and all(e.passed is not None for e in present) else "mean"
+
+
+def _score(record: RunRecord, name: str) -> float:
+    result = record.evaluation(name)
+    return 0.0 if result is None else result.score
+
+
+def _metric_values(record: RunRecord, metric: str) -> float:
+    if metric == LATENCY:
+        return record.wall_ms
+    if metric == TOKENS:
+        return float(record.tokens)
+    return _score(record, metric)
+
+
+def _summary(name: str, runs: list[RunRecord], evaluators: list[str], kinds: Mapping[str, str],
+             alpha: float, seed: int) -> VariantSummary:
+    metrics = []
+    confidence = 1 - alpha
+    for metric in [*evaluators, LATENCY, TOKENS]:
+        values = [_metric_values(r, metric) for r in runs]
+        if kinds.get(metric) == "rate":
+            passed = sum(1 for v in values if v >= 1.0)
+            low, high = stats.wilson(passed, len(values), confidence)
+            metrics.append(MetricSummary(
+                name=metric, kind="rate", value=passed / len(values) if values else math.nan,
+                low=low, high=high, n=len(values), passed=passed))
+        else:
+            low, high = stats.bootstrap_mean(values, stats.rng_for(seed, name, metric),
+                                             confidence)
+            metrics.append(MetricSummary(
+                name=metric, kind="mean",
+                value=sum(values) / len(values) if values else math.nan,
+                low=low, high=high, n=len(values)))
+    errors: Counter[str] = Counter()
+    calls = 0
+    for r in runs:
+        calls += len(r.tools)
+        errors.update(f"{t.name}:{t.error_type}" for t in r.tools if t.status != "ok")
+    return VariantSummary(
+        name=name, runs=len(runs), metrics=tuple(metrics),
+        stops=dict(sorted(Counter(r.stop for r in runs).items())), tool_calls=calls,
+        tool_errors=dict(sorted(errors.items())),
+        latencies=tuple(r.wall_ms for r in runs), tokens=tuple(r.tokens for r in runs))
+
+
+def _compare(name: str, pairs: list[tuple[RunRecord, RunRecord]], evaluators: list[str],
+             kinds: Mapping[str, str], alpha: float, seed: int) -> list[Comparison]:
+    rows: list[dict[str, Any]] = []
+    for metric in [*evaluators, LATENCY, TOKENS]:
+        base = [_metric_values(b, metric) for b, _ in pairs]
+        var = [_metric_values(v, metric) for _, v in pairs]
+        diffs = [v - b for b, v in zip(base, var, strict=True)]
+        rng = stats.rng_for(seed, name, metric, "paired")
+        low, high = stats.bootstrap_mean(diffs, rng, 1 - alpha)
+        row: dict[str, Any] = {
+            "variant": name, "metric": metric, "pairs": len(pairs),
+            "baseline_mean": _mean(base), "variant_mean": _mean(var),
+            "difference": _mean(diffs), "low": low, "high": high,
+            "higher_is_better": metric not in (LATENCY, TOKENS),
+        }
+        if kinds.get(metric) == "rate":
+            b = sum(1 for x, y in zip(base, var, strict=True) if x >= 1.0 > y)
+            c = sum(1 for x, y in zip(base, var, strict=True) if y >= 1.0 > x)
+            row.update(test="mcnemar_exact", p_value=stats.mcnemar_exact(b, c),
+                       discordant=(b, c),
+                       pairs_needed=stats.pairs_needed_mcnemar(b, c, len(pairs), alpha))
+        else:
+            row.update(test="paired_permutation",
+                       p_value=stats.paired_permutation(var, base, rng),
+                       pairs_needed=stats.pairs_needed_paired(diffs, alpha))
+        rows.append(row)
+    adjusted = stats.holm([row["p_value"] for row in rows])
+    out = []
+    for row, p_adj in zip(rows, adjusted, strict=True):
+        outcome, verdict = _verdict(row, p_adj, alpha)
+        out.append(Comparison(**row, p_adjusted=p_adj, outcome=outcome, verdict=verdict))
+    return out
+
+
+def _verdict(row: Mapping[str, Any], p_adjusted: float, alpha: float) -> tuple[str, str]:
+    diff = row["difference"]
+    shown = _format_difference(row["metric"], diff, row["test"] == "mcnemar_exact")
+    if row["pairs"] == 0:
+        return "no difference", "no paired runs to compare"
+    if p_adjusted < alpha and diff != 0:
+        good = (diff > 0) == row["higher_is_better"]
+        outcome = "better" if good else "worse"
+        return outcome, (f"{outcome}: {shown} (p={p_adjusted:.3g} after Holm, alpha={alpha:g})")
+    needed = row.get("pairs_needed")
+    if needed is None:
+        tail = "no difference observed"
+    else:
+        tail = f"a difference of {shown} would need about {needed} cases"
+    return "no difference", (f"no detectable difference at alpha={alpha:g} "
+                             f"(p={p_adjusted:.3g}; {tail})")
+
+
+def _format_difference(metric: str, diff: float, rate: bool) -> str:
+    if rate:
+        return f"{diff * 100:+.1f} points"
+    if metric == LATENCY:
+        return f"{diff:+.1f} ms"
+    if metric == TOKENS:
+        return f"{diff:+.1f} tokens"
+    return f"{diff:+.3f}"
+
+
+def _disagreements(baseline: str, name: str, pairs: list[tuple[RunRecord, RunRecord]],
+                   evaluators: list[str], kinds: Mapping[str, str]) -> list[Disagreement]:
+    out = []
+    for b, v in pairs:
+        for evaluator in evaluators:
+            if kinds.get(evaluator) != "rate":
+                continue
+            bp, vp = _score(b, evaluator) >= 1.0, _score(v, evaluator) >= 1.0
+            if bp != vp:
+                out.append(Disagreement(
+                    case_id=b.case_id, repeat=b.repeat, evaluator=evaluator, baseline=baseline,
+                    variant=name, baseline_passed=bp, variant_passed=vp,
+                    baseline_answer=b.answer, variant_answer=v.answer))
+    return out
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities as None, for JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

@@ -1,0 +1,121 @@
+"""Run an experiment into its store: check, resume, execute through an engine, write each run.
+
+:func:`run_experiment` binds every variant first (a missing tool or a schema mismatch stops
+everything before a single request), opens the store (refusing one that holds a different
+experiment), works out the keys still missing and hands them to the engine. The runner is the
+store's one writer: each record is committed as it arrives, then passed to ``on_record``
+(progress display) and to the metrics. Cancelling (Ctrl-C) stops the runs in flight; every
+finished run is already saved, and the next call resumes with the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gramagent._runtime.events import EventSink, fan_out
+from gramagent.experiments.engine import AsyncioEngine, Engine
+from gramagent.experiments.experiment import Experiment
+from gramagent.experiments.metrics import ExperimentMetrics
+from gramagent.experiments.records import RunRecord
+from gramagent.experiments.store import Store
+from gramagent.experiments.variants import prepare
+
+__all__ = ["RunSummary", "Started", "run_experiment", "store_path"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Started:
+    """What the runner knows once the store is open, before the first run."""
+
+    store: str
+    total: int
+    """Keys of the whole experiment."""
+    done: int
+    """Keys already in the store (skipped)."""
+    warnings: tuple[str, ...]
+    """Binding warnings (differing descriptions), per variant."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSummary:
+    """How a call of :func:`run_experiment` went."""
+
+    store: str
+    ran: int
+    """Runs executed and saved by this call."""
+    skipped: int
+    """Keys already in the store when it started."""
+    total: int
+    warnings: tuple[str, ...] = ()
+
+
+def store_path(experiment: Experiment, store: str | os.PathLike[str] | None = None) -> str:
+    """The store an experiment writes to: ``store``, else the experiment's own setting
+    (relative to its file), else ``<name>.sqlite`` in the working directory."""
+    if store is not None:
+        return str(store)
+    if experiment.store is not None:
+        if experiment.source is not None and not Path(experiment.store).is_absolute():
+            return str(Path(experiment.source).parent / experiment.store)
+        return experiment.store
+    return f"{experiment.name}.sqlite"
+
+
+async def run_experiment(
+    experiment: Experiment,
+    *,
+    store: str | os.PathLike[str] | None = None,
+    engine: Engine | None = None,
+    concurrency: int = 4,
+    events: EventSink | Iterable[EventSink] | None = None,
+    metrics: ExperimentMetrics | None = None,
+    on_start: Callable[[Started], None] | None = None,
+    on_record: Callable[[RunRecord], None] | None = None,
+) -> RunSummary:
+    """Run every (variant, case, repeat) key of ``experiment`` not yet in its store.
+
+    Args:
+        experiment: what to run.
+        store: the SQLite file (see :func:`store_path` for the default).
+        engine: executes the runs; default an :class:`AsyncioEngine` with ``concurrency``
+            workers, sending tool-call events to ``events`` (and ``metrics``).
+        concurrency: runs in flight at once (for the default engine).
+        events: sinks of tool-call events, stamped with experiment and variant.
+        metrics: Prometheus families to count runs, verdicts and tool calls in.
+        on_start: called once the store is open (total and skipped keys, warnings).
+        on_record: called with each finished (and saved) run.
+
+    Raises:
+        ConfigurationError: a variant, library or evaluator cannot be loaded.
+        ToolError: a variant's library does not fit the agent's tool specs (names, schemas).
+        ExperimentError: the store holds a different experiment.
+    """
+    arms = [prepare(v, experiment.agent) for v in experiment.variants]
+    warnings = tuple(f"variant {arm.name!r}: {w}" for arm in arms for w in arm.warnings)
+    fingerprint = experiment.fingerprint({arm.name: arm.implementation for arm in arms})
+    path = store_path(experiment, store)
+    if engine is None:
+        sinks = [*fan_out(events), *([metrics] if metrics is not None else [])]
+        engine = AsyncioEngine(concurrency=concurrency, events=sinks or None)
+    with Store.create(path, fingerprint=fingerprint, settings=experiment.settings()) as db:
+        done = db.done()
+        keys = [key for key in experiment.run_keys() if key not in done]
+        total = len(done) + len(keys)
+        if on_start is not None:
+            on_start(Started(store=path, total=total, done=len(done), warnings=warnings))
+        ran = 0
+        if keys:
+            async with contextlib.aclosing(engine.run(experiment, keys)) as records:
+                async for record in records:
+                    db.write(record)
+                    ran += 1
+                    if metrics is not None:
+                        metrics.observe(experiment.name, record)
+                    if on_record is not None:
+                        on_record(record)
+    return RunSummary(store=path, ran=ran, skipped=len(done), total=total, warnings=warnings)
+

@@ -1,0 +1,157 @@
+"""The statistics of reports, on scipy.stats (no hand-written formula where scipy has one).
+
+- a rate (pass/fail): Wilson score interval (``binomtest(...).proportion_ci("wilson")``);
+- a mean (scores, latency, tokens): bootstrap interval (``scipy.stats.bootstrap``, BCa, falling
+  back to percentile where BCa is undefined);
+- paired pass/fail, variant vs baseline on the same (case, repeat): McNemar's exact test, the
+  two-sided binomial test of the discordant pairs (``binomtest(c, b + c, 0.5)``);
+- paired scores, latency, tokens: a bootstrap interval of the mean difference and a paired
+  permutation test (``scipy.stats.permutation_test``, ``permutation_type="samples"``: the sign
+  of each pair is flipped, exact when the pairs are few);
+- Holm's step-down correction over the metrics of one comparison (scipy has none; it is the
+  few lines of :func:`holm`);
+- the pairs a difference of the observed size would need at 80 % power: the normal
+  approximation for paired means, Connor's (1987) for McNemar.
+
+Every resampling is seeded from the experiment's seed and the metric's name, so the same
+store always gives the same report.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+import zlib
+from collections.abc import Sequence
+
+from gramagent.errors import ConfigurationError
+
+try:
+    import numpy as np
+    from scipy import stats  # type: ignore[import-untyped]
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ConfigurationError(f"experiment statistics need scipy ({exc.name} is missing): "
+                             "pip install 'gramagent[experiments]'") from None
+
+__all__ = [
+    "bootstrap_mean",
+    "holm",
+    "mcnemar_exact",
+    "paired_permutation",
+    "pairs_needed_mcnemar",
+    "pairs_needed_paired",
+    "rng_for",
+    "wilson",
+]
+
+RESAMPLES = 9999
+POWER = 0.8
+
+
+def rng_for(seed: int, *names: str) -> np.random.Generator:
+    """A generator seeded by ``seed`` and names (stable across processes, unlike ``hash``)."""
+    return np.random.default_rng([seed, *(zlib.crc32(n.encode("utf-8")) for n in names)])
+
+
+def wilson(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion (``(nan, nan)`` when ``n`` is 0)."""
+    if n == 0:
+        return math.nan, math.nan
+    ci = stats.binomtest(successes, n).proportion_ci(confidence_level=confidence,
+                                                     method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def bootstrap_mean(values: Sequence[float], rng: np.random.Generator,
+                   confidence: float = 0.95) -> tuple[float, float]:
+    """Bootstrap interval of the mean (BCa; percentile where BCa is undefined).
+
+    All-equal values give the point interval; fewer than two values give ``(nan, nan)``.
+    """
+    data = np.asarray(values, dtype=float)
+    if data.size < 2:
+        return (float(data[0]), float(data[0])) if data.size == 1 else (math.nan, math.nan)
+    if np.all(data == data[0]):
+        return float(data[0]), float(data[0])
+    state = rng.bit_generator.state
+    for method in ("BCa", "percentile"):
+        rng.bit_generator.state = state  # the same resamples whichever method answers
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # BCa's degenerate-data warning: we fall back
+            result = stats.bootstrap((data,), np.mean, n_resamples=RESAMPLES,
+                                     confidence_level=confidence, method=method, rng=rng)
+        low, high = float(result.confidence_interval.low), float(
+            result.confidence_interval.high)
+        if math.isfinite(low) and math.isfinite(high):
+            return low, high
+    return math.nan, math.nan
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """McNemar's exact p-value (two-sided) from the discordant pair counts ``b`` (baseline
+    passed, variant failed) and ``c`` (the reverse); 1 when there are none."""
+    if b + c == 0:
+        return 1.0
+    return float(stats.binomtest(c, b + c, 0.5).pvalue)
+
+
+def paired_permutation(variant: Sequence[float], baseline: Sequence[float],
+                       rng: np.random.Generator) -> float:
+    """Two-sided p-value of the paired permutation test of the mean difference."""
+    x = np.asarray(variant, dtype=float)
+    y = np.asarray(baseline, dtype=float)
+    if x.size == 0 or np.all(x == y):
+        return 1.0
+
+    def mean_difference(a: np.ndarray, b: np.ndarray, axis: int) -> np.ndarray:
+        return np.mean(a - b, axis=axis)  # type: ignore[no-any-return]
+
+    result = stats.permutation_test((x, y), mean_difference, permutation_type="samples",
+                                    vectorized=True, n_resamples=RESAMPLES,
+                                    alternative="two-sided", rng=rng)
+    return float(min(1.0, result.pvalue))
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (same order as given).
+
+    The k-th smallest p (from 0) is multiplied by ``m - k``; adjusted values are made
+    non-decreasing in that order and capped at 1.
+    """
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def pairs_needed_paired(differences: Sequence[float], alpha: float,
+                        power: float = POWER) -> int | None:
+    """Pairs for a paired test to detect the observed mean difference (normal approximation,
+    two-sided); None when the observed difference is zero."""
+    d = np.asarray(differences, dtype=float)
+    mean = float(np.mean(d)) if d.size else 0.0
+    sd = float(np.std(d, ddof=1)) if d.size > 1 else 0.0
+    if mean == 0.0:
+        return None
+    if sd == 0.0:
+        return 2
+    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
+    return max(2, math.ceil(float(z * sd / abs(mean)) ** 2))
+
+
+def pairs_needed_mcnemar(b: int, c: int, n: int, alpha: float,
+                         power: float = POWER) -> int | None:
+    """Pairs for McNemar's test to detect the observed difference (Connor 1987); None when
+    the observed difference is zero."""
+    if n == 0 or b == c:
+        return None
+    discordant = (b + c) / n
+    delta = abs(c - b) / n
+    z_a = stats.norm.ppf(1 - alpha / 2)
+    z_b = stats.norm.ppf(power)
+    root = z_a * math.sqrt(discordant) + z_b * math.sqrt(max(0.0, discordant - delta ** 2))
+    return max(2, math.ceil(float(root / delta) ** 2))

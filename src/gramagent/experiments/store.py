@@ -1,0 +1,228 @@
+"""The results store: one SQLite file in WAL mode, written as each run ends.
+
+One writer (the runner) owns it. Each finished run is one committed row keyed by (variant,
+case, repeat): a ``kill -9`` loses at most the runs in flight, and resuming runs only the keys
+that have no row. The experiment's fingerprint is kept in the file; opening the store for an
+experiment whose agent, variants, dataset or evaluators changed is refused, naming what
+changed. Export to Parquet or CSV with :meth:`Store.export`.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import sqlite3
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from gramagent.errors import ExperimentError
+from gramagent.experiments.experiment import canonical, changes
+from gramagent.experiments.records import EvalResult, RunKey, RunRecord, ToolRecord
+
+__all__ = ["Store"]
+
+SCHEMA_VERSION = "1"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    variant TEXT NOT NULL,
+    case_id TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    answer TEXT,
+    stop TEXT NOT NULL,
+    error TEXT,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    requests INTEGER NOT NULL,
+    wall_ms REAL NOT NULL,
+    started REAL NOT NULL,
+    tools TEXT NOT NULL,
+    evaluations TEXT NOT NULL,
+    PRIMARY KEY (variant, case_id, repeat)
+);
+"""
+_COLUMNS = ("variant", "case_id", "repeat", "answer", "stop", "error", "input_tokens",
+            "output_tokens", "requests", "wall_ms", "started", "tools", "evaluations")
+_INSERT = f"INSERT INTO runs ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+
+
+class Store:
+    """An experiment's results file. Use :meth:`create` to run into it, :meth:`read` to
+    report from it."""
+
+    def __init__(self, path: str | os.PathLike[str], connection: sqlite3.Connection) -> None:
+        self.path = str(path)
+        self._db = connection
+
+    @classmethod
+    def create(cls, path: str | os.PathLike[str], *, fingerprint: Mapping[str, Any],
+               settings: Mapping[str, Any]) -> Store:
+        """Open (or make) the store of an experiment about to run.
+
+        Raises:
+            ExperimentError: the file is not a store, or it holds runs of an experiment that
+                differs from this one (the message says what changed).
+        """
+        db = _connect(path)
+        try:
+            with db:
+                db.executescript(_SCHEMA)
+                old = _meta(db)
+                if "fingerprint" in old:
+                    found = changes(orjson.loads(old["fingerprint"]), fingerprint)
+                    if found:
+                        raise ExperimentError(
+                            f"{path}: this store holds runs of a different experiment: "
+                            f"{'; '.join(found)}. Use another store (e.g. --store NEW.sqlite) "
+                            "or delete this one to start over")
+                db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [
+                    ("schema", SCHEMA_VERSION), ("fingerprint", canonical(fingerprint)),
+                    ("settings", canonical(settings))])
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            raise ExperimentError(f"{path}: not an experiment store ({exc})") from None
+        except BaseException:
+            db.close()
+            raise
+        return cls(path, db)
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> Store:
+        """Open an existing store for reporting.
+
+        Raises:
+            ExperimentError: no such file, or not an experiment store.
+        """
+        if not Path(path).is_file():
+            raise ExperimentError(f"{path}: no such store")
+        db = _connect(path)
+        try:
+            if "settings" not in _meta(db):
+                raise ExperimentError(f"{path}: not an experiment store (no settings)")
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            raise ExperimentError(f"{path}: not an experiment store ({exc})") from None
+        except BaseException:
+            db.close()
+            raise
+        return cls(path, db)
+
+    def settings(self) -> dict[str, Any]:
+        """Baseline, alpha, seed, variant and evaluator names (see Experiment.settings)."""
+        value: dict[str, Any] = orjson.loads(_meta(self._db)["settings"])
+        return value
+
+    def done(self) -> set[RunKey]:
+        """The keys that have a result."""
+        rows = self._db.execute("SELECT variant, case_id, repeat FROM runs")
+        return {RunKey(v, c, r) for v, c, r in rows}
+
+    def write(self, record: RunRecord) -> None:
+        """Commit one finished run (durable once this returns)."""
+        with self._db:
+            self._db.execute(_INSERT, _row(record))
+
+    def records(self) -> list[RunRecord]:
+        """Every run, ordered by (variant, case, repeat): the same store reads the same."""
+        rows = self._db.execute(
+            f"SELECT {', '.join(_COLUMNS)} FROM runs ORDER BY variant, case_id, repeat")
+        return [_record(row) for row in rows]
+
+    def __len__(self) -> int:
+        count: int = self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+        return count
+
+    def export(self, path: str | os.PathLike[str]) -> int:
+        """Write every run as one flat row to ``.parquet`` or ``.csv``; returns the row count.
+
+        Tool calls are summarized (count, errors, JSON list); each evaluator gets a
+        ``score:<name>`` column.
+
+        Raises:
+            ExperimentError: unknown suffix, or pyarrow is missing for Parquet.
+        """
+        rows = list(self._flat())
+        suffix = Path(path).suffix.lower()
+        if suffix == ".csv":
+            columns = list(rows[0]) if rows else list(_COLUMNS)
+            with open(path, "w", newline="", encoding="utf-8") as out:
+                writer = csv.DictWriter(out, fieldnames=columns)
+                writer.writeheader()
+                writer.writerows(rows)
+        elif suffix == ".parquet":
+            try:
+                import pyarrow as pa  # type: ignore[import-untyped]
+                import pyarrow.parquet as pq  # type: ignore[import-untyped]
+            except ImportError:
+                raise ExperimentError("Parquet export needs pyarrow: "
+                                      "pip install 'gramagent[experiments]'") from None
+            pq.write_table(pa.Table.from_pylist(rows), path)
+        else:
+            raise ExperimentError(f"{path}: export to .parquet or .csv")
+        return len(rows)
+
+    def _flat(self) -> Iterator[dict[str, Any]]:
+        names = self.settings().get("evaluators", [])
+        for record in self.records():
+            row: dict[str, Any] = {
+                "variant": record.variant, "case_id": record.case_id, "repeat": record.repeat,
+                "answer": record.answer, "stop": record.stop, "error": record.error,
+                "input_tokens": record.input_tokens, "output_tokens": record.output_tokens,
+                "requests": record.requests, "wall_ms": record.wall_ms,
+                "started": record.started, "tool_calls": len(record.tools),
+                "tool_errors": record.tool_errors,
+                "tools": orjson.dumps([t.to_dict() for t in record.tools]).decode(),
+            }
+            for name in names:
+                result = record.evaluation(name)
+                row[f"score:{name}"] = None if result is None else result.score
+            yield row
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _connect(path: str | os.PathLike[str]) -> sqlite3.Connection:
+    try:
+        db = sqlite3.connect(path, isolation_level="DEFERRED")
+        db.execute("PRAGMA journal_mode=WAL")
+        # WAL + NORMAL: a committed run survives the process being killed (not a power cut,
+        # which may lose the last commits but never corrupts the file).
+        db.execute("PRAGMA synchronous=NORMAL")
+    except sqlite3.DatabaseError as exc:
+        raise ExperimentError(f"{path}: cannot open the store ({exc})") from None
+    return db
+
+
+def _meta(db: sqlite3.Connection) -> dict[str, str]:
+    try:
+        return dict(db.execute("SELECT key, value FROM meta"))
+    except sqlite3.OperationalError:  # no meta table: not a store
+        return {}
+
+
+def _row(r: RunRecord) -> tuple[Any, ...]:
+    return (r.variant, r.case_id, r.repeat, r.answer, r.stop, r.error, r.input_tokens,
+            r.output_tokens, r.requests, r.wall_ms, r.started,
+            orjson.dumps([t.to_dict() for t in r.tools]).decode(),
+            orjson.dumps([e.to_dict() for e in r.evaluations]).decode())
+
+
+def _record(row: tuple[Any, ...]) -> RunRecord:
+    (variant, case_id, repeat, answer, stop, error, input_tokens, output_tokens, requests,
+     wall_ms, started, tools, evaluations) = row
+    return RunRecord(
+        variant=variant, case_id=case_id, repeat=repeat, answer=answer, stop=stop, error=error,
+        input_tokens=input_tokens, output_tokens=output_tokens, requests=requests,
+        wall_ms=wall_ms, started=started,
+        tools=tuple(ToolRecord.from_dict(t) for t in orjson.loads(tools)),
+        evaluations=tuple(EvalResult.from_dict(e) for e in orjson.loads(evaluations)))

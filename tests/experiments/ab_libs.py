@@ -1,0 +1,77 @@
+"""Tool libraries of the experiment tests, named by import path (``ab_libs:polite`` ...).
+
+``polite`` greets everyone with "Hello, NAME!"; ``planted`` answers "Hi NAME." instead for the
+names in :data:`PLANTED` (a difference of known size); ``reworded`` is ``polite`` with another
+docstring (binds with a warning). Each call is appended to the file named by the
+``AB_CALL_LOG`` environment variable, when set (to count runs across processes).
+"""
+
+from __future__ import annotations
+
+import os
+
+from gramagent import ToolLibrary
+
+PLANTED = frozenset({f"person{i}" for i in range(0, 40, 2)})
+"""Names ``planted`` greets without "Hello" (even numbers below 40)."""
+
+
+def _log(variant: str, name: str) -> None:
+    path = os.environ.get("AB_CALL_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(f"{variant}\t{name}\n")
+
+
+def polite() -> ToolLibrary:
+    library = ToolLibrary()
+
+    @library.register
+    def sayHello(personName: str = "world") -> str:
+        """Returns a friendly greeting message for the given name."""
+        _log("polite", personName)
+        return f"Hello, {personName}!"
+
+    return library
+
+
+def planted() -> ToolLibrary:
+    library = ToolLibrary()
+
+    @library.register
+    def sayHello(personName: str = "world") -> str:
+        """Returns a friendly greeting message for the given name."""
+        _log("planted", personName)
+        return f"Hi {personName}." if personName in PLANTED else f"Hello, {personName}!"
+
+    return library
+
+
+def reworded() -> ToolLibrary:
+    library = ToolLibrary()
+
+    @library.register
+    def sayHello(personName: str = "world") -> str:
+        """Greets a person by name, warmly."""
+        _log("reworded", personName)
+        return f"Hello, {personName}!"
+
+    return library
+
+
+def wrong_schema() -> ToolLibrary:
+    library = ToolLibrary()
+
+    @library.register
+    def sayHello(personName: int = 0) -> str:
+        """Returns a friendly greeting message for the given name."""
+        return f"Hello, {personName}!"
+
+    return library
+
+
+def greets_politely(case: object, record: object) -> tuple[bool, str]:
+    """A custom evaluator: the answer starts with "Hello"."""
+    answer = getattr(record, "answer", None) or ""
+    return answer.startswith("Hello"), "starts with Hello" if answer.startswith(
+        "Hello") else "does not start with Hello"

@@ -1,0 +1,176 @@
+"""Running into a store: resume after kill -9, refusal of a changed experiment, binding of an
+arm with another docstring, events and metrics that carry the variant."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from experiments_support import greeter_script, write_experiment
+from prometheus_client import CollectorRegistry
+
+from gramagent import ToolError
+from gramagent._runtime.events import ToolCallResult, ToolMetrics
+from gramagent.errors import ExperimentError
+from gramagent.experiments import (
+    ExperimentMetrics,
+    Store,
+    load_experiment,
+    report,
+    run_experiment,
+)
+from gramagent.testing import CaptureSink, ScriptedServer, ScriptTurn
+
+HERE = Path(__file__).parent
+NAMES = [f"person{i}" for i in range(30)]
+
+
+def _slow_script(path: str, body: Any) -> ScriptTurn:
+    return dataclasses.replace(greeter_script(path, body), delay=0.03)
+
+
+@pytest.fixture
+def slow_server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(_slow_script, record=False) as server:
+        yield server
+
+
+def _rows(store: Path) -> int:
+    try:
+        with sqlite3.connect(store) as db:
+            count: int = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+            return count
+    except sqlite3.OperationalError:
+        return 0
+
+
+def test_resume_after_kill_9_runs_no_saved_key_twice_and_loses_none(
+        tmp_path: Path, slow_server: ScriptedServer) -> None:
+    path = write_experiment(tmp_path, names=NAMES, base_url=slow_server.base_url)
+    store = tmp_path / "greetings.sqlite"
+    log = tmp_path / "calls.log"
+    env = {**os.environ, "AB_CALL_LOG": str(log),
+           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    code = ("import sys; from gramagent.experiments import load_experiment, "
+            "run_experiment_sync; run_experiment_sync(load_experiment(sys.argv[1]), "
+            "concurrency=3)")
+    child = subprocess.Popen([sys.executable, "-c", code, str(path)], env=env, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while _rows(store) < 10 and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert child.poll() is None, "the runner finished before it could be killed"
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    with Store.read(store) as db:
+        saved = db.done()
+    assert 10 <= len(saved) < 2 * len(NAMES)
+    calls_before = Counter(log.read_text().splitlines())
+
+    resumed = subprocess.run([sys.executable, "-c", code, str(path)], env=env, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    with Store.read(store) as db:
+        final = db.records()
+    assert len(final) == 2 * len(NAMES)  # none lost
+    assert {(r.variant, r.case_id) for r in final} == {
+        (v, n) for v in ("A", "B") for n in NAMES}
+    calls = Counter(log.read_text().splitlines())
+    library = {"A": "polite", "B": "planted"}
+    for key in saved:  # a saved run never runs again
+        assert calls[f"{library[key.variant]}\t{key.case_id}"] == 1, key
+    twice = [k for k, n in calls.items() if n > 1]
+    assert len(twice) <= 3  # at most the runs in flight at the kill (concurrency 3)
+    assert sum(calls.values()) - sum(calls_before.values()) == 2 * len(NAMES) - len(saved)
+
+
+async def test_running_again_resumes_and_a_changed_experiment_is_refused(
+        tmp_path: Path, greeter_server: ScriptedServer) -> None:
+    path = write_experiment(tmp_path, names=NAMES[:5], base_url=greeter_server.base_url)
+    first = await run_experiment(load_experiment(path))
+    again = await run_experiment(load_experiment(path))
+    assert (first.ran, first.skipped, again.ran, again.skipped) == (10, 0, 0, 10)
+
+    write_experiment(tmp_path, names=NAMES[:6], base_url=greeter_server.base_url)
+    with pytest.raises(ExperimentError, match="the dataset changed"):
+        await run_experiment(load_experiment(path))
+    write_experiment(tmp_path, names=NAMES[:5], base_url=greeter_server.base_url,
+                     variant_b="ab_libs:reworded")
+    with pytest.raises(ExperimentError, match=r"variant 'B' changed \(implementation, library\)"):
+        await run_experiment(load_experiment(path))
+    # another store is fine
+    other = await run_experiment(load_experiment(path), store=tmp_path / "other.sqlite")
+    assert other.ran == 10
+
+
+async def test_an_arm_with_another_docstring_binds_with_a_warning(
+        tmp_path: Path, greeter_server: ScriptedServer,
+        caplog: pytest.LogCaptureFixture) -> None:
+    path = write_experiment(tmp_path, names=NAMES[:3], base_url=greeter_server.base_url,
+                            variant_b="ab_libs:reworded")
+    with caplog.at_level(logging.WARNING, logger="gramagent._runtime.library"):
+        summary = await run_experiment(load_experiment(path))
+    assert summary.ran == 6
+    assert len(summary.warnings) == 1
+    assert summary.warnings[0].startswith("variant 'B': tool 'sayHello': description differs")
+    assert "Greets a person by name, warmly." in caplog.text
+    result = report(summary.store)
+    assert result.variant("B").metrics[0].value == 1.0  # it ran, and answered
+
+
+async def test_a_schema_mismatch_stops_before_any_request(
+        tmp_path: Path, greeter_server: ScriptedServer) -> None:
+    path = write_experiment(tmp_path, names=NAMES[:3], base_url=greeter_server.base_url,
+                            variant_b="ab_libs:wrong_schema")
+    with pytest.raises(ToolError, match="schema differs"):
+        await run_experiment(load_experiment(path))
+    assert not (tmp_path / "greetings.sqlite").exists()
+
+
+async def test_events_and_metrics_carry_experiment_and_variant(
+        tmp_path: Path, greeter_server: ScriptedServer) -> None:
+    path = write_experiment(tmp_path, names=NAMES[:4], base_url=greeter_server.base_url)
+    registry = CollectorRegistry()
+    sink = CaptureSink()
+    tool_metrics = ToolMetrics(registry)
+    metrics = ExperimentMetrics.for_registry(registry)
+    summary = await run_experiment(load_experiment(path), events=[sink, tool_metrics],
+                                   metrics=metrics, concurrency=4)
+    assert summary.ran == 8
+    results = [e for e in sink.events if isinstance(e, ToolCallResult)]
+    assert Counter((e.experiment, e.variant) for e in results) == {
+        ("greetings", "A"): 4, ("greetings", "B"): 4}
+    assert results[0].to_dict()["variant"] in ("A", "B")
+
+    def value(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, labels)
+
+    # the ADR's families are unchanged ...
+    assert value("tool_calls_total", tool="sayHello", status="ok") == 8
+    # ... and the experiment's tell the arms apart
+    for variant in ("A", "B"):
+        arm = {"experiment": "greetings", "variant": variant}
+        assert value("experiment_runs_total", **arm, stop="answer") == 4
+        assert value("experiment_tool_calls_total", **arm, tool="sayHello", status="ok") == 4
+        assert value("experiment_run_latency_ms_count", **arm) == 4
+    assert value("experiment_evaluations_total", experiment="greetings", variant="A",
+                 evaluator="exact", result="pass") == 4
+    assert value("experiment_evaluations_total", experiment="greetings", variant="B",
+                 evaluator="exact", result="pass") == 2  # person1, person3
+    assert value("experiment_evaluations_total", experiment="greetings", variant="B",
+                 evaluator="exact", result="fail") == 2

@@ -1,0 +1,143 @@
+"""Reports on real runs: a planted difference is detected, a null one is not, and the figures
+are scipy's on the same data."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ab_libs import PLANTED
+from experiments_support import write_experiment
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats as scipy_stats
+
+from gramagent.experiments import Store, load_experiment, report, run_experiment, stats
+from gramagent.experiments.report import LATENCY
+from gramagent.testing import ScriptedServer
+
+NAMES = [f"person{i}" for i in range(40)]
+
+
+async def _run(tmp_path: Path, server: ScriptedServer, variant_b: str) -> Path:
+    path = write_experiment(tmp_path, names=NAMES, base_url=server.base_url,
+                            variant_b=variant_b)
+    summary = await run_experiment(load_experiment(path), concurrency=8)
+    assert summary.ran == 2 * len(NAMES)
+    return Path(summary.store)
+
+
+async def test_a_planted_difference_is_detected(tmp_path: Path,
+                                                greeter_server: ScriptedServer) -> None:
+    store = await _run(tmp_path, greeter_server, "ab_libs:planted")
+    result = report(store)
+    planted = sum(1 for n in NAMES if n in PLANTED)
+    assert planted == 20
+
+    exact = result.comparison("B", "exact")
+    assert exact.test == "mcnemar_exact"
+    assert exact.discordant == (planted, 0)
+    assert exact.difference == pytest.approx(-planted / len(NAMES))
+    assert exact.p_value == pytest.approx(scipy_stats.binomtest(0, planted, 0.5).pvalue)
+    assert exact.p_value == pytest.approx(2 * 0.5 ** planted)
+    assert exact.outcome == "worse" and exact.verdict.startswith("worse: -50.0 points")
+    assert exact.high < 0  # the interval excludes no difference
+
+    rate = result.variant("B").metrics[0]
+    ci = scipy_stats.binomtest(len(NAMES) - planted, len(NAMES)).proportion_ci(
+        confidence_level=0.95, method="wilson")
+    assert (rate.name, rate.passed, rate.n) == ("exact", 20, 40)
+    assert (rate.low, rate.high) == pytest.approx((ci.low, ci.high))
+
+    # the paired bootstrap interval of the difference, recomputed with scipy from the store
+    with Store.read(store) as db:
+        records = db.records()
+    by_key = {(r.variant, r.case_id): r for r in records}
+    diffs = np.array([by_key[("B", n)].evaluation("exact").score  # type: ignore[union-attr]
+                      - by_key[("A", n)].evaluation("exact").score  # type: ignore[union-attr]
+                      for n in sorted(NAMES)])
+    boot = scipy_stats.bootstrap((diffs,), np.mean, n_resamples=stats.RESAMPLES,
+                                 confidence_level=0.95, method="BCa",
+                                 rng=stats.rng_for(0, "B", "exact", "paired"))
+    assert (exact.low, exact.high) == pytest.approx(
+        (boot.confidence_interval.low, boot.confidence_interval.high))
+
+    # the other evaluators did not move
+    assert result.comparison("B", "called").outcome == "no difference"
+    assert result.disagreements_total == 2 * planted  # exact and hello, on the planted cases
+    assert {d.case_id for d in result.disagreements} == {n for n in NAMES if n in PLANTED}
+    row = result.disagreements[0]
+    assert row.baseline_answer == f"Hello, {row.case_id}!"
+    assert row.variant_answer == f"Hi {row.case_id}."
+
+
+async def test_a_null_difference_is_not_detected(tmp_path: Path,
+                                                 greeter_server: ScriptedServer) -> None:
+    store = await _run(tmp_path, greeter_server, "ab_libs:reworded")
+    result = report(store)
+    for metric in ("exact", "hello", "called", "clean"):
+        comparison = result.comparison("B", metric)
+        assert comparison.outcome == "no difference", comparison
+        assert comparison.p_value == 1.0 and comparison.difference == 0.0
+        assert "no detectable difference at alpha=0.05" in comparison.verdict
+    assert result.disagreements_total == 0
+
+    # latency: the permutation test's p-value is scipy's on the same pairs
+    latency = result.comparison("B", LATENCY)
+    with Store.read(store) as db:
+        records = db.records()
+    by_key = {(r.variant, r.case_id): r.wall_ms for r in records}
+    a = np.array([by_key[("A", n)] for n in sorted(NAMES)])
+    b = np.array([by_key[("B", n)] for n in sorted(NAMES)])
+    rng = stats.rng_for(0, "B", LATENCY, "paired")
+    stats.bootstrap_mean(list(b - a), rng)  # the report draws its interval first
+    expected = scipy_stats.permutation_test(
+        (b, a), lambda x, y, axis: np.mean(x - y, axis=axis), permutation_type="samples",
+        vectorized=True, n_resamples=stats.RESAMPLES, rng=rng)
+    assert latency.p_value == pytest.approx(expected.pvalue)
+
+
+async def test_the_same_store_gives_the_same_report(tmp_path: Path,
+                                                    greeter_server: ScriptedServer) -> None:
+    store = await _run(tmp_path, greeter_server, "ab_libs:planted")
+    assert report(store).to_dict() == report(store).to_dict()
+
+
+def test_a_planted_shift_in_scores_is_detected_and_none_is_not() -> None:
+    rng = np.random.default_rng(1)
+    base = rng.normal(0.5, 0.1, 60)
+    shifted = base + 0.05 + rng.normal(0, 0.02, 60)
+    p_shift = stats.paired_permutation(list(shifted), list(base), stats.rng_for(0, "x"))
+    assert p_shift < 0.001
+    same = base + rng.normal(0, 0.02, 60)
+    assert stats.paired_permutation(list(same), list(base), stats.rng_for(0, "x")) > 0.05
+    low, high = stats.bootstrap_mean(list(shifted - base), stats.rng_for(0, "y"))
+    assert low < 0.05 < high and low > 0
+
+
+def test_mcnemar_and_sample_sizes() -> None:
+    assert stats.mcnemar_exact(0, 0) == 1.0
+    assert stats.mcnemar_exact(5, 5) == 1.0
+    assert stats.mcnemar_exact(0, 10) == pytest.approx(2 * 0.5 ** 10)
+    assert stats.pairs_needed_mcnemar(2, 2, 40, 0.05) is None
+    small = stats.pairs_needed_mcnemar(1, 3, 40, 0.05)
+    large = stats.pairs_needed_mcnemar(0, 20, 40, 0.05)
+    assert small is not None and large is not None and small > 40 > large
+    assert stats.pairs_needed_paired([0.0, 0.0], 0.05) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=8))
+def test_holm_is_monotone_and_bounded(pvalues: list[float]) -> None:
+    adjusted = stats.holm(pvalues)
+    m = len(pvalues)
+    for p, q in zip(pvalues, adjusted, strict=True):
+        assert p <= q + 1e-12 and q <= 1.0
+        assert q <= min(1.0, m * p) + 1e-12
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    ranked = [adjusted[i] for i in order]
+    assert ranked == sorted(ranked)
+    smallest = order[0]
+    assert math.isclose(adjusted[smallest], min(1.0, m * pvalues[smallest]))
