@@ -7,6 +7,7 @@ here. Errors of the gramagent hierarchy are caught at the edge: one line on stde
 """
 
 from gramagent._cli import (
+    experiment_commands,
     harmony_commands,
     mcp_commands,
     run_commands,
@@ -15,5 +16,5 @@ from gramagent._cli import (
 )
 from gramagent._cli._app import app, main
 
-__all__ = ["app", "harmony_commands", "main", "mcp_commands", "run_commands", "spec_commands",
-           "tool_commands"]
+__all__ = ["app", "experiment_commands", "harmony_commands", "main", "mcp_commands",
+           "run_commands", "spec_commands", "tool_commands"]

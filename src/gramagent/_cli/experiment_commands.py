@@ -1,0 +1,265 @@
+"""CLI of A/B experiments: ``gramagent experiment run|report`` and ``gramagent ab``.
+
+``experiment run FILE`` runs an experiment file into its store (resuming what is missing)
+with a progress bar (ETA, live pass rate per variant), then prints the report.
+``experiment report STORE`` prints the report of a store (``--json``, ``--html FILE``,
+``--export FILE.parquet|.csv``). ``ab AGENT.gram --variant A=mod:lib_a --variant
+B=mod:lib_b --cases cases.jsonl`` is the one-line form for two (or more) tool libraries.
+Ctrl-C stops cleanly: finished runs are saved, and the same command resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import orjson
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from gramagent._cli._app import app, err_console, handle_errors
+from gramagent.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from gramagent.experiments import Experiment, RunRecord, Started
+
+__all__ = ["ab", "experiment_report", "experiment_run"]
+
+experiment_app = typer.Typer(help="Run and report A/B experiments.", no_args_is_help=True)
+app.add_typer(experiment_app, name="experiment")
+
+_STORE = typer.Option(None, "--store", help="SQLite results file (default: the experiment's "
+                      "store, else NAME.sqlite).")
+_CONCURRENCY = typer.Option(4, "--concurrency", "-c", min=1,
+                            help="Runs in flight at once.")
+_RATE = typer.Option(None, "--rate", metavar="MODEL=PER_SECOND",
+                     help="At most this many requests per second to MODEL (repeatable), e.g. "
+                          "--rate openai/gpt-4o-mini=5.")
+_JSON = typer.Option(False, "--json", help="Print the report as JSON.")
+_HTML = typer.Option(None, "--html", help="Also write a self-contained HTML report here.")
+_METRICS = typer.Option(None, "--metrics-port",
+                        help="Serve Prometheus metrics on 127.0.0.1:PORT while running.")
+
+
+@experiment_app.command("run")
+@handle_errors
+def experiment_run(
+    file: Annotated[Path, typer.Argument(help="The experiment file (.gram).")],
+    store: Path | None = _STORE,
+    concurrency: int = _CONCURRENCY,
+    rate: list[str] | None = _RATE,
+    json: bool = _JSON,
+    html: Path | None = _HTML,
+    metrics_port: int | None = _METRICS,
+) -> None:
+    """Run an experiment file (only the runs its store lacks), then print its report."""
+    from gramagent.experiments import load_experiment
+
+    experiment = load_experiment(file)
+    _execute(_with_rates(experiment, rate), store=store, concurrency=concurrency, json=json,
+             html=html, metrics_port=metrics_port)
+
+
+@experiment_app.command("report")
+@handle_errors
+def experiment_report(
+    store: Annotated[Path, typer.Argument(help="The experiment's SQLite store.")],
+    json: bool = _JSON,
+    html: Path | None = _HTML,
+    export: Annotated[Path | None, typer.Option(
+        "--export", help="Write every run as a .parquet or .csv table.")] = None,
+) -> None:
+    """Print the report of a store (and write HTML or a table of the runs)."""
+    from gramagent.experiments import Store, report
+
+    with Store.read(store) as db:
+        result = report(db)
+        if export is not None:
+            count = _guard(lambda: db.export(export), f"cannot write {export}")
+            err_console.print(f"wrote {count} runs to {export}")
+    _show(result, json=json, html=html)
+
+
+@app.command("ab")
+@handle_errors
+def ab(
+    agent_file: Annotated[Path, typer.Argument(metavar="AGENT.gram", help="The agent file.")],
+    variant: Annotated[list[str], typer.Option(
+        "--variant", "-V", metavar="NAME=MODULE:LIBRARY",
+        help="A variant and its tool library (two or more; the first is the baseline).")],
+    cases: Annotated[Path, typer.Option("--cases", help="Cases: .jsonl, .csv or .parquet.")],
+    evaluate: Annotated[list[str] | None, typer.Option(
+        "--evaluate", "-e", metavar="KIND[=ARG]",
+        help="An evaluator (repeatable): exact, contains=TEXT, regex=PATTERN, "
+             "tool_called=TOOL, no_tool_errors, latency_under=MS, custom=MODULE:FUNCTION. "
+             "Default: contains (the case's expected answer, when the cases have one) and "
+             "no_tool_errors.")] = None,
+    agent: Annotated[str | None, typer.Option(
+        "--agent", help="Agent name, when the file has several.")] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="provider/name for every variant.")] = None,
+    base_url: Annotated[str | None, typer.Option(
+        "--base-url", help="API root for every variant.")] = None,
+    repeats: Annotated[int, typer.Option("--repeats", min=1,
+                                         help="Runs per case and variant.")] = 1,
+    store: Path | None = _STORE,
+    concurrency: int = _CONCURRENCY,
+    rate: list[str] | None = _RATE,
+    json: bool = _JSON,
+    html: Path | None = _HTML,
+) -> None:
+    """Compare tool libraries on one agent and one dataset (the one-line A/B test)."""
+    from gramagent import load_agent
+    from gramagent.experiments import EvaluatorSpec, Experiment, Variant, load_cases
+
+    variants = []
+    for item in variant:
+        name, sep, library = item.partition("=")
+        if not sep or not name or not library:
+            raise ConfigurationError(f"--variant {item!r}: expected NAME=MODULE:LIBRARY")
+        variants.append(Variant(name=name, library=library, model=model, base_url=base_url))
+    dataset = load_cases(cases)
+    spec = load_agent(agent_file, agent)
+    specs = [_evaluator(e) for e in evaluate or ()]
+    if not specs:
+        if any("answer" in c.expected for c in dataset.cases):
+            specs.append(EvaluatorSpec(name="expected", kind="contains"))
+        specs.append(EvaluatorSpec(name="no_tool_errors", kind="no_tool_errors"))
+    experiment = Experiment(name=f"{spec.name}_ab", agent=spec, dataset=dataset,
+                            variants=tuple(variants), evaluators=tuple(specs), repeats=repeats)
+    _execute(_with_rates(experiment, rate), store=store, concurrency=concurrency, json=json,
+             html=html, metrics_port=None)
+
+
+_PRIMARY = {"exact": "value", "contains": "value", "regex": "pattern", "tool_called": "tool",
+            "latency_under": "ms", "custom": "function"}
+
+
+def _evaluator(text: str) -> Any:
+    from gramagent.experiments import EvaluatorSpec
+
+    kind, sep, arg = text.partition("=")
+    options: dict[str, Any] = {}
+    if sep:
+        key = _PRIMARY.get(kind)
+        if key is None:
+            raise ConfigurationError(f"--evaluate {text!r}: {kind} takes no argument")
+        options[key] = float(arg) if kind == "latency_under" and _is_number(arg) else arg
+    name = kind if not sep else f"{kind}:{arg}"
+    return EvaluatorSpec(name=name, kind=kind, options=options)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _with_rates(experiment: Experiment, rates: list[str] | None) -> Experiment:
+    if not rates:
+        return experiment
+    import dataclasses
+
+    limits = dict(experiment.rate_limits)
+    for item in rates:
+        model, sep, value = item.rpartition("=")
+        if not sep or not model or not _is_number(value) or float(value) <= 0:
+            raise ConfigurationError(f"--rate {item!r}: expected MODEL=PER_SECOND, e.g. "
+                                     "openai/gpt-4o-mini=5")
+        limits[model] = float(value)
+    return dataclasses.replace(experiment, rate_limits=limits)
+
+
+def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, json: bool,
+             html: Path | None, metrics_port: int | None) -> None:
+    from gramagent.experiments import ExperimentMetrics, report, run_experiment, store_path
+
+    metrics = None
+    if metrics_port is not None:
+        from gramagent._runtime.events import serve_metrics
+
+        serve_metrics(metrics_port)
+        metrics = ExperimentMetrics.for_registry()
+    live = _Live(experiment, err_console)
+    path = store_path(experiment, store)
+    try:
+        with live.progress:
+            summary = asyncio.run(run_experiment(
+                experiment, store=path, concurrency=concurrency, metrics=metrics,
+                on_start=live.start, on_record=live.record))
+    except KeyboardInterrupt:
+        err_console.print(f"[yellow]stopped[/yellow]: {live.saved} runs saved in {path}; run "
+                          "the same command again to resume.")
+        raise typer.Exit(130) from None
+    except (OSError, sqlite3.Error) as exc:
+        raise ConfigurationError(f"{path}: {exc}") from None
+    for warning in summary.warnings:
+        err_console.print(f"[yellow]warning[/yellow]: {warning}", highlight=False)
+    err_console.print(f"{summary.ran} runs done, {summary.skipped} already in {summary.store}")
+    _show(report(summary.store), json=json, html=html)
+
+
+class _Live:
+    """The progress bar: ETA and the live pass rate of each variant (first evaluator)."""
+
+    def __init__(self, experiment: Experiment, console: Console) -> None:
+        self.evaluator = experiment.evaluators[0].name if experiment.evaluators else None
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            TextColumn("{task.fields[rates]}"), console=console, transient=False,
+            disable=not console.is_terminal)
+        self.task = self.progress.add_task(experiment.name, total=None, rates="")
+        self.passes: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        self.saved = 0
+
+    def start(self, started: Started) -> None:
+        self.saved = started.done
+        self.progress.update(self.task, total=started.total, completed=started.done)
+
+    def record(self, record: RunRecord) -> None:
+        self.saved += 1
+        if self.evaluator is not None:
+            result = record.evaluation(self.evaluator)
+            tally = self.passes[record.variant]
+            tally[0] += 1 if result is not None and result.score >= 1.0 else 0
+            tally[1] += 1
+        rates = "  ".join(f"{v} {p / n:.0%}" for v, (p, n) in sorted(self.passes.items()))
+        label = f"{self.evaluator}: {rates}" if rates else ""
+        self.progress.update(self.task, advance=1, rates=label)
+
+
+def _show(result: Any, *, json: bool, html: Path | None) -> None:
+    from gramagent.experiments.render import render_report
+
+    if html is not None:
+        from gramagent.experiments.html import write_html
+
+        _guard(lambda: write_html(result, html), f"cannot write {html}")
+        err_console.print(f"wrote {html}")
+    if json:
+        sys.stdout.write(orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode()
+                         + "\n")
+    else:
+        Console(soft_wrap=False).print(render_report(result))
+
+
+def _guard(action: Any, what: str) -> Any:
+    try:
+        return action()
+    except OSError as exc:
+        raise ConfigurationError(f"{what}: {exc.strerror or exc}") from None

@@ -1,0 +1,98 @@
+"""A report in the terminal: rich tables of the variants, the paired comparisons, verdicts."""
+
+from __future__ import annotations
+
+import math
+
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from gramagent.experiments.report import LATENCY, TOKENS, MetricSummary, Report
+
+__all__ = ["render_report"]
+
+_OUTCOME_STYLE = {"better": "green", "worse": "red", "no difference": "dim"}
+
+
+def render_report(report: Report) -> RenderableType:
+    """The report as rich renderables (print them with a rich Console)."""
+    parts: list[RenderableType] = [Text.assemble(
+        ("Experiment ", "bold"), (report.experiment, "bold cyan"),
+        f": {report.cases} cases x {report.repeats} repeat(s), baseline {report.baseline}, "
+        f"alpha {report.alpha:g}" + (f", {report.missing} runs missing" if report.missing
+                                     else ""))]
+    parts.append(_variants(report))
+    if report.comparisons:
+        parts.append(_comparisons(report))
+        parts.append(_verdicts(report))
+    return Group(*parts)
+
+
+def _variants(report: Report) -> Table:
+    """One row per metric, one column per variant (narrow for the usual two or three)."""
+    table = Table(title="Per variant (interval at 1 - alpha)", title_justify="left",
+                  show_edge=False)
+    table.add_column("", style="bold")
+    for variant in report.variants:
+        table.add_column(variant.name, justify="right")
+    table.add_row("runs", *(str(v.runs) for v in report.variants))
+    names = [m.name for m in report.variants[0].metrics] if report.variants else []
+    for i, name in enumerate(names):
+        table.add_row(name, *(_metric(v.metrics[i]) for v in report.variants))
+    table.add_row("tool errors", *(f"{sum(v.tool_errors.values())}/{v.tool_calls}"
+                                   for v in report.variants))
+    stops = sorted({k for v in report.variants for k in v.stops})
+    for stop in stops:
+        table.add_row(f"stopped: {escape(stop)}",
+                      *(str(v.stops.get(stop, 0)) for v in report.variants))
+    return table
+
+
+def _metric(m: MetricSummary) -> str:
+    if m.n == 0 or math.isnan(m.value):
+        return "-"
+    if m.kind == "rate":
+        return f"{m.value:.0%} [{m.low:.0%}, {m.high:.0%}]"
+    digits = 0 if m.name in (LATENCY, TOKENS) else 3
+    return f"{m.value:.{digits}f} [{m.low:.{digits}f}, {m.high:.{digits}f}]"
+
+
+_TESTS = {"mcnemar_exact": "McNemar", "paired_permutation": "permutation"}
+
+
+def _comparisons(report: Report) -> Group:
+    tables = []
+    for variant in dict.fromkeys(c.variant for c in report.comparisons):
+        rows = [c for c in report.comparisons if c.variant == variant]
+        table = Table(title=f"{variant} - {report.baseline}, paired by (case, repeat): "
+                            f"{rows[0].pairs} pairs", title_justify="left", show_edge=False)
+        for column, justify in (("metric", "left"), ("difference [CI]", "right"),
+                                ("test", "left"), ("p", "right"), ("p Holm", "right"),
+                                ("outcome", "left")):
+            table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        for c in rows:
+            if c.test == "mcnemar_exact":
+                diff = (f"{c.difference * 100:+.1f} pts [{c.low * 100:+.1f}, "
+                        f"{c.high * 100:+.1f}]")
+            else:
+                digits = 1 if c.metric in (LATENCY, TOKENS) else 3
+                diff = f"{c.difference:+.{digits}f} [{c.low:+.{digits}f}, {c.high:+.{digits}f}]"
+            table.add_row(c.metric, diff, _TESTS.get(c.test, c.test), f"{c.p_value:.2g}",
+                          f"{c.p_adjusted:.2g}",
+                          Text(c.outcome, style=_OUTCOME_STYLE.get(c.outcome, "")))
+        tables.append(table)
+    return Group(*tables)
+
+
+def _verdicts(report: Report) -> Text:
+    text = Text("Verdicts\n", style="bold")
+    for c in report.comparisons:
+        text.append(f"  {c.variant} vs {report.baseline}, {c.metric}: ")
+        text.append(c.verdict, style=_OUTCOME_STYLE.get(c.outcome, ""))
+        text.append("\n")
+    if report.disagreements_total:
+        text.append(f"  {report.disagreements_total} evaluator verdicts differ between "
+                    "variants on the same case (see --html or --json)\n", style="dim")
+    return text
