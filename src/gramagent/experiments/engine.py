@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any, Protocol
 
 from gramagent import (
@@ -46,9 +45,11 @@ class Engine(Protocol):
     """Runs keys of an experiment and yields each finished run."""
 
     def run(self, experiment: Experiment, keys: Sequence[RunKey]
-            ) -> AsyncGenerator[RunRecord, None]:
-        """Yield one record per key, in completion order. Closing the iterator (or
-        cancelling its consumer) stops the runs in flight; nothing is yielded twice."""
+            ) -> AsyncGenerator[list[RunRecord], None]:
+        """Yield finished runs, in completion order, in batches of those that finished while
+        the consumer was busy (so the store commits them together); one record per key.
+        Closing the iterator (or cancelling its consumer) stops the runs in flight; nothing
+        is yielded twice."""
         ...
 
 
@@ -75,7 +76,8 @@ class AsyncioEngine:
         self.model_options = dict(model_options or {})
 
     async def run(self, experiment: Experiment, keys: Sequence[RunKey]
-                  ) -> AsyncGenerator[RunRecord, None]:
+                  ) -> AsyncGenerator[list[RunRecord], None]:
+        experiment.add_search_path()
         arms = {v.name: prepare(v, experiment.agent) for v in experiment.variants}
         evaluators = build_evaluators(experiment.evaluators)
         models: dict[ModelKey, Model] = {}
@@ -107,14 +109,21 @@ class AsyncioEngine:
             try:
                 running = len(workers)
                 while running:
+                    batch: list[RunRecord] = []
                     item = await queue.get()
-                    if item is None:
-                        running -= 1
-                    elif isinstance(item, BaseException):
-                        if not isinstance(item, asyncio.CancelledError):
-                            raise item
-                    else:
-                        yield item
+                    while True:
+                        if item is None:
+                            running -= 1
+                        elif isinstance(item, BaseException):
+                            if not isinstance(item, asyncio.CancelledError):
+                                raise item
+                        else:
+                            batch.append(item)
+                        if queue.empty():
+                            break
+                        item = queue.get_nowait()
+                    if batch:
+                        yield batch
             finally:
                 for task in workers:
                     task.cancel()
@@ -213,7 +222,8 @@ async def run_case(arm: Arm, model: Model, case: Case, repeat: int,
         output_tokens=output_tokens, requests=requests, wall_ms=wall_ms, started=started)
     if evaluators:
         results: list[EvalResult] = [await evaluate(case, record) for evaluate in evaluators]
-        record = replace(record, evaluations=tuple(results))
+        # the record is not shared yet: completing it in place saves a copy per run
+        object.__setattr__(record, "evaluations", tuple(results))
     return record
 
 

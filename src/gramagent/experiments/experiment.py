@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -18,6 +19,7 @@ from gramagent import Agent, to_gram
 from gramagent.errors import ConfigurationError
 from gramagent.experiments.cases import Dataset
 from gramagent.experiments.evaluators import EvaluatorSpec
+from gramagent.experiments.imports import add_search_path
 from gramagent.experiments.records import RunKey
 from gramagent.experiments.variants import Variant
 
@@ -84,6 +86,11 @@ class Experiment:
             if not isinstance(rate, (int, float)) or isinstance(rate, bool) or rate <= 0:
                 out.append(f"rate limit of {model!r} must be a positive number")
         return out
+
+    def add_search_path(self) -> None:
+        """Make modules beside the experiment's file importable by their names."""
+        if self.source is not None:
+            add_search_path(Path(self.source).parent)
 
     @property
     def baseline_name(self) -> str:

@@ -14,7 +14,15 @@ from typing import Any
 
 from gramagent.errors import ConfigurationError
 
-__all__ = ["import_object"]
+__all__ = ["add_search_path", "import_object"]
+
+
+def add_search_path(directory: str | os.PathLike[str]) -> None:
+    """Let modules beside an experiment file be imported by name (its libraries, evaluators),
+    wherever the command runs from."""
+    path = os.path.abspath(directory)
+    if path not in sys.path:
+        sys.path.insert(0, path)
 
 
 def import_object(reference: str, *, what: str) -> Any:

@@ -3,7 +3,8 @@
 :func:`run_experiment` binds every variant first (a missing tool or a schema mismatch stops
 everything before a single request), opens the store (refusing one that holds a different
 experiment), works out the keys still missing and hands them to the engine. The runner is the
-store's one writer: each record is committed as it arrives, then passed to ``on_record``
+store's one writer: each record is committed as it arrives (runs that finished together
+in one transaction), then passed to ``on_record``
 (progress display) and to the metrics. Cancelling (Ctrl-C) stops the runs in flight; every
 finished run is already saved, and the next call resumes with the rest.
 """
@@ -94,6 +95,7 @@ async def run_experiment(
         ToolError: a variant's library does not fit the agent's tool specs (names, schemas).
         ExperimentError: the store holds a different experiment.
     """
+    experiment.add_search_path()
     arms = [prepare(v, experiment.agent) for v in experiment.variants]
     warnings = tuple(f"variant {arm.name!r}: {w}" for arm in arms for w in arm.warnings)
     fingerprint = experiment.fingerprint({arm.name: arm.implementation for arm in arms})
@@ -109,13 +111,14 @@ async def run_experiment(
             on_start(Started(store=path, total=total, done=len(done), warnings=warnings))
         ran = 0
         if keys:
-            async with contextlib.aclosing(engine.run(experiment, keys)) as records:
-                async for record in records:
-                    db.write(record)
-                    ran += 1
-                    if metrics is not None:
-                        metrics.observe(experiment.name, record)
-                    if on_record is not None:
-                        on_record(record)
+            async with contextlib.aclosing(engine.run(experiment, keys)) as batches:
+                async for batch in batches:
+                    db.write(batch)
+                    ran += len(batch)
+                    for record in batch:
+                        if metrics is not None:
+                            metrics.observe(experiment.name, record)
+                        if on_record is not None:
+                            on_record(record)
     return RunSummary(store=path, ran=ran, skipped=len(done), total=total, warnings=warnings)
 

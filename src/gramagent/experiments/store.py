@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS runs (
     tools TEXT NOT NULL,
     evaluations TEXT NOT NULL,
     PRIMARY KEY (variant, case_id, repeat)
-);
+) WITHOUT ROWID;
 """
 _COLUMNS = ("variant", "case_id", "repeat", "answer", "stop", "error", "input_tokens",
             "output_tokens", "requests", "wall_ms", "started", "tools", "evaluations")
@@ -120,10 +120,10 @@ class Store:
         rows = self._db.execute("SELECT variant, case_id, repeat FROM runs")
         return {RunKey(v, c, r) for v, c, r in rows}
 
-    def write(self, record: RunRecord) -> None:
-        """Commit one finished run (durable once this returns)."""
+    def write(self, records: Iterable[RunRecord]) -> None:
+        """Commit finished runs in one transaction (durable once this returns)."""
         with self._db:
-            self._db.execute(_INSERT, _row(record))
+            self._db.executemany(_INSERT, map(_row, records))
 
     def records(self) -> list[RunRecord]:
         """Every run, ordered by (variant, case, repeat): the same store reads the same."""
@@ -213,8 +213,7 @@ def _meta(db: sqlite3.Connection) -> dict[str, str]:
 def _row(r: RunRecord) -> tuple[Any, ...]:
     return (r.variant, r.case_id, r.repeat, r.answer, r.stop, r.error, r.input_tokens,
             r.output_tokens, r.requests, r.wall_ms, r.started,
-            orjson.dumps([t.to_dict() for t in r.tools]).decode(),
-            orjson.dumps([e.to_dict() for e in r.evaluations]).decode())
+            orjson.dumps(r.tools).decode(), orjson.dumps(r.evaluations).decode())
 
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
