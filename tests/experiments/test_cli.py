@@ -93,3 +93,50 @@ def test_errors_are_one_line_without_traceback(tmp_path: Path, runner: CliRunner
     assert result.exit_code == 1, result.output
     assert message in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path: Path) -> None:
+    import dataclasses
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+    from typing import Any
+
+    from experiments_support import greeter_script
+
+    def slow(path: str, body: Any) -> Any:
+        return dataclasses.replace(greeter_script(path, body), delay=0.05)
+
+    names = [f"person{i}" for i in range(16)]
+    with ScriptedServer(slow, record=False) as server:
+        path = write_experiment(tmp_path, names=names, base_url=server.base_url)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+        command = [sys.executable, "-m", "gramagent", "experiment", "run", str(path), "-c", "2"]
+        child = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        store = tmp_path / "greetings.sqlite"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and child.poll() is None:
+            try:
+                with sqlite3.connect(store) as db:
+                    if db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] >= 6:
+                        break
+            except sqlite3.OperationalError:
+                pass
+            time.sleep(0.02)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+        assert child.returncode == 130, err
+        assert "Traceback" not in out + err
+        saved = int(err.split("stopped: ")[1].split(" runs saved")[0])
+        with sqlite3.connect(store) as db:
+            assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == saved
+        assert 6 <= saved < 2 * len(names)
+        done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True,
+                              timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"{2 * len(names) - saved} runs done, {saved} already in" in done.stderr

@@ -1,0 +1,118 @@
+"""Evaluators: the built-ins, custom functions and the LLM judge (on the scripted server)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gramagent import ConfigurationError
+from gramagent.experiments import Case, EvalResult, EvaluatorSpec, RunRecord, ToolRecord
+from gramagent.experiments.evaluators import build_evaluators
+from gramagent.experiments.judge import read_verdict
+from gramagent.testing import ScriptedServer, reply
+
+CASE = Case(id="a", inputs=("Greet Alice",), expected={"answer": "Hello, Alice!", "n": 2})
+
+
+def record(answer: str | None = "Hello, Alice!", **fields: Any) -> RunRecord:
+    values: dict[str, Any] = {"variant": "A", "case_id": "a", "repeat": 0, "answer": answer,
+                              "stop": "answer" if answer is not None else "limit:max_tokens",
+                              "wall_ms": 120.0}
+    values.update(fields)
+    return RunRecord(**values)
+
+
+async def verdicts(spec: EvaluatorSpec, *records: RunRecord) -> list[EvalResult]:
+    (evaluator,) = build_evaluators([spec])
+    try:
+        return [await evaluator(CASE, r) for r in records]
+    finally:
+        await evaluator.aclose()
+
+
+async def test_text_evaluators() -> None:
+    exact = EvaluatorSpec(name="exact", kind="exact")
+    passed, failed, none = await verdicts(exact, record(), record("hello, alice!"), record(None))
+    assert (passed.passed, failed.passed, none.passed) == (True, False, False)
+    assert none.reason == "no answer (limit:max_tokens)"
+    folded = EvaluatorSpec(name="e", kind="exact", options={"ignore_case": True})
+    assert (await verdicts(folded, record("hello, alice!")))[0].passed
+    contains = EvaluatorSpec(name="c", kind="contains", options={"value": "ALICE"})
+    assert [r.passed for r in await verdicts(contains, record(), record("Bob"))] == [True, False]
+    named = EvaluatorSpec(name="n", kind="contains", options={"expected": "n"})
+    assert (await verdicts(named, record("2 people")))[0].passed
+    missing = EvaluatorSpec(name="m", kind="exact", options={"expected": "nope"})
+    assert (await verdicts(missing, record()))[0].reason == "case 'a' has no expected 'nope'"
+    regex = EvaluatorSpec(name="r", kind="regex", options={"pattern": r"^Hello, \w+!$"})
+    assert [r.passed for r in await verdicts(regex, record(), record("Hi Alice"))] == [
+        True, False]
+
+
+async def test_structure_evaluators() -> None:
+    schema = EvaluatorSpec(name="s", kind="json_schema", options={"schema": {
+        "type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}})
+    ok, bad, not_json = await verdicts(schema, record('{"name": "Alice"}'),
+                                       record('{"name": 3}'), record("Alice"))
+    assert (ok.passed, bad.passed, not_json.passed) == (True, False, False)
+    assert "violates the schema" in bad.reason and not_json.reason == "answer is not JSON"
+
+    call = ToolRecord(name="sayHello", status="ok", error_type=None, latency_ms=1.0,
+                      arguments={"personName": "Alice"})
+    failed = ToolRecord(name="sayHello", status="error", error_type="tool_exception",
+                        latency_ms=1.0, arguments={"personName": "Bob"})
+    called = EvaluatorSpec(name="t", kind="tool_called",
+                           options={"tool": "sayHello", "arguments": {"personName": "Alice"}})
+    results = await verdicts(called, record(tools=(call,)), record(tools=(failed,)),
+                             record(tools=()))
+    assert [r.passed for r in results] == [True, False, False]
+    clean = EvaluatorSpec(name="c", kind="no_tool_errors")
+    results = await verdicts(clean, record(tools=(call,)), record(tools=(call, failed)))
+    assert [r.passed for r in results] == [True, False]
+    assert results[1].reason == "1 tool error(s): sayHello:tool_exception"
+    fast = EvaluatorSpec(name="f", kind="latency_under", options={"ms": 100})
+    assert [r.passed for r in await verdicts(fast, record(wall_ms=99.0), record())] == [
+        True, False]
+
+
+async def test_custom_evaluators() -> None:
+    custom = EvaluatorSpec(name="polite", kind="custom",
+                           options={"function": "ab_libs:greets_politely"})
+    ok, no = await verdicts(custom, record(), record("Hi"))
+    assert (ok.passed, ok.reason, no.passed) == (True, "starts with Hello", False)
+    broken = EvaluatorSpec(name="b", kind="custom", options={"function": "ab_libs:PLANTED"})
+    with pytest.raises(ConfigurationError, match="is not callable"):
+        build_evaluators([broken])
+    with pytest.raises(ConfigurationError, match="cannot import 'nowhere'"):
+        build_evaluators([EvaluatorSpec(name="x", kind="custom",
+                                        options={"function": "nowhere:f"})])
+
+
+def test_bad_specs_are_named() -> None:
+    problems = EvaluatorSpec(name="x", kind="regex", options={"pattern": "(", "flags": 1}
+                             ).problems()
+    assert problems[0] == "evaluator 'x': regex has no option 'flags' (it takes ignore_case, "\
+        "pattern)"
+    assert problems[1].startswith("evaluator 'x': bad pattern:")
+    assert EvaluatorSpec(name="y", kind="latency_under", options={"ms": -1}).problems() == [
+        "evaluator 'y': ms must be a positive number"]
+
+
+async def test_the_judge_grades_through_a_model() -> None:
+    turns = [reply('Sure! ```json\n{"score": 0.75, "reason": "warm but long"}\n```'),
+             reply("I cannot grade this.")]
+    with ScriptedServer(turns) as server:
+        spec = EvaluatorSpec(name="judge", kind="judge", options={
+            "model": "openai/judge", "rubric": "Is it a warm greeting?",
+            "base_url": server.base_url, "pass_score": 0.5})
+        graded, unreadable = await verdicts(spec, record(), record())
+        prompt = server.requests[0].body["messages"][-1]["content"]
+    assert (graded.score, graded.passed, graded.reason) == (0.75, True, "warm but long")
+    assert (unreadable.score, unreadable.passed) == (0.0, False)
+    assert unreadable.reason.startswith("unreadable judge reply")
+    assert "Is it a warm greeting?" in prompt and "Hello, Alice!" in prompt
+
+
+def test_read_verdict_clamps_and_skips_non_scores() -> None:
+    assert read_verdict('{"x": 1} then {"score": 7, "reason": "r"}') == (1.0, "r")
+    assert read_verdict('{"score": true}')[0] == 0.0
