@@ -8,7 +8,7 @@ import pytest
 
 from gramagent import ConfigurationError
 from gramagent.experiments import Case, EvalResult, EvaluatorSpec, RunRecord, ToolRecord
-from gramagent.experiments.evaluators import build_evaluators
+from gramagent.experiments.evaluators import build_evaluators, evaluate
 from gramagent.experiments.judge import read_verdict
 from gramagent.testing import ScriptedServer, reply
 
@@ -24,11 +24,11 @@ def record(answer: str | None = "Hello, Alice!", **fields: Any) -> RunRecord:
 
 
 async def verdicts(spec: EvaluatorSpec, *records: RunRecord) -> list[EvalResult]:
-    (evaluator,) = build_evaluators([spec])
+    evaluators = build_evaluators([spec])
     try:
-        return [await evaluator(CASE, r) for r in records]
+        return [(await evaluate(evaluators, CASE, r))[0] for r in records]
     finally:
-        await evaluator.aclose()
+        await evaluators[0].aclose()
 
 
 async def test_text_evaluators() -> None:

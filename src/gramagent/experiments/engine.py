@@ -29,9 +29,9 @@ from gramagent._models.base import Model, ModelRequest, ModelTurn
 from gramagent._runtime.events import EventSink, fan_out, tag_events
 from gramagent.errors import ConfigurationError
 from gramagent.experiments.cases import Case
-from gramagent.experiments.evaluators import Evaluator, build_evaluators
+from gramagent.experiments.evaluators import Evaluator, build_evaluators, evaluate
 from gramagent.experiments.experiment import Experiment
-from gramagent.experiments.records import EvalResult, RunKey, RunRecord, ToolRecord
+from gramagent.experiments.records import RunKey, RunRecord, ToolRecord
 from gramagent.experiments.variants import Arm, ModelKey, prepare
 
 __all__ = ["AsyncioEngine", "Engine", "run_case"]
@@ -221,9 +221,8 @@ async def run_case(arm: Arm, model: Model, case: Case, repeat: int,
         error=error, tools=tuple(tools), input_tokens=input_tokens,
         output_tokens=output_tokens, requests=requests, wall_ms=wall_ms, started=started)
     if evaluators:
-        results: list[EvalResult] = [await evaluate(case, record) for evaluate in evaluators]
         # the record is not shared yet: completing it in place saves a copy per run
-        object.__setattr__(record, "evaluations", tuple(results))
+        object.__setattr__(record, "evaluations", await evaluate(evaluators, case, record))
     return record
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -39,7 +39,7 @@ from gramagent.experiments.cases import Case
 from gramagent.experiments.imports import import_object
 from gramagent.experiments.records import EvalResult, RunRecord
 
-__all__ = ["KINDS", "Evaluator", "EvaluatorSpec", "build_evaluators"]
+__all__ = ["KINDS", "Evaluator", "EvaluatorSpec", "build_evaluators", "evaluate"]
 
 KINDS = ("exact", "contains", "regex", "json_schema", "tool_called", "no_tool_errors",
          "latency_under", "custom", "judge")
@@ -102,13 +102,28 @@ class EvaluatorSpec:
 
 
 class Evaluator(Protocol):
-    """A built evaluator: scores one run of one case."""
+    """A built evaluator: scores one run of one case.
+
+    Calling it returns the result, or an awaitable of it (custom and judge evaluators):
+    built-ins answer at once, without a coroutine per run.
+    """
 
     name: str
 
-    async def __call__(self, case: Case, record: RunRecord) -> EvalResult: ...
+    def __call__(self, case: Case, record: RunRecord
+                 ) -> EvalResult | Awaitable[EvalResult]: ...
 
     async def aclose(self) -> None: ...
+
+
+async def evaluate(evaluators: Sequence[Evaluator], case: Case, record: RunRecord
+                   ) -> tuple[EvalResult, ...]:
+    """Every evaluator's result on one run, in order."""
+    results = []
+    for evaluator in evaluators:
+        result = evaluator(case, record)
+        results.append(result if isinstance(result, EvalResult) else await result)
+    return tuple(results)
 
 
 def build_evaluators(specs: Sequence[EvaluatorSpec]) -> list[Evaluator]:
@@ -141,7 +156,7 @@ class _Sync:
     name: str
     check: Check
 
-    async def __call__(self, case: Case, record: RunRecord) -> EvalResult:
+    def __call__(self, case: Case, record: RunRecord) -> EvalResult:
         passed, reason = self.check(case, record)
         return EvalResult(name=self.name, score=1.0 if passed else 0.0, passed=passed,
                           reason=reason)
