@@ -174,3 +174,33 @@ async def test_events_and_metrics_carry_experiment_and_variant(
                  evaluator="exact", result="pass") == 2  # person1, person3
     assert value("experiment_evaluations_total", experiment="greetings", variant="B",
                  evaluator="exact", result="fail") == 2
+
+
+async def test_multi_turn_cases_limits_rate_limits_and_parquet_export(
+        tmp_path: Path, greeter_server: ScriptedServer) -> None:
+    import orjson
+    import pyarrow.parquet as pq
+
+    path = write_experiment(
+        tmp_path, names=NAMES[:2], base_url=greeter_server.base_url,
+        extra=",\n  rate_limits: {`openai/scripted`: 200}")
+    text = path.read_text().replace(
+        '[B:Variant {library: "ab_libs:planted",',
+        '[B:Variant {library: "ab_libs:planted", limits: {max_iterations: 1},')
+    path.write_text(text)
+    (tmp_path / "cases.jsonl").write_bytes(orjson.dumps(
+        {"id": "two", "input": ["Greet person1", "Now greet person3"]}) + b"\n")
+    summary = await run_experiment(load_experiment(path))
+    with Store.read(summary.store) as db:
+        a, b = db.records()
+        rows = db.export(tmp_path / "runs.parquet")
+    assert a.stop == "answer" and a.answer == "Hello, person3!"
+    assert [t.arguments for t in a.tools] == [{"personName": "person1"},
+                                              {"personName": "person3"}]
+    assert a.requests == 4
+    assert b.stop == "limit:max_iterations" and b.answer is None
+    assert b.tools[0].name == "sayHello" and b.requests == 1
+    verdict = b.evaluation("exact")
+    assert verdict is not None and verdict.passed is False
+    table = pq.read_table(tmp_path / "runs.parquet").to_pylist()
+    assert rows == 2 and [r["stop"] for r in table] == ["answer", "limit:max_iterations"]
