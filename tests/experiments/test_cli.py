@@ -75,6 +75,7 @@ def test_ab_one_liner(tmp_path: Path, greeter_server: ScriptedServer, runner: Cl
 
 @pytest.mark.parametrize(("args", "message"), [
     (["experiment", "report", "missing.sqlite"], "missing.sqlite: no such store"),
+    (["experiment", "report", "greeter.gram"], "greeter.gram: not an experiment store"),
     (["ab", "greeter.gram", "--variant", "A", "--variant", "B=x:y", "--cases", "cases.jsonl"],
      "--variant 'A': expected NAME=MODULE:LIBRARY"),
     (["ab", "greeter.gram", "--variant", "A=ab_libs:polite", "--variant", "B=nope:lib",

@@ -9,6 +9,7 @@ changed. Export to Parquet or CSV with :meth:`Store.export`.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import sqlite3
@@ -66,27 +67,19 @@ class Store:
             ExperimentError: the file is not a store, or it holds runs of an experiment that
                 differs from this one (the message says what changed).
         """
-        db = _connect(path)
-        try:
-            with db:
-                db.executescript(_SCHEMA)
-                old = _meta(db)
-                if "fingerprint" in old:
-                    found = changes(orjson.loads(old["fingerprint"]), fingerprint)
-                    if found:
-                        raise ExperimentError(
-                            f"{path}: this store holds runs of a different experiment: "
-                            f"{'; '.join(found)}. Use another store (e.g. --store NEW.sqlite) "
-                            "or delete this one to start over")
-                db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [
-                    ("schema", SCHEMA_VERSION), ("fingerprint", canonical(fingerprint)),
-                    ("settings", canonical(settings))])
-        except sqlite3.DatabaseError as exc:
-            db.close()
-            raise ExperimentError(f"{path}: not an experiment store ({exc})") from None
-        except BaseException:
-            db.close()
-            raise
+        with _opening(path) as db, db:
+            db.executescript(_SCHEMA)
+            old = _meta(db)
+            if "fingerprint" in old:
+                found = changes(orjson.loads(old["fingerprint"]), fingerprint)
+                if found:
+                    raise ExperimentError(
+                        f"{path}: this store holds runs of a different experiment: "
+                        f"{'; '.join(found)}. Use another store (e.g. --store NEW.sqlite) "
+                        "or delete this one to start over")
+            db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [
+                ("schema", SCHEMA_VERSION), ("fingerprint", canonical(fingerprint)),
+                ("settings", canonical(settings))])
         return cls(path, db)
 
     @classmethod
@@ -98,16 +91,9 @@ class Store:
         """
         if not Path(path).is_file():
             raise ExperimentError(f"{path}: no such store")
-        db = _connect(path)
-        try:
+        with _opening(path) as db:
             if "settings" not in _meta(db):
                 raise ExperimentError(f"{path}: not an experiment store (no settings)")
-        except sqlite3.DatabaseError as exc:
-            db.close()
-            raise ExperimentError(f"{path}: not an experiment store ({exc})") from None
-        except BaseException:
-            db.close()
-            raise
         return cls(path, db)
 
     def settings(self) -> dict[str, Any]:
@@ -189,6 +175,21 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def _opening(path: str | os.PathLike[str]) -> Iterator[sqlite3.Connection]:
+    """A connection to check a store with: closed if the check fails (a broken file is an
+    ExperimentError), left open otherwise."""
+    db = _connect(path)
+    try:
+        yield db
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise ExperimentError(f"{path}: not an experiment store ({exc})") from None
+    except BaseException:
+        db.close()
+        raise
 
 
 def _connect(path: str | os.PathLike[str]) -> sqlite3.Connection:
