@@ -95,6 +95,12 @@ class ExperimentError(SpecError):
     """An experiment cannot run: its file, its dataset (``file:line: message`` per bad row,
     every one reported at once) or its store (changed agent, variants or dataset)."""
 
+    def __init__(self, diagnostics: Sequence[Diagnostic] | str) -> None:
+        super().__init__(diagnostics)
+        # a problem with no place of its own (the message names the file) reads as itself
+        self.args = ("\n".join(d.message if d.file is None and d.line is None else str(d)
+                               for d in self.diagnostics),)
+
 
 class SchemaError(GramagentError):
     """A JSON Schema uses something gramagent cannot express as a gram signature.

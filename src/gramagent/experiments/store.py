@@ -200,7 +200,7 @@ def _connect(path: str | os.PathLike[str]) -> sqlite3.Connection:
         # which may lose the last commits but never corrupts the file).
         db.execute("PRAGMA synchronous=NORMAL")
     except sqlite3.DatabaseError as exc:
-        raise ExperimentError(f"{path}: cannot open the store ({exc})") from None
+        raise ExperimentError(f"{path}: not an experiment store ({exc})") from None
     return db
 
 
