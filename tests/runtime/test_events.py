@@ -138,3 +138,17 @@ def test_serve_metrics_serves_the_registry_over_http() -> None:
         metrics.stop_serving()
     assert metrics.server_port is None
     assert 'tool_calls_total{status="ok",tool="sayHello"} 1.0' in body
+
+
+def test_tag_events_stamps_experiment_and_variant() -> None:
+    from gramagent._runtime.events import ToolCallResult, tag_events
+    from gramagent.testing import CaptureSink
+
+    sink = CaptureSink()
+    tagged = tag_events(sink, experiment="greetings", variant="B")
+    event = ToolCallResult(request_id="r", tool="sayHello", status="ok", latency_ms=1.0, seq=1)
+    tagged(event)
+    (stamped,) = sink.events
+    assert (stamped.experiment, stamped.variant) == ("greetings", "B")
+    assert stamped.to_dict()["variant"] == "B"
+    assert "variant" not in event.to_dict()  # untagged events keep the ADR's JSONL form

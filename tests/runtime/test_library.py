@@ -333,3 +333,27 @@ def test_bind_is_cached_per_agent_until_the_library_changes() -> None:
 
     rebound = library.bind(agent)
     assert rebound is not first and rebound.tools["sayHello"] is other
+
+
+def test_check_description_warn_binds_another_docstring_and_reports_it(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The A/B case: an implementation documented differently binds, with a warning; the
+    model still sees the spec's description; names and schemas stay strict."""
+    library = ToolLibrary()
+
+    @library.register
+    def sayHello(personName: str = "world") -> str:
+        """Greets someone informally."""
+        return personName
+
+    agent = agent_with(hello_spec())
+    with caplog.at_level("WARNING", logger="gramagent._runtime.library"):
+        bound = library.bind(agent, check_description="warn")
+    assert bound.tools["sayHello"] is sayHello
+    assert bound.definitions[0].description == GREETING
+    assert len(bound.warnings) == 1 and "description differs" in bound.warnings[0]
+    assert "Greets someone informally." in caplog.text
+    assert library.bind(agent_with(hello_spec(description="Greets someone informally.")),
+                        check_description="warn").warnings == ()
+    with pytest.raises(ToolError, match="schema differs"):
+        library.bind(agent_with(hello_spec(name_type="integer")), check_description="warn")
