@@ -76,8 +76,7 @@ def rss_mb() -> float:
 
 
 async def bench_run_agent(base_url: str, runs: int, concurrency: int, work: Path) -> None:
-    from gramagent import run_agent
-    from gramagent._models.registry import resolve_model
+    from gramagent import resolve_model, run_agent
 
     agent = load_agent_text(work)
     bound = library().bind(agent)

@@ -205,6 +205,7 @@ def test_exported_classes_keep_their_module_for_type_hints(name: str) -> None:
 PUBLIC_MODULES = [
     "gramagent",
     "gramagent.errors",
+    "gramagent.experiments",
     "gramagent.mcp",
     "gramagent.testing",
     "gramagent.tools",

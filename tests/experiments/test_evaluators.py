@@ -8,8 +8,8 @@ import pytest
 
 from gramagent import ConfigurationError
 from gramagent.experiments import Case, EvalResult, EvaluatorSpec, RunRecord, ToolRecord
-from gramagent.experiments.evaluators import build_evaluators, evaluate
-from gramagent.experiments.judge import read_verdict
+from gramagent.experiments._evaluators import build_evaluators, evaluate
+from gramagent.experiments._judge import read_verdict
 from gramagent.testing import ScriptedServer, reply
 
 CASE = Case(id="a", inputs=("Greet Alice",), expected={"answer": "Hello, Alice!", "n": 2})

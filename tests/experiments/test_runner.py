@@ -20,8 +20,7 @@ import pytest
 from experiments_support import greeter_script, write_experiment
 from prometheus_client import CollectorRegistry
 
-from gramagent import ToolError
-from gramagent._runtime.events import ToolCallResult, ToolMetrics
+from gramagent import ToolCallResult, ToolError, ToolMetrics
 from gramagent.errors import ExperimentError
 from gramagent.experiments import (
     ExperimentMetrics,

@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
-from gramagent.experiments import Store, load_experiment, report, run_experiment, stats
-from gramagent.experiments.report import LATENCY
+from gramagent.experiments import Store, load_experiment, report, run_experiment
+from gramagent.experiments import _stats as stats
+from gramagent.experiments._report import LATENCY
 from gramagent.testing import ScriptedServer
 
 NAMES = [f"person{i}" for i in range(40)]

@@ -190,7 +190,7 @@ def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, js
 
     metrics = None
     if metrics_port is not None:
-        from gramagent._runtime.events import serve_metrics
+        from gramagent import serve_metrics
 
         serve_metrics(metrics_port)
         metrics = ExperimentMetrics.for_registry()
@@ -244,10 +244,10 @@ class _Live:
 
 
 def _show(result: Any, *, json: bool, html: Path | None) -> None:
-    from gramagent.experiments.render import render_report
+    from gramagent.experiments import render_report
 
     if html is not None:
-        from gramagent.experiments.html import write_html
+        from gramagent.experiments import write_html
 
         _guard(lambda: write_html(result, html), f"cannot write {html}")
         err_console.print(f"wrote {html}")

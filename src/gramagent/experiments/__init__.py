@@ -26,27 +26,39 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from gramagent.experiments.cases import Case, Dataset, load_cases
-from gramagent.experiments.engine import AsyncioEngine, Engine, run_case
-from gramagent.experiments.evaluators import EvaluatorSpec
-from gramagent.experiments.experiment import Experiment
-from gramagent.experiments.gramfile import load_experiment
-from gramagent.experiments.metrics import ExperimentMetrics
-from gramagent.experiments.records import EvalResult, RunKey, RunRecord, ToolRecord
-from gramagent.experiments.report import Report, report
-from gramagent.experiments.runner import RunSummary, Started, run_experiment, store_path
-from gramagent.experiments.store import Store
-from gramagent.experiments.variants import Variant
+from gramagent.experiments._cases import Case, Dataset, load_cases
+from gramagent.experiments._engine import AsyncioEngine, Engine, run_case
+from gramagent.experiments._evaluators import EvaluatorSpec
+from gramagent.experiments._experiment import Experiment
+from gramagent.experiments._gramfile import load_experiment
+from gramagent.experiments._html import html_report, write_html
+from gramagent.experiments._metrics import ExperimentMetrics
+from gramagent.experiments._records import EvalResult, RunKey, RunRecord, ToolRecord
+from gramagent.experiments._render import render_report
+from gramagent.experiments._report import (
+    Comparison,
+    Disagreement,
+    MetricSummary,
+    Report,
+    VariantSummary,
+    report,
+)
+from gramagent.experiments._runner import RunSummary, Started, run_experiment, store_path
+from gramagent.experiments._store import Store
+from gramagent.experiments._variants import Variant
 
 __all__ = [
     "AsyncioEngine",
     "Case",
+    "Comparison",
     "Dataset",
+    "Disagreement",
     "Engine",
     "EvalResult",
     "EvaluatorSpec",
     "Experiment",
     "ExperimentMetrics",
+    "MetricSummary",
     "Report",
     "RunKey",
     "RunRecord",
@@ -55,13 +67,17 @@ __all__ = [
     "Store",
     "ToolRecord",
     "Variant",
+    "VariantSummary",
+    "html_report",
     "load_cases",
     "load_experiment",
+    "render_report",
     "report",
     "run_case",
     "run_experiment",
     "run_experiment_sync",
     "store_path",
+    "write_html",
 ]
 
 

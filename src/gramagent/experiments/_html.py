@@ -16,7 +16,7 @@ from html import escape
 from typing import Any
 
 from gramagent.errors import ConfigurationError
-from gramagent.experiments.report import LATENCY, TOKENS, Comparison, Report
+from gramagent.experiments._report import LATENCY, TOKENS, Comparison, Report
 
 __all__ = ["html_report", "write_html"]
 

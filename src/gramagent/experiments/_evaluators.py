@@ -35,9 +35,9 @@ from typing import Any, Protocol
 import orjson
 
 from gramagent.errors import ConfigurationError
-from gramagent.experiments.cases import Case
-from gramagent.experiments.imports import import_object
-from gramagent.experiments.records import EvalResult, RunRecord
+from gramagent.experiments._cases import Case
+from gramagent.experiments._imports import import_object
+from gramagent.experiments._records import EvalResult, RunRecord
 
 __all__ = ["KINDS", "Evaluator", "EvaluatorSpec", "build_evaluators", "evaluate"]
 
@@ -140,7 +140,7 @@ def build_evaluators(specs: Sequence[EvaluatorSpec]) -> list[Evaluator]:
         if spec.kind == "custom":
             out.append(_Custom(spec.name, spec.options["function"]))
         elif spec.kind == "judge":
-            from gramagent.experiments.judge import Judge
+            from gramagent.experiments._judge import Judge
 
             out.append(Judge(spec.name, **spec.options))
         else:

@@ -1,6 +1,6 @@
 """An experiment as data: the agent (fixed), the cases, the variants, evaluators and repeats.
 
-Built in Python or read from a gram file (:mod:`gramagent.experiments.gramfile`). Its
+Built in Python or read from a gram file (:mod:`gramagent.experiments._gramfile`). Its
 :meth:`Experiment.fingerprint` is what a store remembers, so that a changed agent, variant,
 dataset or evaluator is noticed before anything runs under an existing store.
 """
@@ -17,11 +17,11 @@ import orjson
 
 from gramagent import Agent, to_gram
 from gramagent.errors import ConfigurationError
-from gramagent.experiments.cases import Dataset
-from gramagent.experiments.evaluators import EvaluatorSpec
-from gramagent.experiments.imports import add_search_path
-from gramagent.experiments.records import RunKey
-from gramagent.experiments.variants import Variant
+from gramagent.experiments._cases import Dataset
+from gramagent.experiments._evaluators import EvaluatorSpec
+from gramagent.experiments._imports import add_search_path
+from gramagent.experiments._records import RunKey
+from gramagent.experiments._variants import Variant
 
 __all__ = ["Experiment", "canonical", "changes"]
 

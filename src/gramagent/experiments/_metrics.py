@@ -1,7 +1,7 @@
 """Prometheus metrics of experiments, labelled by experiment and variant.
 
 The tool-call families of the ADR (``tool_calls_total{tool,status}``,
-``tool_call_latency_ms{tool}``, :class:`~gramagent._runtime.events.ToolMetrics`) stay as they
+``tool_call_latency_ms{tool}``, :class:`~gramagent.ToolMetrics`) stay as they
 are; experiments add their own families, so two arms in one process are told apart:
 
 - ``experiment_runs_total{experiment,variant,stop}``: finished runs by how they stopped
@@ -23,7 +23,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from gramagent._runtime.events import LATENCY_BUCKETS_MS, Event
-from gramagent.experiments.records import RunRecord
+from gramagent.experiments._records import RunRecord
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry

@@ -33,10 +33,10 @@ from gramagent import Agent, load_agent
 from gramagent._spec._gramsyntax import K_COMMENT, K_ELEMENTS, K_SUBJECT, NodeInfo
 from gramagent._spec.gram import _INVALID, _Reader
 from gramagent.errors import ConfigurationError, Diagnostic, ExperimentError, SpecError
-from gramagent.experiments.cases import Dataset, load_cases
-from gramagent.experiments.evaluators import EvaluatorSpec
-from gramagent.experiments.experiment import Experiment
-from gramagent.experiments.variants import Variant
+from gramagent.experiments._cases import Dataset, load_cases
+from gramagent.experiments._evaluators import EvaluatorSpec
+from gramagent.experiments._experiment import Experiment
+from gramagent.experiments._variants import Variant
 
 __all__ = ["load_experiment"]
 

@@ -20,19 +20,23 @@ from typing import Any, Protocol
 
 from gramagent import (
     Conversation,
+    EventSink,
     GramagentError,
     LimitExceeded,
+    Model,
+    ModelRequest,
+    ModelTurn,
     ToolResultMessage,
+    resolve_model,
     run_agent,
 )
-from gramagent._models.base import Model, ModelRequest, ModelTurn
-from gramagent._runtime.events import EventSink, fan_out, tag_events
+from gramagent._runtime.events import fan_out, tag_events
 from gramagent.errors import ConfigurationError
-from gramagent.experiments.cases import Case
-from gramagent.experiments.evaluators import Evaluator, build_evaluators, evaluate
-from gramagent.experiments.experiment import Experiment
-from gramagent.experiments.records import RunKey, RunRecord, ToolRecord
-from gramagent.experiments.variants import Arm, ModelKey, prepare
+from gramagent.experiments._cases import Case
+from gramagent.experiments._evaluators import Evaluator, build_evaluators, evaluate
+from gramagent.experiments._experiment import Experiment
+from gramagent.experiments._records import RunKey, RunRecord, ToolRecord
+from gramagent.experiments._variants import Arm, ModelKey, prepare
 
 __all__ = ["AsyncioEngine", "Engine", "run_case"]
 
@@ -137,8 +141,6 @@ class AsyncioEngine:
                 await model.aclose()
 
     def _resolve(self, key: ModelKey, rate_limits: Mapping[str, float]) -> Model:
-        from gramagent._models.registry import resolve_model
-
         options: dict[str, Any] = dict(self.model_options)
         if key.tool_call_mode is not None:
             options["tool_call_mode"] = key.tool_call_mode

@@ -14,11 +14,10 @@ from typing import Any
 
 import orjson
 
-from gramagent import ModelRef, UserMessage
-from gramagent._models.base import Model, ModelRequest
+from gramagent import Model, ModelRef, ModelRequest, UserMessage, resolve_model
 from gramagent.errors import GramagentError
-from gramagent.experiments.cases import Case
-from gramagent.experiments.records import EvalResult, RunRecord
+from gramagent.experiments._cases import Case
+from gramagent.experiments._records import EvalResult, RunRecord
 
 __all__ = ["Judge", "read_verdict"]
 
@@ -47,8 +46,6 @@ class Judge:
     async def _get_model(self) -> Model:
         async with self._lock:
             if self._model is None:
-                from gramagent._models.registry import resolve_model
-
                 self._model = resolve_model(self.ref, api=self.api, base_url=self.base_url)
             return self._model
 

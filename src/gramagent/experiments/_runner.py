@@ -17,13 +17,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gramagent._runtime.events import EventSink, fan_out
-from gramagent.experiments.engine import AsyncioEngine, Engine
-from gramagent.experiments.experiment import Experiment
-from gramagent.experiments.metrics import ExperimentMetrics
-from gramagent.experiments.records import RunRecord
-from gramagent.experiments.store import Store
-from gramagent.experiments.variants import prepare
+from gramagent import EventSink
+from gramagent._runtime.events import fan_out
+from gramagent.experiments._engine import AsyncioEngine, Engine
+from gramagent.experiments._experiment import Experiment
+from gramagent.experiments._metrics import ExperimentMetrics
+from gramagent.experiments._records import RunRecord
+from gramagent.experiments._store import Store
+from gramagent.experiments._variants import prepare
 
 __all__ = ["RunSummary", "Started", "run_experiment", "store_path"]
 

@@ -12,7 +12,7 @@
 - the disagreements: (case, repeat) pairs where an evaluator's verdict differs, with both
   answers.
 
-The numbers come from :mod:`gramagent.experiments.stats`.
+The numbers come from :mod:`gramagent.experiments._stats`.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gramagent.experiments import stats
-from gramagent.experiments.records import RunRecord
-from gramagent.experiments.store import Store
+from gramagent.experiments import _stats as stats
+from gramagent.experiments._records import RunRecord
+from gramagent.experiments._store import Store
 
 __all__ = ["Comparison", "Disagreement", "MetricSummary", "Report", "VariantSummary", "report"]
 

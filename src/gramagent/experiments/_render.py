@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from gramagent.experiments.report import LATENCY, TOKENS, MetricSummary, Report
+from gramagent.experiments._report import LATENCY, TOKENS, MetricSummary, Report
 
 __all__ = ["render_report"]
 

@@ -18,10 +18,9 @@ from typing import Any
 
 import orjson
 
-from gramagent import Agent, ModelRef, RunLimits, ToolLibrary
-from gramagent._runtime.library import BoundAgent
+from gramagent import Agent, BoundAgent, ModelRef, RunLimits, ToolLibrary
 from gramagent.errors import ConfigurationError, SpecError
-from gramagent.experiments.imports import import_object
+from gramagent.experiments._imports import import_object
 
 __all__ = ["Arm", "ModelKey", "Variant", "prepare"]
 

@@ -20,8 +20,8 @@ from typing import Any
 import orjson
 
 from gramagent.errors import ExperimentError
-from gramagent.experiments.experiment import canonical, changes
-from gramagent.experiments.records import EvalResult, RunKey, RunRecord, ToolRecord
+from gramagent.experiments._experiment import canonical, changes
+from gramagent.experiments._records import EvalResult, RunKey, RunRecord, ToolRecord
 
 __all__ = ["Store"]
 
