@@ -90,6 +90,8 @@ class Comparison:
     discordant: tuple[int, int] | None = None
     """For pass/fail: (baseline only passed, variant only passed)."""
     pairs_needed: int | None = None
+    """Pairs (case, repeat) a difference of the observed size would need at 80 % power;
+    None when no difference was observed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -176,7 +178,8 @@ def build_report(records: Sequence[RunRecord], settings: Mapping[str, Any]) -> R
             continue
         pairs = [(base_runs[(r.case_id, r.repeat)], r) for r in by_variant[name]
                  if (r.case_id, r.repeat) in base_runs]
-        comparisons.extend(_compare(name, pairs, evaluators, kinds, alpha, seed))
+        comparisons.extend(_compare(name, pairs, evaluators, kinds, alpha, seed,
+                                    int(settings.get("repeats", 1))))
         disagreements.extend(_disagreements(baseline, name, pairs, evaluators, kinds))
     expected = int(settings.get("cases", 0)) * int(settings.get("repeats", 1)) * len(names)
     return Report(
@@ -240,7 +243,8 @@ def _summary(name: str, runs: list[RunRecord], evaluators: list[str], kinds: Map
 
 
 def _compare(name: str, pairs: list[tuple[RunRecord, RunRecord]], evaluators: list[str],
-             kinds: Mapping[str, str], alpha: float, seed: int) -> list[Comparison]:
+             kinds: Mapping[str, str], alpha: float, seed: int, repeats: int
+             ) -> list[Comparison]:
     rows: list[dict[str, Any]] = []
     for metric in [*evaluators, LATENCY, TOKENS]:
         base = [_metric_values(b, metric) for b, _ in pairs]
@@ -268,12 +272,13 @@ def _compare(name: str, pairs: list[tuple[RunRecord, RunRecord]], evaluators: li
     adjusted = stats.holm([row["p_value"] for row in rows])
     out = []
     for row, p_adj in zip(rows, adjusted, strict=True):
-        outcome, verdict = _verdict(row, p_adj, alpha)
+        outcome, verdict = _verdict(row, p_adj, alpha, repeats)
         out.append(Comparison(**row, p_adjusted=p_adj, outcome=outcome, verdict=verdict))
     return out
 
 
-def _verdict(row: Mapping[str, Any], p_adjusted: float, alpha: float) -> tuple[str, str]:
+def _verdict(row: Mapping[str, Any], p_adjusted: float, alpha: float, repeats: int
+             ) -> tuple[str, str]:
     diff = row["difference"]
     shown = _format_difference(row["metric"], diff, row["test"] == "mcnemar_exact")
     if row["pairs"] == 0:
@@ -286,7 +291,9 @@ def _verdict(row: Mapping[str, Any], p_adjusted: float, alpha: float) -> tuple[s
     if needed is None:
         tail = "no difference observed"
     else:
-        tail = f"a difference of {shown} would need about {needed} cases"
+        # pairs are (case, repeat): with r repeats, a case brings r pairs
+        cases = math.ceil(needed / max(1, repeats))
+        tail = f"a difference of {shown} would need about {cases} cases"
     return "no difference", (f"no detectable difference at alpha={alpha:g} "
                              f"(p={p_adjusted:.3g}; {tail})")
 
