@@ -132,20 +132,43 @@ def _differences_figure(report: Report, figure_type: Any) -> Any:
     axes = figure.add_subplot()
     positions = list(range(len(rows)))[::-1]
     for y, c in zip(positions, rows, strict=True):
-        scale = _scale(c)
+        scale = _plot_scale(c)
         color = {"better": "#137333", "worse": "#b3261e"}.get(c.outcome, "#5b6577")
         axes.errorbar(c.difference * scale, y, xerr=[[max(0.0, (c.difference - c.low) * scale)],
                                                      [max(0.0, (c.high - c.difference) * scale)]],
                       fmt="o", color=color, capsize=4)
     axes.axvline(0, color="black", linewidth=0.8)
-    axes.set_yticks(positions, [f"{c.variant} · {c.metric}{_unit(c)}" for c in rows])
-    axes.set_xlabel("variant − baseline (rates in points), with the paired bootstrap interval")
+    axes.set_yticks(positions, [f"{c.variant} · {c.metric}{_plot_unit(c)}" for c in rows])
+    axes.set_xlabel("variant − baseline, with the paired bootstrap interval (rates in points; "
+                    "other metrics in % of the baseline mean)")
     axes.grid(axis="x", alpha=0.3)
     return figure
 
 
 def _scale(c: Comparison) -> float:
     return 100.0 if c.test == "mcnemar_exact" else 1.0
+
+
+def _plot_scale(c: Comparison) -> float:
+    """Points for rates; percent of the baseline's mean for the rest (one axis for all)."""
+    if c.test == "mcnemar_exact":
+        return 100.0
+    return 100.0 / abs(c.baseline_mean) if c.baseline_mean else 0.0
+
+
+def _plot_unit(c: Comparison) -> str:
+    return " (pts)" if c.test == "mcnemar_exact" else " (%)"
+
+
+def _num(value: float) -> str:
+    """A figure for a table cell: thousands separated when large, 3 digits otherwise."""
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def _signed(value: float) -> str:
+    return ("+" if value >= 0 else "") + _num(value)
 
 
 def _unit(c: Comparison) -> str:
@@ -178,8 +201,8 @@ def _variant_table(report: Report) -> str:
                 cells.append(f"<td class=num>{m.value:.1%}<br><small>[{m.low:.1%}, "
                              f"{m.high:.1%}]</small></td>")
             else:
-                cells.append(f"<td class=num>{m.value:.3g}<br><small>[{m.low:.3g}, "
-                             f"{m.high:.3g}]</small></td>")
+                cells.append(f"<td class=num>{_num(m.value)}<br><small>[{_num(m.low)}, "
+                             f"{_num(m.high)}]</small></td>")
         stops = ", ".join(f"{escape(k)}: {n}" for k, n in v.stops.items())
         rows.append(f"<tr><th>{escape(v.name)}</th><td class=num>{v.runs}</td>"
                     f"{''.join(cells)}<td>{stops}</td></tr>")
@@ -195,9 +218,9 @@ def _comparison_table(rows: tuple[Comparison, ...]) -> str:
         s = _scale(c)
         out.append(
             f"<tr><td>{escape(c.variant)}</td><td>{escape(c.metric)}</td>"
-            f"<td class=num>{c.pairs}</td><td class=num>{c.baseline_mean:.3g}</td>"
-            f"<td class=num>{c.variant_mean:.3g}</td><td class=num>{c.difference * s:+.3g} "
-            f"[{c.low * s:+.3g}, {c.high * s:+.3g}]{_unit(c)}</td><td>{c.test}</td>"
+            f"<td class=num>{c.pairs}</td><td class=num>{_num(c.baseline_mean)}</td>"
+            f"<td class=num>{_num(c.variant_mean)}</td><td class=num>{_signed(c.difference * s)} "
+            f"[{_signed(c.low * s)}, {_signed(c.high * s)}]{_unit(c)}</td><td>{c.test}</td>"
             f"<td class=num>{c.p_value:.3g}</td><td class=num>{c.p_adjusted:.3g}</td>"
             f"<td class={_css(c.outcome)}>{escape(c.outcome)}</td></tr>")
     out.append("</table>")

@@ -59,31 +59,30 @@ def _metric(m: MetricSummary) -> str:
     return f"{m.value:.{digits}f} [{m.low:.{digits}f}, {m.high:.{digits}f}]"
 
 
-_TESTS = {"mcnemar_exact": "McNemar", "paired_permutation": "permutation"}
-
-
 def _comparisons(report: Report) -> Group:
     tables = []
     for variant in dict.fromkeys(c.variant for c in report.comparisons):
         rows = [c for c in report.comparisons if c.variant == variant]
-        table = Table(title=f"{variant} - {report.baseline}, paired by (case, repeat): "
-                            f"{rows[0].pairs} pairs", title_justify="left", show_edge=False)
+        table = Table(title=f"{variant} - {report.baseline}, {rows[0].pairs} pairs (rates in "
+                            "points; p after Holm)",
+                      title_justify="left", show_edge=False)
         for column, justify in (("metric", "left"), ("difference [CI]", "right"),
-                                ("test", "left"), ("p", "right"), ("p Holm", "right"),
-                                ("outcome", "left")):
+                                ("test", "left"), ("p", "right"), ("outcome", "left")):
             table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
         for c in rows:
-            if c.test == "mcnemar_exact":
-                diff = (f"{c.difference * 100:+.1f} pts [{c.low * 100:+.1f}, "
-                        f"{c.high * 100:+.1f}]")
-            else:
-                digits = 1 if c.metric in (LATENCY, TOKENS) else 3
-                diff = f"{c.difference:+.{digits}f} [{c.low:+.{digits}f}, {c.high:+.{digits}f}]"
-            table.add_row(c.metric, diff, _TESTS.get(c.test, c.test), f"{c.p_value:.2g}",
-                          f"{c.p_adjusted:.2g}",
+            scale = 100.0 if c.test == "mcnemar_exact" else 1.0
+            digits = 1 if c.test == "mcnemar_exact" or abs(c.difference) < 100 else 0
+            if c.metric not in (LATENCY, TOKENS) and c.test != "mcnemar_exact":
+                digits = 3
+            diff = (f"{c.difference * scale:+.{digits}f} [{c.low * scale:+.{digits}f}, "
+                    f"{c.high * scale:+.{digits}f}]")
+            table.add_row(c.metric, diff, _TESTS.get(c.test, c.test), f"{c.p_adjusted:.2g}",
                           Text(c.outcome, style=_OUTCOME_STYLE.get(c.outcome, "")))
         tables.append(table)
     return Group(*tables)
+
+
+_TESTS = {"mcnemar_exact": "McNemar", "paired_permutation": "permutation"}
 
 
 def _verdicts(report: Report) -> Text:
