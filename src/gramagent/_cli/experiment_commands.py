@@ -137,8 +137,10 @@ def ab(
         if any("answer" in c.expected for c in dataset.cases):
             specs.append(EvaluatorSpec(name="expected", kind="contains"))
         specs.append(EvaluatorSpec(name="no_tool_errors", kind="no_tool_errors"))
+    # source: modules beside the agent file (its libraries) are importable by name
     experiment = Experiment(name=f"{spec.name}_ab", agent=spec, dataset=dataset,
-                            variants=tuple(variants), evaluators=tuple(specs), repeats=repeats)
+                            variants=tuple(variants), evaluators=tuple(specs), repeats=repeats,
+                            source=str(agent_file))
     _execute(_with_rates(experiment, rate), store=store, concurrency=concurrency, json=json,
              html=html, metrics_port=None)
 
