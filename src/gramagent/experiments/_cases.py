@@ -160,7 +160,7 @@ def _csv_cell(key: str, value: str) -> Any:
 
 def _parquet_rows(file: Path, name: str) -> Iterator[tuple[int, Any]]:
     try:
-        import pyarrow.parquet as pq  # type: ignore[import-untyped]
+        import pyarrow.parquet as pq
     except ImportError:
         raise ExperimentError(f"{name}: reading Parquet needs pyarrow: "
                               "pip install 'gramagent[experiments]'") from None

@@ -28,7 +28,7 @@ from gramagent.errors import ConfigurationError
 
 try:
     import numpy as np
-    from scipy import stats  # type: ignore[import-untyped]
+    from scipy import stats
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ConfigurationError(f"experiment statistics need scipy ({exc.name} is missing): "
                              "pip install 'gramagent[experiments]'") from None

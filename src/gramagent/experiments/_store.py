@@ -140,8 +140,8 @@ class Store:
                 writer.writerows(rows)
         elif suffix == ".parquet":
             try:
-                import pyarrow as pa  # type: ignore[import-untyped]
-                import pyarrow.parquet as pq  # type: ignore[import-untyped]
+                import pyarrow as pa
+                import pyarrow.parquet as pq
             except ImportError:
                 raise ExperimentError("Parquet export needs pyarrow: "
                                       "pip install 'gramagent[experiments]'") from None
