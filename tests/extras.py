@@ -16,6 +16,7 @@ EXTRAS = {
     "local": ("xllamacpp",),
     "harmony": ("openai_harmony",),
     "mcp": ("mcp",),
+    "experiments": ("scipy", "numpy", "pyarrow", "matplotlib", "aiolimiter"),
 }
 """Each extra and the packages whose absence means it is not installed."""
 

@@ -3,6 +3,10 @@ tracebacks."""
 
 from __future__ import annotations
 
+from extras import require
+
+require("experiments")
+
 import csv
 import json
 import re

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from extras import require
+
+require("experiments")
+
 from typing import Any
 
 import pytest

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from extras import require
+
+require("experiments")
+
 from pathlib import Path
 
 import pytest

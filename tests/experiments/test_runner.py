@@ -3,6 +3,10 @@ arm with another docstring, events and metrics that carry the variant."""
 
 from __future__ import annotations
 
+from extras import require
+
+require("experiments")
+
 import dataclasses
 import logging
 import os

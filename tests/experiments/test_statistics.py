@@ -3,6 +3,10 @@ are scipy's on the same data."""
 
 from __future__ import annotations
 
+from extras import require
+
+require("experiments")
+
 import math
 from pathlib import Path
 
