@@ -111,23 +111,8 @@ class AsyncioEngine:
             workers = [asyncio.create_task(worker())
                        for _ in range(min(self.concurrency, max(1, len(keys))))]
             try:
-                running = len(workers)
-                while running:
-                    batch: list[RunRecord] = []
-                    item = await queue.get()
-                    while True:
-                        if item is None:
-                            running -= 1
-                        elif isinstance(item, BaseException):
-                            if not isinstance(item, asyncio.CancelledError):
-                                raise item
-                        else:
-                            batch.append(item)
-                        if queue.empty():
-                            break
-                        item = queue.get_nowait()
-                    if batch:
-                        yield batch
+                async for batch in _batches(queue, len(workers)):
+                    yield batch
             finally:
                 for task in workers:
                     task.cancel()
@@ -149,6 +134,29 @@ class AsyncioEngine:
         model = resolve_model(key.ref, api=key.api, base_url=key.base_url, **options)
         rate = rate_limits.get(key.ref)
         return model if rate is None else RateLimited(model, rate)
+
+
+async def _batches(queue: asyncio.Queue[RunRecord | BaseException | None], workers: int
+                   ) -> AsyncGenerator[list[RunRecord], None]:
+    """The records the workers put on ``queue``, grouped as they finished while the consumer
+    was busy, until every worker has signed off (None); a worker's exception is raised."""
+    running = workers
+    while running:
+        batch: list[RunRecord] = []
+        item = await queue.get()
+        while True:
+            if item is None:
+                running -= 1
+            elif isinstance(item, BaseException):
+                if not isinstance(item, asyncio.CancelledError):
+                    raise item
+            else:
+                batch.append(item)
+            if queue.empty():
+                break
+            item = queue.get_nowait()
+        if batch:
+            yield batch
 
 
 class RateLimited:

@@ -30,8 +30,10 @@ from typing import Any
 from tree_sitter import Node
 
 from gramagent import Agent, load_agent
-from gramagent._spec._gramsyntax import K_COMMENT, K_ELEMENTS, K_SUBJECT, NodeInfo
-from gramagent._spec.gram import _INVALID, _Reader
+from gramagent._spec.syntax import K_COMMENT, K_SUBJECT, NodeInfo
+from gramagent._spec.typereader import INVALID as _INVALID
+from gramagent._spec.typereader import TypeReader as _Reader
+from gramagent._spec.typereader import elements as _elements
 from gramagent.errors import ConfigurationError, Diagnostic, ExperimentError, SpecError
 from gramagent.experiments._cases import Dataset, load_cases
 from gramagent.experiments._evaluators import EvaluatorSpec
@@ -98,6 +100,41 @@ def load_experiment(path: str | os.PathLike[str]) -> Experiment:
 
 
 def _read(reader: _Reader, path: Path) -> Experiment:
+    node, info = _find_experiment(reader)
+    fields = _record(reader, info, "experiment", _EXPERIMENT_KEYS, _EXPECTED)
+    if info.ident is None:
+        reader.error(info.offset, "the experiment needs a name, e.g. [greetings:Experiment ...]")
+    for key in ("agent", "cases"):
+        if key not in fields and not any(k == key for k, _, _ in info.entries or ()):
+            reader.error(info.offset, f"experiment: missing {key}")
+    variants, evaluators = _members(reader, node)
+    if len(variants) < 2 and not reader.problems:
+        reader.error(info.offset, "experiment: needs at least two variants")
+    base = path.parent
+    agent = _agent(reader, fields, base, info)
+    dataset, row_problems = _dataset(fields, base)
+    try:
+        reader.raise_problems()
+    except SpecError as exc:
+        raise ExperimentError([*exc.diagnostics, *row_problems]) from None
+    if row_problems:
+        raise ExperimentError(row_problems)
+    assert agent is not None and dataset is not None and info.ident is not None
+    try:
+        return Experiment(
+            name=info.ident, agent=agent, dataset=dataset,
+            variants=tuple(variants), evaluators=tuple(evaluators),
+            repeats=fields.get("repeats", 1), baseline=fields.get("baseline"),
+            alpha=float(fields.get("alpha", 0.05)), seed=fields.get("seed", 0),
+            store=fields.get("store"), rate_limits=fields.get("rate_limits", {}),
+            source=str(path))
+    except ConfigurationError as exc:
+        raise ExperimentError([Diagnostic(str(exc), str(path), *reader.decoder.position(
+            info.offset))]) from None
+
+
+def _find_experiment(reader: _Reader) -> tuple[Node, NodeInfo]:
+    """The file's one top-level experiment pattern (anything else is reported)."""
     root = reader.tree.root_node
     found: list[tuple[Node, NodeInfo]] = []
     for child in root.named_children if not root.is_error else ():
@@ -116,58 +153,27 @@ def _read(reader: _Reader, path: Path) -> Experiment:
             reader.error(0, "no experiment in this file (expected [name:Experiment {...} | "
                             "[A:Variant {...}], [B:Variant {...}], ...])")
         reader.raise_problems()
-    node, info = found[0]
-    fields = _record(reader, info, "experiment", _EXPERIMENT_KEYS, _EXPECTED)
-    if info.ident is None:
-        reader.error(info.offset, "the experiment needs a name, e.g. [greetings:Experiment ...]")
-    for key in ("agent", "cases"):
-        if key not in fields and not any(k == key for k, _, _ in info.entries or ()):
-            reader.error(info.offset, f"experiment: missing {key}")
-    variants: list[tuple[Variant, int]] = []
+    return found[0]
+
+
+def _members(reader: _Reader, node: Node) -> tuple[list[Variant], list[EvaluatorSpec]]:
+    """The variants and evaluators of an experiment pattern (bad ones reported)."""
+    variants: list[Variant] = []
     evaluators: list[EvaluatorSpec] = []
     for child in _elements(node):
-        child_info = reader.decoder.info(child) if child.kind_id == K_SUBJECT else None
-        if child_info is not None and child_info.labels == ("Variant",):
-            variant = _variant(reader, child_info)
+        info = reader.decoder.info(child) if child.kind_id == K_SUBJECT else None
+        if info is not None and info.labels == ("Variant",):
+            variant = _variant(reader, info)
             if variant is not None:
-                variants.append((variant, child_info.offset))
-        elif child_info is not None and child_info.labels == ("Evaluator",):
-            spec = _evaluator(reader, child_info)
+                variants.append(variant)
+        elif info is not None and info.labels == ("Evaluator",):
+            spec = _evaluator(reader, info)
             if spec is not None:
                 evaluators.append(spec)
         else:
             reader.error(child.start_byte, "expected a variant [name:Variant {...}] or an "
                                            "evaluator [name:Evaluator {kind: ...}]")
-    if len(variants) < 2 and not reader.problems:
-        reader.error(info.offset, "experiment: needs at least two variants")
-    base = path.parent
-    agent = _agent(reader, fields, base, info)
-    dataset, row_problems = _dataset(fields, base)
-    try:
-        reader.raise_problems()
-    except SpecError as exc:
-        raise ExperimentError([*exc.diagnostics, *row_problems]) from None
-    if row_problems:
-        raise ExperimentError(row_problems)
-    assert agent is not None and dataset is not None and info.ident is not None
-    try:
-        return Experiment(
-            name=info.ident, agent=agent, dataset=dataset,
-            variants=tuple(v for v, _ in variants), evaluators=tuple(evaluators),
-            repeats=fields.get("repeats", 1), baseline=fields.get("baseline"),
-            alpha=float(fields.get("alpha", 0.05)), seed=fields.get("seed", 0),
-            store=fields.get("store"), rate_limits=fields.get("rate_limits", {}),
-            source=str(path))
-    except ConfigurationError as exc:
-        raise ExperimentError([Diagnostic(str(exc), str(path), *reader.decoder.position(
-            info.offset))]) from None
-
-
-def _elements(node: Node) -> list[Node]:
-    for child in node.named_children:
-        if child.kind_id == K_ELEMENTS:
-            return [c for c in child.named_children if c.kind_id != K_COMMENT]
-    return []
+    return variants, evaluators
 
 
 def _record(reader: _Reader, info: NodeInfo, what: str, keys: dict[str, Callable[[Any], bool]],
@@ -266,5 +272,6 @@ def _dataset(fields: dict[str, Any], base: Path) -> tuple[Dataset | None, list[D
 def _value_offset(info: NodeInfo, key: str) -> int:
     for k, _, val in info.entries or ():
         if k == key:
-            return int(val[2])
+            offset: int = val[2]
+            return offset
     return info.offset
