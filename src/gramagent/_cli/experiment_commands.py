@@ -121,7 +121,7 @@ def ab(
     html: Path | None = _HTML,
 ) -> None:
     """Compare tool libraries on one agent and one dataset (the one-line A/B test)."""
-    from gramagent import load_agent
+    from gramagent._spec.gram import load_agent
     from gramagent.experiments import EvaluatorSpec, Experiment, Variant, load_cases
 
     variants = []
@@ -192,7 +192,7 @@ def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, js
 
     metrics = None
     if metrics_port is not None:
-        from gramagent import serve_metrics
+        from gramagent._runtime.events import serve_metrics
 
         serve_metrics(metrics_port)
         metrics = ExperimentMetrics.for_registry()
