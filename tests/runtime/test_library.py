@@ -357,3 +357,26 @@ def test_check_description_warn_binds_another_docstring_and_reports_it(
                         check_description="warn").warnings == ()
     with pytest.raises(ToolError, match="schema differs"):
         library.bind(agent_with(hello_spec(name_type="integer")), check_description="warn")
+
+
+def test_an_unavailable_tool_says_why_when_an_agent_needs_it() -> None:
+    """A tool marked unavailable (a missing extra) is reported with its reason, not as an
+    unknown name; registering it later clears the mark."""
+    from gramagent._spec.gram import load_gram
+
+    agent = load_gram(
+        '[a:Agent {instruction: "x", model: "openai/m"} |\n'
+        '  [t:Tool {description: "T"} | (x::String)==>(::String)]\n]').agents[0]
+    library = ToolLibrary()
+    library.mark_unavailable("t", "it needs the 'tools' extra: pip install X")
+    with pytest.raises(ToolError, match=r"tool 't' of agent 'a' is not available here: it "
+                                        r"needs the 'tools' extra: pip install X"):
+        library.bind(agent)
+    assert dict(library.unavailable) == {"t": "it needs the 'tools' extra: pip install X"}
+
+    @library.register(name="t", description="T")
+    def impl(x: str) -> str:
+        return x
+
+    assert library.unavailable == {}
+    assert library.bind(agent).tools["t"] is impl

@@ -70,6 +70,8 @@ def _lookup(library: ToolLibrary, name: str) -> Tool:
 
     found = library.lookup(name)
     if found is None:
+        if name in library.unavailable:
+            raise ConfigurationError(f"tool {name!r} {library.missing_reason(name)}")
         near = near_names(name, library.names())
         hint = f"; did you mean {', '.join(map(repr, near))}?" if near else ""
         raise ConfigurationError(f"no tool named {name!r} in the library (it has: "
@@ -151,3 +153,8 @@ def list_tools(tools: str | None = _TOOLS, json: bool = _JSON) -> None:
         text = entry["signature"] or "(no gram signature: see --json for its schema)"
         typer.echo(f"{entry['name']} :: " + str(text).replace("\n", "\n    "))
         typer.echo("    " + " ".join(str(entry["description"]).split()))
+    if library.unavailable:
+        # Diagnostics, not results: the listing on stdout stays what is there.
+        for name, reason in library.unavailable.items():
+            err_console.print(f"not available: {name}: {reason}", markup=False,
+                              highlight=False, soft_wrap=True)

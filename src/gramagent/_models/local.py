@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gramagent._install import needs_extra
 from gramagent._models.base import ModelRequest, ModelTurn
 from gramagent._models.weights import check_model_name, progress_enabled, resolve_weights
 from gramagent._spec.model import ModelRef
@@ -533,7 +534,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         import xllamacpp
     except ImportError:
-        print("xllamacpp is not installed: pip install 'gramagent[local]'", file=sys.stderr)
+        print(needs_extra("the embedded model (xllamacpp)", "local"), file=sys.stderr)
         return 2
 
     params = xllamacpp.CommonParams()

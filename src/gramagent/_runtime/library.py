@@ -222,6 +222,7 @@ class ToolLibrary:
         self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._states_lock = threading.Lock()
         self._bound: OrderedDict[tuple[int, DescriptionCheck], BoundAgent] = OrderedDict()
+        self._unavailable: dict[str, str] = {}
         self.max_conversations = max_conversations
         for t in tools:
             self.register(t)
@@ -258,6 +259,7 @@ class ToolLibrary:
                 raise ToolError(f"a tool named {t.name!r} is registered already "
                                 "(pass replace=True to replace it)")
             self._tools[t.name] = t
+            self._unavailable.pop(t.name, None)
             self._bound.clear()
             return t
 
@@ -270,6 +272,30 @@ class ToolLibrary:
     def names(self) -> tuple[str, ...]:
         """Tool names, in registration order."""
         return tuple(self._tools)
+
+    def mark_unavailable(self, name: str, reason: str) -> None:
+        """Record that the tool ``name`` belongs here but cannot run in this installation.
+
+        Binding an agent that uses it, or looking it up from the command line, then gives
+        ``reason`` (say, the missing extra and its install command) instead of "no
+        implementation". Registering a tool of that name clears the mark.
+        """
+        if name not in self._tools:
+            self._unavailable[name] = reason
+            self._bound.clear()
+
+    @property
+    def unavailable(self) -> Mapping[str, str]:
+        """Tools marked with :meth:`mark_unavailable`: name -> why they cannot run here."""
+        return MappingProxyType(self._unavailable)
+
+    def missing_reason(self, name: str) -> str:
+        """Why no tool ``name`` is here: not available (and why), or near names."""
+        if name in self._unavailable:
+            return f"is not available here: {self._unavailable[name]}"
+        near = near_names(name, self._tools.keys())
+        hint = f"; did you mean {', '.join(map(repr, near))}?" if near else ""
+        return f"has no implementation in the library{hint}"
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
@@ -309,10 +335,8 @@ class ToolLibrary:
         for spec in agent.tools:
             impl = self._tools.get(spec.name)
             if impl is None:
-                near = near_names(spec.name, self._tools.keys())
-                hint = f"; did you mean {', '.join(map(repr, near))}?" if near else ""
-                problems.append(f"tool {spec.name!r} of agent {agent.name!r} has no "
-                                f"implementation in the library{hint}")
+                problems.append(f"tool {spec.name!r} of agent {agent.name!r} "
+                                f"{self.missing_reason(spec.name)}")
                 continue
             if check_description == "warn":
                 problems.extend(contract_problems(spec, impl, check_description=False))

@@ -18,6 +18,7 @@ import os
 import sys
 from pathlib import Path
 
+from gramagent._install import needs_extra
 from gramagent._runtime.library import ToolLibrary
 from gramagent.tools._hello import say_goodbye, say_hello
 from gramagent.tools._tables import DataError
@@ -90,7 +91,8 @@ def builtin_library(
 
     Returns:
         The library; tools whose dependencies are missing are left out (see
-        :func:`available_tools`).
+        :func:`available_tools`) and marked unavailable with the command that installs them,
+        so binding an agent that needs them says what to install.
     """
     settings = ToolSettings(
         session_dir=Path(session_dir) if session_dir is not None else None,
@@ -116,4 +118,13 @@ def builtin_library(
         from gramagent.tools._chart import make_chart
 
         library.register(make_chart(workspaces))
+    for name, present in available.items():
+        if not present:
+            library.mark_unavailable(name, _why_unavailable(name))
     return library
+
+
+def _why_unavailable(name: str) -> str:
+    if name == "python_repl":
+        return "it needs Linux (its sandbox uses Linux namespaces)"
+    return needs_extra("it", "tools")

@@ -1,0 +1,74 @@
+"""Run the installed ``gramagent`` console script in a fresh process, as a user does.
+
+The script imports gramagent from the ``PYTHONPATH`` of the test run (the code under test).
+``hide`` makes packages look not installed, the way a missing extra looks: a
+``usercustomize`` module on the path wraps the finders of ``sys.meta_path`` so that they find
+nothing of them (``find_spec`` gives None, ``import`` raises ``ModuleNotFoundError``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+__all__ = ["gramagent_command", "run_gramagent"]
+
+_HIDER = '''
+import sys
+
+HIDDEN = {hidden!r}
+
+
+class _Hiding:
+    """A meta path finder that finds nothing of the hidden packages, as if not installed."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in HIDDEN:
+            return None
+        return self._inner.find_spec(name, path, target)
+
+    def __getattr__(self, attr):
+        return getattr(self._inner, attr)
+
+
+sys.meta_path[:] = [_Hiding(finder) for finder in sys.meta_path]
+'''
+
+
+def gramagent_command() -> list[str]:
+    """The installed console script (``python -m gramagent`` when none is on PATH)."""
+    exe = shutil.which("gramagent")
+    return [exe] if exe else [sys.executable, "-m", "gramagent"]
+
+
+def run_gramagent(
+    *args: str,
+    cwd: Path,
+    hide: Iterable[str] = (),
+    env: Mapping[str, str] | None = None,
+    stdin: str | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``gramagent ARGS`` in ``cwd`` and return the finished process (text output)."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    environ.update(env or {})
+    environ.setdefault("NO_COLOR", "1")
+    environ["COLUMNS"] = "200"
+    hidden = sorted(set(hide))
+    with tempfile.TemporaryDirectory(prefix="gramagent-hide-") as extra_path:
+        if hidden:
+            Path(extra_path, "usercustomize.py").write_text(_HIDER.format(hidden=hidden))
+            environ["PYTHONPATH"] = os.pathsep.join(
+                p for p in (extra_path, environ.get("PYTHONPATH")) if p)
+        return subprocess.run(
+            [*gramagent_command(), *args], capture_output=True, text=True, env=environ,
+            cwd=cwd, input=stdin, timeout=timeout, check=False,
+        )
