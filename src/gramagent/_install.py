@@ -19,11 +19,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
-from urllib.request import url2pathname
 
 __all__ = ["EXTRA_OF_MODULE", "install_command", "needs_extra"]
 
@@ -78,7 +76,7 @@ def install_command(
         return f'pip install "{DISTRIBUTION}[{extra}] @ {vcs.get("vcs", "git")}+{pinned}"'
     if parts.scheme != "file":
         return f'pip install "{DISTRIBUTION}[{extra}] @ {url}"'
-    path = Path(url2pathname(unquote(parts.path)))
+    path = Path(unquote(parts.path))
     dir_info = record.get("dir_info")
     editable = isinstance(dir_info, Mapping) and dir_info.get("editable") is True
     return f'pip install {"-e " if editable else ""}"{_show(path, here)}[{extra}]"'
@@ -102,6 +100,8 @@ def _checkout(package_dir: Path) -> Path | None:
 
 
 def _direct_url() -> Mapping[str, Any] | None:
+    from importlib import metadata  # only when a hint is wanted: it is slow to import
+
     try:
         text = metadata.distribution(DISTRIBUTION).read_text("direct_url.json")
     except metadata.PackageNotFoundError:

@@ -12,7 +12,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from gramagent._logs import redact
 from gramagent.errors import GramagentError
 
 __all__ = ["app", "err_console", "handle_errors", "main"]
@@ -23,6 +22,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: fast, and brackets in help text are shown as written
 )
 
 err_console = Console(stderr=True)
@@ -33,8 +33,20 @@ _state = {"debug": False}
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from gramagent import __version__
+
+        typer.echo(f"gramagent {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors.")) -> None:
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                 help="Print the version and exit."),
+) -> None:
     _state["debug"] = debug
 
 
@@ -48,6 +60,8 @@ def handle_errors(func: F) -> F:
         except GramagentError as exc:
             if _state["debug"]:
                 raise
+            from gramagent._logs import redact  # logging's machinery, loaded only on an error
+
             err_console.print(f"[red]{type(exc).__name__}[/red]: {escape(redact(str(exc)))}",
                               markup=True,
                               highlight=False, soft_wrap=True)

@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import orjson
 import typer
 
 from gramagent._cli._app import app, handle_errors
@@ -25,7 +24,8 @@ app.add_typer(harmony_app)
 @harmony_app.command()
 @handle_errors
 def parse(
-    file: Annotated[str, typer.Argument(help="Harmony text to parse; '-' reads stdin.")] = "-",
+    file: Annotated[str, typer.Argument(help="Harmony text to parse; '-' reads stdin.",
+                                            metavar="FILE")] = "-",
     transcript: Annotated[bool, typer.Option(
         "--transcript",
         help="The text is a whole conversation (every message has its <|start|>), "
@@ -41,6 +41,8 @@ def parse(
     and arguments (or error_type and error); for an error item kind, error_type, error, line
     and column.
     """
+    import orjson
+
     from gramagent._models.harmony_parse import parse_harmony
 
     text = _read(file)
@@ -61,16 +63,18 @@ def parse(
 @harmony_app.command()
 @handle_errors
 def render(
-    agent_file: Annotated[Path, typer.Argument(help="The agent's gram file.")],
-    message: Annotated[str, typer.Argument(help="The user message.")],
+    agent_file: Annotated[Path, typer.Argument(help="The agent's gram file.", metavar="AGENT.gram",
+                                              show_default=False)],
+    message: Annotated[str, typer.Argument(help="The user message.", metavar="MESSAGE",
+                                          show_default=False)],
     agent: Annotated[str | None, typer.Option(
-        "--agent", help="Agent name, when the file has several."
+        "--agent", metavar="NAME", help="Agent name, when the file has several."
     )] = None,
     reasoning: Annotated[str, typer.Option(
-        "--reasoning", help="Reasoning effort: low, medium or high."
+        "--reasoning", metavar="EFFORT", help="Reasoning effort: low, medium or high."
     )] = "low",
     current_date: Annotated[str | None, typer.Option(
-        "--current-date", help="'Current date:' for the system message (ISO date)."
+        "--current-date", metavar="DATE", help="'Current date:' for the system message (ISO date)."
     )] = None,
 ) -> None:
     """Print the prompt the Harmony adapter would send for one user message."""

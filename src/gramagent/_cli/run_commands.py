@@ -8,7 +8,6 @@ records go to stderr, secrets masked (see :mod:`gramagent._logs`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import importlib
@@ -21,17 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
 import typer
-from rich.console import Console
 
 from gramagent._cli._app import app, err_console, handle_errors
-from gramagent._logs import add_secret, configure_logging, env_secrets, redact, reset_logging
 from gramagent._models.registry import api_names
 from gramagent.errors import ConfigurationError, GramagentError, RunError
 from gramagent.mcp._sources import is_tool_sources, load_tool_sources
 
 if TYPE_CHECKING:
+    import asyncio
+
+    from rich.console import Console
+
     from gramagent._models.base import Model
     from gramagent._runtime.events import EventSink
     from gramagent._runtime.library import BoundAgent, ToolLibrary
@@ -129,6 +129,9 @@ def load_library(reference: str | None = None) -> ToolLibrary:
 
 def _exchange_printer(console: Console) -> Callable[[Mapping[str, Any], Any, int | None], None]:
     """The adapters' exchange hook for ``-v``: raw request and response, secrets masked."""
+    import orjson
+
+    from gramagent._logs import redact
 
     def show(request: Mapping[str, Any], response: Any, status: int | None) -> None:
         def dump(data: Any) -> str:
@@ -168,6 +171,7 @@ class Session:
     @classmethod
     def open(cls, options: RunOptions) -> Session:
         """Load, bind and resolve everything ``options`` names."""
+        from gramagent._logs import add_secret, env_secrets
         from gramagent._models.registry import resolve_model
         from gramagent._runtime.limits import RunLimits
         from gramagent._spec.gram import load_agent
@@ -256,11 +260,17 @@ class _Output:
     """Where turn results go: rich text or one JSON object per line on stdout."""
 
     def __init__(self, json: bool) -> None:
+        from rich.console import Console
+
         self.json = json
         self.console = Console(highlight=False, soft_wrap=True)
 
     def reply(self, response: AgentResponse) -> None:
         """Print one turn's result, secrets masked like every other output."""
+        import orjson
+
+        from gramagent._logs import redact
+
         if self.json:
             data = redact(response.to_dict())
             sys.stdout.write(orjson.dumps(data, default=str).decode() + "\n")
@@ -270,6 +280,8 @@ class _Output:
 
 
 def _error_line(exc: GramagentError) -> None:
+    from gramagent._logs import redact
+
     err_console.print(f"[red]{type(exc).__name__}[/red]: {redact(str(exc))}", markup=True,
                       highlight=False, soft_wrap=True)
 
@@ -360,6 +372,10 @@ def _open_session(options: RunOptions, verbose: int) -> Iterator[tuple[asyncio.R
 
     Without ``-v`` a failure is one error line: no log records (retries, run errors) beside it.
     """
+    import asyncio
+
+    from gramagent._logs import configure_logging, reset_logging
+
     configure_logging(verbose if verbose > 0 else -1)
     try:
         with asyncio.Runner() as runner:

@@ -17,14 +17,6 @@ from typing import Any
 import typer
 
 from gramagent._cli._app import app, handle_errors
-from gramagent._spec.gram import format_file, load_file, to_gram
-from gramagent._spec.model import ToolSpec
-from gramagent._spec.signature import (
-    format_signature,
-    parse_signature,
-    schema_to_signature,
-    signature_to_schema,
-)
 from gramagent.errors import Diagnostic, SchemaError, SpecError
 
 __all__ = ["check", "fmt", "schema", "signature"]
@@ -45,9 +37,12 @@ def _report(problems: list[Diagnostic]) -> None:
 @app.command()
 @handle_errors
 def check(
-    files: list[Path] = typer.Argument(..., help="Gram files to validate."),  # noqa: B008
+    files: list[Path] = typer.Argument(  # noqa: B008
+        ..., help="Gram files to validate.", metavar="FILE...", show_default=False),
 ) -> None:
     """Validate gram files; print every problem as file:line:col: message."""
+    from gramagent._spec.gram import load_file
+
     problems: list[Diagnostic] = []
     agents = tools = 0
     for file in files:
@@ -68,7 +63,8 @@ def check(
 @app.command()
 @handle_errors
 def fmt(
-    file: Path = typer.Argument(..., help="The gram file to format."),  # noqa: B008
+    file: Path = typer.Argument(  # noqa: B008
+        ..., help="The gram file to format.", metavar="FILE", show_default=False),
     write: bool = typer.Option(False, "--write", "-w",
                                help="Rewrite the file in place (atomically)."),
     check_only: bool = typer.Option(False, "--check",
@@ -85,6 +81,8 @@ def fmt(
     (written one entry a line). Should a comment find no place, it is named on stderr and
     --write refuses to rewrite the file unless --force is given.
     """
+    from gramagent._spec.gram import format_file
+
     try:
         formatted = format_file(file)
     except SpecError as exc:
@@ -136,11 +134,14 @@ def _replace(path: Path, data: bytes) -> None:
 @handle_errors
 def schema(
     signature: str = typer.Argument(..., help="A gram signature, e.g. "
-                                              "'(name::String)==>(::String)'."),
+                                              "'(name::String)==>(::String)'.",
+                                    metavar="SIGNATURE", show_default=False),
     strict: bool = typer.Option(False, "--strict",
                                 help="Compile for OpenAI strict mode; changes go to stderr."),
 ) -> None:
     """Print the JSON Schema of a gram type signature."""
+    from gramagent._spec.signature import parse_signature, signature_to_schema
+
     result: Any = signature_to_schema(parse_signature(signature, file="<signature>"))
     ok = True
     if strict:
@@ -161,12 +162,17 @@ def schema(
 @handle_errors
 def signature(
     file: str = typer.Argument(..., help="A JSON file ('-' for stdin): an arguments schema, "
-                                         "or a function/tool definition with 'parameters'."),
+                                         "or a function/tool definition with 'parameters'.",
+                               metavar="SCHEMA.json", show_default=False),
     tool: bool = typer.Option(False, "--tool",
                               help="Print a whole [name:Tool {...} | ...] pattern (needs a "
                                    "function definition with a name and description)."),
 ) -> None:
     """Print the gram signature of a JSON Schema."""
+    from gramagent._spec.gram import to_gram
+    from gramagent._spec.model import ToolSpec
+    from gramagent._spec.signature import format_signature, schema_to_signature
+
     name = "<stdin>" if file == "-" else file
     text = sys.stdin.read() if file == "-" else _read(Path(file))
     try:

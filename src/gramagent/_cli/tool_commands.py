@@ -12,7 +12,6 @@ Python variables do not outlive one command: each run starts a new session.
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import inspect
 import json as jsonlib
@@ -99,8 +98,10 @@ def _arguments(text: str, tool: Tool) -> dict[str, Any]:
 @app.command("tool")
 @handle_errors
 def run_tool(
-    name: str = typer.Argument(..., help="The tool to run.", show_default=False),
-    arguments: str = typer.Argument("{}", help="Its arguments, as a JSON object."),
+    name: str = typer.Argument(..., help="The tool to run.", show_default=False,
+                               metavar="NAME"),
+    arguments: str = typer.Argument("{}", help="Its arguments, as a JSON object.",
+                                    metavar="JSON"),
     session: Path | None = typer.Option(  # noqa: B008
         None, "--session", metavar="DIR",
         help="Workspace directory of the built-in tools (data/, work/, charts/), kept after "
@@ -109,6 +110,8 @@ def run_tool(
     json: bool = _JSON,
 ) -> None:
     """Run one tool directly, without a model, and print its result."""
+    import asyncio
+
     from gramagent._runtime.invoke import execute
     from gramagent._runtime.library import ToolContext
 
