@@ -96,3 +96,14 @@ def test_python_repl_code_that_imports_an_unknown_module_is_ordinary_output(
         pytest.skip(f"no OS isolation here: {done.stderr.strip()}")
     assert done.returncode == 0
     assert "ModuleNotFoundError: No module named 'no_such_module_xyz'" in done.stdout
+
+
+def test_the_local_model_without_its_extra_names_the_install_command(tmp_path: Path) -> None:
+    """Before any weights are touched or a server is started: a configuration error with the
+    command (it was the child's exit status and a hint naming an uninstallable package)."""
+    done = run_gramagent("run", str(ROOT / "examples" / "hello_world.gram"), "Hi",
+                         cwd=tmp_path, hide=("xllamacpp",))
+    assert done.returncode == 1
+    assert done.stderr.startswith("ConfigurationError: local/qwen2.5-coder-0.5b (the embedded "
+                                  "llama.cpp runtime) needs the 'local' extra")
+    assert install_command("local", cwd=tmp_path) in done.stderr

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
 
+from gramagent._install import install_command
 from gramagent._models.base import Model
 from gramagent._models.chat import ChatCompletionsModel
 from gramagent._models.registry import is_loopback, resolve_model
@@ -109,14 +111,14 @@ def test_options_reach_the_adapter():
 def test_missing_local_extra(monkeypatch):
     """Without the local module the error says which extra to install."""
     monkeypatch.setitem(sys.modules, "gramagent._models.local", None)
-    with pytest.raises(ConfigurationError, match=r'pip install "gramagent\[local\]"'):
+    with pytest.raises(ConfigurationError, match=re.escape(install_command("local"))):
         resolve_model("local/qwen2.5-coder-0.5b")
 
 
 def test_missing_harmony_extra(monkeypatch):
     """Without the harmony module the error says which extra to install."""
     monkeypatch.setitem(sys.modules, "gramagent._models.harmony", None)
-    with pytest.raises(ConfigurationError, match=r'pip install "gramagent\[harmony\]"'):
+    with pytest.raises(ConfigurationError, match=re.escape(install_command("harmony"))):
         resolve_model("openai/gpt-oss-20b", api="harmony", base_url="http://127.0.0.1:1/v1")
 
 

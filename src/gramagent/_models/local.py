@@ -36,6 +36,7 @@ import collections
 import contextlib
 import dataclasses
 import functools
+import importlib.util
 import os
 import signal
 import subprocess
@@ -481,12 +482,15 @@ def local_model(ref: ModelRef | str, **options: Any) -> LocalModel:
 
     Raises:
         ConfigurationError: an unknown model name, a base URL or API key (the server is
-            embedded), or an unsupported ``api``.
+            embedded), an unsupported ``api``, or the ``local`` extra (xllamacpp) is not installed.
     """
     name = ref.name if isinstance(ref, ModelRef) else (ref or DEFAULT_MODEL)
     if isinstance(ref, str) and name.startswith("local/"):
         name = ModelRef.parse(name).name
     check_model_name(name)
+    if importlib.util.find_spec("xllamacpp") is None:  # before any weights are joined
+        raise ConfigurationError(needs_extra(f"local/{name} (the embedded llama.cpp runtime)",
+                                             "local"))
     api = options.pop("api", None)
     if api not in (None, "chat"):
         raise ConfigurationError(

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from gramagent._install import needs_extra
 from gramagent._models.base import Model
 from gramagent._spec.model import ModelRef
 from gramagent.errors import ConfigurationError
@@ -174,11 +175,9 @@ def resolve_model(
         # An explicit server for a local model: speak to it as to any OpenAI-compatible one.
         ref = ModelRef(provider="openai", name=ref.name)
     if ref.provider == "local":
-        module = _import(
-            "gramagent._models.local",
-            'the local provider needs the embedded llama.cpp runtime: '
-            'pip install "gramagent[local]"',
-        )
+        module = _import("gramagent._models.local",
+                         needs_extra("the local provider (the embedded llama.cpp runtime)",
+                                     "local"))
         # The local provider decides what it accepts (it rejects a base URL or key: its
         # server is embedded), so explicit arguments are passed on, absent ones are not.
         given = {"api": api, "api_key": api_key}
@@ -199,8 +198,7 @@ def resolve_model(
             "(servers on 127.0.0.1 / localhost need none)"
         )
     module, _, attribute = wire.adapter.partition(":")
-    hint = (f'the {wire.name} api needs the {wire.extra} extra: '
-            f'pip install "gramagent[{wire.extra}]"' if wire.extra else
+    hint = (needs_extra(f"the {wire.name} api", wire.extra) if wire.extra else
             f"the {wire.name} api's adapter cannot be imported")
     adapter = getattr(_import(module, hint), attribute)
     return _build(adapter, wire.name, base_url, api_key, **{**wire.options, **options})
