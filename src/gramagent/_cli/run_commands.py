@@ -288,11 +288,14 @@ def _error_line(exc: GramagentError) -> None:
 
 # -- shared option declarations ---------------------------------------------------------------
 
-_AGENT_FILE = typer.Argument(..., help="The agent's gram file.", show_default=False)
-_AGENT = typer.Option(None, "--agent", help="Which agent of a file that declares several.")
-_MODEL = typer.Option(None, "--model", help="Override the model, e.g. openai/gpt-4o-mini.")
+_AGENT_FILE = typer.Argument(..., help="The agent's gram file.", show_default=False,
+                             metavar="AGENT.gram")
+_AGENT = typer.Option(None, "--agent", metavar="NAME",
+                      help="Which agent of a file that declares several.")
+_MODEL = typer.Option(None, "--model", metavar="PROVIDER/NAME",
+                      help="Override the model, e.g. openai/gpt-4o-mini.")
 _BASE_URL = typer.Option(
-    None, "--base-url",
+    None, "--base-url", metavar="URL",
     help="API root of an OpenAI-compatible server (else OPENAI_BASE_URL); an agent whose "
          "model is local/NAME then asks that server for NAME.")
 
@@ -306,22 +309,26 @@ def _api_choice(value: str | None) -> str | None:
 
 _API = typer.Option(None, "--api", metavar="API", callback=_api_choice,
                     help=f"Wire format: {', '.join(api_names())} (default: chat).")
-_API_KEY = typer.Option(None, "--api-key", help="API key (else OPENAI_API_KEY).",
+_API_KEY = typer.Option(None, "--api-key", metavar="KEY", help="API key (else OPENAI_API_KEY).",
                         show_default=False)
 _TOOLS = typer.Option(None, "--tools", metavar="MODULE:LIBRARY",
                       help="A ToolLibrary or a factory of one (default: the built-in tools); "
                            "'mcp:stdio:COMMAND ARGS' or 'mcp:http://HOST:PORT/PATH' for an MCP "
                            "server; several sources separated by ';'.")
 _JSON = typer.Option(False, "--json", help="Print each turn's AgentResponse as one JSON line.")
-_VERBOSE = typer.Option(0, "-v", "--verbose", count=True,
+_VERBOSE = typer.Option(0, "-v", "--verbose", count=True, show_default=False,
                         help="Raw requests and responses and log records on stderr "
                              "(secrets masked); -vv for debug records.")
-_METRICS = typer.Option(None, "--metrics-port", help="Serve Prometheus metrics on this port.")
-_EVENTS = typer.Option(None, "--events", help="Append tool-call events to this JSONL file.")
+_METRICS = typer.Option(None, "--metrics-port", metavar="PORT",
+                        help="Serve Prometheus metrics on this port.")
+_EVENTS = typer.Option(None, "--events", metavar="FILE",
+                       help="Append tool-call events to this JSONL file.")
 _DRY_RUN = typer.Option(False, "--dry-run",
                         help='Call the model but run no tool (each call answers {"ok": true}).')
-_MAX_ITER = typer.Option(None, "--max-iterations", min=1, help="Model requests per turn.")
-_TIMEOUT = typer.Option(None, "--timeout", min=0.0, help="Seconds one turn may take.")
+_MAX_ITER = typer.Option(None, "--max-iterations", min=1, metavar="N",
+                         help="Model requests per turn.")
+_TIMEOUT = typer.Option(None, "--timeout", min=0.0, metavar="SECONDS",
+                        help="Seconds one turn may take.")
 
 _P = inspect.Parameter
 _SHARED_OPTIONS = tuple(
@@ -394,7 +401,8 @@ def _open_session(options: RunOptions, verbose: int) -> Iterator[tuple[asyncio.R
 def run(
     options: RunOptions,
     messages: list[str] = typer.Argument(  # noqa: B008
-        ..., help="User messages, each a turn of one conversation.", show_default=False),
+        ..., help="User messages, each a turn of one conversation.", show_default=False,
+        metavar="MESSAGE"),
 ) -> None:
     """Run an agent on one or more messages and print each reply."""
     out = _Output(options.json)

@@ -38,7 +38,7 @@ def _report(problems: list[Diagnostic]) -> None:
 @handle_errors
 def check(
     files: list[Path] = typer.Argument(  # noqa: B008
-        ..., help="Gram files to validate.", metavar="FILE...", show_default=False),
+        ..., help="Gram files to validate.", metavar="FILE", show_default=False),
 ) -> None:
     """Validate gram files; print every problem as file:line:col: message."""
     from gramagent._spec.gram import load_file
