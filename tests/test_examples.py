@@ -140,3 +140,11 @@ async def test_example_agent_runs(path: Path, agent_name: str, tmp_path: Path,
         assert invocation.error_type not in REJECTED, (
             f"{invocation.name} rejected its example arguments: {invocation.error}")
         assert invocation.error_type != "tool_timeout", invocation.error
+
+
+def test_the_readme_shows_hello_world_as_it_is() -> None:
+    """The README's "An agent is data" block is the file, as ``gramagent fmt`` writes it."""
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    blocks = readme.split("```gram\n")[1:]
+    shown = blocks[0].split("\n```\n")[0] + "\n"
+    assert shown == (EXAMPLES / "hello_world.gram").read_text()

@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from cli_support import run_gramagent
 from typer.testing import CliRunner
 
 from gramagent._cli import app
@@ -76,17 +77,36 @@ def test_fmt_prints_canonical_gram() -> None:
     assert runner.invoke(app, ["fmt", "--check", str(path)]).exit_code == 0
 
 
-def test_fmt_check_flags_non_canonical_files() -> None:
-    """--check exits 1 when formatting would change the file."""
-    result = runner.invoke(app, ["fmt", "--check", str(EXAMPLES / "hello_world.gram")])
+NOT_CANONICAL = """\
+[hello_world_agent:Agent {
+  description: "A friendly agent that uses the sayHello tool to greet users",
+  instruction: ```
+  You are a friendly assistant. When the user greets you, use the sayHello tool.
+  ```,
+  model: "local/qwen2.5-coder-0.5b"
+} |
+  [sayHello:Tool {description: "Returns a friendly greeting message for the given name"} |
+    (personName::String {default:"world"})==>(::String)
+  ]
+]
+"""
+"""hello_world.gram as it was: the same agent, not in canonical form."""
+
+
+def test_fmt_check_flags_non_canonical_files(tmp_path: Path) -> None:
+    """--check exits 1 when formatting would change the file, naming it on stderr only."""
+    path = tmp_path / "hello.gram"
+    path.write_text(NOT_CANONICAL)
+    result = runner.invoke(app, ["fmt", "--check", str(path)])
     assert result.exit_code == 1
-    assert "not in canonical form" in result.stderr
+    assert result.stdout == ""
+    assert result.stderr == f"{path}: not in canonical form\n"
 
 
 def test_fmt_write_rewrites_atomically_and_keeps_the_mode(tmp_path: Path) -> None:
     """--write replaces the file (same content as printed, same permissions, no leftovers)."""
     path = tmp_path / "hello.gram"
-    path.write_text((EXAMPLES / "hello_world.gram").read_text())
+    path.write_text(NOT_CANONICAL)
     os.chmod(path, 0o640)
     printed = runner.invoke(app, ["fmt", str(path)]).stdout
     result = runner.invoke(app, ["fmt", "--write", str(path)])
@@ -244,3 +264,14 @@ def test_signature_errors(tmp_path: Path, content: str, expected: str) -> None:
     result = runner.invoke(app, ["signature", str(path)])
     assert result.exit_code == 1
     assert expected.replace("<in>", str(path)) in result.stderr
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.gram")))
+def test_every_example_is_canonical_and_check_prints_nothing(example: str,
+                                                            tmp_path: Path) -> None:
+    """The examples (hello_world is the README's showcase) are what ``fmt`` writes; for a
+    canonical file ``fmt --check`` prints nothing, as its help says."""
+    done = run_gramagent("fmt", "--check", str(EXAMPLES / example), cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    help_text = run_gramagent("fmt", "--help", cwd=tmp_path).stdout
+    assert "Print nothing if the file is canonical" in " ".join(help_text.split())

@@ -68,7 +68,8 @@ def fmt(
     write: bool = typer.Option(False, "--write", "-w",
                                help="Rewrite the file in place (atomically)."),
     check_only: bool = typer.Option(False, "--check",
-                                    help="Print nothing; exit 1 if the file is not canonical."),
+                                    help="Print nothing if the file is canonical; else name it on "
+                                         "stderr and exit 1."),
     force: bool = typer.Option(False, "--force",
                                help="With --write: rewrite even if a comment would be lost "
                                     "(fmt places every comment gram allows; this is a "
