@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_support import run_gramagent
 from typer.testing import CliRunner
 
 from gramagent._cli import app
@@ -112,3 +113,17 @@ def test_render_errors(runner: CliRunner, tmp_path: Path) -> None:
     assert bad.exit_code == 1 and "reasoning" in bad.stderr
     missing = runner.invoke(app, ["harmony", "render", str(tmp_path / "x.gram"), "Hi"])
     assert missing.exit_code == 1 and "x.gram" in missing.stderr
+
+
+def test_parse_of_the_adr_stub_line_is_the_call_alone(tmp_path: Path) -> None:
+    """``gramagent harmony parse`` of the ADR's marker line prints one message (the call),
+    no empty assistant message with warnings before it; ``--check`` passes."""
+    line = ('<|start|>assistant<|channel|>tool<|message|>'
+            '{"tool":"sayHello","arguments":{"personName":"Alice"}}<|end|>\n')
+    done = run_gramagent("harmony", "parse", "--check", cwd=tmp_path, stdin=line)
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(x) for x in done.stdout.splitlines()]
+    assert len(records) == 1
+    assert records[0]["name"] == "sayHello"
+    assert json.loads(records[0]["arguments"]) == {"personName": "Alice"}
+    assert "warnings" not in records[0]

@@ -315,3 +315,30 @@ def test_delta_of_text_that_only_looks_like_a_token() -> None:
     parser = HarmonyStreamParser()
     parser.feed("<|channel|>final<|message|>a<|")
     assert [d.text for d in parser.feed("x")] == ["<|x"]  # type: ignore[union-attr]
+
+
+STUB_LINE = ('<|start|>assistant<|channel|>tool<|message|>'
+             '{"tool":"sayHello","arguments":{"personName":"Alice"}}<|end|>')
+"""The ADR's stub marker line, written with its own ``<|start|>``."""
+
+
+def test_a_completion_that_opens_with_start_has_no_implied_empty_message() -> None:
+    """The stub marker line parsed as a completion is one message, the call, with no
+    warnings (it gave an empty assistant message with two warnings first)."""
+    expected = parse_harmony(STUB_LINE, role=None)
+    for role in ("assistant", None):
+        messages = parse_harmony(STUB_LINE, role=role)
+        assert messages == expected
+        assert len(messages) == 1
+        assert messages[0].name == "sayHello" and not messages[0].warnings
+    for cut in range(len(STUB_LINE) + 1):  # the stream parser agrees at every split
+        parser = HarmonyStreamParser()
+        parser.feed(STUB_LINE[:cut])
+        parser.feed(STUB_LINE[cut:])
+        parser.finish()
+        assert parser.messages == expected, cut
+
+
+def test_text_before_a_start_is_still_the_implied_message() -> None:
+    messages = parse_harmony("hi<|start|>assistant<|message|>x<|end|>")
+    assert [m.content for m in messages] == ["hi", "x"]

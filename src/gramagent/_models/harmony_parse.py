@@ -391,6 +391,11 @@ class _Scanner:
             self._parts = []
             self._pos = self._scan = match.end()
             self._state = _CONTENT
+        elif token == "start" and self._implied is not None and self._note is None \
+                and not text.strip():
+            # A completion that opens with its own <|start|> (the ADR's stub marker line):
+            # there is no implied first message, not an empty one.
+            self._after_end(match)
         else:
             self._headerless(out, text, _ENDED_BY[token])
             self._after_end(match)
