@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from cli_support import run_gramagent
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from gramagent._cli import app
@@ -275,3 +277,70 @@ def test_every_example_is_canonical_and_check_prints_nothing(example: str,
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     help_text = run_gramagent("fmt", "--help", cwd=tmp_path).stdout
     assert "Print nothing if the file is canonical" in " ".join(help_text.split())
+
+
+CHART_SIGNATURE_WITH_COMMAS = (
+    '(series::Array {items: SeriesItem})==>(::String), '
+    '[SeriesItem:Object | (name::String), (y_field::String)]')
+"""A signature followed by its type pattern as written inside a tool pattern: a comma."""
+
+
+def test_schema_takes_type_patterns_separated_by_commas(tmp_path: Path) -> None:
+    with_commas = run_gramagent("schema", CHART_SIGNATURE_WITH_COMMAS, cwd=tmp_path)
+    assert with_commas.returncode == 0, with_commas.stderr
+    with_space = run_gramagent("schema", CHART_SIGNATURE_WITH_COMMAS.replace("), [", ") ["),
+                               cwd=tmp_path)
+    assert json.loads(with_commas.stdout) == json.loads(with_space.stdout)
+    items = json.loads(with_commas.stdout)["properties"]["series"]["items"]
+    assert set(items["properties"]) == {"name", "y_field"}
+
+
+def test_a_problem_in_comma_separated_text_points_into_the_text_as_given() -> None:
+    from gramagent._spec.signature import parse_signature
+    from gramagent.errors import SpecError
+
+    text = CHART_SIGNATURE_WITH_COMMAS.replace("(y_field::String)", "(y_field::Strin)")
+    with pytest.raises(SpecError) as info:
+        parse_signature(text, file="<signature>")
+    [problem] = info.value.diagnostics
+    assert (problem.line, problem.column) == (1, text.index("Strin)") + 1)
+    assert "did you mean 'String'" in problem.message
+
+
+def test_schema_of_a_file_prints_its_tools_schemas(tmp_path: Path) -> None:
+    from gramagent._spec.gram import load_file
+
+    tools = {t.name: t.schema for t in load_file(EXAMPLES / "tools.gram").tools}
+    every = run_gramagent("schema", str(EXAMPLES / "tools.gram"), cwd=tmp_path)
+    assert every.returncode == 0, every.stderr
+    assert json.loads(every.stdout) == tools
+    one = run_gramagent("schema", str(EXAMPLES / "tools.gram"), "--tool", "chart", cwd=tmp_path)
+    assert json.loads(one.stdout) == tools["chart"]
+    wrong = run_gramagent("schema", str(EXAMPLES / "tools.gram"), "--tool", "chrat",
+                          cwd=tmp_path)
+    assert wrong.returncode == 1
+    assert "did you mean 'chart'" in wrong.stderr
+    folder = run_gramagent("schema", str(EXAMPLES), cwd=tmp_path)
+    assert folder.returncode == 1 and "is a directory" in folder.stderr
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(["String", "Integer", "Number", "Boolean"]), min_size=1,
+                max_size=4),
+       st.sampled_from([",", ", ", ",\n", " ", "\n"]))
+def test_separators_between_type_patterns_do_not_change_the_schema(
+    fields: list[str], separator: str,
+) -> None:
+    """A path and up to four type patterns: commas (the file's way), spaces or newlines
+    between them read the same."""
+    from gramagent._spec.signature import parse_signature, signature_to_schema
+
+    names = [f"T{i}" for i in range(len(fields))]
+    path = "==>".join(f"(p{i}::Array {{items: {n}}})" for i, n in enumerate(names))
+    patterns = [f"[{n}:Object | (v::{kind})]" for n, kind in zip(names, fields, strict=True)]
+    schema = signature_to_schema(parse_signature(separator.join([path + "==>(::String)",
+                                                                 *patterns])))
+    assert schema == signature_to_schema(parse_signature(" ".join([path + "==>(::String)",
+                                                                   *patterns])))
+    assert [schema["properties"][f"p{i}"]["items"]["properties"]["v"] for i in
+            range(len(fields))] == [{"type": k.lower()} for k in fields]

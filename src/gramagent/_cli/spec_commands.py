@@ -17,7 +17,7 @@ from typing import Any
 import typer
 
 from gramagent._cli._app import app, handle_errors
-from gramagent.errors import Diagnostic, SchemaError, SpecError
+from gramagent.errors import ConfigurationError, Diagnostic, SchemaError, SpecError
 
 __all__ = ["check", "fmt", "schema", "signature"]
 
@@ -134,29 +134,71 @@ def _replace(path: Path, data: bytes) -> None:
 @app.command()
 @handle_errors
 def schema(
-    signature: str = typer.Argument(..., help="A gram signature, e.g. "
-                                              "'(name::String)==>(::String)'.",
-                                    metavar="SIGNATURE", show_default=False),
+    source: str = typer.Argument(..., help="A gram signature, e.g. "
+                                           "'(name::String)==>(::String)' (type patterns may "
+                                           "follow it, separated by commas or spaces), or a "
+                                           "gram file whose tools' schemas to print.",
+                                 metavar="SIGNATURE|FILE", show_default=False),
+    tool: str | None = typer.Option(None, "--tool", metavar="NAME",
+                                    help="With a FILE: print this tool's schema only."),
     strict: bool = typer.Option(False, "--strict",
                                 help="Compile for OpenAI strict mode; changes go to stderr."),
 ) -> None:
-    """Print the JSON Schema of a gram type signature."""
+    """Print the JSON Schema of a gram type signature, or of the tools of a gram file.
+
+    For a file, the result is one JSON object: tool name -> schema (or, with --tool, that
+    tool's schema alone).
+    """
     from gramagent._spec.signature import parse_signature, signature_to_schema
 
-    result: Any = signature_to_schema(parse_signature(signature, file="<signature>"))
+    if source.lstrip().startswith(("(", "[")):
+        if tool is not None:
+            raise ConfigurationError("--tool NAME picks a tool of a gram FILE; the argument "
+                                     "is a signature")
+        schemas = {"": signature_to_schema(parse_signature(source, file="<signature>"))}
+    else:
+        schemas = _file_schemas(Path(source), tool)
     ok = True
     if strict:
         from gramagent._spec.strict import strict_schema  # only this option needs it
 
-        compiled = strict_schema(result)
-        for change in compiled.changes:
-            typer.echo(f"strict: {change}", err=True)
-        for problem in compiled.problems:
-            typer.echo(f"strict: cannot express {problem}", err=True)
-        result, ok = compiled.schema, compiled.ok
+        for name, plain in schemas.items():
+            compiled = strict_schema(plain)
+            where = f"{name}: " if name else ""
+            for change in compiled.changes:
+                typer.echo(f"strict: {where}{change}", err=True)
+            for problem in compiled.problems:
+                typer.echo(f"strict: {where}cannot express {problem}", err=True)
+            schemas[name] = compiled.schema
+            ok = ok and compiled.ok
+    single = "" in schemas or tool is not None  # a signature, or the one tool asked for
+    result: Any = next(iter(schemas.values())) if single else schemas
     typer.echo(json.dumps(result, indent=2, ensure_ascii=False))
     if not ok:
         raise typer.Exit(1)
+
+
+def _file_schemas(path: Path, tool: str | None) -> dict[str, Any]:
+    """The schemas of the tools of a gram file (stand-alone and agents'), by name."""
+    from gramagent._spec.gram import load_file
+
+    if not path.is_file():
+        raise ConfigurationError(
+            f"{path}: no such file" + ("" if not path.exists() else " (it is a directory)")
+            + "; give a gram file or a signature such as '(x::String)==>(::String)'")
+    document = load_file(path)
+    specs = {t.name: t for t in [*document.tools, *(t for a in document.agents
+                                                    for t in a.tools)]}
+    if tool is None:
+        return {name: spec.schema for name, spec in specs.items()}
+    if tool not in specs:
+        from gramagent._spec.calls import near_names
+
+        near = near_names(tool, specs)
+        hint = f"; did you mean {', '.join(map(repr, near))}?" if near else ""
+        raise ConfigurationError(f"{path} has no tool {tool!r} (it has: "
+                                 f"{', '.join(specs) or 'no tools'}){hint}")
+    return {tool: specs[tool].schema}
 
 
 @app.command()

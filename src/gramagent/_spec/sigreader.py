@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from tree_sitter import Node
 
 from gramagent._spec.data import JSONSchema, Param, SignatureParts, canonical_required
@@ -26,6 +28,7 @@ from gramagent._spec.typereader import (
     INVALID,
     TypeReader,
     TypeScope,
+    elements,
     property_pointer,
     used_types,
 )
@@ -160,8 +163,10 @@ class SignatureReader(TypeReader):
         typed = self.typed(info, scope, "returns", member=False, what="the result")
         return None if typed is None else typed[0]
 
-    def lone_signature(self) -> SignatureParts:
-        """The text as one signature path, optionally followed by type patterns.
+    def lone_signature(self, *, wrapped: bool = False) -> SignatureParts:
+        """The text as one signature path, optionally followed by type patterns; with
+        ``wrapped``, the elements of the one subject pattern the text is (see
+        :func:`read_signature`).
 
         Raises:
             SpecError: Every problem of the text, positioned.
@@ -169,7 +174,11 @@ class SignatureReader(TypeReader):
         scope = TypeScope()
         paths = []
         root = self.tree.root_node
-        for child in root.named_children if not root.is_error else ():
+        children = root.named_children if not root.is_error else []
+        if wrapped:
+            subjects = [c for c in children if c.kind_id == K_SUBJECT]
+            children = elements(subjects[0]) if len(subjects) == 1 else []
+        for child in children:
             kind = child.kind_id
             if kind == K_COMMENT or child.has_error:
                 continue
@@ -195,10 +204,32 @@ class SignatureReader(TypeReader):
         return sig
 
 
+_WRAP = "[_ | "
+"""Makes comma-separated signature text the elements of a subject pattern, as in a file."""
+
+
 def read_signature(text: str, *, file: str | None = None) -> SignatureParts:
     """The parts of a lone signature text (a path, optionally followed by type patterns).
+
+    The type patterns may follow the path separated by whitespace or, as they are written
+    inside a tool pattern of a file, by commas.
 
     Raises:
         SpecError: Every problem of the text, positioned.
     """
-    return SignatureReader(source_bytes(text, file), file).lone_signature()
+    try:
+        return SignatureReader(source_bytes(text, file), file).lone_signature()
+    except SpecError:
+        if "," not in text:
+            raise
+    # Read as the elements of a tool pattern: positions on the first line move back by the
+    # length of the wrapper, so problems point into the text as given.
+    try:
+        return SignatureReader(source_bytes(_WRAP + text + "\n]", file),
+                               file).lone_signature(wrapped=True)
+    except SpecError as exc:
+        raise SpecError([
+            dataclasses.replace(d, column=d.column - len(_WRAP))
+            if d.line == 1 and d.column is not None and d.column > len(_WRAP) else d
+            for d in exc.diagnostics
+        ]) from None
