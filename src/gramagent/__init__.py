@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     )
     from gramagent._spec.strict import strict_schema
     from gramagent.errors import (
+        AuthenticationError,
         ConfigurationError,
         Diagnostic,
         GramagentError,
@@ -84,6 +85,7 @@ __all__ = [
     "Agent",
     "AgentResponse",
     "AssistantMessage",
+    "AuthenticationError",
     "BoundAgent",
     "CaptureSink",
     "ConfigurationError",
@@ -148,9 +150,9 @@ __all__ = [
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "errors": (
-        "ConfigurationError", "Diagnostic", "GramagentError", "LimitExceeded", "MCPServerError",
-        "ModelAPIError", "RunError", "SandboxError", "SchemaError", "SpecError", "ToolError",
-        "ValidationError",
+        "AuthenticationError", "ConfigurationError", "Diagnostic", "GramagentError",
+        "LimitExceeded", "MCPServerError", "ModelAPIError", "RunError", "SandboxError",
+        "SchemaError", "SpecError", "ToolError", "ValidationError",
     ),
     "_messages": (
         "AssistantMessage", "Conversation", "Message", "ToolCall", "ToolResultMessage", "Usage",

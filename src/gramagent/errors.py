@@ -15,6 +15,8 @@ GramagentError
 ├── MCPServerError            an MCP server could not be started, reached or understood
 └── RunError                  a run stopped; carries the conversation and usage so far
     ├── ModelAPIError         transport or HTTP failure, after retries
+    │   └── AuthenticationError   the server refused the API key (HTTP 401/403); also a
+    │                             ConfigurationError, and never retried
     └── LimitExceeded         an iteration, time, token or call limit was hit
 ```
 
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 __all__ = [
+    "AuthenticationError",
     "ConfigurationError",
     "Diagnostic",
     "ExperimentError",
@@ -234,6 +237,15 @@ class ModelAPIError(RunError):
 
     def _state(self) -> dict[str, Any]:
         return {**super()._state(), "status": self.status, "body": self.body, "model": self.model}
+
+
+class AuthenticationError(ModelAPIError, ConfigurationError):
+    """The model server refused the API key (HTTP 401, or 403 for a key without access).
+
+    A configuration problem (the key is missing, wrong or revoked), so it is a
+    :class:`ConfigurationError` and is not retried; raised during a run, it is also a
+    :class:`ModelAPIError` carrying the conversation so far.
+    """
 
 
 class LimitExceeded(RunError):

@@ -24,7 +24,7 @@ from gramagent._models.http import (
     retry_delay,
 )
 from gramagent._models.responses import ResponsesModel
-from gramagent.errors import ConfigurationError, ModelAPIError
+from gramagent.errors import AuthenticationError, ConfigurationError, ModelAPIError
 from gramagent.testing import drop, error, http_response, reply
 
 BODY = {"model": "m1", "messages": [{"role": "user", "content": "hi"}]}
@@ -105,6 +105,25 @@ async def test_client_errors_are_not_retried(serve):
         with pytest.raises(ModelAPIError, match="bad field") as info:
             await http.post_json("/chat/completions", BODY)
     assert info.value.status == 400
+    assert len(srv.requests) == 1
+    assert sleep.waits == []
+
+
+@pytest.mark.parametrize("status", [401, 403])
+async def test_a_refused_key_is_a_configuration_error_and_not_retried(serve, status):
+    """The API contract: an invalid key is a ConfigurationError (it was a ModelAPIError
+    only); no retry, even with Retry-After; it is also a ModelAPIError, so a run attaches
+    the conversation; the message says where the key comes from, never the key."""
+    srv = serve([error(status, "Incorrect API key provided", retry_after=1), reply("never")])
+    http, sleep = client(srv, max_retries=5)
+    async with http:
+        with pytest.raises(ConfigurationError) as info:
+            await http.post_json("/chat/completions", BODY)
+    assert isinstance(info.value, AuthenticationError)
+    assert isinstance(info.value, ModelAPIError)
+    assert info.value.status == status
+    assert "OPENAI_API_KEY" in str(info.value)
+    assert "sk-secret-123456" not in str(info.value)
     assert len(srv.requests) == 1
     assert sleep.waits == []
 

@@ -38,9 +38,10 @@ import aiohttp
 import orjson
 
 from gramagent._logs import MODEL_LOGGER, log_model_attempt
-from gramagent.errors import ConfigurationError, ModelAPIError
+from gramagent.errors import AuthenticationError, ConfigurationError, ModelAPIError
 
 __all__ = [
+    "AUTH_STATUSES",
     "RETRY_STATUSES",
     "ExchangeHook",
     "HTTPAdapter",
@@ -53,6 +54,8 @@ __all__ = [
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 """HTTP statuses answered by a retry (any other 5xx is retried too)."""
+AUTH_STATUSES = frozenset({401, 403})
+"""HTTP statuses that mean the API key was refused: an AuthenticationError, not retried."""
 
 EXCERPT_CHARS = 500
 """How much of an error body a ModelAPIError keeps."""
@@ -312,6 +315,12 @@ class HTTPClient:
         where = f" ({url})" if url else ""
         tries = f" after {attempts} attempts" if attempts and attempts > 1 else ""
         who = f"model {model!r}" if model else "the model server"
+        if status in AUTH_STATUSES:
+            return AuthenticationError(
+                f"request to {who} failed: {message}{where}; the server refused the API key: "
+                "check --api-key / OPENAI_API_KEY (or api_key=)",
+                status=status, body=_excerpt(body), model=model,
+            )
         return ModelAPIError(
             f"request to {who} failed{tries}: {message}{where}",
             status=status,
