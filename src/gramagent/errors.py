@@ -131,23 +131,25 @@ class ConfigurationError(GramagentError):
 class ToolError(GramagentError):
     """Binding an agent's tool specs to implementations failed.
 
-    ``problems`` lists every missing or mismatched tool, not only the first.
+    ``problems`` lists every missing or mismatched tool, not only the first; ``hint``, if
+    any, says what to do about them (a last line of the message).
     """
 
-    def __init__(self, problems: Sequence[str] | str) -> None:
+    def __init__(self, problems: Sequence[str] | str, *, hint: str | None = None) -> None:
         if isinstance(problems, str):
             problems = [problems]
         self.problems: tuple[str, ...] = tuple(problems)
+        self.hint = hint
         if len(self.problems) == 1:
             message = self.problems[0]
         else:
             message = f"{len(self.problems)} tool binding problems:\n" + "\n".join(
                 f"  - {p}" for p in self.problems
             )
-        super().__init__(message)
+        super().__init__(message if hint is None else f"{message}\n{hint}")
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.problems,))
+        return (_rebuild, (type(self), (self.problems,), {"hint": self.hint}))
 
 
 SandboxErrorKind: TypeAlias = Literal["timeout", "crashed", "unavailable", "protocol", "closed"]

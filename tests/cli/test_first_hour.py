@@ -28,3 +28,67 @@ def test_a_refused_api_key_is_a_configuration_error_said_once(tmp_path: Path) ->
     assert "OPENAI_API_KEY" in done.stderr
     assert "sk-wrong-0123456789" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def _model_of_requests(srv: ScriptedServer) -> list[str]:
+    return [r.body["model"] for r in srv.requests]
+
+
+def test_the_model_option_is_the_model_requests_name(tmp_path: Path) -> None:
+    """``--model openai/gpt-4o-mini`` with a base URL: the requests ask for gpt-4o-mini (they
+    asked for the agent file's qwen2.5-coder-0.5b)."""
+    with ScriptedServer([reply("Hello!")]) as srv:
+        done = run_gramagent("run", str(HELLO), "Hi", "--model", "openai/gpt-4o-mini",
+                             "--base-url", srv.base_url, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert _model_of_requests(srv) == ["gpt-4o-mini"]
+
+
+def test_provider_names_are_case_insensitive(tmp_path: Path) -> None:
+    """pattern-agent's own files say ``OpenAI/gpt-4o-mini``."""
+    agent = tmp_path / "agent.gram"
+    agent.write_text(HELLO.read_text().replace('"local/qwen2.5-coder-0.5b"',
+                                               '"OpenAI/gpt-4o-mini"'))
+    with ScriptedServer([reply("Hello!")]) as srv:
+        done = run_gramagent("run", str(agent), "Hi", "--base-url", srv.base_url, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "Hello!\n"
+        assert _model_of_requests(srv) == ["gpt-4o-mini"]
+    with ScriptedServer([reply("Hello!")]) as srv:
+        done = run_gramagent("run", str(HELLO), "Hi", "--model", "OPENAI/m",
+                             "--base-url", srv.base_url, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+
+
+def test_a_model_without_provider_says_how_it_was_read(tmp_path: Path) -> None:
+    done = run_gramagent("run", str(HELLO), "Hi", "--model", "nonsense", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "--model 'nonsense' names no provider, so it was read as openai/nonsense" in \
+        done.stderr
+    assert "local/qwen2.5-coder-0.5b" in done.stderr  # the forms it could have meant
+    assert "Traceback" not in done.stderr
+
+
+def test_an_empty_model_option_is_refused(tmp_path: Path) -> None:
+    done = run_gramagent("run", str(HELLO), "Hi", "--model", "", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.startswith("ConfigurationError: --model must not be empty")
+
+
+def test_a_directory_is_not_called_a_missing_file(tmp_path: Path) -> None:
+    done = run_gramagent("run", str(tmp_path), "Hi", cwd=tmp_path)
+    assert done.returncode == 1
+    assert f"{tmp_path}: is a directory" in done.stderr
+
+
+def test_a_tool_without_implementation_points_at_tools_and_dry_run(tmp_path: Path) -> None:
+    (tmp_path / "only_hello.py").write_text(
+        "from gramagent import ToolLibrary\n"
+        "from gramagent.tools import say_hello\n"
+        "library = ToolLibrary([say_hello])\n")
+    done = run_gramagent("run", str(ROOT / "examples" / "hello_goodbye.gram"), "Bye",
+                         "--tools", "only_hello:library", "--base-url", "http://127.0.0.1:9/v1",
+                         cwd=tmp_path)
+    assert done.returncode == 1
+    assert "tool 'sayGoodbye'" in done.stderr
+    assert "--tools MODULE:LIBRARY" in done.stderr and "--dry-run" in done.stderr

@@ -24,7 +24,7 @@ import typer
 
 from gramagent._cli._app import app, err_console, handle_errors
 from gramagent._models.registry import api_names
-from gramagent.errors import ConfigurationError, GramagentError, RunError
+from gramagent.errors import ConfigurationError, GramagentError, RunError, ToolError
 from gramagent.mcp._sources import is_tool_sources, load_tool_sources
 
 if TYPE_CHECKING:
@@ -181,7 +181,9 @@ class Session:
         # The key given on the command line and the environment as it is now.
         add_secret(options.api_key, *env_secrets(os.environ))
         if not options.agent_file.is_file():
-            raise ConfigurationError(f"{options.agent_file}: no such file")
+            what = "is a directory" if options.agent_file.is_dir() else "no such file"
+            raise ConfigurationError(f"{options.agent_file}: {what}; expected an agent's "
+                                     ".gram file")
         session.agent = load_agent(options.agent_file, options.agent_name)
         if options.dry_run:
             # No tool runs: the specs' schemas check the calls, no implementation is needed.
@@ -192,15 +194,27 @@ class Session:
             session.library = load_library(options.tools)
             _close_with(session, session.library)
             # Every binding problem at once, before any request.
-            session.target = session.library.bind(session.agent)
+            try:
+                session.target = session.library.bind(session.agent)
+            except ToolError as exc:
+                raise ToolError(exc.problems, hint=_BIND_HINT) from None
+        if options.model is not None and not options.model.strip():
+            raise ConfigurationError(f"--model must not be empty; {_MODEL_FORMS}")
         ref = ModelRef.parse(options.model) if options.model else session.agent.model
         model_options: dict[str, Any] = {}
         if options.verbose:
             model_options["on_exchange"] = _exchange_printer(err_console)
-        session.model = resolve_model(
-            ref, api=options.api, base_url=options.base_url, api_key=options.api_key,
-            **model_options,
-        )
+        try:
+            session.model = resolve_model(
+                ref, api=options.api, base_url=options.base_url, api_key=options.api_key,
+                **model_options,
+            )
+        except ConfigurationError as exc:
+            if options.model is None or "/" in options.model:
+                raise
+            raise ConfigurationError(
+                f"{exc}\n--model {options.model!r} names no provider, so it was read as "
+                f"{ref}; {_MODEL_FORMS}") from None
         overrides: dict[str, Any] = {}
         if options.max_iterations is not None:
             overrides["max_iterations"] = options.max_iterations
@@ -284,6 +298,13 @@ def _error_line(exc: GramagentError) -> None:
 
     err_console.print(f"[red]{type(exc).__name__}[/red]: {redact(str(exc))}", markup=True,
                       highlight=False, soft_wrap=True)
+
+
+_MODEL_FORMS = ("give PROVIDER/NAME: openai/NAME (any OpenAI-compatible server, with "
+                "--base-url) or local/NAME (the embedded model: local/qwen2.5-coder-0.5b, "
+                "local/qwen2.5-coder-1.5b, local/path/to/model.gguf)")
+_BIND_HINT = ("--tools MODULE:LIBRARY names a library that has these tools; --dry-run calls the "
+              "model without running any tool")
 
 
 # -- shared option declarations ---------------------------------------------------------------

@@ -467,6 +467,10 @@ class HTTPAdapter:
 
     http: HTTPClient
     """The client every request of this adapter goes through."""
+    model_name: str | None = None
+    """The model this adapter was made for (:func:`~gramagent._models.registry.resolve_model`
+    sets it from the model reference); a run given this adapter sends it as the model name.
+    None: the agent's model name."""
 
     def __init__(
         self,

@@ -395,6 +395,11 @@ class LocalModel:
         self._chat_url: str | None = None
 
     @property
+    def model_name(self) -> str:
+        """The model this serves (``local/`` left out); a run given this model names it."""
+        return self.name
+
+    @property
     def server(self) -> EmbeddedServer | None:
         """The server in use, None before the first request."""
         return self._server

@@ -155,7 +155,8 @@ def resolve_model(
     """Build the model adapter for ``ref``.
 
     Args:
-        ref: The agent's model reference (text is parsed with :meth:`ModelRef.parse`).
+        ref: The agent's model reference (text is parsed with :meth:`ModelRef.parse`); the
+            provider name is case-insensitive (``OpenAI/gpt-4o-mini``).
         api: ``chat`` (default), ``functions``, ``responses`` or ``harmony``. For the
             ``local`` provider, ``api`` and ``api_key`` are passed on when given (it decides
             what it accepts) and the environment is not read.
@@ -171,6 +172,8 @@ def resolve_model(
     """
     if isinstance(ref, str):
         ref = ModelRef.parse(ref)
+    if ref.provider not in PROVIDERS:  # provider names are case-insensitive: OpenAI/gpt-4o
+        ref = ModelRef(provider=ref.provider.lower(), name=ref.name)
     if ref.provider == "local" and base_url is not None:
         # An explicit server for a local model: speak to it as to any OpenAI-compatible one.
         ref = ModelRef(provider="openai", name=ref.name)
@@ -194,14 +197,17 @@ def resolve_model(
     api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
     if api_key is None and not is_loopback(base_url):
         raise ConfigurationError(
-            f"no API key for {base_url}: set OPENAI_API_KEY or pass an api key "
-            "(servers on 127.0.0.1 / localhost need none)"
+            f"no API key for {base_url} (model {str(ref)!r}): set OPENAI_API_KEY or pass an "
+            "api key (servers on 127.0.0.1 / localhost need none)"
         )
     module, _, attribute = wire.adapter.partition(":")
     hint = (needs_extra(f"the {wire.name} api", wire.extra) if wire.extra else
             f"the {wire.name} api's adapter cannot be imported")
     adapter = getattr(_import(module, hint), attribute)
-    return _build(adapter, wire.name, base_url, api_key, **{**wire.options, **options})
+    built = _build(adapter, wire.name, base_url, api_key, **{**wire.options, **options})
+    if hasattr(built, "model_name"):  # the adapters here: requests name this model
+        built.model_name = ref.name
+    return built
 
 
 def is_loopback(url: str) -> bool:

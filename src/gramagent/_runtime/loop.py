@@ -74,9 +74,10 @@ async def run_agent(
             without tools, or in dry-run mode (the specs' schemas are then used to check calls).
         context: the conversation so far (``AgentResponse.context`` of the previous turn); not
             modified.
-        model: a :class:`~gramagent._models.base.Model` (used as is and not closed), or a model
-            reference overriding the agent's (resolved with ``api``, ``base_url`` and
-            ``api_key``, and closed at the end of the run).
+        model: a :class:`~gramagent._models.base.Model` (used as is and not closed; requests
+            name its ``model_name`` if it has one, as the models of ``resolve_model`` do, else
+            the agent's model name), or a model reference overriding the agent's (resolved
+            with ``api``, ``base_url`` and ``api_key``, and closed at the end of the run).
         limits: guardrails; :class:`RunLimits` defaults when None.
         api: wire format when resolving the model (``chat``, ``functions``, ``responses``,
             ``harmony``).

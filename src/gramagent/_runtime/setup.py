@@ -40,15 +40,17 @@ def model_for(model: Model | str | ModelRef | None, agent: Agent, *, api: str | 
               base_url: str | None, api_key: str | None) -> tuple[Model, str, bool]:
     """The model a run talks to, the model name it sends, and whether the run owns (closes) it.
 
-    A :class:`Model` is used as is, under the agent's model name; a reference (or None: the
-    agent's own) is resolved with ``api``, ``base_url`` and ``api_key``.
+    A :class:`Model` is used as is, under the name of the model it was made for (its
+    ``model_name``: the adapters of ``resolve_model`` and the embedded model know it), else the
+    agent's model name; a reference (or None: the agent's own) is resolved with ``api``,
+    ``base_url`` and ``api_key``.
 
     Raises:
         ConfigurationError: the reference cannot be resolved.
     """
     # A tuple, not ``str | ModelRef``, which would build a union object on every run.
     if model is not None and not isinstance(model, (str, ModelRef)):
-        return model, agent.model.name, False
+        return model, getattr(model, "model_name", None) or agent.model.name, False
     ref = (model if isinstance(model, ModelRef)
            else ModelRef.parse(model) if isinstance(model, str) else agent.model)
     return resolve_model(ref, api=api, base_url=base_url, api_key=api_key), ref.name, True
