@@ -135,8 +135,8 @@ def test_typed_agent_file_runs() -> None:
 
 
 def _error_state(err: BaseException) -> tuple[Any, ...]:
-    attributes = ("diagnostics", "keyword", "path", "problems", "context", "usage", "status",
-                  "body", "model", "limit", "value", "observed")
+    attributes = ("diagnostics", "keyword", "path", "problems", "hint", "context", "usage",
+                  "status", "body", "model", "limit", "value", "observed")
     return (type(err), err.args, str(err),
             {a: getattr(err, a) for a in attributes if hasattr(err, a)})
 
@@ -149,6 +149,7 @@ ERRORS = [
     gramagent.ValidationError("empty user message"),
     gramagent.ConfigurationError("no API key"),
     gramagent.ToolError(["sayHello: no implementation", "chart: schema differs"]),
+    gramagent.ToolError(["chart: no implementation"], hint="pass --tools"),
     gramagent.RunError("stopped", context=gramagent.Conversation(
         [gramagent.UserMessage(content="Hi")], id="c1"), usage=gramagent.Usage(requests=1)),
     gramagent.ModelAPIError("HTTP 503", status=503, body="overloaded", model="m",
