@@ -92,3 +92,21 @@ def test_a_tool_without_implementation_points_at_tools_and_dry_run(tmp_path: Pat
     assert done.returncode == 1
     assert "tool 'sayGoodbye'" in done.stderr
     assert "--tools MODULE:LIBRARY" in done.stderr and "--dry-run" in done.stderr
+
+
+def test_a_limit_speaks_to_the_command_line_user(tmp_path: Path) -> None:
+    """The limit, its value and the count, without the Python-side ``.context`` advice."""
+    from gramagent.testing import call
+
+    with ScriptedServer([call("sayHello", {"personName": "Al"}), reply("never")]) as srv:
+        done = run_gramagent("run", str(HELLO), "Hi", "--max-iterations", "1",
+                             "--base-url", srv.base_url, cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.startswith("LimitExceeded: run stopped: the model made 1 requests")
+    assert "max_iterations=1" in done.stderr
+    assert ".context" not in done.stderr
+
+
+def test_timeout_help_says_what_it_counts(tmp_path: Path) -> None:
+    text = " ".join(run_gramagent("run", "--help", cwd=tmp_path).stdout.split())
+    assert "the embedded model's loading, before the first turn, is not counted" in text

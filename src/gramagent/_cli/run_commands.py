@@ -238,6 +238,13 @@ class Session:
             )
         return session
 
+    async def start_model(self) -> None:
+        """Start the model now if it starts at all (the embedded model loads its weights and
+        server), so that loading is not part of the first turn and its ``--timeout``."""
+        start = getattr(self.model, "start", None)
+        if start is not None and inspect.iscoroutinefunction(start):
+            await start()
+
     async def turn(self, message: str) -> AgentResponse:
         """Run one user message; the conversation continues from the previous turn."""
         from gramagent._runtime.loop import run_agent
@@ -349,7 +356,8 @@ _DRY_RUN = typer.Option(False, "--dry-run",
 _MAX_ITER = typer.Option(None, "--max-iterations", min=1, metavar="N",
                          help="Model requests per turn.")
 _TIMEOUT = typer.Option(None, "--timeout", min=0.0, metavar="SECONDS",
-                        help="Seconds one turn may take.")
+                        help="Seconds one turn may take (the embedded model's loading, "
+                             "before the first turn, is not counted).")
 
 _P = inspect.Parameter
 _SHARED_OPTIONS = tuple(
@@ -409,6 +417,7 @@ def _open_session(options: RunOptions, verbose: int) -> Iterator[tuple[asyncio.R
         with asyncio.Runner() as runner:
             session = Session.open(options)
             try:
+                runner.run(session.start_model())
                 yield runner, session
             finally:
                 runner.run(session.aclose())

@@ -100,8 +100,7 @@ class Budget(RunDeadline):
     def exceeded(self, name: str, value: Any, observed: Any, what: str) -> LimitExceeded:
         """The error of limit ``name`` (set to ``value``) passed: ``observed`` by ``what``."""
         return LimitExceeded(
-            f"run stopped: {what} (limit {name}={value}, observed {observed}); the "
-            "conversation so far is in .context",
+            f"run stopped: {what} (limit {name}={value}, observed {observed})",
             limit=name, value=value, observed=observed, context=self.conversation.copy(),
             usage=self.usage)
 
