@@ -97,7 +97,11 @@ def test_threads_default_to_the_environment_or_the_cores(
     with pytest.raises(ConfigurationError, match="GRAMAGENT_LOCAL_THREADS"):
         ServerConfig(model_path=Path("x.gguf"))
     monkeypatch.delenv("GRAMAGENT_LOCAL_THREADS")
-    assert ServerConfig(model_path=Path("x.gguf")).threads == len(os.sched_getaffinity(0))
+    from gramagent._models.local import _detected_threads
+
+    # the idle usable cores, decided once per process
+    assert 1 <= ServerConfig(model_path=Path("x.gguf")).threads == _detected_threads() <= \
+        len(os.sched_getaffinity(0))
 
 
 def test_the_child_entry_point_documents_itself() -> None:
@@ -201,3 +205,18 @@ def test_the_health_poll_reads_the_status_and_ignores_proxies(
     finally:
         server.close()
     assert _healthy(server.url) is False  # closed: connection refused
+
+
+@pytest.mark.parametrize(("cores", "load", "threads"), [
+    (2, 0.0, 2), (2, 0.4, 2), (2, 0.6, 1), (2, 1.0, 1), (2, 12.5, 1), (8, 3.2, 5), (1, 0.0, 1),
+    (4, 0.0, 4),
+])
+def test_threads_leave_out_the_cores_other_work_keeps_busy(
+    cores: int, load: float, threads: int,
+) -> None:
+    """On a busy machine one thread is several times faster than threads that wait for
+    busy cores (bench/RESULTS.md): the default leaves the loaded cores out."""
+    from gramagent._models.local import threads_for_load
+
+    assert threads_for_load(cores, load) == threads
+

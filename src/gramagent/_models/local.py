@@ -22,9 +22,10 @@ the address it listens on; the parent then waits for ``/health`` to answer 200, 
 timeout. Servers are stopped at interpreter exit (``atexit``) or with
 :func:`shutdown_servers`.
 
-The server uses every core this process may use, unless ``threads`` or
-``$GRAMAGENT_LOCAL_THREADS`` says otherwise: on a machine busy with other work, one thread is
-several times faster than two (bench/RESULTS.md, "Embedded model").
+The server uses the cores this process may use that other work leaves idle (by the load
+average), unless ``threads`` or ``$GRAMAGENT_LOCAL_THREADS`` says otherwise: on a machine busy
+with other work, one thread is several times faster than two (bench/RESULTS.md, "Embedded
+model").
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ __all__ = [
     "local_model",
     "main",
     "shutdown_servers",
+    "threads_for_load",
 ]
 
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
@@ -107,10 +109,12 @@ def _healthy(url: str) -> bool:
 
 
 def _default_threads() -> int:
-    """``$GRAMAGENT_LOCAL_THREADS``, else the cores this process may use.
+    """``$GRAMAGENT_LOCAL_THREADS``, else the cores this process may use that are idle.
 
-    On a machine busy with other work, fewer threads can be much faster: llama.cpp's threads
-    wait for each other at every step (see bench/RESULTS.md, "Embedded model").
+    On a machine busy with other work, fewer threads are much faster: llama.cpp's threads
+    wait for each other at every step, and one waiting for a busy core stalls them all (see
+    bench/RESULTS.md, "Embedded model"). So the cores other work keeps busy, by the
+    one-minute load average, are left out (:func:`threads_for_load`).
     """
     if env := os.environ.get("GRAMAGENT_LOCAL_THREADS"):
         try:
@@ -118,10 +122,30 @@ def _default_threads() -> int:
         except ValueError:
             raise ConfigurationError(
                 f"GRAMAGENT_LOCAL_THREADS must be a number of threads, not {env!r}") from None
+    return _detected_threads()
+
+
+@functools.cache
+def _detected_threads() -> int:
+    """The idle usable cores, decided once per process: models made later share a server."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # pragma: no cover - no load average here
+        return cores
+    return threads_for_load(cores, load)
+
+
+def threads_for_load(cores: int, load: float) -> int:
+    """Threads for generation on ``cores`` usable cores under a load average of ``load``.
+
+    The cores left idle by the load, rounded to the nearest whole core, at least one: 2 on
+    an idle 2-core machine, 1 when another process keeps one core (or more) busy.
+    """
+    return max(1, min(cores, round(cores - load)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
