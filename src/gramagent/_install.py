@@ -11,7 +11,8 @@ from a wheel file it is that file with the extra. :func:`install_command` tells 
    directory (``-e`` when editable), an archive (a wheel or sdist file, or its URL) or a VCS;
 3. else (installed from an index): ``pip install "gramagent[extra]"``.
 
-A leaf module: standard library only, so every layer can name the command.
+:func:`examples_dir` finds the example agents the same way. A leaf module: standard library
+only, so every layer can name the command.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["EXTRA_OF_MODULE", "install_command", "needs_extra"]
+__all__ = ["EXTRA_OF_MODULE", "examples_dir", "install_command", "needs_extra"]
 
 DISTRIBUTION = "gramagent"
 
@@ -80,6 +81,13 @@ def install_command(
     dir_info = record.get("dir_info")
     editable = isinstance(dir_info, Mapping) and dir_info.get("editable") is True
     return f'pip install {"-e " if editable else ""}"{_show(path, here)}[{extra}]"'
+
+
+def examples_dir() -> Path:
+    """The example agents: ``examples/`` of a source checkout, else those a wheel installs
+    as ``gramagent/examples``."""
+    checkout = _checkout(_PACKAGE_DIR)
+    return checkout / "examples" if checkout is not None else _PACKAGE_DIR / "examples"
 
 
 def needs_extra(what: str, extra: str) -> str:

@@ -19,7 +19,7 @@ import typer
 from gramagent._cli._app import app, handle_errors
 from gramagent.errors import ConfigurationError, Diagnostic, SchemaError, SpecError
 
-__all__ = ["check", "fmt", "schema", "signature"]
+__all__ = ["check", "examples", "fmt", "schema", "signature"]
 
 
 def _plural(count: int, word: str) -> str:
@@ -256,3 +256,13 @@ def _function(data: Any) -> dict[str, Any] | None:
     if "parameters" in data and "properties" not in data:
         return data
     return None
+
+
+@app.command()
+@handle_errors
+def examples() -> None:
+    """Print the directory of the example agents (installed with gramagent), e.g.
+    gramagent run "$(gramagent examples)/hello_world.gram" "Hi, I'm Alice"."""
+    from gramagent._install import examples_dir
+
+    typer.echo(str(examples_dir()))
