@@ -79,20 +79,9 @@ def test_fmt_prints_canonical_gram() -> None:
     assert runner.invoke(app, ["fmt", "--check", str(path)]).exit_code == 0
 
 
-NOT_CANONICAL = """\
-[hello_world_agent:Agent {
-  description: "A friendly agent that uses the sayHello tool to greet users",
-  instruction: ```
-  You are a friendly assistant. When the user greets you, use the sayHello tool.
-  ```,
-  model: "local/qwen2.5-coder-0.5b"
-} |
-  [sayHello:Tool {description: "Returns a friendly greeting message for the given name"} |
-    (personName::String {default:"world"})==>(::String)
-  ]
-]
-"""
-"""hello_world.gram as it was: the same agent, not in canonical form."""
+NOT_CANONICAL = (EXAMPLES / "hello_world.gram").read_text().replace(
+    '{default: "world"}', '{default:"world"}')
+"""hello_world.gram with the spacing fmt changes: the same agent, not in canonical form."""
 
 
 def test_fmt_check_flags_non_canonical_files(tmp_path: Path) -> None:
