@@ -66,5 +66,5 @@ def test_listing_tools_loads_neither_pyarrow_nor_matplotlib(tmp_path: Path) -> N
     assert done.returncode == 0
     assert "describe_table ::" in done.stdout and "chart ::" in done.stdout
     imported = _imported(done.stderr)
-    assert "gramagent.tools.data" in imported
+    assert "gramagent.tools._data" in imported
     assert not {"pyarrow", "matplotlib"} & imported

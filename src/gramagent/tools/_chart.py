@@ -24,17 +24,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import matplotlib
-import pyarrow as pa
-import pyarrow.compute as pc
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from gramagent._runtime.library import Tool, ToolContext
 from gramagent.tools._data import check_table, ensure_table, read_table
 from gramagent.tools._tables import DataError
 
+# pyarrow and matplotlib are imported where they are used, not here: building the tool
+# (to list or bind it) does not load them, only drawing a chart does.
 if TYPE_CHECKING:
+    import pyarrow as pa
+    from matplotlib.figure import Figure
+
     from gramagent.tools._workspace import WorkspaceProvider
 
 __all__ = ["CHART_DESCRIPTION", "CHART_SCHEMA", "CHART_TYPES", "ChartRequest", "make_chart",
@@ -130,6 +129,8 @@ def _cut(text: str) -> str:
 
 
 def _check_columns(table_name: str, schema: pa.Schema, request: ChartRequest) -> None:
+    import pyarrow as pa
+
     names = schema.names
     problems = []
     if request.x_field not in names:
@@ -149,6 +150,9 @@ def _check_columns(table_name: str, schema: pa.Schema, request: ChartRequest) ->
 
 def _aggregate(table: pa.Table, x_field: str, y_fields: Sequence[str]) -> pa.Table:
     """Sum the y columns per distinct x value, keeping the order of first appearance."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     x = table[x_field]
     if pc.count_distinct(x).as_py() == table.num_rows:
         return table
@@ -162,6 +166,8 @@ def _aggregate(table: pa.Table, x_field: str, y_fields: Sequence[str]) -> pa.Tab
 
 def render_chart(table: pa.Table, request: ChartRequest, target: Path) -> str:
     """Draw ``request`` from ``table`` into the PNG ``target``; returns a one-line summary."""
+    import matplotlib
+
     y_fields = list(dict.fromkeys(y for _, y in request.series))
     data = table.select(list(dict.fromkeys([request.x_field, *y_fields])))
     summed = False
@@ -191,6 +197,10 @@ def render_chart(table: pa.Table, request: ChartRequest, target: Path) -> str:
 def _draw(data: pa.Table, request: ChartRequest, x_values: list[Any], labels: list[str]
           ) -> Figure:
     """The figure of ``request`` (plain text only: the caller turns math text off)."""
+    import pyarrow as pa
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     x_numeric = pa.types.is_integer(data.schema.field(request.x_field).type) or \
         pa.types.is_floating(data.schema.field(request.x_field).type)
     figure = Figure(figsize=(9, 5.5), dpi=100, layout="constrained")

@@ -17,16 +17,16 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
-
 from gramagent._runtime.library import Tool, ToolContext, tool
 from gramagent.tools._tables import DataError, check_table_name, confined_path, find_table
 from gramagent.tools._workspace import DEFAULT_MAX_TABLE_BYTES
 
+# pyarrow is imported where it is used, not here: building the tools (to list or bind
+# them) does not load it, only running them does.
 if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     from gramagent.tools._workspace import WorkspaceProvider
 
 __all__ = [
@@ -70,6 +70,9 @@ def convert_csv(upload_dir: Path, relative: str, *, max_bytes: int,
         DataError: bad path or name, not a ``.csv`` file, too large, or unparsable.
         FileNotFoundError: no such file.
     """
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
     path = confined_path(upload_dir, relative)
     if not path.is_file():
         raise DataError(f"{relative!r} is not a file")
@@ -92,6 +95,8 @@ def convert_csv(upload_dir: Path, relative: str, *, max_bytes: int,
 def _write_table(table: pa.Table, folder: Path, name: str) -> None:
     """Write ``<name>.parquet`` in ``folder`` through a fresh, exclusively created file (a
     planted symlink or file at any name is never followed or overwritten), then rename it."""
+    import pyarrow.parquet as pq
+
     folder.mkdir(parents=True, exist_ok=True)
     fd, partial = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=folder)
     try:
@@ -152,6 +157,9 @@ def check_table(path: Path, *, max_bytes: int = MAX_TABLE_BYTES) -> pq.FileMetaD
     Raises:
         DataError: the file is not parquet, or the table is too large.
     """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     try:
         meta = pq.read_metadata(path)
     except (pa.ArrowInvalid, OSError) as exc:
@@ -171,6 +179,8 @@ def check_table(path: Path, *, max_bytes: int = MAX_TABLE_BYTES) -> pq.FileMetaD
 def read_table(path: Path, columns: list[str] | None = None, *,
                max_bytes: int = MAX_TABLE_BYTES) -> pa.Table:
     """Read the parquet table at ``path`` (optionally only ``columns``), size-checked first."""
+    import pyarrow.parquet as pq
+
     check_table(path, max_bytes=max_bytes)
     return pq.read_table(path, columns=columns, use_threads=False)
 
@@ -192,6 +202,9 @@ def describe(name: str, table: pa.Table, *, sample_rows: int = SAMPLE_ROWS) -> s
 
 
 def _column_summary(column: pa.ChunkedArray) -> str:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     nulls = column.null_count
     parts: list[str] = []
     kind = column.type
