@@ -17,12 +17,10 @@ only, so every layer can name the command.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 __all__ = ["EXTRA_OF_MODULE", "examples_dir", "install_command", "needs_extra"]
 
@@ -60,6 +58,8 @@ def install_command(
     Returns:
         A command to paste, e.g. ``pip install -e ".[tools]"``.
     """
+    from urllib.parse import unquote, urlsplit  # only when a hint is wanted
+
     package_dir = _PACKAGE_DIR if package_dir is None else package_dir
     here = Path.cwd() if cwd is None else cwd
     checkout = _checkout(package_dir)
@@ -108,6 +108,7 @@ def _checkout(package_dir: Path) -> Path | None:
 
 
 def _direct_url() -> Mapping[str, Any] | None:
+    import json
     from importlib import metadata  # only when a hint is wanted: it is slow to import
 
     try:

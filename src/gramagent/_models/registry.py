@@ -30,13 +30,15 @@ import ipaddress
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from gramagent._install import needs_extra
-from gramagent._models.base import Model
-from gramagent._spec.model import ModelRef
 from gramagent.errors import ConfigurationError
+
+if TYPE_CHECKING:  # reading the table (the CLI's --api) loads neither the spec nor the seam
+    from gramagent._models.base import Model
+    from gramagent._spec.model import ModelRef
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -170,6 +172,8 @@ def resolve_model(
     Raises:
         ConfigurationError: see the module docs. Nothing is sent to any server.
     """
+    from gramagent._spec.model import ModelRef
+
     if isinstance(ref, str):
         ref = ModelRef.parse(ref)
     if ref.provider not in PROVIDERS:  # provider names are case-insensitive: OpenAI/gpt-4o
