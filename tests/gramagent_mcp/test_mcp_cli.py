@@ -10,6 +10,7 @@ import sys
 import pytest
 from mcp_support import TIME_AGENT, TIME_SERVER
 
+from gramagent._install import install_command
 from gramagent.testing import ScriptedServer, call, reply
 
 pytestmark = pytest.mark.timeout(120)
@@ -38,8 +39,8 @@ def test_a_missing_extra_names_its_install_command() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, env=os.environ.copy())
     assert done.returncode == 1
-    assert done.stderr.strip() == ("ConfigurationError: MCP support needs the 'mcp' extra: "
-                                   "pip install 'gramagent[mcp]'")
+    assert done.stderr.strip() == ("ConfigurationError: MCP support needs the 'mcp' extra, "
+                                   f"which is not installed: {install_command('mcp')}")
 
 
 def test_a_tool_name_in_two_sources_is_refused() -> None:

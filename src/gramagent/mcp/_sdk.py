@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from gramagent._install import needs_extra
 from gramagent.errors import ConfigurationError
 
 __all__ = ["INSTALL", "require_sdk"]
 
 INSTALL = "pip install 'gramagent[mcp]'"
-"""The command that installs what :mod:`gramagent.mcp` needs."""
+"""The command that installs what :mod:`gramagent.mcp` needs, from a package index; the error
+of :func:`require_sdk` names the command for how gramagent was installed (a clone, a wheel)."""
 
 
 def require_sdk() -> None:
@@ -19,4 +21,4 @@ def require_sdk() -> None:
     try:
         import mcp  # noqa: F401 - only whether it imports
     except ImportError:
-        raise ConfigurationError(f"MCP support needs the 'mcp' extra: {INSTALL}") from None
+        raise ConfigurationError(needs_extra("MCP support", "mcp")) from None
