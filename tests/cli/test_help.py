@@ -15,7 +15,7 @@ from cli_support import run_gramagent
 from gramagent import __version__
 
 COMMANDS = ["run", "chat", "check", "fmt", "schema", "signature", "tool", "tools",
-            "harmony parse", "harmony render"]
+            "harmony parse", "harmony render", "mcp import", "mcp serve", "examples"]
 TYPE_PLACEHOLDER = re.compile(r"<(?:bool|int|float|str|path|list\[[^>]*\]|[a-z]+ range)>")
 
 

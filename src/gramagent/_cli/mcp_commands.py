@@ -14,7 +14,6 @@ from typing import Annotated
 import typer
 
 from gramagent._cli._app import app, err_console, handle_errors
-from gramagent._logs import configure_logging, reset_logging
 from gramagent.mcp._sdk import require_sdk
 
 __all__ = ["import_tools", "mcp_app", "serve"]
@@ -27,10 +26,11 @@ mcp_app = typer.Typer(
 )
 app.add_typer(mcp_app)
 
-_TIMEOUT = typer.Option("--timeout", min=0.001, help="Seconds one MCP request may take.")
-_CONNECT = typer.Option("--connect-timeout", min=0.001,
+_TIMEOUT = typer.Option("--timeout", min=0.001, metavar="SECONDS",
+                        help="Seconds one MCP request may take.")
+_CONNECT = typer.Option("--connect-timeout", min=0.001, metavar="SECONDS",
                         help="Seconds to launch or reach the server and shake hands.")
-_VERBOSE = typer.Option("-v", "--verbose", count=True,
+_VERBOSE = typer.Option("-v", "--verbose", count=True, show_default=False,
                         help="Log records (the server's stderr among them) on stderr.")
 
 
@@ -39,17 +39,19 @@ _VERBOSE = typer.Option("-v", "--verbose", count=True,
 def import_tools(
     server: Annotated[str, typer.Argument(
         help="'stdio:COMMAND ARGS...' or 'http://HOST:PORT/PATH' (an 'mcp:' prefix is "
-             "allowed), quoted as one argument.", show_default=False)],
+             "allowed), quoted as one argument.", show_default=False, metavar="SERVER")],
     output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="Write the specs to this file instead of stdout.")] = None,
+        "--output", "-o", metavar="FILE",
+        help="Write the specs to this file instead of stdout.")] = None,
     tool: Annotated[list[str] | None, typer.Option(
-        "--tool", help="Import only this tool (repeatable).")] = None,
+        "--tool", metavar="NAME", help="Import only this tool (repeatable).")] = None,
     timeout: Annotated[float, _TIMEOUT] = 30.0,
     connect_timeout: Annotated[float, _CONNECT] = 20.0,
     verbose: Annotated[int, _VERBOSE] = 0,
 ) -> None:
     """Print gram tool specs for the tools of an MCP server."""
     require_sdk()
+    from gramagent._logs import configure_logging, reset_logging
     from gramagent.mcp._import import import_specs
 
     configure_logging(verbose if verbose > 0 else -1)
@@ -78,34 +80,40 @@ def serve(
     agent_file: Annotated[Path | None, typer.Argument(
         help="An agent's gram file: serve its tools with the schemas of its specs (bound "
              "to the library first). Without it, every tool of the library.",
-        show_default=False)] = None,
+        show_default=False, metavar="AGENT.gram")] = None,
     tools: Annotated[str | None, typer.Option(
         "--tools", metavar="MODULE:LIBRARY",
         help="The tools to serve (default: the built-in tools); same forms as for run.")
     ] = None,
     agent: Annotated[str | None, typer.Option(
-        "--agent", help="Which agent of a file that declares several.")] = None,
+        "--agent", metavar="NAME", help="Which agent of a file that declares several.")
+    ] = None,
     http: Annotated[int | None, typer.Option(
         "--http", metavar="PORT", min=0,
         help="Serve streamable HTTP on this port (path /mcp) instead of stdio.")] = None,
-    host: Annotated[str, typer.Option("--host", help="Interface for --http.")] = "127.0.0.1",
+    host: Annotated[str, typer.Option("--host", metavar="HOST", help="Interface for --http.")
+                    ] = "127.0.0.1",
     agent_tool: Annotated[bool, typer.Option(
         "--agent-tool", help="Also serve the agent itself as a tool (input -> its answer).")
     ] = False,
     model: Annotated[str | None, typer.Option(
-        "--model", help="Model of the agent-as-a-tool, overriding the agent's.")] = None,
+        "--model", metavar="PROVIDER/NAME",
+        help="Model of the agent-as-a-tool, overriding the agent's.")] = None,
     base_url: Annotated[str | None, typer.Option(
-        "--base-url", help="API root of an OpenAI-compatible server, for --agent-tool.")
+        "--base-url", metavar="URL",
+        help="API root of an OpenAI-compatible server, for --agent-tool.")
     ] = None,
-    api: Annotated[str | None, typer.Option("--api", help="Wire format, for --agent-tool.")
-                   ] = None,
+    api: Annotated[str | None, typer.Option("--api", metavar="API",
+                                            help="Wire format, for --agent-tool.")] = None,
     api_key: Annotated[str | None, typer.Option(
-        "--api-key", help="API key, for --agent-tool.", show_default=False)] = None,
+        "--api-key", metavar="KEY", help="API key, for --agent-tool.",
+        show_default=False)] = None,
     verbose: Annotated[int, _VERBOSE] = 0,
 ) -> None:
     """Serve a tool library (and optionally an agent) as an MCP server."""
     require_sdk()
     from gramagent._cli.run_commands import load_library
+    from gramagent._logs import configure_logging, reset_logging
     from gramagent._models.registry import resolve_model
     from gramagent._spec.gram import load_agent
     from gramagent._spec.model import ModelRef

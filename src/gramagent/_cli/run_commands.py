@@ -25,7 +25,6 @@ import typer
 from gramagent._cli._app import app, err_console, handle_errors
 from gramagent._models.registry import api_names
 from gramagent.errors import ConfigurationError, GramagentError, RunError, ToolError
-from gramagent.mcp._sources import is_tool_sources, load_tool_sources
 
 if TYPE_CHECKING:
     import asyncio
@@ -83,6 +82,7 @@ def load_library(reference: str | None = None) -> ToolLibrary:
             give a ToolLibrary.
     """
     from gramagent._runtime.library import ToolLibrary
+    from gramagent.mcp._sources import is_tool_sources, load_tool_sources
 
     reference = reference or DEFAULT_TOOLS
     if is_tool_sources(reference):  # MCP servers, or several sources separated by ';'
