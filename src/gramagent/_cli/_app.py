@@ -35,9 +35,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _print_version(value: bool) -> None:
     if value:
-        from gramagent import __version__
+        from importlib.metadata import PackageNotFoundError, version
 
-        typer.echo(f"gramagent {__version__}")
+        try:  # the distribution's version, as pip reports it
+            number = version("gramagent")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            number = "(not installed)"
+        typer.echo(f"gramagent {number}")
         raise typer.Exit()
 
 
