@@ -10,14 +10,11 @@ Ctrl-C stops cleanly: finished runs are saved, and the same command resumes.
 
 from __future__ import annotations
 
-import asyncio
-import sqlite3
 import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import orjson
 import typer
 from rich.console import Console
 from rich.progress import (
@@ -188,6 +185,9 @@ def _with_rates(experiment: Experiment, rates: list[str] | None) -> Experiment:
 
 def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, json: bool,
              html: Path | None, metrics_port: int | None) -> None:
+    import asyncio  # where a command runs: --help stays free of them
+    import sqlite3
+
     from gramagent.experiments import ExperimentMetrics, report, run_experiment, store_path
 
     metrics = None
@@ -246,6 +246,8 @@ class _Live:
 
 
 def _show(result: Any, *, json: bool, html: Path | None) -> None:
+    import orjson
+
     from gramagent.experiments import render_report
 
     if html is not None:
