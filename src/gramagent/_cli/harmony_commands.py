@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from gramagent._cli._app import app, handle_errors
+from gramagent._cli._app import app, handle_errors, read_stdin
 from gramagent.errors import ConfigurationError
 
 __all__ = ["harmony_app", "parse", "render"]
@@ -103,7 +103,7 @@ def render(
 
 def _read(file: str) -> str:
     if file == "-":
-        return sys.stdin.read()
+        return read_stdin()
     path = Path(file)
     try:
         return path.read_text(encoding="utf-8")

@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
 import typer
 from rich.console import Console
 
-from gramagent._cli._app import app, err_console, handle_errors
+from gramagent import _json as exact_json
+from gramagent._cli._app import app, err_console, handle_errors, print_error
 from gramagent._logs import add_secret, configure_logging, env_secrets, redact, reset_logging
 from gramagent._models.registry import api_names
-from gramagent.errors import ConfigurationError, GramagentError, RunError
+from gramagent.errors import ConfigurationError, RunError
 from gramagent.mcp._sources import is_tool_sources, load_tool_sources
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def _exchange_printer(console: Console) -> Callable[[Mapping[str, Any], Any, int
             data = redact(data)
             if isinstance(data, str):
                 return data
-            return orjson.dumps(data, option=orjson.OPT_INDENT_2, default=str).decode()
+            return exact_json.dumps(data, indent=True, default=str)
 
         console.print("[dim]── request ──[/dim]", highlight=False)
         console.print(dump(dict(request)), markup=False, highlight=False, soft_wrap=True)
@@ -263,15 +263,12 @@ class _Output:
         """Print one turn's result, secrets masked like every other output."""
         if self.json:
             data = redact(response.to_dict())
-            sys.stdout.write(orjson.dumps(data, default=str).decode() + "\n")
+            sys.stdout.write(exact_json.dumps(data, default=str) + "\n")
             sys.stdout.flush()
         else:
             self.console.print(redact(response.content or ""), markup=False)
 
 
-def _error_line(exc: GramagentError) -> None:
-    err_console.print(f"[red]{type(exc).__name__}[/red]: {redact(str(exc))}", markup=True,
-                      highlight=False, soft_wrap=True)
 
 
 # -- shared option declarations ---------------------------------------------------------------
@@ -400,6 +397,8 @@ def _read_lines(console: Console) -> Iterator[str]:
                     return
         except EOFError:
             return
+        except UnicodeDecodeError as exc:
+            raise ConfigurationError(f"<stdin>: not valid UTF-8 ({exc.reason})") from None
         line = line.strip()
         if not line:
             continue
@@ -430,7 +429,7 @@ def chat(options: RunOptions) -> None:
                 out.reply(runner.run(session.turn(line)))
             except RunError as exc:
                 failed = True
-                _error_line(exc)
+                print_error(exc)
     if failed:
         raise typer.Exit(1)
 

@@ -1,0 +1,68 @@
+"""The CLI's edge (issue 14 item 11): no traceback ever reaches the user; exit codes say who
+is at fault (1: the input or the run, 70: gramagent itself)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gramagent._cli._app import EXIT_ERROR, EXIT_INTERNAL, app, handle_errors
+from gramagent.errors import ConfigurationError
+
+
+def _cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "gramagent", *args], input=stdin,
+                          capture_output=True, timeout=60, check=False)
+
+
+def test_internal_error_is_one_line_and_its_own_exit_code(capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    @handle_errors
+    def broken() -> None:
+        raise KeyError("[bold]sk-abcdefghijklmnop[/bold]")
+
+    with pytest.raises(BaseException) as info:
+        broken()
+    assert getattr(info.value, "exit_code", None) == EXIT_INTERNAL
+    err = capsys.readouterr().err
+    assert "internal error" in err and "Traceback" not in err
+    assert "sk-abcdefghijklmnop" not in err  # masked, and the markup printed as text
+    assert "[bold]" in err
+
+
+def test_user_error_with_markup_in_it_is_printed_as_text(capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    @handle_errors
+    def bad() -> None:
+        raise ConfigurationError("bad [/red] value [link=x]")
+
+    with pytest.raises(BaseException) as info:
+        bad()
+    assert getattr(info.value, "exit_code", None) == EXIT_ERROR
+    assert "bad [/red] value [link=x]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args", [("harmony", "parse", "-"), ("signature", "-")])
+def test_invalid_utf8_on_stdin_is_a_user_error(args: tuple[str, ...]) -> None:
+    done = _cli(*args, stdin=b'{"a": "\xff\xfe"}')
+    assert done.returncode == EXIT_ERROR, done.stderr
+    assert b"Traceback" not in done.stderr and b"UTF-8" in done.stderr
+
+
+def test_signature_of_deep_json_is_a_user_error() -> None:
+    done = _cli("signature", "-", stdin=b"[" * 5000 + b"]" * 5000)
+    assert done.returncode == EXIT_ERROR, done.stderr
+    assert b"Traceback" not in done.stderr
+
+
+def test_invalid_utf8_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b'{"type": "object", "x": "\xff"}')
+    result = CliRunner().invoke(app, ["signature", str(bad)])
+    assert result.exit_code == EXIT_ERROR
+    assert "UTF-8" in result.stderr and result.exception is None or isinstance(
+        result.exception, SystemExit)
