@@ -8,11 +8,24 @@ retries what is worth retrying:
   HTTP date) or ``retry-after-ms`` header asks for, else an exponential backoff with jitter;
 - dropped connections and other transport errors (connect, read, write, protocol, timeouts).
 
+- a 2xx answer whose body cannot be decoded (not JSON, empty, JSON that is not an object, a
+  stream where JSON was asked, a body cut short): one rule for all, it is retried like a
+  transport error, since a body cut short and a glitching server look alike.
+
+Every answer is bounded: its body may hold at most ``max_response_bytes`` (default 32 MiB), as
+received and again after gzip/deflate decompression, counted while reading (a decompression
+bomb stops at the limit); each attempt, the whole body read included, must end within
+``request_timeout`` (default 900 s), beside ``timeout`` for each wait for data. A body over the
+limit is not retried.
+
 Every failure that survives the retries becomes a :class:`~gramagent.errors.ModelAPIError`
 built by :meth:`HTTPClient.error`, the one place such errors are made: it names the model, the
 URL, the HTTP status and the server's message, and carries an excerpt of the body. The API key
-travels only in the ``Authorization`` header of the pooled client; it is never part of an
-error, a log record or what the :data:`ExchangeHook` sees.
+travels only in the ``Authorization`` header of the pooled client; a server that echoes it back
+finds it masked in the error (message and body), in log records and in what the
+:data:`ExchangeHook` sees. The key is never sent over plain ``http`` to a host that is not this
+machine unless the caller allows it (``allow_insecure_http``, or the environment variable
+``GRAMAGENT_ALLOW_INSECURE_HTTP=1``).
 
 Why aiohttp: the client's CPU per request is most of an agent loop's own cost, and aiohttp
 (C-accelerated HTTP parsing, a connection pool that hands out an idle connection without
@@ -26,18 +39,21 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import logging
+import os
 import random
 import time
 import urllib.parse
 import urllib.request
+import zlib
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Protocol, Self, TypedDict, Unpack
+from typing import Any, Final, Protocol, Self, TypedDict, TypeVar, Unpack
 
 import aiohttp
 import orjson
 
-from gramagent._logs import MODEL_LOGGER, log_model_attempt
+from gramagent._logs import MODEL_LOGGER, Redactor, log_model_attempt
+from gramagent._models.registry import is_loopback
 from gramagent.errors import ConfigurationError, ModelAPIError
 
 __all__ = [
@@ -56,6 +72,17 @@ RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 
 EXCERPT_CHARS = 500
 """How much of an error body a ModelAPIError keeps."""
+
+MAX_RESPONSE_BYTES: Final = 32 * 1024 * 1024
+"""Default body limit of one answer, as received and decompressed (32 MiB)."""
+
+REQUEST_TIMEOUT: Final = 900.0
+"""Default seconds one attempt may take, the whole answer read included."""
+
+ALLOW_INSECURE_ENV: Final = "GRAMAGENT_ALLOW_INSECURE_HTTP"
+"""Set to ``1`` to allow sending an API key over plain http to a non-loopback host."""
+
+_T = TypeVar("_T")
 
 _USER_AGENT = "gramagent/0.1"
 
@@ -96,6 +123,12 @@ class HTTPOptions(TypedDict, total=False):
     """Most seconds spent waiting over all retries of one request (default 120)."""
     max_connections: int
     """Size of the connection pool (default 256)."""
+    request_timeout: float
+    """Seconds one attempt may take in all, the whole answer read included (default 900)."""
+    max_response_bytes: int
+    """Most bytes of one answer's body, as received and after decompression (default 32 MiB)."""
+    allow_insecure_http: bool
+    """Send the API key over plain http to a host that is not this machine (default False)."""
     sleep: Callable[[float], Awaitable[None]]
     """The coroutine used to wait between attempts (default :func:`asyncio.sleep`)."""
 
@@ -200,10 +233,15 @@ class HTTPClient:
         max_backoff: float = 60.0,
         max_total_backoff: float = 120.0,
         max_connections: int = 256,
+        request_timeout: float = REQUEST_TIMEOUT,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        allow_insecure_http: bool = False,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
+        if api_key:
+            _check_key_transport(base_url, allow_insecure_http)
         self.base_url = base_url.rstrip("/")
         self.api = api
         self.max_retries = max_retries
@@ -216,6 +254,7 @@ class HTTPClient:
             "User-Agent": _USER_AGENT,
             "Content-Type": "application/json",
             "Accept": "application/json",
+            "Accept-Encoding": "gzip, deflate",  # decoded here, within the size limit
             **(headers or {}),
         }
         if api_key:
@@ -225,6 +264,9 @@ class HTTPClient:
             total=None, sock_connect=min(connect_timeout, timeout), sock_read=timeout
         )
         self._max_connections = max_connections
+        self._request_timeout = request_timeout
+        self._max_response_bytes = max_response_bytes
+        self._redactor = Redactor([api_key]) if api_key else None
         self._client: aiohttp.ClientSession | None = None
         self._proxy: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -239,57 +281,28 @@ class HTTPClient:
         """POST ``body`` as JSON to ``base_url + path`` and return the decoded JSON object.
 
         Raises:
-            ModelAPIError: after the retries, or at once for a non-retryable status, or when
-                a successful answer is not a JSON object.
+            ModelAPIError: after the retries, or at once for a non-retryable status or an
+                answer over the size limit. A 2xx answer that is not a JSON object counts as a
+                failed attempt and is retried.
         """
-        response = await self._post(path, body)
-        try:
-            data = orjson.loads(response.content)
-        except orjson.JSONDecodeError as exc:
-            self._notify(body, _text(response.content), response.status_code)
-            raise self._bad_answer(
-                f"the server answered HTTP {response.status_code} with a body that is not JSON "
-                f"({exc})",
-                response, body, response.content,
-            ) from exc
-        self._notify(body, data, response.status_code)
-        if not isinstance(data, dict):
-            raise self._bad_answer(
-                f"the server answered with JSON {type(data).__name__}, expected an object",
-                response, body, response.content,
-            )
-        return data
+        return await self._post(path, body, _decode_json)
 
     async def post_sse(self, path: str, body: Mapping[str, Any]) -> list[dict[str, Any]]:
         """POST ``body`` (with ``stream: true``) and return the stream's decoded JSON events.
 
         The whole stream is read before returning, so a connection dropped mid-stream is
-        retried like any other transport error. An event carrying an ``error`` object, or one
-        that is not JSON, is a :class:`~gramagent.errors.ModelAPIError`. A server that answers
-        with plain JSON instead of a stream gives a one-event list.
+        retried like any other transport error, and so is a stream holding an event that is
+        not JSON. An event carrying an ``error`` object is a
+        :class:`~gramagent.errors.ModelAPIError` at once. A server that answers with plain
+        JSON instead of a stream gives a one-event list.
         """
-        response = await self._post(path, body, headers=_STREAM_HEADERS)
-        content_type = response.headers.get("content-type", "")
-        payloads = ([_text(response.content)] if content_type.startswith("application/json")
-                    else parse_sse(_text(response.content)))
-        events: list[dict[str, Any]] = []
-        for payload in payloads:
-            try:
-                event = orjson.loads(payload)
-            except orjson.JSONDecodeError as exc:
-                self._notify(body, _text(response.content), response.status_code)
-                raise self._bad_answer(
-                    f"the stream carried an event that is not JSON ({exc})",
-                    response, body, payload,
-                ) from exc
-            if isinstance(event, dict):
-                events.append(event)
-        self._notify(body, events, response.status_code)
+        events = await self._post(path, body, _decode_sse, headers=_STREAM_HEADERS)
         for event in events:
             if isinstance(event.get("error"), dict):
-                raise self._bad_answer(
+                raise self.error(
                     f"the stream reported an error: {_error_detail(event) or 'no message'}",
-                    response, body, orjson.dumps(event),
+                    url=self.base_url + path, status=200, body=orjson.dumps(event),
+                    model=_model_of(body),
                 )
         return events
 
@@ -312,10 +325,11 @@ class HTTPClient:
         where = f" ({url})" if url else ""
         tries = f" after {attempts} attempts" if attempts and attempts > 1 else ""
         who = f"model {model!r}" if model else "the model server"
+        excerpt = _excerpt(body)
         return ModelAPIError(
-            f"request to {who} failed{tries}: {message}{where}",
+            self._mask(f"request to {who} failed{tries}: {message}{where}"),
             status=status,
-            body=_excerpt(body),
+            body=None if excerpt is None else self._mask(excerpt),
             model=model,
         )
 
@@ -355,6 +369,7 @@ class HTTPClient:
                 limit=self._max_connections, limit_per_host=0, keepalive_timeout=30.0
             ),
             cookie_jar=aiohttp.DummyCookieJar(),  # model APIs set no cookies worth keeping
+            auto_decompress=False,  # done by _read_body, within the size limit
         )
         closer = _close_at_shutdown(client)
         await closer.__anext__()  # runs to its yield: no suspension, no interleaving
@@ -362,60 +377,60 @@ class HTTPClient:
         self._proxy = _env_proxy(self.base_url)
         return client
 
-    def _bad_answer(
-        self, message: str, response: _Answer, request: Mapping[str, Any],
-        body: bytes | str,
-    ) -> ModelAPIError:
-        """The error for a 2xx ``response`` to ``request`` whose ``body`` cannot be used."""
-        return self.error(
-            message, url=str(response.url), status=response.status_code, body=body,
-            model=_model_of(request),
-        )
-
-    async def _post(self, path: str, body: Mapping[str, Any], *,
-                    headers: Mapping[str, str] | None = None) -> _Answer:
-        """Send with retries; return a 2xx answer, its body read. ``headers`` are added to the
-        pool's (which ask for JSON)."""
+    async def _post(self, path: str, body: Mapping[str, Any],
+                    decode: Callable[[_Answer], _T], *,
+                    headers: Mapping[str, str] | None = None) -> _T:
+        """Send with retries; return the decoded body of a 2xx answer. ``headers`` are added to
+        the pool's (which ask for JSON); ``decode`` raises :class:`_Unreadable` for a body it
+        cannot use (an attempt that failed, like a dropped connection)."""
         url = self.base_url + path
         content = orjson.dumps(body)
         waited = 0.0
         attempt = 0
         while True:
             started = time.perf_counter()
+            retryable = True
+            hint: float | None = None
+            failed_body: bytes | None = None
+            cause: BaseException | None = None
             try:
-                pool = self._client
-                if pool is None or self._loop is not asyncio.get_running_loop():
-                    pool = await self._open_pool()
-                reply = await pool.post(url, data=content, headers=headers,
-                                        allow_redirects=False, proxy=self._proxy)
-                try:
-                    response = _Answer(reply.status, await reply.read(), reply.headers, url)
-                finally:
-                    reply.release()
-            except aiohttp.ClientError as exc:
-                detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                response = await self._attempt(url, content, headers)
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                detail = _transport_detail(exc, self._request_timeout)
                 self._log_attempt(body, attempt, started, error=detail)
                 self._notify(body, detail, None)
                 status: int | None = None
-                retryable = True
-                hint: float | None = None
                 failure = f"could not get an answer: {detail}"
-                failed_body: bytes | None = None
-                cause: BaseException | None = exc
+                cause = exc
+            except _TooLarge as exc:
+                status, failure, retryable = exc.status, str(exc), False
+                self._log_attempt(body, attempt, started, status=status, error=failure)
+                self._notify(body, failure, status)
             else:
                 status = response.status_code
                 if 200 <= status < 300:
-                    if _model_log.isEnabledFor(logging.INFO):
-                        self._log_attempt(body, attempt, started, status=status)
-                    return response
-                failed_body = response.content
-                detail = _error_detail_bytes(failed_body)
-                failure = f"HTTP {status}" + (f": {detail}" if detail else "")
-                self._log_attempt(body, attempt, started, status=status, error=failure)
-                self._notify(body, _text(failed_body), status)
-                cause = None
-                retryable = status in RETRY_STATUSES or status >= 500
-                hint = parse_retry_after(response.headers) if retryable else None
+                    try:
+                        decoded = decode(response)
+                    except _Unreadable as exc:
+                        failure = (f"the server answered HTTP {status} with a body that cannot "
+                                   f"be read: {exc}")
+                        failed_body = response.content
+                        self._log_attempt(body, attempt, started, status=status, error=failure)
+                        self._notify(body, self._mask(_text(failed_body)), status)
+                    else:
+                        if _model_log.isEnabledFor(logging.INFO):
+                            self._log_attempt(body, attempt, started, status=status)
+                        if self.on_exchange is not None:
+                            self._notify(body, decoded, status)
+                        return decoded
+                else:
+                    failed_body = response.content
+                    detail = _error_detail_bytes(failed_body)
+                    failure = f"HTTP {status}" + (f": {detail}" if detail else "")
+                    self._log_attempt(body, attempt, started, status=status, error=failure)
+                    self._notify(body, self._mask(_text(failed_body)), status)
+                    retryable = status in RETRY_STATUSES or status >= 500
+                    hint = parse_retry_after(response.headers) if retryable else None
             if retryable and attempt < self.max_retries:
                 delay = retry_delay(attempt, hint, base=self._backoff_base)
                 if delay <= self._max_backoff and waited + delay <= self._max_total_backoff:
@@ -432,11 +447,31 @@ class HTTPClient:
                 attempts=attempt + 1,
             ) from cause
 
+    async def _attempt(self, url: str, content: bytes, headers: Mapping[str, str] | None
+                       ) -> _Answer:
+        """One request, its body read within the size limit and the attempt's deadline."""
+        async with asyncio.timeout(self._request_timeout):
+            pool = self._client
+            if pool is None or self._loop is not asyncio.get_running_loop():
+                pool = await self._open_pool()
+            reply = await pool.post(url, data=content, headers=headers,
+                                    allow_redirects=False, proxy=self._proxy)
+            try:
+                data = await _read_body(reply, self._max_response_bytes)
+            finally:
+                reply.release()
+            return _Answer(reply.status, data, reply.headers, url)
+
+    def _mask(self, text: str) -> str:
+        """``text`` with this client's API key masked (a server may echo it back)."""
+        return text if self._redactor is None else self._redactor.redact_text(text)
+
     def _log_attempt(self, body: Mapping[str, Any], attempt: int, started: float, *,
                      status: int | None = None, error: str | None = None) -> None:
         log_model_attempt(
             model=_model_of(body) or "", api=self.api, attempt=attempt + 1,
-            elapsed_ms=(time.perf_counter() - started) * 1000, status=status, error=error,
+            elapsed_ms=(time.perf_counter() - started) * 1000, status=status,
+            error=None if error is None else self._mask(error),
         )
 
     def _notify(self, request: Mapping[str, Any], response: Any, status: int | None) -> None:
@@ -571,3 +606,126 @@ def _error_detail_bytes(content: bytes) -> str:
     if detail is None:
         detail = _text(content[:400]).strip()
     return detail if len(detail) <= 300 else detail[:300] + "…"
+
+
+def _check_key_transport(base_url: str, allowed: bool) -> None:
+    """Refuse to send an API key in clear text over the network, unless allowed."""
+    if urllib.parse.urlsplit(base_url).scheme != "http" or is_loopback(base_url):
+        return
+    if allowed or os.environ.get(ALLOW_INSECURE_ENV, "") in ("1", "true", "yes"):
+        return
+    raise ConfigurationError(
+        f"refusing to send the API key over plain http to {base_url}: anyone on the way can "
+        f"read it. Use https, or allow it explicitly (allow_insecure_http=True, or "
+        f"{ALLOW_INSECURE_ENV}=1)"
+    )
+
+
+class _Unreadable(Exception):
+    """A 2xx body that cannot be decoded: the attempt failed (and may be retried)."""
+
+
+class _TooLarge(Exception):
+    """An answer whose body passes the size limit (never retried)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+_GZIP_WBITS = 16 + zlib.MAX_WBITS
+_ZLIB_WBITS = zlib.MAX_WBITS
+_RAW_DEFLATE_WBITS = -zlib.MAX_WBITS
+
+
+async def _read_body(reply: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The body of ``reply``, decompressed, or :class:`_TooLarge` as soon as it passes
+    ``limit`` bytes as received or as decompressed (a gzip bomb stops there)."""
+    status = reply.status
+    length = reply.content_length
+    if length is not None and length > limit:
+        raise _TooLarge(status, f"the answer's body is {length} bytes (Content-Length), over "
+                                f"the limit of {limit} bytes (max_response_bytes)")
+    encoding = reply.headers.get("Content-Encoding", "").strip().lower()
+    if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
+        raise _TooLarge(status, f"the answer uses Content-Encoding {encoding[:40]!r}, which "
+                                "was not asked for (gzip and deflate were)")
+    inflate: Any = None
+    parts: list[bytes] = []
+    received = size = 0
+    async for chunk in reply.content.iter_any():
+        received += len(chunk)
+        if received > limit:
+            raise _TooLarge(status, f"the answer's body passed the limit of {limit} bytes "
+                                    "(max_response_bytes)")
+        if not encoding or encoding == "identity":
+            parts.append(chunk)
+            continue
+        if inflate is None:
+            inflate = zlib.decompressobj(_GZIP_WBITS if "gzip" in encoding
+                                         else _deflate_wbits(chunk))
+        try:
+            data = chunk
+            while data:
+                out = inflate.decompress(data, limit - size + 1)
+                size += len(out)
+                if size > limit:
+                    raise _TooLarge(status, f"the answer's body inflates past the limit of "
+                                            f"{limit} bytes (max_response_bytes)")
+                parts.append(out)
+                data = inflate.unconsumed_tail
+        except zlib.error as exc:
+            raise aiohttp.ClientPayloadError(f"the {encoding} body is corrupt ({exc})") from exc
+    if inflate is not None:
+        parts.append(inflate.flush())
+        if size + len(parts[-1]) > limit:
+            raise _TooLarge(status, f"the answer's body inflates past the limit of {limit} "
+                                    "bytes (max_response_bytes)")
+    return b"".join(parts)
+
+
+def _deflate_wbits(first: bytes) -> int:
+    """``deflate`` is zlib-wrapped by the RFC, raw by some servers: tell them apart."""
+    if len(first) >= 2 and first[0] & 0x0F == 8 and (first[0] << 8 | first[1]) % 31 == 0:
+        return _ZLIB_WBITS
+    return _RAW_DEFLATE_WBITS
+
+
+def _transport_detail(exc: BaseException, request_timeout: float) -> str:
+    if not isinstance(exc, aiohttp.ClientError) and isinstance(exc, TimeoutError):
+        return (f"no complete answer within {request_timeout:g} s (request_timeout); the "
+                "server was too slow")
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _decode_json(response: _Answer) -> dict[str, Any]:
+    if not response.content.strip():
+        raise _Unreadable("the body is empty")
+    try:
+        data = orjson.loads(response.content)
+    except orjson.JSONDecodeError as exc:
+        raise _Unreadable(f"it is not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise _Unreadable(f"it is JSON {_kind(data)}, expected an object")
+    return data
+
+
+def _decode_sse(response: _Answer) -> list[dict[str, Any]]:
+    text = _text(response.content)
+    content_type = response.headers.get("content-type", "")
+    payloads = [text] if content_type.startswith("application/json") else parse_sse(text)
+    events: list[dict[str, Any]] = []
+    for payload in payloads:
+        try:
+            event = orjson.loads(payload)
+        except orjson.JSONDecodeError as exc:
+            raise _Unreadable(f"the stream carried an event that is not JSON ({exc})") from None
+        if isinstance(event, dict):
+            events.append(event)
+    if not events:
+        raise _Unreadable("the stream carried no JSON event")
+    return events
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
