@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gramagent._cli._app import EXIT_ERROR, EXIT_INTERNAL, app, handle_errors
+from gramagent._logs import add_secret
 from gramagent.errors import ConfigurationError
 
 
@@ -66,3 +67,23 @@ def test_invalid_utf8_file(tmp_path: Path) -> None:
     assert result.exit_code == EXIT_ERROR
     assert "UTF-8" in result.stderr and result.exception is None or isinstance(
         result.exception, SystemExit)
+
+
+def test_debug_traceback_masks_secrets(capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """--debug shows the traceback, with a key the server echoed masked (issue 14 item 9)."""
+    from gramagent._cli import _app
+
+    add_secret("plainsecretvalue-0123456789")
+    monkeypatch.setitem(_app._state, "debug", True)
+
+    @handle_errors
+    def failing() -> None:
+        raise ConfigurationError("server said: key plainsecretvalue-0123456789 is wrong")
+
+    with pytest.raises(BaseException) as info:
+        failing()
+    assert getattr(info.value, "exit_code", None) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "failing" in err
+    assert "plainsecretvalue-0123456789" not in err
