@@ -110,14 +110,24 @@ def cut_short(body: bytes, *, announce: bool) -> Behaviour:
 
 
 def trickle(every: float) -> Behaviour:
-    """Headers at once, then one byte of a never-ending body every ``every`` seconds."""
+    """Headers at once, then one byte of a 10 MB body every ``every`` seconds (at most 400
+    bytes, until the client hangs up)."""
     async def behave(_: bytes, writer: Writer) -> None:
         writer.write(head(length=10_000_000))
-        while True:
+        for _ in range(400):
+            if writer.transport.is_closing() or reader_gone(writer):
+                return
             writer.write(b" ")
             await writer.drain()
             await asyncio.sleep(every)
     return behave
+
+
+def reader_gone(writer: Writer) -> bool:
+    """Whether the client closed its side (seen as EOF on our reader)."""
+    protocol: Any = writer.transport.get_protocol()
+    reader = getattr(protocol, "_stream_reader", None)
+    return reader is not None and reader.at_eof()
 
 
 def echo_key(status: int) -> Behaviour:

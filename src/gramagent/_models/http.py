@@ -260,8 +260,10 @@ class HTTPClient:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         # Per operation, as before: connecting, then each wait for data (not the whole body).
+        # Connecting, each wait for data, and the whole attempt, body read included (aiohttp's
+        # ``total`` covers reading the body too: a trickling server is cut off).
         self._timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=min(connect_timeout, timeout), sock_read=timeout
+            total=request_timeout, sock_connect=min(connect_timeout, timeout), sock_read=timeout
         )
         self._max_connections = max_connections
         self._request_timeout = request_timeout
@@ -449,18 +451,18 @@ class HTTPClient:
 
     async def _attempt(self, url: str, content: bytes, headers: Mapping[str, str] | None
                        ) -> _Answer:
-        """One request, its body read within the size limit and the attempt's deadline."""
-        async with asyncio.timeout(self._request_timeout):
-            pool = self._client
-            if pool is None or self._loop is not asyncio.get_running_loop():
-                pool = await self._open_pool()
-            reply = await pool.post(url, data=content, headers=headers,
-                                    allow_redirects=False, proxy=self._proxy)
-            try:
-                data = await _read_body(reply, self._max_response_bytes)
-            finally:
-                reply.release()
-            return _Answer(reply.status, data, reply.headers, url)
+        """One request, its body read within the size limit and the attempt's deadline (the
+        pool's ``total`` timeout)."""
+        pool = self._client
+        if pool is None or self._loop is not asyncio.get_running_loop():
+            pool = await self._open_pool()
+        reply = await pool.post(url, data=content, headers=headers,
+                                allow_redirects=False, proxy=self._proxy)
+        try:
+            data = await _read_body(reply, self._max_response_bytes)
+        finally:
+            reply.release()
+        return _Answer(reply.status, data, reply.headers, url)
 
     def _mask(self, text: str) -> str:
         """``text`` with this client's API key masked (a server may echo it back)."""
