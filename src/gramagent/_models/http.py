@@ -649,6 +649,8 @@ async def _read_body(reply: aiohttp.ClientResponse, limit: int) -> bytes:
         raise _TooLarge(status, f"the answer's body is {length} bytes (Content-Length), over "
                                 f"the limit of {limit} bytes (max_response_bytes)")
     encoding = reply.headers.get("Content-Encoding", "").strip().lower()
+    if length is not None and not encoding:  # the usual answer: its size is known, and fits
+        return await reply.read()
     if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
         raise _TooLarge(status, f"the answer uses Content-Encoding {encoding[:40]!r}, which "
                                 "was not asked for (gzip and deflate were)")
