@@ -62,6 +62,10 @@ class ModelTurn:
     usage: Usage | None = None
     """Tokens the server reported for this request, None if it reported none."""
     finish_reason: str | None = None
+    """How the reply ended, normalized across formats: ``stop`` (the model finished),
+    ``tool_calls``, ``length`` (cut at a token limit; a Responses ``incomplete`` status),
+    ``content_filter``, ``refusal`` (the model declined; its refusal is the text), another
+    reason as the server named it, or None when it named none."""
     cut_off_calls: tuple[ToolCall, ...] = ()
     """Calls the token limit cut off (``finish_reason == "length"``), after ``tool_calls``:
     never to run, nor to be sent back as calls (their arguments are partial)."""

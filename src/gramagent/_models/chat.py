@@ -369,7 +369,8 @@ def parse_chat_reply(
     """Read a (non-streamed or assembled) Chat Completions reply into a :class:`ModelTurn`.
 
     ``tool_names`` are the offered tools, used by the ``text`` and ``constrained`` modes.
-    Legacy ``finish_reason: "function_call"`` is reported as ``"tool_calls"``.
+    Legacy ``finish_reason: "function_call"`` is reported as ``"tool_calls"``; a ``refusal``
+    (the model declined) becomes the text, with ``finish_reason`` ``"refusal"``.
 
     Raises:
         ReplyError: the reply has no ``choices[0].message``.
@@ -392,6 +393,10 @@ def parse_chat_reply(
     finish = choice.get("finish_reason")
     if finish == "function_call":
         finish = "tool_calls"
+    refusal = message.get("refusal")
+    if isinstance(refusal, str) and refusal and not calls:
+        # The model declined: its refusal is the answer's text, and says how it ended.
+        text, finish = (text or refusal), "refusal"
     cut_off: tuple[ToolCall, ...] = ()
     if finish == "length":
         calls, cut_off = split_cut_off(calls)
@@ -452,7 +457,7 @@ def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     choice in any chunk the result has no choices (the parser reports that).
     """
     meta: dict[str, Any] = {}
-    content: list[str] = []
+    texts: dict[str, list[str]] = {"content": [], "refusal": []}
     calls: dict[int, dict[str, Any]] = {}
     legacy: dict[str, str] | None = None
     finish: str | None = None
@@ -469,23 +474,16 @@ def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             seen = True
             delta = choice.get("delta") or choice.get("message")
             if isinstance(delta, dict):
-                piece = delta.get("content")
-                if isinstance(piece, str):
-                    content.append(piece)
-                for raw in delta.get("tool_calls") or ():
-                    if isinstance(raw, dict):
-                        _merge_call_delta(calls, raw)
-                fc = delta.get("function_call")
-                if isinstance(fc, dict):
-                    legacy = legacy or {"name": "", "arguments": ""}
-                    legacy["name"] += fc.get("name") or ""
-                    legacy["arguments"] += fc.get("arguments") or ""
+                legacy = _fold_delta(delta, texts, calls, legacy)
             if choice.get("finish_reason"):
                 finish = choice["finish_reason"]
     if not seen:
         return {**meta, "object": "chat.completion", "choices": [], "usage": usage}
+    content, refusal = texts["content"], texts["refusal"]
     message: dict[str, Any] = {"role": "assistant", "content": "".join(content) if content
                                else None}
+    if refusal:
+        message["refusal"] = "".join(refusal)
     if calls:
         message["tool_calls"] = [calls[i] for i in sorted(calls)]
     if legacy is not None:
@@ -496,6 +494,26 @@ def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": usage,
     }
+
+
+def _fold_delta(delta: Mapping[str, Any], texts: dict[str, list[str]],
+                calls: dict[int, dict[str, Any]], legacy: dict[str, str] | None
+                ) -> dict[str, str] | None:
+    """Add one delta's text pieces (``content``, ``refusal``) and call pieces; returns the
+    legacy ``function_call`` so far."""
+    for key, pieces in texts.items():
+        piece = delta.get(key)
+        if isinstance(piece, str):
+            pieces.append(piece)
+    for raw in delta.get("tool_calls") or ():
+        if isinstance(raw, dict):
+            _merge_call_delta(calls, raw)
+    fc = delta.get("function_call")
+    if isinstance(fc, dict):
+        legacy = legacy or {"name": "", "arguments": ""}
+        legacy["name"] += fc.get("name") or ""
+        legacy["arguments"] += fc.get("arguments") or ""
+    return legacy
 
 
 def _merge_call_delta(calls: dict[int, dict[str, Any]], raw: Mapping[str, Any]) -> None:

@@ -24,8 +24,9 @@ text), ``function_call`` items (``call_id``, ``name``, ``arguments``; several wh
 ``reasoning`` and other items ignored; ``usage.input_tokens`` / ``usage.output_tokens``. The
 finish reason is normalized: ``length`` for an ``incomplete`` response cut by
 ``max_output_tokens`` (with or without calls: the last may be cut off), the incompleteness
-reason for another ``incomplete`` response, else ``tool_calls`` when there are calls, else
-``stop``. A ``failed`` response is a ModelAPIError.
+reason for another ``incomplete`` response (``content_filter``), else ``tool_calls`` when there
+are calls, ``refusal`` when the model declined, else ``stop``. A ``failed`` response is a
+ModelAPIError.
 """
 
 from __future__ import annotations
@@ -218,6 +219,7 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
         raise ReplyError("the reply has no output list")
     texts: list[str] = []
     calls: list[ToolCall] = []
+    refused = False
     for item in output:
         if not isinstance(item, dict):
             continue
@@ -229,6 +231,7 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
                         texts.append(part["text"])
                     elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
                         texts.append(part["refusal"])
+                        refused = True
         elif kind == "function_call":
             call_id = item.get("call_id") or item.get("id")
             name = item.get("name")
@@ -244,6 +247,8 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
         finish = "length" if reason in (None, "max_output_tokens") else str(reason)
     elif calls:
         finish = "tool_calls"
+    elif refused:
+        finish = "refusal"
     else:
         finish = "stop"
     whole, cut_off = split_cut_off(tuple(calls)) if finish == "length" else (tuple(calls), ())
