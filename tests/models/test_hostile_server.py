@@ -399,3 +399,14 @@ async def test_impossible_usage_does_not_disable_the_token_budget() -> None:
                         limits=RunLimits(max_tokens=60, repeat_guard=False))
     assert info.value.limit == "max_tokens"
     assert info.value.usage.input_tokens > 0
+
+
+async def test_any_request_body_is_encodable(hostile: Any) -> None:
+    """Settings with big integers and text with lone surrogates (from the caller) are sent."""
+    async with hostile(answer(chat_reply("sent"))) as server, \
+            HTTPClient(server.base_url, KEY) as http:
+        body = {**BODY, "seed": 2**70, "messages": [{"role": "user", "content": "a\ud800"}]}
+        data = await http.post_json("/chat/completions", body)
+    assert data["choices"][0]["message"]["content"] == "sent"
+    assert b'"seed":1180591620717411303424' in server.requests[0]
+    assert b'"a\\ud800"' in server.requests[0]

@@ -52,6 +52,7 @@ from typing import Any, Final, Protocol, Self, TypedDict, TypeVar, Unpack
 import aiohttp
 import orjson
 
+from gramagent import _json as exact_json
 from gramagent._logs import MODEL_LOGGER, Redactor, log_model_attempt
 from gramagent._models.registry import is_loopback
 from gramagent.errors import ConfigurationError, ModelAPIError
@@ -386,7 +387,10 @@ class HTTPClient:
         the pool's (which ask for JSON); ``decode`` raises :class:`_Unreadable` for a body it
         cannot use (an attempt that failed, like a dropped connection)."""
         url = self.base_url + path
-        content = orjson.dumps(body)
+        try:
+            content = orjson.dumps(body)
+        except TypeError:  # a big integer, deep nesting or a lone surrogate: the exact path
+            content = exact_json.dumps(body).encode()
         waited = 0.0
         attempt = 0
         while True:
