@@ -125,7 +125,8 @@ class HTTPOptions(TypedDict, total=False):
     max_connections: int
     """Size of the connection pool (default 256)."""
     request_timeout: float
-    """Seconds one attempt may take in all, the whole answer read included (default 900)."""
+    """Seconds one attempt may take in all, the whole answer read included (default 900);
+    checked as the body arrives, so a server trickling its answer is cut off."""
     max_response_bytes: int
     """Most bytes of one answer's body, as received and after decompression (default 32 MiB)."""
     allow_insecure_http: bool
@@ -261,10 +262,10 @@ class HTTPClient:
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         # Per operation, as before: connecting, then each wait for data (not the whole body).
-        # Connecting, each wait for data, and the whole attempt, body read included (aiohttp's
-        # ``total`` covers reading the body too: a trickling server is cut off).
+        # Per operation: connecting, then each wait for data. The attempt as a whole is
+        # bounded by ``request_timeout``, checked as the body arrives (no timer per request).
         self._timeout = aiohttp.ClientTimeout(
-            total=request_timeout, sock_connect=min(connect_timeout, timeout), sock_read=timeout
+            total=None, sock_connect=min(connect_timeout, timeout), sock_read=timeout
         )
         self._max_connections = max_connections
         self._request_timeout = request_timeout
@@ -455,15 +456,16 @@ class HTTPClient:
 
     async def _attempt(self, url: str, content: bytes, headers: Mapping[str, str] | None
                        ) -> _Answer:
-        """One request, its body read within the size limit and the attempt's deadline (the
-        pool's ``total`` timeout)."""
+        """One request, its body read within the size limit and the attempt's deadline."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._request_timeout
         pool = self._client
-        if pool is None or self._loop is not asyncio.get_running_loop():
+        if pool is None or self._loop is not loop:
             pool = await self._open_pool()
         reply = await pool.post(url, data=content, headers=headers,
                                 allow_redirects=False, proxy=self._proxy)
         try:
-            data = await _read_body(reply, self._max_response_bytes)
+            data = await _read_body(reply, self._max_response_bytes, deadline)
         finally:
             reply.release()
         return _Answer(reply.status, data, reply.headers, url)
@@ -644,52 +646,79 @@ _ZLIB_WBITS = zlib.MAX_WBITS
 _RAW_DEFLATE_WBITS = -zlib.MAX_WBITS
 
 
-async def _read_body(reply: aiohttp.ClientResponse, limit: int) -> bytes:
+async def _read_body(reply: aiohttp.ClientResponse, limit: int, deadline: float) -> bytes:
     """The body of ``reply``, decompressed, or :class:`_TooLarge` as soon as it passes
-    ``limit`` bytes as received or as decompressed (a gzip bomb stops there)."""
+    ``limit`` bytes as received or as decompressed (a gzip bomb stops there). Past
+    ``deadline`` (loop time), checked as each piece arrives, a TimeoutError: a server that
+    trickles its answer is cut off without a timer per request."""
     status = reply.status
     length = reply.content_length
     if length is not None and length > limit:
         raise _TooLarge(status, f"the answer's body is {length} bytes (Content-Length), over "
                                 f"the limit of {limit} bytes (max_response_bytes)")
     encoding = reply.headers.get("Content-Encoding", "").strip().lower()
-    if length is not None and not encoding:  # the usual answer: its size is known, and fits
-        return await reply.read()
-    if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
+    identity = not encoding or encoding == "identity"
+    if not identity and encoding not in ("gzip", "x-gzip", "deflate"):
         raise _TooLarge(status, f"the answer uses Content-Encoding {encoding[:40]!r}, which "
                                 "was not asked for (gzip and deflate were)")
-    inflate: Any = None
-    parts: list[bytes] = []
-    received = size = 0
-    async for chunk in reply.content.iter_any():
-        received += len(chunk)
-        if received > limit:
-            raise _TooLarge(status, f"the answer's body passed the limit of {limit} bytes "
-                                    "(max_response_bytes)")
-        if not encoding or encoding == "identity":
-            parts.append(chunk)
-            continue
-        if inflate is None:
-            inflate = zlib.decompressobj(_GZIP_WBITS if "gzip" in encoding
-                                         else _deflate_wbits(chunk))
+    stream = reply.content
+    chunk = stream.read_nowait(-1)  # what arrived with the headers: the usual whole answer
+    if identity and stream.at_eof() and len(chunk) <= limit:
+        return chunk
+    body = _Body(status, limit, None if identity else encoding)
+    loop = asyncio.get_running_loop()
+    while True:
+        if chunk:
+            body.feed(chunk)
+        if stream.at_eof():
+            return body.finish()
+        if loop.time() > deadline:
+            raise TimeoutError
+        chunk = await stream.readany()
+
+
+class _Body:
+    """A body read piece by piece within the size limit, inflated on the way if compressed."""
+
+    __slots__ = ("_inflate", "encoding", "limit", "parts", "received", "size", "status")
+
+    def __init__(self, status: int, limit: int, encoding: str | None) -> None:
+        self.status, self.limit, self.encoding = status, limit, encoding
+        self.parts: list[bytes] = []
+        self.received = self.size = 0
+        self._inflate: Any = None
+
+    def feed(self, chunk: bytes) -> None:
+        self.received += len(chunk)
+        if self.received > self.limit:
+            raise _TooLarge(self.status, f"the answer's body passed the limit of {self.limit} "
+                                         "bytes (max_response_bytes)")
+        if self.encoding is None:
+            self.parts.append(chunk)
+            return
+        if self._inflate is None:
+            self._inflate = zlib.decompressobj(_GZIP_WBITS if "gzip" in self.encoding
+                                               else _deflate_wbits(chunk))
         try:
             data = chunk
             while data:
-                out = inflate.decompress(data, limit - size + 1)
-                size += len(out)
-                if size > limit:
-                    raise _TooLarge(status, f"the answer's body inflates past the limit of "
-                                            f"{limit} bytes (max_response_bytes)")
-                parts.append(out)
-                data = inflate.unconsumed_tail
+                self._keep(self._inflate.decompress(data, self.limit - self.size + 1))
+                data = self._inflate.unconsumed_tail
         except zlib.error as exc:
-            raise aiohttp.ClientPayloadError(f"the {encoding} body is corrupt ({exc})") from exc
-    if inflate is not None:
-        parts.append(inflate.flush())
-        if size + len(parts[-1]) > limit:
-            raise _TooLarge(status, f"the answer's body inflates past the limit of {limit} "
-                                    "bytes (max_response_bytes)")
-    return b"".join(parts)
+            raise aiohttp.ClientPayloadError(
+                f"the {self.encoding} body is corrupt ({exc})") from exc
+
+    def finish(self) -> bytes:
+        if self._inflate is not None:
+            self._keep(self._inflate.flush())
+        return b"".join(self.parts)
+
+    def _keep(self, out: bytes) -> None:
+        self.size += len(out)
+        if self.size > self.limit:
+            raise _TooLarge(self.status, f"the answer's body inflates past the limit of "
+                                         f"{self.limit} bytes (max_response_bytes)")
+        self.parts.append(out)
 
 
 def _deflate_wbits(first: bytes) -> int:
@@ -707,11 +736,11 @@ def _transport_detail(exc: BaseException, request_timeout: float) -> str:
 
 
 def _decode_json(response: _Answer) -> dict[str, Any]:
-    if not response.content.strip():
-        raise _Unreadable("the body is empty")
     try:
         data = orjson.loads(response.content)
     except orjson.JSONDecodeError as exc:
+        if not response.content.strip():
+            raise _Unreadable("the body is empty") from None
         raise _Unreadable(f"it is not JSON ({exc})") from None
     if not isinstance(data, dict):
         raise _Unreadable(f"it is JSON {_kind(data)}, expected an object")
