@@ -24,6 +24,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "message_from_dict",
+    "unique_call_ids",
 ]
 
 
@@ -40,6 +41,33 @@ class ToolCall:
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+def unique_call_ids(calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
+    """``calls`` with every id unique: a repeated id (or an empty one) gets a suffix
+    (``call_1`` -> ``call_1~2``), so each call is answered exactly once in every wire format.
+    The calls are returned as they are when their ids already differ (the usual reply)."""
+    if len(calls) < 2 and all(c.id for c in calls):
+        return calls
+    ids = [c.id for c in calls]
+    if len(set(ids)) == len(ids) and all(ids):
+        return calls
+    taken = set(ids)
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    for call in calls:
+        new_id = call.id
+        if not new_id or new_id in seen:
+            n = 2
+            base = new_id or "call"
+            while f"{base}~{n}" in taken:
+                n += 1
+            new_id = f"{base}~{n}"
+            taken.add(new_id)
+            call = ToolCall(id=new_id, name=call.name, arguments=call.arguments)
+        seen.add(new_id)
+        out.append(call)
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
