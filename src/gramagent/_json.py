@@ -46,7 +46,8 @@ def loads(text: str) -> Any:
         ValueError: The text is not valid JSON or breaks a rule (``orjson.JSONDecodeError``
             and ``json.JSONDecodeError`` are both ValueErrors).
     """
-    if text.count("[") + text.count("{") > MAX_DEPTH:
+    # Nesting deeper than the limit takes twice as many brackets: short text skips the count.
+    if len(text) > 2 * MAX_DEPTH and text.count("[") + text.count("{") > MAX_DEPTH:
         depth = _nesting(text)
         if depth > MAX_DEPTH:
             raise ValueError(f"JSON nested {depth} levels deep; the limit is {MAX_DEPTH}")
@@ -90,6 +91,8 @@ def dumps(value: Any, *, sort_keys: bool = False, indent: bool = False,
 
 def clean_text(text: str) -> str:
     """``text`` with every lone surrogate replaced by U+FFFD, so it encodes as UTF-8."""
+    if text.isascii():
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
