@@ -25,11 +25,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from gramagent._json import clean_text
 from gramagent._logs import TOOL_LOGGER, USAGE_LOGGER, log_run_error, log_usage
-from gramagent._messages import AssistantMessage, Conversation, Message, UserMessage
+from gramagent._messages import (
+    AssistantMessage,
+    Conversation,
+    Message,
+    UserMessage,
+    unique_call_ids,
+)
 from gramagent._models.base import Model, ModelRequest, ModelTurn, ToolChoice
 from gramagent._runtime.budget import Budget
 from gramagent._runtime.events import EventSink, fan_out
@@ -94,7 +101,8 @@ async def run_agent(
         The answer, the tool invocations, the conversation and the usage of the run.
 
     Raises:
-        ValidationError: ``user_input`` is empty (before any request).
+        ValidationError: ``user_input`` is empty or holds a lone surrogate (before any
+            request).
         ToolError: binding ``agent`` to ``library`` failed (before any request).
         ConfigurationError: the model cannot be resolved (before any request).
         ModelAPIError: the model failed after the adapter's retries; carries ``context``.
@@ -102,6 +110,9 @@ async def run_agent(
     """
     if not isinstance(user_input, str) or not user_input.strip():
         raise ValidationError("user input must not be empty")
+    if clean_text(user_input) is not user_input:
+        raise ValidationError("user input holds a lone surrogate (U+D800-U+DFFF), which no "
+                              "request can carry: decode the text strictly, or replace them")
     # The common case (a bound agent, a new conversation) without a call: this runs once per
     # run, and at that rate every call counts.
     bound = agent if isinstance(agent, BoundAgent) else bind(agent, library, dry_run=dry_run)
@@ -212,6 +223,14 @@ class _Run(ToolCalls):
         budget.count(request, turn)
         if turn.usage is not None and self.info_logs:
             log_usage(turn.usage, model=self.model_name)
+        if turn.tool_calls or turn.cut_off_calls:
+            # A model may repeat a call id (or send none): every call gets its own, so each is
+            # answered exactly once, whatever the wire format.
+            calls = turn.tool_calls + turn.cut_off_calls
+            unique = unique_call_ids(calls)
+            if unique is not calls:
+                n = len(turn.tool_calls)
+                turn = replace(turn, tool_calls=unique[:n], cut_off_calls=unique[n:])
         return turn
 
     def _answer(self, turn: ModelTurn) -> AgentResponse:
