@@ -3,6 +3,7 @@ is at fault (1: the input or the run, 70: gramagent itself)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -87,3 +88,44 @@ def test_debug_traceback_masks_secrets(capsys: pytest.CaptureFixture[str],
     err = capsys.readouterr().err
     assert "Traceback" in err and "failing" in err
     assert "plainsecretvalue-0123456789" not in err
+
+
+def _completion(message: dict[str, object], finish: str) -> dict[str, object]:
+    return {"id": "r", "object": "chat.completion", "model": "m",
+            "choices": [{"index": 0, "finish_reason": finish,
+                         "message": {"role": "assistant", "content": None, **message}}]}
+
+
+HELLO = Path(__file__).parents[2] / "examples" / "hello_world.gram"
+
+
+@pytest.mark.parametrize(("message", "finish", "note"), [
+    ({"content": "Half an ans"}, "length", "(the answer ended: length, cut off at the token"),
+    ({"refusal": "I won't."}, "stop", "(the answer ended: refusal, the model declined)"),
+])
+def test_run_shows_how_the_answer_ended(message: dict[str, object], finish: str, note: str,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 14 item 6: the CLI says when an answer did not simply end."""
+    from gramagent.testing import ScriptedServer, http_response
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    body = _completion(message, finish)
+    with ScriptedServer([http_response(body), http_response(body)]) as server:
+        plain = CliRunner().invoke(app, ["run", str(HELLO), "Hi", "--base-url",
+                                         server.base_url])
+        as_json = CliRunner().invoke(app, ["run", str(HELLO), "Hi", "--json", "--base-url",
+                                           server.base_url])
+    assert plain.exit_code == 0, plain.stderr
+    assert note in " ".join(plain.stderr.split())
+    assert json.loads(as_json.stdout)["finish_reason"] == note.split()[3].rstrip(",")
+
+
+def test_an_empty_answer_is_an_error_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gramagent.testing import ScriptedServer, http_response
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with ScriptedServer([http_response(_completion({"content": ""}, "stop"))]) as server:
+        result = CliRunner().invoke(app, ["run", str(HELLO), "Hi", "--base-url",
+                                          server.base_url])
+    assert result.exit_code == EXIT_ERROR
+    assert "ModelAPIError" in result.stderr and "empty answer" in result.stderr

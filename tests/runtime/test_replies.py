@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from runtime_support import Tools, make_agent, make_tools
 
-from gramagent._messages import AssistantMessage, ToolResultMessage
+from gramagent._messages import AssistantMessage, ToolResultMessage, UserMessage
 from gramagent._runtime.loop import run_agent_sync
+from gramagent.errors import ModelAPIError
 from gramagent.testing import ScriptedServer, http_response, reply
 
 
@@ -92,3 +93,36 @@ def test_duplicate_call_ids_are_each_answered_once(api: str, ids: tuple[str, ...
         answered = [i["call_id"] for i in sent["input"]
                     if i.get("type") == "function_call_output"]
         assert asked == answered == call_ids
+
+
+# -- replies that are not answers ---------------------------------------------------------------
+
+@pytest.mark.parametrize(("api", "body", "text", "reason"), [
+    ("chat", chat_body({"refusal": "I can't help with that."}), "I can't help with that.",
+     "refusal"),
+    ("chat", chat_body({"content": "Half an ans"}, "length"), "Half an ans", "length"),
+    ("chat", chat_body({"content": ""}, "content_filter"), "", "content_filter"),
+    ("chat", chat_body({"content": None}, "length"), "", "length"),
+    ("functions", chat_body({"content": "cut"}, "length"), "cut", "length"),
+    ("responses", responses_text("partial", "incomplete", "max_output_tokens"), "partial",
+     "length"),
+    ("responses", responses_text("", "incomplete", "content_filter"), "", "content_filter"),
+    ("responses", responses_text("No.", kind="refusal"), "No.", "refusal"),
+    ("chat", chat_body({"content": "Fine."}), "Fine.", "stop"),
+])
+def test_how_the_answer_ended(api: str, body: dict[str, Any], text: str, reason: str) -> None:
+    response, _, _ = run(api, http_response(body))
+    assert (response.content, response.finish_reason) == (text, reason)
+    assert response.to_dict()["finish_reason"] == reason
+
+
+@pytest.mark.parametrize(("api", "body"), [
+    ("chat", chat_body({"content": ""})), ("chat", chat_body({"content": None}, None)),
+    ("functions", chat_body({"content": "   "})),
+    ("responses", responses_body([])),
+])
+def test_an_empty_answer_with_no_reason_is_an_error(api: str, body: dict[str, Any]) -> None:
+    with pytest.raises(ModelAPIError, match="empty answer") as info:
+        run(api, http_response(body))
+    context = info.value.context
+    assert context is not None and context.messages[0] == UserMessage(content="Hi")

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from gramagent import _json as exact_json
 from gramagent._cli._app import app, err_console, handle_errors, print_error
@@ -267,6 +268,18 @@ class _Output:
             sys.stdout.flush()
         else:
             self.console.print(redact(response.content or ""), markup=False)
+            if response.finish_reason != "stop":
+                why = _ENDINGS.get(response.finish_reason, "as the server said")
+                err_console.print(f"[yellow](the answer ended: {escape(response.finish_reason)}"
+                                  f", {why})[/yellow]", highlight=False)
+
+
+_ENDINGS = {
+    "length": "cut off at the token limit: it may be incomplete",
+    "content_filter": "cut by the server's content filter",
+    "refusal": "the model declined",
+}
+"""What the CLI says after an answer that did not simply end."""
 
 
 

@@ -55,6 +55,9 @@ _usage_log = logging.getLogger(USAGE_LOGGER)
 
 _DEFAULT_LIMITS = RunLimits()
 
+_NO_REASON = frozenset({None, "stop", "tool_calls", "function_call"})
+"""Finish reasons that say the model finished: an empty answer with one of them is an error."""
+
 
 async def run_agent(
     agent: Agent | BoundAgent,
@@ -105,7 +108,8 @@ async def run_agent(
             request).
         ToolError: binding ``agent`` to ``library`` failed (before any request).
         ConfigurationError: the model cannot be resolved (before any request).
-        ModelAPIError: the model failed after the adapter's retries; carries ``context``.
+        ModelAPIError: the model failed after the adapter's retries, or sent an empty answer
+            without a reason; carries ``context``.
         LimitExceeded: a run limit was hit; carries ``context`` and ``usage``.
     """
     if not isinstance(user_input, str) or not user_input.strip():
@@ -234,7 +238,21 @@ class _Run(ToolCalls):
         return turn
 
     def _answer(self, turn: ModelTurn) -> AgentResponse:
-        """The run's result: the model answered (without tool calls)."""
+        """The run's result: the model answered (without tool calls).
+
+        Raises:
+            ModelAPIError: the answer is empty and the server gave no reason for it.
+        """
+        finish = turn.finish_reason
+        if finish in _NO_REASON and not (turn.text and not turn.text.isspace()):
+            raise ModelAPIError(
+                f"the model sent an empty answer (no text, no tool call) and gave no reason "
+                f"(finish_reason {finish!r}); the conversation so far is in .context",
+                model=self.model_name, context=self.conversation.copy(),
+                usage=self.budget.usage)
+        return self._response(turn, "stop" if finish is None or finish in _NO_REASON else finish)
+
+    def _response(self, turn: ModelTurn, finish: str) -> AgentResponse:
         self.conversation.append(AssistantMessage(content=turn.text))
         usage = self.budget.usage
         if self.info_logs:
@@ -243,4 +261,5 @@ class _Run(ToolCalls):
             content=turn.text or "", tool_invocations=tuple(self.invocations),
             context=self.conversation, usage=usage,
             stopped_by="repeated_call" if self.force_answer else None, run_id=self.run_id,
+            finish_reason=finish,
         )
