@@ -6,7 +6,8 @@ force the standard library's parser, nesting far past the limit) and arbitrary a
 through ``run_agent`` against the scripted server, and checks what a run promises:
 
 - it ends in an answer or a typed error (a :class:`~gramagent.errors.RunError`);
-- every call id is answered exactly once, in the conversation and in the next request;
+- every call id is answered exactly once, in the conversation and in the next request, even
+  when the model repeats ids;
 - no tool runs on rejected arguments, and a tool only ever sees valid text;
 - the conversation is kept (on the error too) and can always be sent again.
 
@@ -118,11 +119,14 @@ def _turns(conversation: Conversation) -> list[tuple[AssistantMessage, list[Tool
     return out
 
 
-def check_run(api: str, arguments: list[str], answer: str) -> None:
+def check_run(api: str, arguments: list[str], answer: str,
+              ids: list[str] | None = None) -> None:
     received: list[tuple[str, dict[str, Any]]] = []
     library = recording_library(received)
     names = ["sayHello", "lookup"]
-    items = [call(names[i % 2], text, id=f"call_{i}") for i, text in enumerate(arguments)]
+    ids = ids or [f"call_{i}" for i in range(len(arguments))]
+    items = [call(names[i % 2], text, id=ids[i % len(ids)])
+             for i, text in enumerate(arguments)]
     with ScriptedServer([calls(*items), reply(answer)]) as server:
         try:
             outcome: AgentResponse | RunError = run_agent_sync(
@@ -176,10 +180,13 @@ def test_one_hostile_call_in_every_format(api: str, argument: str, answer: str) 
 
 @pytest.mark.parametrize("api", PARALLEL_APIS)
 @_SETTINGS
-@given(arguments=st.lists(ARGUMENTS, min_size=2, max_size=4), answer=ANSWERS)
-def test_several_hostile_calls_in_one_reply(api: str, arguments: list[str], answer: str
-                                            ) -> None:
-    check_run(api, arguments, answer)
+@given(arguments=st.lists(ARGUMENTS, min_size=2, max_size=4), answer=ANSWERS,
+       ids=st.lists(st.sampled_from(["call_0", "call_1", "dup", "dup~2"]), min_size=1,
+                    max_size=4))
+def test_several_hostile_calls_in_one_reply(api: str, arguments: list[str], answer: str,
+                                            ids: list[str]) -> None:
+    """Calls with repeated ids too (issue 14 item 5): each still answered exactly once."""
+    check_run(api, arguments, answer, ids)
 
 
 @pytest.mark.parametrize("api", APIS)
