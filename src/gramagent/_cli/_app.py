@@ -18,6 +18,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
+import click
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -80,8 +81,9 @@ def handle_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except (typer.Exit, typer.Abort, SystemExit):
-            raise
+        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException,
+                click.Abort, SystemExit):
+            raise  # click's own: an exit code, a usage error (2), an abort
         except KeyboardInterrupt:
             err_console.print("interrupted", highlight=False)
             raise typer.Exit(EXIT_INTERRUPTED) from None

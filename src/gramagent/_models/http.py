@@ -270,7 +270,9 @@ class HTTPClient:
         self._max_connections = max_connections
         self._request_timeout = request_timeout
         self._max_response_bytes = max_response_bytes
-        self._redactor = Redactor([api_key]) if api_key else None
+        # A key of a few characters (a placeholder for a local server) would mask every
+        # occurrence of those characters in an error: only real-looking keys are masked.
+        self._redactor = Redactor([api_key]) if api_key and len(api_key) >= 8 else None
         self._client: aiohttp.ClientSession | None = None
         self._proxy: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
