@@ -129,3 +129,12 @@ def test_an_empty_answer_is_an_error_line(monkeypatch: pytest.MonkeyPatch) -> No
                                           server.base_url])
     assert result.exit_code == EXIT_ERROR
     assert "ModelAPIError" in result.stderr and "empty answer" in result.stderr
+
+
+@pytest.mark.parametrize("arguments", ['{"name": NaN}', '{"name": "\\ud800"}',
+                                       '{"a":' * 500 + "1" + "}" * 500, '{"name": 1e999}'])
+def test_tool_command_takes_the_loops_json_rules(arguments: str) -> None:
+    result = CliRunner().invoke(app, ["tool", "sayHello", arguments])
+    assert result.exit_code == EXIT_ERROR
+    assert "ValidationError" in result.stderr and result.exception is None or isinstance(
+        result.exception, SystemExit)
