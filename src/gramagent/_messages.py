@@ -47,7 +47,7 @@ def unique_call_ids(calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
     """``calls`` with every id unique: a repeated id (or an empty one) gets a suffix
     (``call_1`` -> ``call_1~2``), so each call is answered exactly once in every wire format.
     The calls are returned as they are when their ids already differ (the usual reply)."""
-    if len(calls) < 2 and all(c.id for c in calls):
+    if len(calls) == 1 and calls[0].id:  # the usual turn: no generator, no set
         return calls
     ids = [c.id for c in calls]
     if len(set(ids)) == len(ids) and all(ids):
