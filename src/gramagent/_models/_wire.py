@@ -51,10 +51,14 @@ def error_reply(status: int, message: str) -> RenderedReply:
     return RenderedReply(exact_json.dumps(body).encode(), status=status)
 
 
-def sse(events: Sequence[Any]) -> bytes:
-    """Server-sent events: one ``data:`` line per event, then ``data: [DONE]``."""
-    parts = [b"data: " + exact_json.dumps(e).encode() + b"\n\n" for e in events]
-    parts.append(b"data: [DONE]\n\n")
+def sse(events: Sequence[Any], *, named: bool = False, done: bool = True) -> bytes:
+    """Server-sent events: one ``data:`` line per event (after an ``event:`` line naming its
+    ``type`` when ``named``, as the Responses API sends), then ``data: [DONE]`` when
+    ``done`` (Chat Completions ends so; the Responses API does not)."""
+    parts = [(b"event: " + str(e.get("type")).encode() + b"\n" if named else b"")
+             + b"data: " + exact_json.dumps(e).encode() + b"\n\n" for e in events]
+    if done:
+        parts.append(b"data: [DONE]\n\n")
     return b"".join(parts)
 
 

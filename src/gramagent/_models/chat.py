@@ -73,9 +73,16 @@ from gramagent._models._wire import (
     tool_parameters,
     usage_from,
 )
-from gramagent._models.base import ModelRequest, ModelTurn, NamedToolChoice, ToolChoice
+from gramagent._models.base import (
+    ModelRequest,
+    ModelTurn,
+    NamedToolChoice,
+    TextSink,
+    ToolChoice,
+)
 from gramagent._models.http import HTTPAdapter, HTTPClient, HTTPOptions
 from gramagent._models.jsoncalls import (
+    StepTextStream,
     extract_json_calls,
     read_tool_step,
     tool_step_content,
@@ -181,8 +188,60 @@ class ChatCompletionsModel(HTTPAdapter):
         except ReplyError as exc:
             raise self.reply_error(CHAT_PATH, exc, body=data, model=request.model) from exc
 
+    async def stream_request(self, request: ModelRequest, on_text: TextSink) -> ModelTurn:
+        """:meth:`request`, streamed: the text pieces go to ``on_text`` as they arrive.
+
+        In ``native`` mode each content delta is passed on; in ``constrained`` mode the
+        answer's text as it is decoded from the step (:class:`StepTextStream`); in ``text``
+        mode the content may turn out to be calls, so the answer's text is passed on whole
+        once the reply is read.
+
+        Raises:
+            ModelAPIError: as :meth:`request`, or the stream broke off.
+            ConfigurationError: as :meth:`request`.
+        """
+        body = build_chat_body(
+            request, functions=self.functions, tool_call_mode=self.tool_call_mode, stream=True,
+            strict=self.strict, tools_payload=self._tools.get(request.tools),
+        )
+        step = StepTextStream() if self.tool_call_mode == "constrained" else None
+        live = self.tool_call_mode != "text"
+        sent: list[str] = []
+        events: list[dict[str, Any]] = []
+        async for event in self.http.stream_sse(CHAT_PATH, body):
+            events.append(event)
+            if live:
+                piece = _content_delta(event)
+                if piece and step is not None:
+                    piece = step.feed(piece)
+                if piece:
+                    sent.append(piece)
+                    on_text(piece)
+        data = assemble_chat_chunks(events)
+        names = _readable_tool_names(request, self.tool_call_mode)
+        try:
+            turn = parse_chat_reply(data, tool_call_mode=self.tool_call_mode, tool_names=names)
+        except ReplyError as exc:
+            raise self.reply_error(CHAT_PATH, exc, body=data, model=request.model) from exc
+        streamed = "".join(sent)
+        if turn.text and turn.text != streamed and turn.text.startswith(streamed):
+            on_text(turn.text[len(streamed):])  # what could not be streamed (see above)
+        return turn
+
     def _tools_payload(self, tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
         return chat_tools(tools, functions=self.functions, strict=self.strict)
+
+
+def _content_delta(chunk: Mapping[str, Any]) -> str | None:
+    """The content piece of a streamed chunk's first choice (as :func:`assemble_chat_chunks`
+    reads it), or None."""
+    for choice in chunk.get("choices") or ():
+        if isinstance(choice, dict) and choice.get("index", 0) == 0:
+            delta = choice.get("delta") or choice.get("message")
+            if isinstance(delta, dict):
+                piece = delta.get("content")
+                return piece if isinstance(piece, str) else None
+    return None
 
 
 # -- request ---------------------------------------------------------------------------------

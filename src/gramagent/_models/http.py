@@ -37,10 +37,12 @@ by the environment (``HTTP(S)_PROXY``, ``NO_PROXY``) are honoured, looked up onc
 from __future__ import annotations
 
 import asyncio
+import codecs
 import email.utils
 import logging
 import os
 import random
+import re
 import time
 import urllib.parse
 import urllib.request
@@ -63,6 +65,7 @@ __all__ = [
     "HTTPAdapter",
     "HTTPClient",
     "HTTPOptions",
+    "SSEDecoder",
     "parse_retry_after",
     "parse_sse",
     "retry_delay",
@@ -189,25 +192,73 @@ def parse_sse(text: str) -> list[str]:
     Multi-line ``data`` fields are joined with newlines (the SSE rule); comments, ``event``,
     ``id`` and ``retry`` fields are skipped.
     """
-    payloads: list[str] = []
-    data: list[str] = []
-    for line in text.splitlines():
-        if not line:
-            if data:
-                payload = "\n".join(data)
-                data = []
-                if payload == "[DONE]":
-                    return payloads
-                payloads.append(payload)
-            continue
-        if line.startswith("data:"):
-            value = line[5:]
-            data.append(value[1:] if value.startswith(" ") else value)
-    if data:
-        payload = "\n".join(data)
-        if payload != "[DONE]":
-            payloads.append(payload)
+    decoder = SSEDecoder()
+    payloads = decoder.feed(text)
+    payloads.extend(decoder.close())
     return payloads
+
+
+_SSE_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+class SSEDecoder:
+    """An incremental Server-Sent Events decoder: feed text as it arrives, get whole payloads.
+
+    Text may be split anywhere (inside a line or a ``\\r\\n`` pair). A payload is released at
+    the blank line ending its event; ``data: [DONE]`` ends the stream (:attr:`done`; later text
+    is ignored). :meth:`close` releases an event the stream ended without a blank line.
+    """
+
+    __slots__ = ("_data", "_pending", "done")
+
+    def __init__(self) -> None:
+        self._pending = ""
+        self._data: list[str] = []
+        self.done = False
+        """Whether ``[DONE]`` was seen."""
+
+    def feed(self, text: str) -> list[str]:
+        """Take a piece of the stream; return the payloads it completed, in order."""
+        if self.done:
+            return []
+        text = self._pending + text
+        out: list[str] = []
+        start = 0
+        # Only CR, LF and CRLF end lines (not the other line breaks str.splitlines knows); a
+        # CR at the very end waits for more, it may be half of CRLF.
+        for match in _SSE_LINE_END.finditer(text):
+            if match.group() == "\r" and match.end() == len(text):
+                break
+            self._line(text[start:match.start()], out)
+            start = match.end()
+            if self.done:
+                return out
+        self._pending = text[start:]
+        return out
+
+    def close(self) -> list[str]:
+        """The end of the stream: release what is still pending."""
+        out: list[str] = []
+        if not self.done:
+            if self._pending:
+                self._line(self._pending.rstrip("\r"), out)
+                self._pending = ""
+            if not self.done:
+                self._line("", out)
+        return out
+
+    def _line(self, line: str, out: list[str]) -> None:
+        if not line:
+            if self._data:
+                payload = "\n".join(self._data)
+                self._data = []
+                if payload == "[DONE]":
+                    self.done = True
+                else:
+                    out.append(payload)
+        elif line.startswith("data:"):
+            value = line[5:]
+            self._data.append(value[1:] if value.startswith(" ") else value)
 
 
 class HTTPClient:
@@ -312,6 +363,61 @@ class HTTPClient:
                 )
         return events
 
+    async def stream_sse(self, path: str, body: Mapping[str, Any]
+                         ) -> AsyncGenerator[dict[str, Any], None]:
+        """POST ``body`` (with ``stream: true``) and yield the stream's JSON events as they
+        arrive.
+
+        Failures before the answer starts (connect errors, retryable statuses) are retried like
+        :meth:`post_json`'s; a stream that breaks off once started, carries an event that is
+        not JSON or passes ``max_response_bytes`` is a :class:`~gramagent.errors.ModelAPIError`
+        (its events were already handed out, so it is not replayed), as is an event carrying
+        an ``error`` object. A server that answers with plain JSON gives one event. Closing
+        the generator early closes the connection. ``request_timeout`` does not bound a
+        stream (it may generate for long); the wait for each piece is bounded by ``timeout``.
+        """
+        response = await self._post(path, body, _keep_open, headers=_STREAM_HEADERS,
+                                    keep_open=True)
+        reply = response.open
+        assert reply is not None
+        url, status, model = response.url, response.status_code, _model_of(body)
+        events: list[dict[str, Any]] = []
+        finished = False
+        try:
+            if response.headers.get("content-type", "").startswith("application/json"):
+                payloads: Any = _one_payload(reply, self._max_response_bytes)
+            else:
+                payloads = _sse_payloads(reply, self._max_response_bytes)
+            async for payload in payloads:
+                try:
+                    event = orjson.loads(payload)
+                except orjson.JSONDecodeError as exc:
+                    raise self.error(f"the stream carried an event that is not JSON ({exc})",
+                                     url=url, status=status, body=payload, model=model
+                                     ) from exc
+                if not isinstance(event, dict):
+                    continue
+                events.append(event)
+                if isinstance(event.get("error"), dict):
+                    raise self.error(
+                        f"the stream reported an error: {_error_detail(event) or 'no message'}",
+                        url=url, status=status, body=orjson.dumps(event), model=model)
+                yield event
+            finished = True
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            detail = _transport_detail(exc, self._request_timeout)
+            raise self.error(f"the stream broke off: {detail}", url=url, status=status,
+                             model=model) from exc
+        except _TooLarge as exc:
+            raise self.error(str(exc), url=url, status=status, model=model) from None
+        finally:
+            if finished:
+                reply.release()
+            else:
+                reply.close()
+            if self.on_exchange is not None:
+                self._notify(body, events, status)
+
     def error(
         self,
         message: str,
@@ -385,10 +491,12 @@ class HTTPClient:
 
     async def _post(self, path: str, body: Mapping[str, Any],
                     decode: Callable[[_Answer], _T], *,
-                    headers: Mapping[str, str] | None = None) -> _T:
+                    headers: Mapping[str, str] | None = None, keep_open: bool = False) -> _T:
         """Send with retries; return the decoded body of a 2xx answer. ``headers`` are added to
         the pool's (which ask for JSON); ``decode`` raises :class:`_Unreadable` for a body it
-        cannot use (an attempt that failed, like a dropped connection)."""
+        cannot use (an attempt that failed, like a dropped connection). With ``keep_open`` a
+        2xx answer is not read: ``decode`` gets it open (``_Answer.open``), the caller reads
+        and releases it."""
         url = self.base_url + path
         try:
             content = orjson.dumps(body)
@@ -403,7 +511,7 @@ class HTTPClient:
             failed_body: bytes | None = None
             cause: BaseException | None = None
             try:
-                response = await self._attempt(url, content, headers)
+                response = await self._attempt(url, content, headers, keep_open)
             except (aiohttp.ClientError, TimeoutError) as exc:
                 detail = _transport_detail(exc, self._request_timeout)
                 self._log_attempt(body, attempt, started, error=detail)
@@ -429,7 +537,7 @@ class HTTPClient:
                     else:
                         if _model_log.isEnabledFor(logging.INFO):
                             self._log_attempt(body, attempt, started, status=status)
-                        if self.on_exchange is not None:
+                        if self.on_exchange is not None and not keep_open:
                             self._notify(body, decoded, status)
                         return decoded
                 else:
@@ -456,9 +564,10 @@ class HTTPClient:
                 attempts=attempt + 1,
             ) from cause
 
-    async def _attempt(self, url: str, content: bytes, headers: Mapping[str, str] | None
-                       ) -> _Answer:
-        """One request, its body read within the size limit and the attempt's deadline."""
+    async def _attempt(self, url: str, content: bytes, headers: Mapping[str, str] | None,
+                       keep_open: bool = False) -> _Answer:
+        """One request, its body read within the size limit and the attempt's deadline (a 2xx
+        answer left unread with ``keep_open``)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._request_timeout
         pool = self._client
@@ -466,6 +575,8 @@ class HTTPClient:
             pool = await self._open_pool()
         reply = await pool.post(url, data=content, headers=headers,
                                 allow_redirects=False, proxy=self._proxy)
+        if keep_open and 200 <= reply.status < 300:
+            return _Answer(reply.status, b"", reply.headers, url, reply)
         try:
             data = await _read_body(reply, self._max_response_bytes, deadline)
         finally:
@@ -546,14 +657,53 @@ def _model_of(body: Mapping[str, Any]) -> str | None:
 class _Answer:
     """An answer whose body has been read (the connection is back in the pool)."""
 
-    __slots__ = ("content", "headers", "status_code", "url")
+    __slots__ = ("content", "headers", "open", "status_code", "url")
 
-    def __init__(self, status: int, content: bytes, headers: Mapping[str, str], url: str
-                 ) -> None:
+    def __init__(self, status: int, content: bytes, headers: Mapping[str, str], url: str,
+                 open: aiohttp.ClientResponse | None = None) -> None:
         self.status_code = status
         self.content = content
         self.headers = headers
         self.url = url
+        self.open = open
+        """A 2xx answer left unread (a stream), else None."""
+
+
+def _keep_open(response: _Answer) -> _Answer:
+    """The ``decode`` of a stream: the answer as it is, still open."""
+    return response
+
+
+async def _sse_payloads(reply: aiohttp.ClientResponse, limit: int
+                        ) -> AsyncGenerator[str, None]:
+    """The SSE payloads of ``reply``'s body as its bytes arrive (decompressed, UTF-8 split
+    anywhere), within ``limit`` bytes."""
+    body = _body_for(reply, limit)
+    decoder = SSEDecoder()
+    text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    stream = reply.content
+    while not stream.at_eof():
+        chunk = await stream.readany()
+        if not chunk:
+            continue
+        body.feed(chunk)
+        data, body.parts = b"".join(body.parts), []
+        for payload in decoder.feed(text.decode(data)):
+            yield payload
+        if decoder.done:
+            return
+    for payload in decoder.feed(text.decode(body.finish(), final=True)) + decoder.close():
+        yield payload
+
+
+async def _one_payload(reply: aiohttp.ClientResponse, limit: int
+                       ) -> AsyncGenerator[str, None]:
+    """A plain JSON answer to a streamed request, as a stream of one payload."""
+    body = _body_for(reply, limit)
+    stream = reply.content
+    while not stream.at_eof():
+        body.feed(await stream.readany())
+    yield _text(body.finish())
 
 
 _STREAM_HEADERS = {"Accept": "text/event-stream"}
@@ -653,6 +803,25 @@ async def _read_body(reply: aiohttp.ClientResponse, limit: int, deadline: float)
     ``limit`` bytes as received or as decompressed (a gzip bomb stops there). Past
     ``deadline`` (loop time), checked as each piece arrives, a TimeoutError: a server that
     trickles its answer is cut off without a timer per request."""
+    body = _body_for(reply, limit)
+    stream = reply.content
+    chunk = stream.read_nowait(-1)  # what arrived with the headers: the usual whole answer
+    if body.encoding is None and stream.at_eof() and len(chunk) <= limit:
+        return chunk
+    loop = asyncio.get_running_loop()
+    while True:
+        if chunk:
+            body.feed(chunk)
+        if stream.at_eof():
+            return body.finish()
+        if loop.time() > deadline:
+            raise TimeoutError
+        chunk = await stream.readany()
+
+
+def _body_for(reply: aiohttp.ClientResponse, limit: int) -> _Body:
+    """The reader of ``reply``'s body, or :class:`_TooLarge` when its ``Content-Length`` is
+    over ``limit`` or it uses an encoding that was not asked for."""
     status = reply.status
     length = reply.content_length
     if length is not None and length > limit:
@@ -663,20 +832,7 @@ async def _read_body(reply: aiohttp.ClientResponse, limit: int, deadline: float)
     if not identity and encoding not in ("gzip", "x-gzip", "deflate"):
         raise _TooLarge(status, f"the answer uses Content-Encoding {encoding[:40]!r}, which "
                                 "was not asked for (gzip and deflate were)")
-    stream = reply.content
-    chunk = stream.read_nowait(-1)  # what arrived with the headers: the usual whole answer
-    if identity and stream.at_eof() and len(chunk) <= limit:
-        return chunk
-    body = _Body(status, limit, None if identity else encoding)
-    loop = asyncio.get_running_loop()
-    while True:
-        if chunk:
-            body.feed(chunk)
-        if stream.at_eof():
-            return body.finish()
-        if loop.time() > deadline:
-            raise TimeoutError
-        chunk = await stream.readany()
+    return _Body(status, limit, None if identity else encoding)
 
 
 class _Body:
