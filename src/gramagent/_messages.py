@@ -116,12 +116,16 @@ class AssistantMessage:
 
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
+    interrupted: bool = False
+    """The text is partial: the run was stopped while the model was writing it."""
     kind: Literal["assistant"] = "assistant"
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "content": self.content}
         if self.tool_calls:
             out["tool_calls"] = [c.to_dict() for c in self.tool_calls]
+        if self.interrupted:
+            out["interrupted"] = True
         return out
 
 
@@ -156,7 +160,8 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
         return UserMessage(content=data["content"])
     if kind == "assistant":
         calls = tuple(ToolCall(**c) for c in data.get("tool_calls", ()))
-        return AssistantMessage(content=data.get("content"), tool_calls=calls)
+        return AssistantMessage(content=data.get("content"), tool_calls=calls,
+                                interrupted=bool(data.get("interrupted", False)))
     if kind == "tool_result":
         return ToolResultMessage(
             call_id=data["call_id"],

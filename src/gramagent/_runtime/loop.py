@@ -37,9 +37,10 @@ from gramagent._messages import (
     UserMessage,
     unique_call_ids,
 )
-from gramagent._models.base import Model, ModelRequest, ModelTurn, ToolChoice
+from gramagent._models.base import Model, ModelRequest, ModelTurn, StreamingModel, ToolChoice
 from gramagent._runtime.budget import Budget
 from gramagent._runtime.events import EventSink, fan_out
+from gramagent._runtime.hooks import RunHooks
 from gramagent._runtime.library import BoundAgent, ToolLibrary
 from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.results import AgentResponse, ToolInvocation
@@ -74,6 +75,7 @@ async def run_agent(
     dry_run: bool = False,
     tool_choice: ToolChoice = "auto",
     settings: Mapping[str, Any] | None = None,
+    hooks: RunHooks | None = None,
 ) -> AgentResponse:
     """Run ``agent`` on one user message until the model answers.
 
@@ -99,6 +101,9 @@ async def run_agent(
         tool_choice: for the first request; ``"required"`` or a named tool then falls back to
             ``"auto"`` so the model can answer.
         settings: extra request body fields (``temperature``, ``max_tokens``, ...).
+        hooks: told of the model's text as it is generated (the requests are then streamed),
+            the tool calls and their results (see :class:`~gramagent.RunHooks`);
+            :func:`~gramagent.run_agent_stream` is the async-iterator form.
 
     Returns:
         The answer, the tool invocations, the conversation and the usage of the run.
@@ -130,7 +135,7 @@ async def run_agent(
                       asyncio.get_running_loop().time()),
         sinks=() if events is None else fan_out(events), dry_run=dry_run,
         tool_choice=tool_choice, settings=dict(settings or {}),
-        conversation=conversation, run_id=new_id(),
+        conversation=conversation, run_id=new_id(), hooks=hooks,
         # Checked once per run, not per call: a disabled logger costs nothing then.
         info_logs=_tool_log.isEnabledFor(logging.INFO) or _usage_log.isEnabledFor(logging.INFO),
     )
@@ -174,9 +179,13 @@ class _Run(ToolCalls):
     tool_choice: ToolChoice
     """For the first request; later ones use ``"auto"`` (or ``"none"`` to ask for the answer)."""
     settings: dict[str, Any]
+    hooks: RunHooks | None = None
 
     async def run(self, user_input: str) -> AgentResponse:
         self.conversation.append(UserMessage(content=user_input))
+        hooks = self.hooks
+        if hooks is not None:
+            hooks.on_start(self.conversation)
         loop = asyncio.get_running_loop()
         budget = self.budget
         choice = self.tool_choice
@@ -190,7 +199,13 @@ class _Run(ToolCalls):
                     return self._answer(turn)
                 if choice == "required" or not isinstance(choice, str):
                     choice = "auto"  # a forced choice applies to the first request only
-                await self.run_tool_calls(turn, budget.remaining(loop.time()))
+                if hooks is None:
+                    await self.run_tool_calls(turn, budget.remaining(loop.time()))
+                else:
+                    answered = len(self.invocations)
+                    hooks.on_tool_calls(turn.tool_calls)
+                    await self.run_tool_calls(turn, budget.remaining(loop.time()))
+                    hooks.on_tool_results(self.invocations[answered:])
                 # Not kept through the next request: a turn holds its whole decoded reply
                 # (``raw``). Objects held across an await are what the garbage collector finds
                 # in its young generation (a hundred runs' worth at concurrency 100) and they
@@ -214,7 +229,11 @@ class _Run(ToolCalls):
         budget = self.budget
         try:
             with budget:  # the end of the wall time cuts the request short (TimeoutError)
-                turn = await self.model.request(request)
+                hooks = self.hooks
+                if hooks is not None and hooks.streams:
+                    turn = await _streamed(self.model, request, hooks)
+                else:
+                    turn = await self.model.request(request)
         except TimeoutError:
             if not budget.expired:
                 raise
@@ -263,3 +282,14 @@ class _Run(ToolCalls):
             stopped_by="repeated_call" if self.force_answer else None, run_id=self.run_id,
             finish_reason=finish,
         )
+
+
+async def _streamed(model: Model, request: ModelRequest, hooks: RunHooks) -> ModelTurn:
+    """One request with its text going to ``hooks`` as it is generated (whole, for a model
+    that cannot stream)."""
+    if isinstance(model, StreamingModel):
+        return await model.stream_request(request, hooks.on_text)
+    turn = await model.request(request)
+    if turn.text:
+        hooks.on_text(turn.text)
+    return turn
