@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from gramagent._runtime.loop import AgentResponse
     from gramagent._spec.model import Agent
 
-__all__ = ["RunOptions", "Session", "chat", "load_library", "run"]
+__all__ = ["LivePrinter", "RunOptions", "Session", "chat", "load_library", "run"]
 
 DEFAULT_TOOLS = "gramagent.tools:builtin_library"
 EXIT_COMMANDS = frozenset({"/exit", "/quit"})
@@ -221,10 +221,16 @@ class Session:
             )
         return session
 
-    async def turn(self, message: str) -> AgentResponse:
-        """Run one user message; the conversation continues from the previous turn."""
+    async def turn(self, message: str, live: LivePrinter | None = None) -> AgentResponse:
+        """Run one user message; the conversation continues from the previous turn.
+
+        With ``live``, the answer is streamed to it as it is generated; a turn cancelled
+        (Ctrl-C) keeps its partial answer, marked, and the conversation goes on from there.
+        """
         from gramagent._runtime.loop import run_agent
 
+        if live is not None:
+            return await self._streamed_turn(message, live)
         try:
             response = await run_agent(
                 self.target, message, library=self.library, context=self.context,
@@ -237,6 +243,41 @@ class Session:
             raise
         self.context = response.context
         return response
+
+    async def _streamed_turn(self, message: str, live: LivePrinter) -> AgentResponse:
+        from gramagent._runtime.stream import (
+            FinalResponse,
+            TextDelta,
+            ToolCallRequested,
+            run_agent_stream,
+        )
+
+        stream = run_agent_stream(
+            self.target, message, library=self.library, context=self.context,
+            model=self.model, limits=self.limits, events=self.sinks or None,
+            dry_run=self.options.dry_run,
+        )
+        try:
+            async with stream:
+                async for event in stream:
+                    if isinstance(event, TextDelta):
+                        live.text(event.text)
+                    elif isinstance(event, ToolCallRequested):
+                        live.tool_call(event.call.name)
+                    elif isinstance(event, FinalResponse):
+                        self.context = event.response.context
+                        live.end()
+                        return event.response
+        except RunError as exc:
+            live.end()
+            if exc.context is not None:
+                self.context = exc.context
+            raise
+        finally:
+            if stream.interrupted:
+                live.end(interrupted=True)
+                self.context = stream.context
+        raise AssertionError("the stream ended without a response")  # pragma: no cover
 
     async def aclose(self) -> None:
         """Release the model's connections and close the sinks."""
@@ -253,15 +294,69 @@ def _close_with(session: Session, library: ToolLibrary | None) -> None:
         session._closers.append(close)
 
 
+class LivePrinter:
+    """Prints an answer on stdout as it is generated, secrets masked.
+
+    Text is written up to its last whitespace and the rest held back until more comes, so a
+    secret (which has no whitespace) is always masked whole. Tool calls are noted on stderr.
+    """
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._held = ""
+        self._wrote = False
+
+    def text(self, piece: str) -> None:
+        """Write ``piece`` (up to its last whitespace, see above)."""
+        text = self._held + piece
+        cut = max(text.rfind(" "), text.rfind("\n"), text.rfind("\t")) + 1
+        self._held = text[cut:]
+        if cut:
+            self._write(text[:cut])
+
+    def tool_call(self, name: str) -> None:
+        """Note a call the model asked for (after the text it wrote before it)."""
+        self._flush()
+        err_console.print(f"[dim]→ {name}[/dim]", highlight=False)
+
+    def end(self, *, interrupted: bool = False) -> None:
+        """The answer is over (or was stopped): write the rest and end the line."""
+        self._flush()
+        if interrupted:
+            err_console.print("[dim]… (interrupted)[/dim]", highlight=False)
+        self._wrote = False
+
+    def _flush(self) -> None:
+        if self._held:
+            self._write(self._held)
+            self._held = ""
+        if self._wrote:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self._wrote = False
+
+    def _write(self, text: str) -> None:
+        sys.stdout.write(redact(text))
+        sys.stdout.flush()
+        self._wrote = True
+
+
 class _Output:
-    """Where turn results go: rich text or one JSON object per line on stdout."""
+    """Where turn results go: rich text or one JSON object per line on stdout, or the answer
+    as it is generated (:class:`LivePrinter`) on a terminal."""
 
     def __init__(self, json: bool) -> None:
         self.json = json
         self.console = Console(highlight=False, soft_wrap=True)
+        self.live = (LivePrinter(self.console)
+                     if not json and sys.stdout.isatty() else None)
+        """Set when the answer is printed as it is generated: a terminal, not ``--json``."""
 
     def reply(self, response: AgentResponse) -> None:
-        """Print one turn's result, secrets masked like every other output."""
+        """Print one turn's result, secrets masked like every other output (a streamed
+        answer was printed already)."""
+        if self.live is not None:
+            return
         if self.json:
             data = redact(response.to_dict())
             sys.stdout.write(exact_json.dumps(data, default=str) + "\n")
@@ -394,7 +489,7 @@ def run(
     out = _Output(options.json)
     with _open_session(options, options.verbose) as (runner, session):
         for message in messages:
-            out.reply(runner.run(session.turn(message)))
+            out.reply(runner.run(session.turn(message, out.live)))
 
 
 def _read_lines(console: Console) -> Iterator[str]:
@@ -439,10 +534,16 @@ def chat(options: RunOptions) -> None:
             )
         for line in _read_lines(err_console):
             try:
-                out.reply(runner.run(session.turn(line)))
+                out.reply(runner.run(session.turn(line, out.live)))
             except RunError as exc:
                 failed = True
                 print_error(exc)
+            except KeyboardInterrupt:
+                if out.live is None:
+                    raise
+                # Ctrl-C stops the answer being written, not the chat (the partial answer is
+                # kept, marked as interrupted).
+                continue
     if failed:
         raise typer.Exit(1)
 
