@@ -1,7 +1,14 @@
 import asyncio
 
-from gramagent import (FinalResponse, TextDelta, ToolCallAnswered, ToolCallRequested,
-                       builtin_library, load_agent, run_agent_stream)
+from gramagent import (
+    FinalResponse,
+    TextDelta,
+    ToolCallAnswered,
+    ToolCallRequested,
+    builtin_library,
+    load_agent,
+    run_agent_stream,
+)
 from gramagent.testing import ScriptedServer, call, reply
 
 

@@ -156,3 +156,21 @@ def test_settle_interrupted_answers_only_the_missing_calls() -> None:
     assert len(conversation) == 3  # not modified
     answered = Conversation([UserMessage(content="go"), AssistantMessage(content="done")])
     assert settle_interrupted(answered, "") == answered
+
+
+def test_the_streaming_example_runs() -> None:
+    """examples/streaming.py runs offline and its deltas join to its final answer."""
+    import ast
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "examples/streaming.py"], cwd=root,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    deltas = [ast.literal_eval(line[8:]) for line in lines if line.startswith("[delta] ")]
+    final = next(line for line in lines if line.startswith("[final] "))
+    assert len(deltas) > 1 and repr("".join(deltas)) in final
+    assert lines[0].startswith("[call] sayHello")
