@@ -27,6 +27,7 @@ from rich.markup import escape
 
 from gramagent import _json as exact_json
 from gramagent._cli._app import app, err_console, handle_errors, print_error
+from gramagent._cli._otel import setup_tracing
 from gramagent._logs import add_secret, configure_logging, env_secrets, redact, reset_logging
 from gramagent._models.registry import api_names
 from gramagent.errors import ConfigurationError, RunError
@@ -68,6 +69,8 @@ class RunOptions:
     """Wall-time limit of one turn, in seconds."""
     dry_run: bool = False
     """Call the model but run no tool: each valid call answers ``{"ok": true}``."""
+    otel: str | None = None
+    """Export OpenTelemetry spans: ``console`` or ``otlp`` (see :mod:`._otel`)."""
 
 
 def load_library(reference: str | None = None) -> ToolLibrary:
@@ -175,6 +178,8 @@ class Session:
         from gramagent._spec.model import ModelRef
 
         session = cls(options)
+        if options.otel is not None:
+            session._closers.append(setup_tracing(options.otel))
         # The key given on the command line and the environment as it is now.
         add_secret(options.api_key, *env_secrets(os.environ))
         if not options.agent_file.is_file():
@@ -415,6 +420,10 @@ _DRY_RUN = typer.Option(False, "--dry-run",
                         help='Call the model but run no tool (each call answers {"ok": true}).')
 _MAX_ITER = typer.Option(None, "--max-iterations", min=1, help="Model requests per turn.")
 _TIMEOUT = typer.Option(None, "--timeout", min=0.0, help="Seconds one turn may take.")
+_OTEL = typer.Option(
+    None, "--otel", metavar="console|otlp",
+    help="Export OpenTelemetry spans of each run: to stderr (console) or to the OTLP "
+         'collector of OTEL_EXPORTER_OTLP_ENDPOINT (otlp). Needs pip install "gramagent[otel]".')
 
 _P = inspect.Parameter
 _SHARED_OPTIONS = tuple(
@@ -433,6 +442,7 @@ _SHARED_OPTIONS = tuple(
         ("dry_run", bool, _DRY_RUN),
         ("max_iterations", int | None, _MAX_ITER),
         ("timeout", float | None, _TIMEOUT),
+        ("otel", str | None, _OTEL),
     )
 )
 """The options of ``run`` and ``chat``, declared once (added by :func:`_with_run_options`)."""

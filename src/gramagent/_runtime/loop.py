@@ -34,10 +34,12 @@ from gramagent._messages import (
     AssistantMessage,
     Conversation,
     Message,
+    Usage,
     UserMessage,
     unique_call_ids,
 )
 from gramagent._models.base import Model, ModelRequest, ModelTurn, StreamingModel, ToolChoice
+from gramagent._runtime import tracing
 from gramagent._runtime.budget import Budget
 from gramagent._runtime.events import EventSink, fan_out
 from gramagent._runtime.hooks import RunHooks
@@ -135,12 +137,14 @@ async def run_agent(
                       asyncio.get_running_loop().time()),
         sinks=() if events is None else fan_out(events), dry_run=dry_run,
         tool_choice=tool_choice, settings=dict(settings or {}),
-        conversation=conversation, run_id=new_id(), hooks=hooks,
+        conversation=conversation, run_id=new_id(), hooks=hooks, tracer=tracing.run_tracer(),
         # Checked once per run, not per call: a disabled logger costs nothing then.
         info_logs=_tool_log.isEnabledFor(logging.INFO) or _usage_log.isEnabledFor(logging.INFO),
     )
     try:
-        return await run.run(user_input)
+        if run.tracer is None:
+            return await run.run(user_input)
+        return await run.traced(user_input, _provider(model, bound.agent))
     except Exception as exc:
         log_run_error(exc, agent=bound.agent.name)
         raise
@@ -180,6 +184,20 @@ class _Run(ToolCalls):
     """For the first request; later ones use ``"auto"`` (or ``"none"`` to ask for the answer)."""
     settings: dict[str, Any]
     hooks: RunHooks | None = None
+    provider: str = ""
+    """The model's provider, for the spans."""
+
+    async def traced(self, user_input: str, provider: str) -> AgentResponse:
+        """:meth:`run` inside its ``invoke_agent`` span."""
+        self.provider = provider
+        with tracing.agent_span(self.tracer, agent=self.bound.agent.name,
+                                model=self.model_name, provider=provider,
+                                conversation_id=self.conversation.id) as span:
+            try:
+                return await self.run(user_input)
+            finally:
+                usage = self.budget.usage
+                tracing.record_usage(span, usage.input_tokens, usage.output_tokens)
 
     async def run(self, user_input: str) -> AgentResponse:
         self.conversation.append(UserMessage(content=user_input))
@@ -229,11 +247,10 @@ class _Run(ToolCalls):
         budget = self.budget
         try:
             with budget:  # the end of the wall time cuts the request short (TimeoutError)
-                hooks = self.hooks
-                if hooks is not None and hooks.streams:
-                    turn = await _streamed(self.model, request, hooks)
+                if self.tracer is not None:
+                    turn = await self._traced_request(request)
                 else:
-                    turn = await self.model.request(request)
+                    turn = await self._send(request)
         except TimeoutError:
             if not budget.expired:
                 raise
@@ -255,6 +272,21 @@ class _Run(ToolCalls):
                 n = len(turn.tool_calls)
                 turn = replace(turn, tool_calls=unique[:n], cut_off_calls=unique[n:])
         return turn
+
+    async def _send(self, request: ModelRequest) -> ModelTurn:
+        hooks = self.hooks
+        if hooks is not None and hooks.streams:
+            return await _streamed(self.model, request, hooks)
+        return await self.model.request(request)
+
+    async def _traced_request(self, request: ModelRequest) -> ModelTurn:
+        with tracing.model_span(self.tracer, model=self.model_name,
+                                provider=self.provider) as span:
+            turn = await self._send(request)
+            usage = turn.usage or Usage()
+            tracing.record_turn(span, usage.input_tokens, usage.output_tokens,
+                                turn.finish_reason)
+            return turn
 
     def _answer(self, turn: ModelTurn) -> AgentResponse:
         """The run's result: the model answered (without tool calls).
@@ -293,3 +325,12 @@ async def _streamed(model: Model, request: ModelRequest, hooks: RunHooks) -> Mod
     if turn.text:
         hooks.on_text(turn.text)
     return turn
+
+
+def _provider(model: Model | str | ModelRef | None, agent: Agent) -> str:
+    """The provider of the model a run uses, for its spans (the agent's, for a Model)."""
+    if isinstance(model, str):
+        return ModelRef.parse(model).provider
+    if isinstance(model, ModelRef):
+        return model.provider
+    return agent.model.provider
