@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from gramagent._runtime.limits import INHERIT, RunLimits
     from gramagent._runtime.loop import run_agent, run_agent_sync
     from gramagent._runtime.results import AgentResponse, ToolInvocation
+    from gramagent._runtime.sessions import SessionInfo, SessionStore, StoredSession
     from gramagent._runtime.stream import (
         AgentStream,
         FinalResponse,
@@ -128,8 +129,11 @@ __all__ = [
     "RunLimits",
     "SandboxError",
     "SchemaError",
+    "SessionInfo",
+    "SessionStore",
     "Signature",
     "SpecError",
+    "StoredSession",
     "StreamEvent",
     "StreamingModel",
     "TextDelta",
@@ -204,6 +208,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "_runtime.limits": ("INHERIT", "RunLimits",),
     "_runtime.loop": ("run_agent", "run_agent_sync",),
     "_runtime.results": ("AgentResponse", "ToolInvocation",),
+    "_runtime.sessions": ("SessionInfo", "SessionStore", "StoredSession",),
     "_runtime.stream": (
         "AgentStream", "FinalResponse", "StreamEvent", "TextDelta", "ToolCallAnswered",
         "ToolCallRequested", "run_agent_stream",
