@@ -11,10 +11,11 @@ from gramagent._cli import (
     harmony_commands,
     mcp_commands,
     run_commands,
+    session_commands,
     spec_commands,
     tool_commands,
 )
 from gramagent._cli._app import app, main
 
 __all__ = ["app", "experiment_commands", "harmony_commands", "main", "mcp_commands",
-           "run_commands", "spec_commands", "tool_commands"]
+           "run_commands", "session_commands", "spec_commands", "tool_commands"]

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from gramagent._runtime.library import BoundAgent, ToolLibrary
     from gramagent._runtime.limits import RunLimits
     from gramagent._runtime.loop import AgentResponse
+    from gramagent._runtime.sessions import StoredSession
     from gramagent._spec.model import Agent
 
 __all__ = ["LivePrinter", "RunOptions", "Session", "chat", "load_library", "run"]
@@ -71,6 +72,8 @@ class RunOptions:
     """Call the model but run no tool: each valid call answers ``{"ok": true}``."""
     otel: str | None = None
     """Export OpenTelemetry spans: ``console`` or ``otlp`` (see :mod:`._otel`)."""
+    session: str | None = None
+    """Keep the conversation in this stored session (resumed if it exists)."""
 
 
 def load_library(reference: str | None = None) -> ToolLibrary:
@@ -167,6 +170,8 @@ class Session:
     limits: RunLimits = field(init=False)
     sinks: list[EventSink] = field(default_factory=list, init=False)
     context: Any = field(default=None, init=False)
+    stored: StoredSession | None = field(default=None, init=False)
+    """The stored session the conversation is kept in (``--session``)."""
     _closers: list[Callable[[], Any]] = field(default_factory=list, init=False)
 
     @classmethod
@@ -178,6 +183,10 @@ class Session:
         from gramagent._spec.model import ModelRef
 
         session = cls(options)
+        if options.session is not None:
+            from gramagent._runtime.sessions import SessionStore
+
+            session.stored = SessionStore().open(options.session)
         if options.otel is not None:
             session._closers.append(setup_tracing(options.otel))
         # The key given on the command line and the environment as it is now.
@@ -231,7 +240,22 @@ class Session:
 
         With ``live``, the answer is streamed to it as it is generated; a turn cancelled
         (Ctrl-C) keeps its partial answer, marked, and the conversation goes on from there.
+        With a stored session, the turn starts from what the store holds (another process may
+        have added turns) and what it adds is saved when it ends, however it ends.
         """
+        if self.stored is None:
+            return await self._turn(message, live)
+        async with self.stored.turn(self.agent.name) as held:
+            if held.context is not None:
+                self.context = held.context
+            before = self.context
+            try:
+                return await self._turn(message, live)
+            finally:
+                if self.context is not None and self.context is not before:
+                    held.save(self.context)
+
+    async def _turn(self, message: str, live: LivePrinter | None) -> AgentResponse:
         from gramagent._runtime.loop import run_agent
 
         if live is not None:
@@ -420,6 +444,10 @@ _DRY_RUN = typer.Option(False, "--dry-run",
                         help='Call the model but run no tool (each call answers {"ok": true}).')
 _MAX_ITER = typer.Option(None, "--max-iterations", min=1, help="Model requests per turn.")
 _TIMEOUT = typer.Option(None, "--timeout", min=0.0, help="Seconds one turn may take.")
+_SESSION = typer.Option(
+    None, "--session", metavar="NAME",
+    help="Keep the conversation in this stored session and resume it if it exists "
+         "(see gramagent sessions).")
 _OTEL = typer.Option(
     None, "--otel", metavar="console|otlp",
     help="Export OpenTelemetry spans of each run: to stderr (console) or to the OTLP "
@@ -443,6 +471,7 @@ _SHARED_OPTIONS = tuple(
         ("max_iterations", int | None, _MAX_ITER),
         ("timeout", float | None, _TIMEOUT),
         ("otel", str | None, _OTEL),
+        ("session", str | None, _SESSION),
     )
 )
 """The options of ``run`` and ``chat``, declared once (added by :func:`_with_run_options`)."""
@@ -538,8 +567,14 @@ def chat(options: RunOptions) -> None:
     failed = False
     with _open_session(options, options.verbose) as (runner, session):
         if sys.stdin.isatty():
+            resumed = ""
+            if session.stored is not None:
+                stored = len(session.stored.context)
+                resumed = (f" (session {session.stored.name}: {stored} messages)" if stored
+                           else f" (new session {session.stored.name})")
             err_console.print(
-                f"[dim]chatting with {session.agent.name}; /exit or Ctrl-D to end[/dim]",
+                f"[dim]chatting with {session.agent.name}{escape(resumed)}; /exit or Ctrl-D "
+                "to end[/dim]",
                 highlight=False,
             )
         for line in _read_lines(err_console):

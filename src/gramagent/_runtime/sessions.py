@@ -40,7 +40,7 @@ from gramagent._runtime.results import AgentResponse
 from gramagent._spec.model import Agent
 from gramagent.errors import ConfigurationError, RunError
 
-__all__ = ["SessionInfo", "SessionStore", "StoredSession", "default_store_path"]
+__all__ = ["SessionInfo", "SessionStore", "SessionTurn", "StoredSession", "default_store_path"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -217,6 +217,13 @@ class StoredSession:
         """The conversation as stored now (empty for a new session)."""
         return self.store.load(self.name) or Conversation()
 
+    @contextlib.asynccontextmanager
+    async def turn(self, agent: str | None = None) -> AsyncIterator[SessionTurn]:
+        """Hold the session for one turn: the stored conversation to start from, and
+        :meth:`SessionTurn.save` for what the turn adds (see :meth:`run`, which uses it)."""
+        async with self.store.lock(self.name):
+            yield SessionTurn(self, self.store.load(self.name), agent)
+
     async def run(self, agent: Agent | BoundAgent, user_input: str, **options: Any
                   ) -> AgentResponse:
         """One turn of the session: :func:`~gramagent.run_agent` from the stored conversation,
@@ -232,14 +239,30 @@ class StoredSession:
         if "context" in options:
             raise TypeError("a session supplies the context; do not pass context=")
         name = agent.agent.name if isinstance(agent, BoundAgent) else agent.name
-        async with self.store.lock(self.name):
-            context = self.store.load(self.name)
-            stored = 0 if context is None else len(context)
+        async with self.turn(name) as turn:
             try:
-                response = await run_agent(agent, user_input, context=context, **options)
+                response = await run_agent(agent, user_input, context=turn.context, **options)
             except RunError as exc:
                 if exc.context is not None:
-                    self.store.save(self.name, exc.context, agent=name, stored=stored)
+                    turn.save(exc.context)
                 raise
-            self.store.save(self.name, response.context, agent=name, stored=stored)
+            turn.save(response.context)
             return response
+
+
+class SessionTurn:
+    """One turn of a :class:`StoredSession`, holding its lock (from :meth:`StoredSession.turn`)."""
+
+    def __init__(self, session: StoredSession, context: Conversation | None,
+                 agent: str | None) -> None:
+        self.session = session
+        self.context = context
+        """The stored conversation to continue (None for a new session)."""
+        self._agent = agent
+        self._stored = 0 if context is None else len(context)
+
+    def save(self, conversation: Conversation) -> None:
+        """Store the messages ``conversation`` has beyond :attr:`context` (once per turn)."""
+        self.session.store.save(self.session.name, conversation, agent=self._agent,
+                                stored=self._stored)
+        self._stored = len(conversation)
