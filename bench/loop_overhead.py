@@ -14,7 +14,8 @@ Contenders:
   a plain function declared ``@tool(blocking=False)`` (called inline on the event loop, as the
   floor calls it); ``gramagent-thread``: the same function without that declaration (run in a
   worker thread, the default for plain functions); ``gramagent-async``: the tool written
-  ``async def``;
+  ``async def``; ``gramagent-otel``: ``gramagent`` with OpenTelemetry tracing on (an SDK
+  provider, a batch processor, an exporter that drops the spans: the cost of making them);
 - ``openai-agents`` and ``pydantic-ai``: ``bench/peers/*_peer.py`` in their own venvs
   (created on first use, or with ``--setup``: ``pip install openai-agents`` and
   ``pip install "pydantic-ai-slim[openai]"``).
@@ -61,6 +62,7 @@ SCRIPTS = {
     "gramagent": PEERS / "gramagent_peer.py",
     "gramagent-thread": PEERS / "gramagent_peer.py",
     "gramagent-async": PEERS / "gramagent_peer.py",
+    "gramagent-otel": PEERS / "gramagent_peer.py",
     "openai-agents": PEERS / "openai_agents_peer.py",
     "pydantic-ai": PEERS / "pydantic_ai_peer.py",
 }
@@ -141,11 +143,18 @@ def measure(contender: str, python: Path, base_url: str, api: str,
         "--runs", str(args.runs), "--concurrent-runs", str(args.concurrent_runs),
         "--concurrency", str(args.concurrency), "--warmup", str(args.warmup),
     ]
-    env = {**os.environ, "PYTHONPATH": str(PEERS)}
+    # A PYTHONPATH already set (a worktree's src) comes after the peers' folder, so the
+    # gramagent measured is the one the caller chose, not only the installed one.
+    inherited = os.environ.get("PYTHONPATH")
+    env = {**os.environ,
+           "PYTHONPATH": str(PEERS) + (os.pathsep + inherited if inherited else "")}
     env.pop("OPENAI_API_KEY", None)
     if contender == "floor-httpx":
         env["GRAMAGENT_BENCH_CLIENT"] = "httpx"
-    if contender.startswith("gramagent"):
+    if contender == "gramagent-otel":
+        env["GRAMAGENT_BENCH_TOOL"] = "inline"
+        env["GRAMAGENT_BENCH_OTEL"] = "1"
+    elif contender.startswith("gramagent"):
         env["GRAMAGENT_BENCH_TOOL"] = contender.partition("-")[2] or "inline"
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
     if done.returncode != 0:

@@ -45,10 +45,32 @@ async def say_hello_async(personName: str = "world") -> str:  # noqa: N803
 TOOLS = {"inline": say_hello_inline, "thread": say_hello_thread, "async": say_hello_async}
 TOOL_KIND = os.environ.get("GRAMAGENT_BENCH_TOOL", "inline")
 """Which of :data:`TOOLS` the contender binds (see the module docs)."""
+OTEL = os.environ.get("GRAMAGENT_BENCH_OTEL") == "1"
+"""Trace the runs with OpenTelemetry (spans made, batched and dropped by the exporter)."""
+
+
+def _trace_everything() -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+
+    class Drop(SpanExporter):
+        def export(self, spans: object) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Drop()))
+    trace.set_tracer_provider(provider)
 
 
 async def setup(base_url: str, api: str, *, wall_time: bool = True) -> Contender:
     """The contender; ``wall_time=False`` runs without a wall-time limit (no deadline timer)."""
+    if OTEL:
+        _trace_everything()
     say_hello = TOOLS[TOOL_KIND]
     limits = None if wall_time else RunLimits(wall_time=None)
     library = ToolLibrary([say_hello])
@@ -62,7 +84,8 @@ async def setup(base_url: str, api: str, *, wall_time: bool = True) -> Contender
         return response.content
 
     return Contender(run=run, close=model.aclose,
-                     version=f"gramagent {version('gramagent')}, {TOOL_KIND} tool")
+                     version=f"gramagent {version('gramagent')}, {TOOL_KIND} tool"
+                             + (", OpenTelemetry on" if OTEL else ""))
 
 
 if __name__ == "__main__":

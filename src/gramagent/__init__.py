@@ -34,7 +34,14 @@ if TYPE_CHECKING:
         Usage,
         UserMessage,
     )
-    from gramagent._models.base import Model, ModelRequest, ModelTurn, NamedToolChoice, ToolChoice
+    from gramagent._models.base import (
+        Model,
+        ModelRequest,
+        ModelTurn,
+        NamedToolChoice,
+        StreamingModel,
+        ToolChoice,
+    )
     from gramagent._models.registry import WireFormat, register_wire_format, resolve_model
     from gramagent._runtime.events import (
         CaptureSink,
@@ -46,10 +53,21 @@ if TYPE_CHECKING:
         args_preview_hash,
         serve_metrics,
     )
+    from gramagent._runtime.hooks import RunHooks
     from gramagent._runtime.library import BoundAgent, Tool, ToolContext, ToolLibrary, tool
     from gramagent._runtime.limits import INHERIT, RunLimits
     from gramagent._runtime.loop import run_agent, run_agent_sync
     from gramagent._runtime.results import AgentResponse, ToolInvocation
+    from gramagent._runtime.sessions import SessionInfo, SessionStore, StoredSession
+    from gramagent._runtime.stream import (
+        AgentStream,
+        FinalResponse,
+        StreamEvent,
+        TextDelta,
+        ToolCallAnswered,
+        ToolCallRequested,
+        run_agent_stream,
+    )
     from gramagent._spec.data import Param
     from gramagent._spec.definition import ToolDefinition
     from gramagent._spec.gram import load_agent, load_file, load_gram, to_gram
@@ -84,6 +102,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Agent",
     "AgentResponse",
+    "AgentStream",
     "AssistantMessage",
     "AuthenticationError",
     "BoundAgent",
@@ -92,6 +111,7 @@ __all__ = [
     "Conversation",
     "Diagnostic",
     "EventSink",
+    "FinalResponse",
     "GramDocument",
     "GramagentError",
     "INHERIT",
@@ -107,14 +127,23 @@ __all__ = [
     "NamedToolChoice",
     "Param",
     "RunError",
+    "RunHooks",
     "RunLimits",
     "SandboxError",
     "SchemaError",
+    "SessionInfo",
+    "SessionStore",
     "Signature",
     "SpecError",
+    "StoredSession",
+    "StreamEvent",
+    "StreamingModel",
+    "TextDelta",
     "Tool",
     "ToolCall",
+    "ToolCallAnswered",
     "ToolCallPlanned",
+    "ToolCallRequested",
     "ToolCallResult",
     "ToolChoice",
     "ToolContext",
@@ -139,6 +168,7 @@ __all__ = [
     "register_wire_format",
     "resolve_model",
     "run_agent",
+    "run_agent_stream",
     "run_agent_sync",
     "schema_to_signature",
     "serve_metrics",
@@ -167,16 +197,24 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "signature_to_schema",
     ),
     "_spec.strict": ("strict_schema",),
-    "_models.base": ("Model", "ModelRequest", "ModelTurn", "NamedToolChoice", "ToolChoice",),
+    "_models.base": (
+        "Model", "ModelRequest", "ModelTurn", "NamedToolChoice", "StreamingModel", "ToolChoice",
+    ),
     "_models.registry": ("WireFormat", "register_wire_format", "resolve_model",),
     "_runtime.events": (
         "CaptureSink", "EventSink", "JSONLSink", "ToolCallPlanned", "ToolCallResult",
         "ToolMetrics", "args_preview_hash", "serve_metrics",
     ),
+    "_runtime.hooks": ("RunHooks",),
     "_runtime.library": ("BoundAgent", "Tool", "ToolContext", "ToolLibrary", "tool",),
     "_runtime.limits": ("INHERIT", "RunLimits",),
     "_runtime.loop": ("run_agent", "run_agent_sync",),
     "_runtime.results": ("AgentResponse", "ToolInvocation",),
+    "_runtime.sessions": ("SessionInfo", "SessionStore", "StoredSession",),
+    "_runtime.stream": (
+        "AgentStream", "FinalResponse", "StreamEvent", "TextDelta", "ToolCallAnswered",
+        "ToolCallRequested", "run_agent_stream",
+    ),
     "tools": ("builtin_library",),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}

@@ -24,6 +24,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "message_from_dict",
+    "unique_call_ids",
 ]
 
 
@@ -40,6 +41,33 @@ class ToolCall:
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+def unique_call_ids(calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
+    """``calls`` with every id unique: a repeated id (or an empty one) gets a suffix
+    (``call_1`` -> ``call_1~2``), so each call is answered exactly once in every wire format.
+    The calls are returned as they are when their ids already differ (the usual reply)."""
+    if len(calls) == 1 and calls[0].id:  # the usual turn: no generator, no set
+        return calls
+    ids = [c.id for c in calls]
+    if len(set(ids)) == len(ids) and all(ids):
+        return calls
+    taken = set(ids)
+    seen: set[str] = set()
+    out: list[ToolCall] = []
+    for call in calls:
+        new_id = call.id
+        if not new_id or new_id in seen:
+            n = 2
+            base = new_id or "call"
+            while f"{base}~{n}" in taken:
+                n += 1
+            new_id = f"{base}~{n}"
+            taken.add(new_id)
+            call = ToolCall(id=new_id, name=call.name, arguments=call.arguments)
+        seen.add(new_id)
+        out.append(call)
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,12 +116,16 @@ class AssistantMessage:
 
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
+    interrupted: bool = False
+    """The text is partial: the run was stopped while the model was writing it."""
     kind: Literal["assistant"] = "assistant"
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "content": self.content}
         if self.tool_calls:
             out["tool_calls"] = [c.to_dict() for c in self.tool_calls]
+        if self.interrupted:
+            out["interrupted"] = True
         return out
 
 
@@ -128,7 +160,8 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
         return UserMessage(content=data["content"])
     if kind == "assistant":
         calls = tuple(ToolCall(**c) for c in data.get("tool_calls", ()))
-        return AssistantMessage(content=data.get("content"), tool_calls=calls)
+        return AssistantMessage(content=data.get("content"), tool_calls=calls,
+                                interrupted=bool(data.get("interrupted", False)))
     if kind == "tool_result":
         return ToolResultMessage(
             call_id=data["call_id"],

@@ -288,14 +288,15 @@ async def test_streaming_equals_non_streaming(serve, make_request, functions):
 async def test_streaming_tolerates_a_plain_json_answer_and_rejects_an_empty_stream(serve,
                                                                                   make_request):
     """A server ignoring stream: true and answering JSON still gives the turn; a stream with
-    no choices at all is a ModelAPIError rather than an empty answer."""
+    no event at all is a ModelAPIError rather than an empty answer (a body that cannot be
+    read, like any other, after the retries)."""
     plain = render_chat_completion(
         ModelTurn(tool_calls=(ToolCall(id="c9", name="getTime", arguments="{}"),)), model="m")
     srv = serve([http_response(plain),
                  http_response(b"data: [DONE]\n\n", content_type="text/event-stream")])
-    async with ChatCompletionsModel(srv.base_url, "k", stream=True) as model:
+    async with ChatCompletionsModel(srv.base_url, "k", stream=True, max_retries=0) as model:
         turn = await model.request(make_request())
-        with pytest.raises(ModelAPIError, match="no choices"):
+        with pytest.raises(ModelAPIError, match="no JSON event"):
             await model.request(make_request())
     assert turn.tool_calls == (ToolCall(id="c9", name="getTime", arguments="{}"),)
 

@@ -152,14 +152,17 @@ async def test_total_backoff_is_capped(serve):
 
 
 async def test_bad_json_in_a_200_is_model_api_error(serve):
-    """A 200 whose body is not JSON is a ModelAPIError with status 200 and the body excerpt."""
-    srv = serve([http_response("<html>proxy error</html>", content_type="text/html")])
-    http, _ = client(srv)
+    """A 200 whose body is not JSON is retried like a dropped connection, then a
+    ModelAPIError with status 200 and the body excerpt."""
+    page = http_response("<html>proxy error</html>", content_type="text/html")
+    srv = serve([page, page])
+    http, sleep = client(srv, max_retries=1)
     async with http:
         with pytest.raises(ModelAPIError, match="not JSON") as info:
             await http.post_json("/chat/completions", BODY)
     assert info.value.status == 200
     assert info.value.body == "<html>proxy error</html>"
+    assert len(srv.requests) == 2 and len(sleep.waits) == 1
 
 
 async def test_error_body_excerpt_is_short(serve):

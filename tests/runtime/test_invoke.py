@@ -149,3 +149,28 @@ async def test_non_blocking_tool_returning_an_awaitable_gets_the_timeout() -> No
     assert (await execute(quick, {}, context=None, timeout=5)).result == "later"
     timed_out = await execute(stuck, {}, context=None, timeout=0.05)
     assert timed_out.error_type == "tool_timeout"
+
+
+def test_render_output_takes_any_json_value() -> None:
+    """Issue 14 item 2: big integers, deep nesting and lone surrogates are valid results."""
+    import json
+
+    deep: list[object] = []
+    node = deep
+    for _ in range(300):
+        node.append([])
+        node = node[0]  # type: ignore[assignment]
+    assert render_output({"n": 2**70}, None) == '{"n":1180591620717411303424}'
+    assert json.loads(render_output(deep, None)) == deep
+    for text in (render_output("a\ud800", None), render_output({"s": "a\ud800"}, None)):
+        text.encode("utf-8")  # the next request can carry it
+
+
+def test_deep_and_big_results_are_not_tool_exceptions() -> None:
+    @tool
+    def big() -> dict[str, int]:
+        """Big."""
+        return {"n": 2**70}
+
+    outcome = asyncio.run(execute(big, {}, context=None, timeout=None))
+    assert outcome.error_type is None and outcome.output == '{"n":1180591620717411303424}'

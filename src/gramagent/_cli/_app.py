@@ -1,20 +1,51 @@
 """The ``gramagent`` Typer application and what every command module shares: the stderr
-console and the error edge (a GramagentError becomes one stderr line and exit code 1,
-tracebacks only with ``--debug``)."""
+console, reading stdin, and the error edge (:func:`handle_errors`): no Python traceback ever
+reaches the user (only with ``--debug``, secrets masked). Exit codes:
+
+- 0: success;
+- 1: the input or the run failed (a gramagent error: bad spec, bad arguments, the model server
+  failed, a run limit was hit), one line on stderr naming the error;
+- 2: the command line itself is wrong (unknown option, missing argument);
+- 70: an internal error, a bug in gramagent (one line saying so; ``--debug`` for details);
+- 130: interrupted (Ctrl-C).
+"""
 
 from __future__ import annotations
 
 import functools
+import sys
+import traceback
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
+import click
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from gramagent.errors import GramagentError
+from gramagent.errors import ConfigurationError, GramagentError
 
-__all__ = ["app", "err_console", "handle_errors", "main"]
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_USAGE",
+    "app",
+    "err_console",
+    "handle_errors",
+    "main",
+    "print_error",
+    "read_stdin",
+]
+
+EXIT_ERROR: Final = 1
+"""The input or the run failed: a :class:`~gramagent.errors.GramagentError`."""
+EXIT_USAGE: Final = 2
+"""The command line is wrong (click's usage errors)."""
+EXIT_INTERNAL: Final = 70
+"""An internal error: a bug in gramagent, not in the user's input (``EX_SOFTWARE``)."""
+EXIT_INTERRUPTED: Final = 130
+"""Interrupted by Ctrl-C."""
 
 app = typer.Typer(
     name="gramagent",
@@ -55,25 +86,87 @@ def _root(
 
 
 def handle_errors(func: F) -> F:
-    """Turn a GramagentError into one stderr line and exit code 1."""
+    """Catch every error at the command's edge: no traceback reaches the user.
+
+    A :class:`~gramagent.errors.GramagentError` is one stderr line and exit code 1; any other
+    exception is an internal error, one line saying so and exit code 70; Ctrl-C exits with 130.
+    With ``--debug`` the traceback is printed instead of the line, secrets masked.
+    """
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException,
+                click.Abort, SystemExit):
+            raise  # click's own: an exit code, a usage error (2), an abort
+        except KeyboardInterrupt:
+            err_console.print("interrupted", highlight=False)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
         except GramagentError as exc:
-            if _state["debug"]:
-                raise
-            from gramagent._logs import redact  # logging's machinery, loaded only on an error
-
-            err_console.print(f"[red]{type(exc).__name__}[/red]: {escape(redact(str(exc)))}",
-                              markup=True,
-                              highlight=False, soft_wrap=True)
-            raise typer.Exit(1) from None
+            if not _debug_traceback(exc):
+                print_error(exc)
+            raise typer.Exit(EXIT_ERROR) from None
+        except Exception as exc:  # a bug: say so in one line, never a traceback
+            if not _debug_traceback(exc):
+                err_console.print(
+                    f"[red]internal error[/red] (a bug in gramagent, not in your input): "
+                    f"{escape(_masked(_describe(exc)))}; run with --debug for the traceback",
+                    markup=True, highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_INTERNAL) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def print_error(exc: BaseException) -> None:
+    """One stderr line for an error: its type and its message, secrets masked."""
+    err_console.print(f"[red]{type(exc).__name__}[/red]: {escape(_masked(_describe(exc)))}",
+                      markup=True, highlight=False, soft_wrap=True)
+
+
+def read_stdin() -> str:
+    """Standard input as text.
+
+    Raises:
+        ConfigurationError: the input is not valid UTF-8 (with the offending byte's offset).
+    """
+    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigurationError(
+            f"<stdin>: not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from None
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    if not isinstance(exc, GramagentError):
+        text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate cannot print
+
+
+def _debug_traceback(exc: BaseException) -> bool:
+    """With ``--debug``, print the traceback (secrets masked) and return True."""
+    if not _state["debug"]:
+        return False
+    text = "".join(traceback.format_exception(exc))
+    sys.stderr.write(_masked(text.encode("utf-8", "replace").decode("utf-8")))
+    sys.stderr.flush()
+    return True
 
 
 def main() -> None:
     """Entry point for ``python -m gramagent``."""
     app(prog_name="gramagent")
+
+
+def _masked(text: str) -> str:
+    """``text`` with secrets masked. Logging's machinery (gramagent._logs) is imported here,
+    when an error is printed, not when the CLI starts (start-up time, issue 12 item 16)."""
+    from gramagent._logs import redact
+
+    masked: str = redact(text)
+    return masked

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gramagent._cli._app import app, handle_errors
+from gramagent._cli._app import app, handle_errors, read_stdin
 from gramagent.errors import ConfigurationError
 
 __all__ = ["harmony_app", "parse", "render"]
@@ -107,7 +107,7 @@ def render(
 
 def _read(file: str) -> str:
     if file == "-":
-        return sys.stdin.read()
+        return read_stdin()
     path = Path(file)
     try:
         return path.read_text(encoding="utf-8")

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from gramagent._cli._app import app, err_console, handle_errors
+from gramagent._cli._app import app, err_console, handle_errors, print_error
 from gramagent._models.registry import api_names
-from gramagent.errors import ConfigurationError, GramagentError, RunError, ToolError
+from gramagent.errors import ConfigurationError, RunError, ToolError
 
 if TYPE_CHECKING:
     import asyncio
@@ -36,9 +36,10 @@ if TYPE_CHECKING:
     from gramagent._runtime.library import BoundAgent, ToolLibrary
     from gramagent._runtime.limits import RunLimits
     from gramagent._runtime.loop import AgentResponse
+    from gramagent._runtime.sessions import StoredSession
     from gramagent._spec.model import Agent
 
-__all__ = ["RunOptions", "Session", "chat", "load_library", "run"]
+__all__ = ["LivePrinter", "RunOptions", "Session", "chat", "load_library", "run"]
 
 DEFAULT_TOOLS = "gramagent.tools:builtin_library"
 EXIT_COMMANDS = frozenset({"/exit", "/quit"})
@@ -66,6 +67,10 @@ class RunOptions:
     """Wall-time limit of one turn, in seconds."""
     dry_run: bool = False
     """Call the model but run no tool: each valid call answers ``{"ok": true}``."""
+    otel: str | None = None
+    """Export OpenTelemetry spans: ``console`` or ``otlp`` (see :mod:`._otel`)."""
+    session: str | None = None
+    """Keep the conversation in this stored session (resumed if it exists)."""
 
 
 def load_library(reference: str | None = None) -> ToolLibrary:
@@ -129,8 +134,7 @@ def load_library(reference: str | None = None) -> ToolLibrary:
 
 def _exchange_printer(console: Console) -> Callable[[Mapping[str, Any], Any, int | None], None]:
     """The adapters' exchange hook for ``-v``: raw request and response, secrets masked."""
-    import orjson
-
+    from gramagent import _json as exact_json
     from gramagent._logs import redact
 
     def show(request: Mapping[str, Any], response: Any, status: int | None) -> None:
@@ -138,7 +142,7 @@ def _exchange_printer(console: Console) -> Callable[[Mapping[str, Any], Any, int
             data = redact(data)
             if isinstance(data, str):
                 return data
-            return orjson.dumps(data, option=orjson.OPT_INDENT_2, default=str).decode()
+            return exact_json.dumps(data, indent=True, default=str)
 
         console.print("[dim]── request ──[/dim]", highlight=False)
         console.print(dump(dict(request)), markup=False, highlight=False, soft_wrap=True)
@@ -166,6 +170,8 @@ class Session:
     limits: RunLimits = field(init=False)
     sinks: list[EventSink] = field(default_factory=list, init=False)
     context: Any = field(default=None, init=False)
+    stored: StoredSession | None = field(default=None, init=False)
+    """The stored session the conversation is kept in (``--session``)."""
     _closers: list[Callable[[], Any]] = field(default_factory=list, init=False)
 
     @classmethod
@@ -178,6 +184,14 @@ class Session:
         from gramagent._spec.model import ModelRef
 
         session = cls(options)
+        if options.session is not None:
+            from gramagent._runtime.sessions import SessionStore
+
+            session.stored = SessionStore().open(options.session)
+        if options.otel is not None:
+            from gramagent._cli._otel import setup_tracing
+
+            session._closers.append(setup_tracing(options.otel))
         # The key given on the command line and the environment as it is now.
         add_secret(options.api_key, *env_secrets(os.environ))
         if not options.agent_file.is_file():
@@ -245,10 +259,31 @@ class Session:
         if start is not None and inspect.iscoroutinefunction(start):
             await start()
 
-    async def turn(self, message: str) -> AgentResponse:
-        """Run one user message; the conversation continues from the previous turn."""
+    async def turn(self, message: str, live: LivePrinter | None = None) -> AgentResponse:
+        """Run one user message; the conversation continues from the previous turn.
+
+        With ``live``, the answer is streamed to it as it is generated; a turn cancelled
+        (Ctrl-C) keeps its partial answer, marked, and the conversation goes on from there.
+        With a stored session, the turn starts from what the store holds (another process may
+        have added turns) and what it adds is saved when it ends, however it ends.
+        """
+        if self.stored is None:
+            return await self._turn(message, live)
+        async with self.stored.turn(self.agent.name) as held:
+            if held.context is not None:
+                self.context = held.context
+            before = self.context
+            try:
+                return await self._turn(message, live)
+            finally:
+                if self.context is not None and self.context is not before:
+                    held.save(self.context)
+
+    async def _turn(self, message: str, live: LivePrinter | None) -> AgentResponse:
         from gramagent._runtime.loop import run_agent
 
+        if live is not None:
+            return await self._streamed_turn(message, live)
         try:
             response = await run_agent(
                 self.target, message, library=self.library, context=self.context,
@@ -261,6 +296,41 @@ class Session:
             raise
         self.context = response.context
         return response
+
+    async def _streamed_turn(self, message: str, live: LivePrinter) -> AgentResponse:
+        from gramagent._runtime.stream import (
+            FinalResponse,
+            TextDelta,
+            ToolCallRequested,
+            run_agent_stream,
+        )
+
+        stream = run_agent_stream(
+            self.target, message, library=self.library, context=self.context,
+            model=self.model, limits=self.limits, events=self.sinks or None,
+            dry_run=self.options.dry_run,
+        )
+        try:
+            async with stream:
+                async for event in stream:
+                    if isinstance(event, TextDelta):
+                        live.text(event.text)
+                    elif isinstance(event, ToolCallRequested):
+                        live.tool_call(event.call.name)
+                    elif isinstance(event, FinalResponse):
+                        self.context = event.response.context
+                        live.end()
+                        return event.response
+        except RunError as exc:
+            live.end()
+            if exc.context is not None:
+                self.context = exc.context
+            raise
+        finally:
+            if stream.interrupted:
+                live.end(interrupted=True)
+                self.context = stream.context
+        raise AssertionError("the stream ended without a response")  # pragma: no cover
 
     async def aclose(self) -> None:
         """Release the model's connections and close the sinks."""
@@ -277,34 +347,98 @@ def _close_with(session: Session, library: ToolLibrary | None) -> None:
         session._closers.append(close)
 
 
+class LivePrinter:
+    """Prints an answer on stdout as it is generated, secrets masked.
+
+    Text is written up to its last whitespace and the rest held back until more comes, so a
+    secret (which has no whitespace) is always masked whole. Tool calls are noted on stderr.
+    """
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._held = ""
+        self._wrote = False
+
+    def text(self, piece: str) -> None:
+        """Write ``piece`` (up to its last whitespace, see above)."""
+        text = self._held + piece
+        cut = max(text.rfind(" "), text.rfind("\n"), text.rfind("\t")) + 1
+        self._held = text[cut:]
+        if cut:
+            self._write(text[:cut])
+
+    def tool_call(self, name: str) -> None:
+        """Note a call the model asked for (after the text it wrote before it)."""
+        self._flush()
+        err_console.print(f"[dim]→ {name}[/dim]", highlight=False)
+
+    def end(self, *, interrupted: bool = False) -> None:
+        """The answer is over (or was stopped): write the rest and end the line."""
+        self._flush()
+        if interrupted:
+            err_console.print("[dim]… (interrupted)[/dim]", highlight=False)
+        self._wrote = False
+
+    def _flush(self) -> None:
+        if self._held:
+            self._write(self._held)
+            self._held = ""
+        if self._wrote:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self._wrote = False
+
+    def _write(self, text: str) -> None:
+        from gramagent._logs import redact
+
+        sys.stdout.write(redact(text))
+        sys.stdout.flush()
+        self._wrote = True
+
+
 class _Output:
-    """Where turn results go: rich text or one JSON object per line on stdout."""
+    """Where turn results go: rich text or one JSON object per line on stdout, or the answer
+    as it is generated (:class:`LivePrinter`) on a terminal."""
 
     def __init__(self, json: bool) -> None:
         from rich.console import Console
 
         self.json = json
         self.console = Console(highlight=False, soft_wrap=True)
+        self.live = (LivePrinter(self.console)
+                     if not json and sys.stdout.isatty() else None)
+        """Set when the answer is printed as it is generated: a terminal, not ``--json``."""
 
     def reply(self, response: AgentResponse) -> None:
-        """Print one turn's result, secrets masked like every other output."""
-        import orjson
+        """Print one turn's result, secrets masked like every other output (a streamed
+        answer was printed already)."""
+        if self.live is not None:
+            return
+        from rich.markup import escape
 
+        from gramagent import _json as exact_json
         from gramagent._logs import redact
 
         if self.json:
             data = redact(response.to_dict())
-            sys.stdout.write(orjson.dumps(data, default=str).decode() + "\n")
+            sys.stdout.write(exact_json.dumps(data, default=str) + "\n")
             sys.stdout.flush()
         else:
             self.console.print(redact(response.content or ""), markup=False)
+            if response.finish_reason != "stop":
+                why = _ENDINGS.get(response.finish_reason, "as the server said")
+                err_console.print(f"[yellow](the answer ended: {escape(response.finish_reason)}"
+                                  f", {why})[/yellow]", highlight=False)
 
 
-def _error_line(exc: GramagentError) -> None:
-    from gramagent._logs import redact
+_ENDINGS = {
+    "length": "cut off at the token limit: it may be incomplete",
+    "content_filter": "cut by the server's content filter",
+    "refusal": "the model declined",
+}
+"""What the CLI says after an answer that did not simply end."""
 
-    err_console.print(f"[red]{type(exc).__name__}[/red]: {redact(str(exc))}", markup=True,
-                      highlight=False, soft_wrap=True)
+
 
 
 _MODEL_FORMS = ("give PROVIDER/NAME: openai/NAME (any OpenAI-compatible server, with "
@@ -358,6 +492,14 @@ _MAX_ITER = typer.Option(None, "--max-iterations", min=1, metavar="N",
 _TIMEOUT = typer.Option(None, "--timeout", min=0.0, metavar="SECONDS",
                         help="Seconds one turn may take (the embedded model's loading, "
                              "before the first turn, is not counted).")
+_SESSION = typer.Option(
+    None, "--session", metavar="NAME",
+    help="Keep the conversation in this stored session and resume it if it exists "
+         "(see gramagent sessions).")
+_OTEL = typer.Option(
+    None, "--otel", metavar="console|otlp",
+    help="Export OpenTelemetry spans of each run: to stderr (console) or to the OTLP "
+         'collector of OTEL_EXPORTER_OTLP_ENDPOINT (otlp). Needs the otel extra.')
 
 _P = inspect.Parameter
 _SHARED_OPTIONS = tuple(
@@ -376,6 +518,8 @@ _SHARED_OPTIONS = tuple(
         ("dry_run", bool, _DRY_RUN),
         ("max_iterations", int | None, _MAX_ITER),
         ("timeout", float | None, _TIMEOUT),
+        ("otel", str | None, _OTEL),
+        ("session", str | None, _SESSION),
     )
 )
 """The options of ``run`` and ``chat``, declared once (added by :func:`_with_run_options`)."""
@@ -438,7 +582,7 @@ def run(
     out = _Output(options.json)
     with _open_session(options, options.verbose) as (runner, session):
         for message in messages:
-            out.reply(runner.run(session.turn(message)))
+            out.reply(runner.run(session.turn(message, out.live)))
 
 
 def _read_lines(console: Console) -> Iterator[str]:
@@ -454,6 +598,8 @@ def _read_lines(console: Console) -> Iterator[str]:
                     return
         except EOFError:
             return
+        except UnicodeDecodeError as exc:
+            raise ConfigurationError(f"<stdin>: not valid UTF-8 ({exc.reason})") from None
         line = line.strip()
         if not line:
             continue
@@ -471,20 +617,34 @@ def chat(options: RunOptions) -> None:
     A turn that fails (model unreachable, a limit hit) prints one error line and the session
     goes on; the exit code is then 1.
     """
+    from rich.markup import escape
+
     out = _Output(options.json)
     failed = False
     with _open_session(options, options.verbose) as (runner, session):
         if sys.stdin.isatty():
+            resumed = ""
+            if session.stored is not None:
+                stored = len(session.stored.context)
+                resumed = (f" (session {session.stored.name}: {stored} messages)" if stored
+                           else f" (new session {session.stored.name})")
             err_console.print(
-                f"[dim]chatting with {session.agent.name}; /exit or Ctrl-D to end[/dim]",
+                f"[dim]chatting with {session.agent.name}{escape(resumed)}; /exit or Ctrl-D "
+                "to end[/dim]",
                 highlight=False,
             )
         for line in _read_lines(err_console):
             try:
-                out.reply(runner.run(session.turn(line)))
+                out.reply(runner.run(session.turn(line, out.live)))
             except RunError as exc:
                 failed = True
-                _error_line(exc)
+                print_error(exc)
+            except KeyboardInterrupt:
+                if out.live is None:
+                    raise
+                # Ctrl-C stops the answer being written, not the chat (the partial answer is
+                # kept, marked as interrupted).
+                continue
     if failed:
         raise typer.Exit(1)
 

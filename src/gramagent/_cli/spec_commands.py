@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import os
 import stat
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from gramagent._cli._app import app, handle_errors
+from gramagent._cli._app import app, handle_errors, read_stdin
 from gramagent.errors import ConfigurationError, Diagnostic, SchemaError, SpecError
 
 __all__ = ["check", "examples", "fmt", "schema", "signature"]
@@ -217,7 +216,7 @@ def signature(
     from gramagent._spec.signature import format_signature, schema_to_signature
 
     name = "<stdin>" if file == "-" else file
-    text = sys.stdin.read() if file == "-" else _read(Path(file))
+    text = read_stdin() if file == "-" else _read(Path(file))
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -243,6 +242,9 @@ def _read(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError([Diagnostic(f"cannot read the file: {exc.strerror or exc}",
+                                    str(path))]) from None
+    except UnicodeDecodeError as exc:
+        raise SpecError([Diagnostic(f"not valid UTF-8 (byte offset {exc.start})",
                                     str(path))]) from None
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from gramagent import _json as exact_json
 from gramagent._cli._app import app, err_console, handle_errors
 from gramagent.errors import ConfigurationError, ValidationError
 
@@ -83,7 +84,7 @@ def _arguments(text: str, tool: Tool) -> dict[str, Any]:
     from gramagent._spec.validate import compile_validator
 
     try:
-        arguments = jsonlib.loads(text)
+        arguments = exact_json.loads(text)  # the loop's rules: no NaN, surrogates, deep nesting
     except ValueError as exc:
         raise ValidationError(f"arguments of {tool.name!r} are not valid JSON: {exc}") from None
     if not isinstance(arguments, dict):

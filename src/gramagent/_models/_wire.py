@@ -21,6 +21,7 @@ __all__ = [
     "split_cut_off",
     "sse",
     "tool_parameters",
+    "MAX_REPORTED_TOKENS",
     "usage_from",
 ]
 
@@ -50,10 +51,14 @@ def error_reply(status: int, message: str) -> RenderedReply:
     return RenderedReply(exact_json.dumps(body).encode(), status=status)
 
 
-def sse(events: Sequence[Any]) -> bytes:
-    """Server-sent events: one ``data:`` line per event, then ``data: [DONE]``."""
-    parts = [b"data: " + exact_json.dumps(e).encode() + b"\n\n" for e in events]
-    parts.append(b"data: [DONE]\n\n")
+def sse(events: Sequence[Any], *, named: bool = False, done: bool = True) -> bytes:
+    """Server-sent events: one ``data:`` line per event (after an ``event:`` line naming its
+    ``type`` when ``named``, as the Responses API sends), then ``data: [DONE]`` when
+    ``done`` (Chat Completions ends so; the Responses API does not)."""
+    parts = [(b"event: " + str(e.get("type")).encode() + b"\n" if named else b"")
+             + b"data: " + exact_json.dumps(e).encode() + b"\n\n" for e in events]
+    if done:
+        parts.append(b"data: [DONE]\n\n")
     return b"".join(parts)
 
 
@@ -106,22 +111,29 @@ def tool_parameters(tool: ToolDefinition, strict: bool) -> tuple[dict[str, Any],
     return tool.parameters, False
 
 
+MAX_REPORTED_TOKENS = 100_000_000
+"""The most tokens one request can plausibly report in either direction (no context holds
+more); a larger count, like a negative one, is not believed."""
+
+
 def usage_from(data: Any, input_key: str, output_key: str) -> Usage | None:
     """Read a usage object (``prompt_tokens``/``completion_tokens`` or ``input_tokens``/
-    ``output_tokens``); None when the server reported none."""
+    ``output_tokens``); None when the server reported none, or reported a count that cannot be
+    true (negative, not an integer, beyond :data:`MAX_REPORTED_TOKENS`): the loop then
+    estimates the turn's tokens, so a lying server cannot disable the token budget."""
     if not isinstance(data, dict):
         return None
     inp = data.get(input_key)
     out = data.get(output_key)
-    if type(inp) is int and type(out) is int:  # the usual reply
+    if (type(inp) is int and type(out) is int  # the usual reply
+            and 0 <= inp <= MAX_REPORTED_TOKENS and 0 <= out <= MAX_REPORTED_TOKENS):
         return Usage(input_tokens=inp, output_tokens=out, requests=1)
-    if not isinstance(inp, int) and not isinstance(out, int):
+    if inp is None and out is None:
         return None
-    return Usage(
-        input_tokens=inp if isinstance(inp, int) else 0,
-        output_tokens=out if isinstance(out, int) else 0,
-        requests=1,
-    )
+    if not all(v is None or (type(v) is int and 0 <= v <= MAX_REPORTED_TOKENS)
+               for v in (inp, out)):
+        return None
+    return Usage(input_tokens=inp or 0, output_tokens=out or 0, requests=1)
 
 
 class ToolsMemo:

@@ -8,7 +8,7 @@ format. Adapters know nothing of tools beyond their :class:`ToolDefinition`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
@@ -20,6 +20,8 @@ __all__ = [
     "ModelRequest",
     "ModelTurn",
     "NamedToolChoice",
+    "StreamingModel",
+    "TextSink",
     "ToolChoice",
 ]
 
@@ -62,6 +64,10 @@ class ModelTurn:
     usage: Usage | None = None
     """Tokens the server reported for this request, None if it reported none."""
     finish_reason: str | None = None
+    """How the reply ended, normalized across formats: ``stop`` (the model finished),
+    ``tool_calls``, ``length`` (cut at a token limit; a Responses ``incomplete`` status),
+    ``content_filter``, ``refusal`` (the model declined; its refusal is the text), another
+    reason as the server named it, or None when it named none."""
     cut_off_calls: tuple[ToolCall, ...] = ()
     """Calls the token limit cut off (``finish_reason == "length"``), after ``tool_calls``:
     never to run, nor to be sent back as calls (their arguments are partial)."""
@@ -83,4 +89,29 @@ class Model(Protocol):
 
     async def aclose(self) -> None:
         """Release connections."""
+        ...
+
+
+TextSink: TypeAlias = Callable[[str], None]
+"""Receives the pieces of a turn's text as the model generates them."""
+
+
+@runtime_checkable
+class StreamingModel(Model, Protocol):
+    """A :class:`Model` that can also hand out its answer's text as it is generated.
+
+    Every adapter of gramagent is one; a model of your own that is not is run unstreamed (its
+    text arrives as one piece).
+    """
+
+    async def stream_request(self, request: ModelRequest, on_text: TextSink) -> ModelTurn:
+        """Send ``request`` streamed; call ``on_text`` with each piece of the answer's text.
+
+        The pieces, joined, equal the returned turn's ``text`` (none are sent when it has
+        none). Chain of thought and tool-call arguments are not text.
+
+        Raises:
+            ModelAPIError: as :meth:`Model.request`; a stream that breaks off after it started
+                is not retried (its pieces were handed out).
+        """
         ...

@@ -73,9 +73,16 @@ from gramagent._models._wire import (
     tool_parameters,
     usage_from,
 )
-from gramagent._models.base import ModelRequest, ModelTurn, NamedToolChoice, ToolChoice
+from gramagent._models.base import (
+    ModelRequest,
+    ModelTurn,
+    NamedToolChoice,
+    TextSink,
+    ToolChoice,
+)
 from gramagent._models.http import HTTPAdapter, HTTPClient, HTTPOptions
 from gramagent._models.jsoncalls import (
+    StepTextStream,
     extract_json_calls,
     read_tool_step,
     tool_step_content,
@@ -181,8 +188,60 @@ class ChatCompletionsModel(HTTPAdapter):
         except ReplyError as exc:
             raise self.reply_error(CHAT_PATH, exc, body=data, model=request.model) from exc
 
+    async def stream_request(self, request: ModelRequest, on_text: TextSink) -> ModelTurn:
+        """:meth:`request`, streamed: the text pieces go to ``on_text`` as they arrive.
+
+        In ``native`` mode each content delta is passed on; in ``constrained`` mode the
+        answer's text as it is decoded from the step (:class:`StepTextStream`); in ``text``
+        mode the content may turn out to be calls, so the answer's text is passed on whole
+        once the reply is read.
+
+        Raises:
+            ModelAPIError: as :meth:`request`, or the stream broke off.
+            ConfigurationError: as :meth:`request`.
+        """
+        body = build_chat_body(
+            request, functions=self.functions, tool_call_mode=self.tool_call_mode, stream=True,
+            strict=self.strict, tools_payload=self._tools.get(request.tools),
+        )
+        step = StepTextStream() if self.tool_call_mode == "constrained" else None
+        live = self.tool_call_mode != "text"
+        sent: list[str] = []
+        events: list[dict[str, Any]] = []
+        async for event in self.http.stream_sse(CHAT_PATH, body):
+            events.append(event)
+            if live:
+                piece = _content_delta(event)
+                if piece and step is not None:
+                    piece = step.feed(piece)
+                if piece:
+                    sent.append(piece)
+                    on_text(piece)
+        data = assemble_chat_chunks(events)
+        names = _readable_tool_names(request, self.tool_call_mode)
+        try:
+            turn = parse_chat_reply(data, tool_call_mode=self.tool_call_mode, tool_names=names)
+        except ReplyError as exc:
+            raise self.reply_error(CHAT_PATH, exc, body=data, model=request.model) from exc
+        streamed = "".join(sent)
+        if turn.text and turn.text != streamed and turn.text.startswith(streamed):
+            on_text(turn.text[len(streamed):])  # what could not be streamed (see above)
+        return turn
+
     def _tools_payload(self, tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
         return chat_tools(tools, functions=self.functions, strict=self.strict)
+
+
+def _content_delta(chunk: Mapping[str, Any]) -> str | None:
+    """The content piece of a streamed chunk's first choice (as :func:`assemble_chat_chunks`
+    reads it), or None."""
+    for choice in chunk.get("choices") or ():
+        if isinstance(choice, dict) and choice.get("index", 0) == 0:
+            delta = choice.get("delta") or choice.get("message")
+            if isinstance(delta, dict):
+                piece = delta.get("content")
+                return piece if isinstance(piece, str) else None
+    return None
 
 
 # -- request ---------------------------------------------------------------------------------
@@ -369,7 +428,8 @@ def parse_chat_reply(
     """Read a (non-streamed or assembled) Chat Completions reply into a :class:`ModelTurn`.
 
     ``tool_names`` are the offered tools, used by the ``text`` and ``constrained`` modes.
-    Legacy ``finish_reason: "function_call"`` is reported as ``"tool_calls"``.
+    Legacy ``finish_reason: "function_call"`` is reported as ``"tool_calls"``; a ``refusal``
+    (the model declined) becomes the text, with ``finish_reason`` ``"refusal"``.
 
     Raises:
         ReplyError: the reply has no ``choices[0].message``.
@@ -392,6 +452,10 @@ def parse_chat_reply(
     finish = choice.get("finish_reason")
     if finish == "function_call":
         finish = "tool_calls"
+    refusal = message.get("refusal")
+    if isinstance(refusal, str) and refusal and not calls:
+        # The model declined: its refusal is the answer's text, and says how it ended.
+        text, finish = (text or refusal), "refusal"
     cut_off: tuple[ToolCall, ...] = ()
     if finish == "length":
         calls, cut_off = split_cut_off(calls)
@@ -452,7 +516,7 @@ def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     choice in any chunk the result has no choices (the parser reports that).
     """
     meta: dict[str, Any] = {}
-    content: list[str] = []
+    texts: dict[str, list[str]] = {"content": [], "refusal": []}
     calls: dict[int, dict[str, Any]] = {}
     legacy: dict[str, str] | None = None
     finish: str | None = None
@@ -469,23 +533,16 @@ def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             seen = True
             delta = choice.get("delta") or choice.get("message")
             if isinstance(delta, dict):
-                piece = delta.get("content")
-                if isinstance(piece, str):
-                    content.append(piece)
-                for raw in delta.get("tool_calls") or ():
-                    if isinstance(raw, dict):
-                        _merge_call_delta(calls, raw)
-                fc = delta.get("function_call")
-                if isinstance(fc, dict):
-                    legacy = legacy or {"name": "", "arguments": ""}
-                    legacy["name"] += fc.get("name") or ""
-                    legacy["arguments"] += fc.get("arguments") or ""
+                legacy = _fold_delta(delta, texts, calls, legacy)
             if choice.get("finish_reason"):
                 finish = choice["finish_reason"]
     if not seen:
         return {**meta, "object": "chat.completion", "choices": [], "usage": usage}
+    content, refusal = texts["content"], texts["refusal"]
     message: dict[str, Any] = {"role": "assistant", "content": "".join(content) if content
                                else None}
+    if refusal:
+        message["refusal"] = "".join(refusal)
     if calls:
         message["tool_calls"] = [calls[i] for i in sorted(calls)]
     if legacy is not None:
@@ -496,6 +553,26 @@ def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": usage,
     }
+
+
+def _fold_delta(delta: Mapping[str, Any], texts: dict[str, list[str]],
+                calls: dict[int, dict[str, Any]], legacy: dict[str, str] | None
+                ) -> dict[str, str] | None:
+    """Add one delta's text pieces (``content``, ``refusal``) and call pieces; returns the
+    legacy ``function_call`` so far."""
+    for key, pieces in texts.items():
+        piece = delta.get(key)
+        if isinstance(piece, str):
+            pieces.append(piece)
+    for raw in delta.get("tool_calls") or ():
+        if isinstance(raw, dict):
+            _merge_call_delta(calls, raw)
+    fc = delta.get("function_call")
+    if isinstance(fc, dict):
+        legacy = legacy or {"name": "", "arguments": ""}
+        legacy["name"] += fc.get("name") or ""
+        legacy["arguments"] += fc.get("arguments") or ""
+    return legacy
 
 
 def _merge_call_delta(calls: dict[int, dict[str, Any]], raw: Mapping[str, Any]) -> None:

@@ -51,7 +51,13 @@ from gramagent._models._wire import (
     sse,
     usage_from,
 )
-from gramagent._models.base import ModelRequest, ModelTurn, NamedToolChoice, ToolChoice
+from gramagent._models.base import (
+    ModelRequest,
+    ModelTurn,
+    NamedToolChoice,
+    TextSink,
+    ToolChoice,
+)
 from gramagent._models.harmony_parse import (
     CALL,
     END,
@@ -167,6 +173,58 @@ class HarmonyModel(HTTPAdapter):
             raise self.reply_error(
                 COMPLETIONS_PATH, exc, body=orjson.dumps(reply), model=request.model
             ) from exc
+
+
+    async def stream_request(self, request: ModelRequest, on_text: TextSink) -> ModelTurn:
+        """:meth:`request`, streamed: the completion's text is fed to a
+        :class:`HarmonyStreamParser` as it arrives, and the content of ``final``-channel
+        messages goes to ``on_text`` (chain of thought and calls do not). The turn is read
+        from the whole text as :meth:`request` reads it; when its text is not (all) on the
+        ``final`` channel (an answer on ``commentary``), the rest is passed on at the end.
+
+        Raises:
+            ModelAPIError: as :meth:`request`, or the stream broke off.
+        """
+        prefill = prefill_for(request.tool_choice, bool(request.tools))
+        body = build_completion_body(
+            request, self.prompt(request), max_tokens=self.max_tokens, stream=True
+        )
+        parser = HarmonyStreamParser()
+        parser.feed(prefill)
+        events: list[dict[str, Any]] = []
+        sent: list[str] = []
+        over = False  # a message ended the turn (<|call|>, <|return|>): the rest is not read
+        async for event in self.http.stream_sse(COMPLETIONS_PATH, body):
+            events.append(event)
+            piece = _text_piece(event)
+            if piece and not over:
+                for item in parser.feed(piece):
+                    if type(item) is HarmonyDelta:
+                        if item.channel == "final" and item.text:
+                            sent.append(item.text)
+                            on_text(item.text)
+                    elif type(item) is HarmonyMessage and item.ended_by in ("call", "return"):
+                        over = True
+                        break
+        try:
+            turn = read_completion(_assemble(events), prefill=prefill)
+        except ReplyError as exc:
+            raise self.reply_error(
+                COMPLETIONS_PATH, exc, body=orjson.dumps(events), model=request.model
+            ) from exc
+        streamed = "".join(sent)
+        if turn.text and turn.text != streamed and turn.text.startswith(streamed):
+            on_text(turn.text[len(streamed):])
+        return turn
+
+
+def _text_piece(event: Mapping[str, Any]) -> str | None:
+    """The text of a streamed completion event's first choice, or None."""
+    for choice in event.get("choices") or ():
+        if isinstance(choice, dict) and choice.get("index", 0) == 0:
+            text = choice.get("text")
+            return text if isinstance(text, str) else None
+    return None
 
 
 def build_prompt(

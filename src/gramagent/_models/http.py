@@ -8,11 +8,24 @@ retries what is worth retrying:
   HTTP date) or ``retry-after-ms`` header asks for, else an exponential backoff with jitter;
 - dropped connections and other transport errors (connect, read, write, protocol, timeouts).
 
+- a 2xx answer whose body cannot be decoded (not JSON, empty, JSON that is not an object, a
+  stream where JSON was asked, a body cut short): one rule for all, it is retried like a
+  transport error, since a body cut short and a glitching server look alike.
+
+Every answer is bounded: its body may hold at most ``max_response_bytes`` (default 32 MiB), as
+received and again after gzip/deflate decompression, counted while reading (a decompression
+bomb stops at the limit); each attempt, the whole body read included, must end within
+``request_timeout`` (default 900 s), beside ``timeout`` for each wait for data. A body over the
+limit is not retried.
+
 Every failure that survives the retries becomes a :class:`~gramagent.errors.ModelAPIError`
 built by :meth:`HTTPClient.error`, the one place such errors are made: it names the model, the
 URL, the HTTP status and the server's message, and carries an excerpt of the body. The API key
-travels only in the ``Authorization`` header of the pooled client; it is never part of an
-error, a log record or what the :data:`ExchangeHook` sees.
+travels only in the ``Authorization`` header of the pooled client; a server that echoes it back
+finds it masked in the error (message and body), in log records and in what the
+:data:`ExchangeHook` sees. The key is never sent over plain ``http`` to a host that is not this
+machine unless the caller allows it (``allow_insecure_http``, or the environment variable
+``GRAMAGENT_ALLOW_INSECURE_HTTP=1``).
 
 Why aiohttp: the client's CPU per request is most of an agent loop's own cost, and aiohttp
 (C-accelerated HTTP parsing, a connection pool that hands out an idle connection without
@@ -24,20 +37,26 @@ by the environment (``HTTP(S)_PROXY``, ``NO_PROXY``) are honoured, looked up onc
 from __future__ import annotations
 
 import asyncio
+import codecs
 import email.utils
 import logging
+import os
 import random
+import re
 import time
 import urllib.parse
 import urllib.request
+import zlib
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Protocol, Self, TypedDict, Unpack
+from typing import Any, Final, Protocol, Self, TypedDict, TypeVar, Unpack
 
 import aiohttp
 import orjson
 
-from gramagent._logs import MODEL_LOGGER, log_model_attempt
+from gramagent import _json as exact_json
+from gramagent._logs import MODEL_LOGGER, Redactor, log_model_attempt
+from gramagent._models.registry import is_loopback
 from gramagent.errors import AuthenticationError, ConfigurationError, ModelAPIError
 
 __all__ = [
@@ -47,6 +66,7 @@ __all__ = [
     "HTTPAdapter",
     "HTTPClient",
     "HTTPOptions",
+    "SSEDecoder",
     "parse_retry_after",
     "parse_sse",
     "retry_delay",
@@ -59,6 +79,17 @@ AUTH_STATUSES = frozenset({401, 403})
 
 EXCERPT_CHARS = 500
 """How much of an error body a ModelAPIError keeps."""
+
+MAX_RESPONSE_BYTES: Final = 32 * 1024 * 1024
+"""Default body limit of one answer, as received and decompressed (32 MiB)."""
+
+REQUEST_TIMEOUT: Final = 900.0
+"""Default seconds one attempt may take, the whole answer read included."""
+
+ALLOW_INSECURE_ENV: Final = "GRAMAGENT_ALLOW_INSECURE_HTTP"
+"""Set to ``1`` to allow sending an API key over plain http to a non-loopback host."""
+
+_T = TypeVar("_T")
 
 _USER_AGENT = "gramagent/0.1"
 
@@ -99,6 +130,13 @@ class HTTPOptions(TypedDict, total=False):
     """Most seconds spent waiting over all retries of one request (default 120)."""
     max_connections: int
     """Size of the connection pool (default 256)."""
+    request_timeout: float
+    """Seconds one attempt may take in all, the whole answer read included (default 900);
+    checked as the body arrives, so a server trickling its answer is cut off."""
+    max_response_bytes: int
+    """Most bytes of one answer's body, as received and after decompression (default 32 MiB)."""
+    allow_insecure_http: bool
+    """Send the API key over plain http to a host that is not this machine (default False)."""
     sleep: Callable[[float], Awaitable[None]]
     """The coroutine used to wait between attempts (default :func:`asyncio.sleep`)."""
 
@@ -157,25 +195,73 @@ def parse_sse(text: str) -> list[str]:
     Multi-line ``data`` fields are joined with newlines (the SSE rule); comments, ``event``,
     ``id`` and ``retry`` fields are skipped.
     """
-    payloads: list[str] = []
-    data: list[str] = []
-    for line in text.splitlines():
-        if not line:
-            if data:
-                payload = "\n".join(data)
-                data = []
-                if payload == "[DONE]":
-                    return payloads
-                payloads.append(payload)
-            continue
-        if line.startswith("data:"):
-            value = line[5:]
-            data.append(value[1:] if value.startswith(" ") else value)
-    if data:
-        payload = "\n".join(data)
-        if payload != "[DONE]":
-            payloads.append(payload)
+    decoder = SSEDecoder()
+    payloads = decoder.feed(text)
+    payloads.extend(decoder.close())
     return payloads
+
+
+_SSE_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+class SSEDecoder:
+    """An incremental Server-Sent Events decoder: feed text as it arrives, get whole payloads.
+
+    Text may be split anywhere (inside a line or a ``\\r\\n`` pair). A payload is released at
+    the blank line ending its event; ``data: [DONE]`` ends the stream (:attr:`done`; later text
+    is ignored). :meth:`close` releases an event the stream ended without a blank line.
+    """
+
+    __slots__ = ("_data", "_pending", "done")
+
+    def __init__(self) -> None:
+        self._pending = ""
+        self._data: list[str] = []
+        self.done = False
+        """Whether ``[DONE]`` was seen."""
+
+    def feed(self, text: str) -> list[str]:
+        """Take a piece of the stream; return the payloads it completed, in order."""
+        if self.done:
+            return []
+        text = self._pending + text
+        out: list[str] = []
+        start = 0
+        # Only CR, LF and CRLF end lines (not the other line breaks str.splitlines knows); a
+        # CR at the very end waits for more, it may be half of CRLF.
+        for match in _SSE_LINE_END.finditer(text):
+            if match.group() == "\r" and match.end() == len(text):
+                break
+            self._line(text[start:match.start()], out)
+            start = match.end()
+            if self.done:
+                return out
+        self._pending = text[start:]
+        return out
+
+    def close(self) -> list[str]:
+        """The end of the stream: release what is still pending."""
+        out: list[str] = []
+        if not self.done:
+            if self._pending:
+                self._line(self._pending.rstrip("\r"), out)
+                self._pending = ""
+            if not self.done:
+                self._line("", out)
+        return out
+
+    def _line(self, line: str, out: list[str]) -> None:
+        if not line:
+            if self._data:
+                payload = "\n".join(self._data)
+                self._data = []
+                if payload == "[DONE]":
+                    self.done = True
+                else:
+                    out.append(payload)
+        elif line.startswith("data:"):
+            value = line[5:]
+            self._data.append(value[1:] if value.startswith(" ") else value)
 
 
 class HTTPClient:
@@ -203,10 +289,15 @@ class HTTPClient:
         max_backoff: float = 60.0,
         max_total_backoff: float = 120.0,
         max_connections: int = 256,
+        request_timeout: float = REQUEST_TIMEOUT,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        allow_insecure_http: bool = False,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
+        if api_key:
+            _check_key_transport(base_url, allow_insecure_http)
         self.base_url = base_url.rstrip("/")
         self.api = api
         self.max_retries = max_retries
@@ -219,15 +310,23 @@ class HTTPClient:
             "User-Agent": _USER_AGENT,
             "Content-Type": "application/json",
             "Accept": "application/json",
+            "Accept-Encoding": "gzip, deflate",  # decoded here, within the size limit
             **(headers or {}),
         }
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         # Per operation, as before: connecting, then each wait for data (not the whole body).
+        # Per operation: connecting, then each wait for data. The attempt as a whole is
+        # bounded by ``request_timeout``, checked as the body arrives (no timer per request).
         self._timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=min(connect_timeout, timeout), sock_read=timeout
         )
         self._max_connections = max_connections
+        self._request_timeout = request_timeout
+        self._max_response_bytes = max_response_bytes
+        # A key of a few characters (a placeholder for a local server) would mask every
+        # occurrence of those characters in an error: only real-looking keys are masked.
+        self._redactor = Redactor([api_key]) if api_key and len(api_key) >= 8 else None
         self._client: aiohttp.ClientSession | None = None
         self._proxy: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -242,59 +341,85 @@ class HTTPClient:
         """POST ``body`` as JSON to ``base_url + path`` and return the decoded JSON object.
 
         Raises:
-            ModelAPIError: after the retries, or at once for a non-retryable status, or when
-                a successful answer is not a JSON object.
+            ModelAPIError: after the retries, or at once for a non-retryable status or an
+                answer over the size limit. A 2xx answer that is not a JSON object counts as a
+                failed attempt and is retried.
         """
-        response = await self._post(path, body)
-        try:
-            data = orjson.loads(response.content)
-        except orjson.JSONDecodeError as exc:
-            self._notify(body, _text(response.content), response.status_code)
-            raise self._bad_answer(
-                f"the server answered HTTP {response.status_code} with a body that is not JSON "
-                f"({exc})",
-                response, body, response.content,
-            ) from exc
-        self._notify(body, data, response.status_code)
-        if not isinstance(data, dict):
-            raise self._bad_answer(
-                f"the server answered with JSON {type(data).__name__}, expected an object",
-                response, body, response.content,
-            )
-        return data
+        return await self._post(path, body, _decode_json)
 
     async def post_sse(self, path: str, body: Mapping[str, Any]) -> list[dict[str, Any]]:
         """POST ``body`` (with ``stream: true``) and return the stream's decoded JSON events.
 
         The whole stream is read before returning, so a connection dropped mid-stream is
-        retried like any other transport error. An event carrying an ``error`` object, or one
-        that is not JSON, is a :class:`~gramagent.errors.ModelAPIError`. A server that answers
-        with plain JSON instead of a stream gives a one-event list.
+        retried like any other transport error, and so is a stream holding an event that is
+        not JSON. An event carrying an ``error`` object is a
+        :class:`~gramagent.errors.ModelAPIError` at once. A server that answers with plain
+        JSON instead of a stream gives a one-event list.
         """
-        response = await self._post(path, body, headers=_STREAM_HEADERS)
-        content_type = response.headers.get("content-type", "")
-        payloads = ([_text(response.content)] if content_type.startswith("application/json")
-                    else parse_sse(_text(response.content)))
-        events: list[dict[str, Any]] = []
-        for payload in payloads:
-            try:
-                event = orjson.loads(payload)
-            except orjson.JSONDecodeError as exc:
-                self._notify(body, _text(response.content), response.status_code)
-                raise self._bad_answer(
-                    f"the stream carried an event that is not JSON ({exc})",
-                    response, body, payload,
-                ) from exc
-            if isinstance(event, dict):
-                events.append(event)
-        self._notify(body, events, response.status_code)
+        events = await self._post(path, body, _decode_sse, headers=_STREAM_HEADERS)
         for event in events:
             if isinstance(event.get("error"), dict):
-                raise self._bad_answer(
+                raise self.error(
                     f"the stream reported an error: {_error_detail(event) or 'no message'}",
-                    response, body, orjson.dumps(event),
+                    url=self.base_url + path, status=200, body=orjson.dumps(event),
+                    model=_model_of(body),
                 )
         return events
+
+    async def stream_sse(self, path: str, body: Mapping[str, Any]
+                         ) -> AsyncGenerator[dict[str, Any], None]:
+        """POST ``body`` (with ``stream: true``) and yield the stream's JSON events as they
+        arrive.
+
+        Failures before the answer starts (connect errors, retryable statuses) are retried like
+        :meth:`post_json`'s; a stream that breaks off once started, carries an event that is
+        not JSON or passes ``max_response_bytes`` is a :class:`~gramagent.errors.ModelAPIError`
+        (its events were already handed out, so it is not replayed), as is an event carrying
+        an ``error`` object. A server that answers with plain JSON gives one event. Closing
+        the generator early closes the connection. ``request_timeout`` does not bound a
+        stream (it may generate for long); the wait for each piece is bounded by ``timeout``.
+        """
+        response = await self._post(path, body, _keep_open, headers=_STREAM_HEADERS,
+                                    keep_open=True)
+        reply = response.open
+        assert reply is not None
+        url, status, model = response.url, response.status_code, _model_of(body)
+        events: list[dict[str, Any]] = []
+        finished = False
+        try:
+            if response.headers.get("content-type", "").startswith("application/json"):
+                payloads: Any = _one_payload(reply, self._max_response_bytes)
+            else:
+                payloads = _sse_payloads(reply, self._max_response_bytes)
+            async for payload in payloads:
+                try:
+                    event = orjson.loads(payload)
+                except orjson.JSONDecodeError as exc:
+                    raise self.error(f"the stream carried an event that is not JSON ({exc})",
+                                     url=url, status=status, body=payload, model=model
+                                     ) from exc
+                if not isinstance(event, dict):
+                    continue
+                events.append(event)
+                if isinstance(event.get("error"), dict):
+                    raise self.error(
+                        f"the stream reported an error: {_error_detail(event) or 'no message'}",
+                        url=url, status=status, body=orjson.dumps(event), model=model)
+                yield event
+            finished = True
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            detail = _transport_detail(exc, self._request_timeout)
+            raise self.error(f"the stream broke off: {detail}", url=url, status=status,
+                             model=model) from exc
+        except _TooLarge as exc:
+            raise self.error(str(exc), url=url, status=status, model=model) from None
+        finally:
+            if finished:
+                reply.release()
+            else:
+                reply.close()
+            if self.on_exchange is not None:
+                self._notify(body, events, status)
 
     def error(
         self,
@@ -315,16 +440,18 @@ class HTTPClient:
         where = f" ({url})" if url else ""
         tries = f" after {attempts} attempts" if attempts and attempts > 1 else ""
         who = f"model {model!r}" if model else "the model server"
+        excerpt = _excerpt(body)
         if status in AUTH_STATUSES:
             return AuthenticationError(
-                f"request to {who} failed: {message}{where}; the server refused the API key: "
-                "check --api-key / OPENAI_API_KEY (or api_key=)",
-                status=status, body=_excerpt(body), model=model,
+                self._mask(f"request to {who} failed: {message}{where}; the server refused the "
+                           "API key: check --api-key / OPENAI_API_KEY (or api_key=)"),
+                status=status, body=None if excerpt is None else self._mask(excerpt),
+                model=model,
             )
         return ModelAPIError(
-            f"request to {who} failed{tries}: {message}{where}",
+            self._mask(f"request to {who} failed{tries}: {message}{where}"),
             status=status,
-            body=_excerpt(body),
+            body=None if excerpt is None else self._mask(excerpt),
             model=model,
         )
 
@@ -364,6 +491,7 @@ class HTTPClient:
                 limit=self._max_connections, limit_per_host=0, keepalive_timeout=30.0
             ),
             cookie_jar=aiohttp.DummyCookieJar(),  # model APIs set no cookies worth keeping
+            auto_decompress=False,  # done by _read_body, within the size limit
         )
         closer = _close_at_shutdown(client)
         await closer.__anext__()  # runs to its yield: no suspension, no interleaving
@@ -371,60 +499,65 @@ class HTTPClient:
         self._proxy = _env_proxy(self.base_url)
         return client
 
-    def _bad_answer(
-        self, message: str, response: _Answer, request: Mapping[str, Any],
-        body: bytes | str,
-    ) -> ModelAPIError:
-        """The error for a 2xx ``response`` to ``request`` whose ``body`` cannot be used."""
-        return self.error(
-            message, url=str(response.url), status=response.status_code, body=body,
-            model=_model_of(request),
-        )
-
-    async def _post(self, path: str, body: Mapping[str, Any], *,
-                    headers: Mapping[str, str] | None = None) -> _Answer:
-        """Send with retries; return a 2xx answer, its body read. ``headers`` are added to the
-        pool's (which ask for JSON)."""
+    async def _post(self, path: str, body: Mapping[str, Any],
+                    decode: Callable[[_Answer], _T], *,
+                    headers: Mapping[str, str] | None = None, keep_open: bool = False) -> _T:
+        """Send with retries; return the decoded body of a 2xx answer. ``headers`` are added to
+        the pool's (which ask for JSON); ``decode`` raises :class:`_Unreadable` for a body it
+        cannot use (an attempt that failed, like a dropped connection). With ``keep_open`` a
+        2xx answer is not read: ``decode`` gets it open (``_Answer.open``), the caller reads
+        and releases it."""
         url = self.base_url + path
-        content = orjson.dumps(body)
+        try:
+            content = orjson.dumps(body)
+        except TypeError:  # a big integer, deep nesting or a lone surrogate: the exact path
+            content = exact_json.dumps(body).encode()
         waited = 0.0
         attempt = 0
         while True:
             started = time.perf_counter()
+            retryable = True
+            hint: float | None = None
+            failed_body: bytes | None = None
+            cause: BaseException | None = None
             try:
-                pool = self._client
-                if pool is None or self._loop is not asyncio.get_running_loop():
-                    pool = await self._open_pool()
-                reply = await pool.post(url, data=content, headers=headers,
-                                        allow_redirects=False, proxy=self._proxy)
-                try:
-                    response = _Answer(reply.status, await reply.read(), reply.headers, url)
-                finally:
-                    reply.release()
-            except aiohttp.ClientError as exc:
-                detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                response = await self._attempt(url, content, headers, keep_open)
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                detail = _transport_detail(exc, self._request_timeout)
                 self._log_attempt(body, attempt, started, error=detail)
                 self._notify(body, detail, None)
                 status: int | None = None
-                retryable = True
-                hint: float | None = None
                 failure = f"could not get an answer: {detail}"
-                failed_body: bytes | None = None
-                cause: BaseException | None = exc
+                cause = exc
+            except _TooLarge as exc:
+                status, failure, retryable = exc.status, str(exc), False
+                self._log_attempt(body, attempt, started, status=status, error=failure)
+                self._notify(body, failure, status)
             else:
                 status = response.status_code
                 if 200 <= status < 300:
-                    if _model_log.isEnabledFor(logging.INFO):
-                        self._log_attempt(body, attempt, started, status=status)
-                    return response
-                failed_body = response.content
-                detail = _error_detail_bytes(failed_body)
-                failure = f"HTTP {status}" + (f": {detail}" if detail else "")
-                self._log_attempt(body, attempt, started, status=status, error=failure)
-                self._notify(body, _text(failed_body), status)
-                cause = None
-                retryable = status in RETRY_STATUSES or status >= 500
-                hint = parse_retry_after(response.headers) if retryable else None
+                    try:
+                        decoded = decode(response)
+                    except _Unreadable as exc:
+                        failure = (f"the server answered HTTP {status} with a body that cannot "
+                                   f"be read: {exc}")
+                        failed_body = response.content
+                        self._log_attempt(body, attempt, started, status=status, error=failure)
+                        self._notify(body, self._mask(_text(failed_body)), status)
+                    else:
+                        if _model_log.isEnabledFor(logging.INFO):
+                            self._log_attempt(body, attempt, started, status=status)
+                        if self.on_exchange is not None and not keep_open:
+                            self._notify(body, decoded, status)
+                        return decoded
+                else:
+                    failed_body = response.content
+                    detail = _error_detail_bytes(failed_body)
+                    failure = f"HTTP {status}" + (f": {detail}" if detail else "")
+                    self._log_attempt(body, attempt, started, status=status, error=failure)
+                    self._notify(body, self._mask(_text(failed_body)), status)
+                    retryable = status in RETRY_STATUSES or status >= 500
+                    hint = parse_retry_after(response.headers) if retryable else None
             if retryable and attempt < self.max_retries:
                 delay = retry_delay(attempt, hint, base=self._backoff_base)
                 if delay <= self._max_backoff and waited + delay <= self._max_total_backoff:
@@ -441,11 +574,35 @@ class HTTPClient:
                 attempts=attempt + 1,
             ) from cause
 
+    async def _attempt(self, url: str, content: bytes, headers: Mapping[str, str] | None,
+                       keep_open: bool = False) -> _Answer:
+        """One request, its body read within the size limit and the attempt's deadline (a 2xx
+        answer left unread with ``keep_open``)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._request_timeout
+        pool = self._client
+        if pool is None or self._loop is not loop:
+            pool = await self._open_pool()
+        reply = await pool.post(url, data=content, headers=headers,
+                                allow_redirects=False, proxy=self._proxy)
+        if keep_open and 200 <= reply.status < 300:
+            return _Answer(reply.status, b"", reply.headers, url, reply)
+        try:
+            data = await _read_body(reply, self._max_response_bytes, deadline)
+        finally:
+            reply.release()
+        return _Answer(reply.status, data, reply.headers, url)
+
+    def _mask(self, text: str) -> str:
+        """``text`` with this client's API key masked (a server may echo it back)."""
+        return text if self._redactor is None else self._redactor.redact_text(text)
+
     def _log_attempt(self, body: Mapping[str, Any], attempt: int, started: float, *,
                      status: int | None = None, error: str | None = None) -> None:
         log_model_attempt(
             model=_model_of(body) or "", api=self.api, attempt=attempt + 1,
-            elapsed_ms=(time.perf_counter() - started) * 1000, status=status, error=error,
+            elapsed_ms=(time.perf_counter() - started) * 1000, status=status,
+            error=None if error is None else self._mask(error),
         )
 
     def _notify(self, request: Mapping[str, Any], response: Any, status: int | None) -> None:
@@ -514,14 +671,53 @@ def _model_of(body: Mapping[str, Any]) -> str | None:
 class _Answer:
     """An answer whose body has been read (the connection is back in the pool)."""
 
-    __slots__ = ("content", "headers", "status_code", "url")
+    __slots__ = ("content", "headers", "open", "status_code", "url")
 
-    def __init__(self, status: int, content: bytes, headers: Mapping[str, str], url: str
-                 ) -> None:
+    def __init__(self, status: int, content: bytes, headers: Mapping[str, str], url: str,
+                 open: aiohttp.ClientResponse | None = None) -> None:
         self.status_code = status
         self.content = content
         self.headers = headers
         self.url = url
+        self.open = open
+        """A 2xx answer left unread (a stream), else None."""
+
+
+def _keep_open(response: _Answer) -> _Answer:
+    """The ``decode`` of a stream: the answer as it is, still open."""
+    return response
+
+
+async def _sse_payloads(reply: aiohttp.ClientResponse, limit: int
+                        ) -> AsyncGenerator[str, None]:
+    """The SSE payloads of ``reply``'s body as its bytes arrive (decompressed, UTF-8 split
+    anywhere), within ``limit`` bytes."""
+    body = _body_for(reply, limit)
+    decoder = SSEDecoder()
+    text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    stream = reply.content
+    while not stream.at_eof():
+        chunk = await stream.readany()
+        if not chunk:
+            continue
+        body.feed(chunk)
+        data, body.parts = b"".join(body.parts), []
+        for payload in decoder.feed(text.decode(data)):
+            yield payload
+        if decoder.done:
+            return
+    for payload in decoder.feed(text.decode(body.finish(), final=True)) + decoder.close():
+        yield payload
+
+
+async def _one_payload(reply: aiohttp.ClientResponse, limit: int
+                       ) -> AsyncGenerator[str, None]:
+    """A plain JSON answer to a streamed request, as a stream of one payload."""
+    body = _body_for(reply, limit)
+    stream = reply.content
+    while not stream.at_eof():
+        body.feed(await stream.readany())
+    yield _text(body.finish())
 
 
 _STREAM_HEADERS = {"Accept": "text/event-stream"}
@@ -584,3 +780,161 @@ def _error_detail_bytes(content: bytes) -> str:
     if detail is None:
         detail = _text(content[:400]).strip()
     return detail if len(detail) <= 300 else detail[:300] + "…"
+
+
+def _check_key_transport(base_url: str, allowed: bool) -> None:
+    """Refuse to send an API key in clear text over the network, unless allowed."""
+    if urllib.parse.urlsplit(base_url).scheme != "http" or is_loopback(base_url):
+        return
+    if allowed or os.environ.get(ALLOW_INSECURE_ENV, "") in ("1", "true", "yes"):
+        return
+    raise ConfigurationError(
+        f"refusing to send the API key over plain http to {base_url}: anyone on the way can "
+        f"read it. Use https, or allow it explicitly (allow_insecure_http=True, or "
+        f"{ALLOW_INSECURE_ENV}=1)"
+    )
+
+
+class _Unreadable(Exception):
+    """A 2xx body that cannot be decoded: the attempt failed (and may be retried)."""
+
+
+class _TooLarge(Exception):
+    """An answer whose body passes the size limit (never retried)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+_GZIP_WBITS = 16 + zlib.MAX_WBITS
+_ZLIB_WBITS = zlib.MAX_WBITS
+_RAW_DEFLATE_WBITS = -zlib.MAX_WBITS
+
+
+async def _read_body(reply: aiohttp.ClientResponse, limit: int, deadline: float) -> bytes:
+    """The body of ``reply``, decompressed, or :class:`_TooLarge` as soon as it passes
+    ``limit`` bytes as received or as decompressed (a gzip bomb stops there). Past
+    ``deadline`` (loop time), checked as each piece arrives, a TimeoutError: a server that
+    trickles its answer is cut off without a timer per request."""
+    body = _body_for(reply, limit)
+    stream = reply.content
+    chunk = stream.read_nowait(-1)  # what arrived with the headers: the usual whole answer
+    if body.encoding is None and stream.at_eof() and len(chunk) <= limit:
+        return chunk
+    loop = asyncio.get_running_loop()
+    while True:
+        if chunk:
+            body.feed(chunk)
+        if stream.at_eof():
+            return body.finish()
+        if loop.time() > deadline:
+            raise TimeoutError
+        chunk = await stream.readany()
+
+
+def _body_for(reply: aiohttp.ClientResponse, limit: int) -> _Body:
+    """The reader of ``reply``'s body, or :class:`_TooLarge` when its ``Content-Length`` is
+    over ``limit`` or it uses an encoding that was not asked for."""
+    status = reply.status
+    length = reply.content_length
+    if length is not None and length > limit:
+        raise _TooLarge(status, f"the answer's body is {length} bytes (Content-Length), over "
+                                f"the limit of {limit} bytes (max_response_bytes)")
+    encoding = reply.headers.get("Content-Encoding", "").strip().lower()
+    identity = not encoding or encoding == "identity"
+    if not identity and encoding not in ("gzip", "x-gzip", "deflate"):
+        raise _TooLarge(status, f"the answer uses Content-Encoding {encoding[:40]!r}, which "
+                                "was not asked for (gzip and deflate were)")
+    return _Body(status, limit, None if identity else encoding)
+
+
+class _Body:
+    """A body read piece by piece within the size limit, inflated on the way if compressed."""
+
+    __slots__ = ("_inflate", "encoding", "limit", "parts", "received", "size", "status")
+
+    def __init__(self, status: int, limit: int, encoding: str | None) -> None:
+        self.status, self.limit, self.encoding = status, limit, encoding
+        self.parts: list[bytes] = []
+        self.received = self.size = 0
+        self._inflate: Any = None
+
+    def feed(self, chunk: bytes) -> None:
+        self.received += len(chunk)
+        if self.received > self.limit:
+            raise _TooLarge(self.status, f"the answer's body passed the limit of {self.limit} "
+                                         "bytes (max_response_bytes)")
+        if self.encoding is None:
+            self.parts.append(chunk)
+            return
+        if self._inflate is None:
+            self._inflate = zlib.decompressobj(_GZIP_WBITS if "gzip" in self.encoding
+                                               else _deflate_wbits(chunk))
+        try:
+            data = chunk
+            while data:
+                self._keep(self._inflate.decompress(data, self.limit - self.size + 1))
+                data = self._inflate.unconsumed_tail
+        except zlib.error as exc:
+            raise aiohttp.ClientPayloadError(
+                f"the {self.encoding} body is corrupt ({exc})") from exc
+
+    def finish(self) -> bytes:
+        if self._inflate is not None:
+            self._keep(self._inflate.flush())
+        return b"".join(self.parts)
+
+    def _keep(self, out: bytes) -> None:
+        self.size += len(out)
+        if self.size > self.limit:
+            raise _TooLarge(self.status, f"the answer's body inflates past the limit of "
+                                         f"{self.limit} bytes (max_response_bytes)")
+        self.parts.append(out)
+
+
+def _deflate_wbits(first: bytes) -> int:
+    """``deflate`` is zlib-wrapped by the RFC, raw by some servers: tell them apart."""
+    if len(first) >= 2 and first[0] & 0x0F == 8 and (first[0] << 8 | first[1]) % 31 == 0:
+        return _ZLIB_WBITS
+    return _RAW_DEFLATE_WBITS
+
+
+def _transport_detail(exc: BaseException, request_timeout: float) -> str:
+    if not isinstance(exc, aiohttp.ClientError) and isinstance(exc, TimeoutError):
+        return (f"no complete answer within {request_timeout:g} s (request_timeout); the "
+                "server was too slow")
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _decode_json(response: _Answer) -> dict[str, Any]:
+    try:
+        data = orjson.loads(response.content)
+    except orjson.JSONDecodeError as exc:
+        if not response.content.strip():
+            raise _Unreadable("the body is empty") from None
+        raise _Unreadable(f"it is not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise _Unreadable(f"it is JSON {_kind(data)}, expected an object")
+    return data
+
+
+def _decode_sse(response: _Answer) -> list[dict[str, Any]]:
+    text = _text(response.content)
+    content_type = response.headers.get("content-type", "")
+    payloads = [text] if content_type.startswith("application/json") else parse_sse(text)
+    events: list[dict[str, Any]] = []
+    for payload in payloads:
+        try:
+            event = orjson.loads(payload)
+        except orjson.JSONDecodeError as exc:
+            raise _Unreadable(f"the stream carried an event that is not JSON ({exc})") from None
+        if isinstance(event, dict):
+            events.append(event)
+    if not events:
+        raise _Unreadable("the stream carried no JSON event")
+    return events
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__

@@ -37,6 +37,7 @@ from gramagent.errors import ConfigurationError
 __all__ = [
     "FINAL_ANSWER",
     "STEP_SCHEMA_NAME",
+    "StepTextStream",
     "extract_json_calls",
     "read_tool_step",
     "tool_step_content",
@@ -235,6 +236,58 @@ def tool_step_content(turn: ModelTurn) -> str:
         name = orjson.dumps(call.name).decode()
         return f'{{"name": {name}, "arguments": {call.arguments or "{}"}}}'
     return orjson.dumps({"text": turn.text or ""}).decode()
+
+
+_STEP_TEXT_START = re.compile(r'\s*\{\s*"text"\s*:\s*"')
+_SAFE_END = re.compile(r'(?:[^"\\]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*')
+_HIGH_SURROGATE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}$")
+
+
+class StepTextStream:
+    """The answer of a constrained step (``{"text": "..."}``) read as its content streams in.
+
+    :meth:`feed` takes content pieces and returns the newly decoded text of the ``text``
+    string: escapes are decoded once whole (a piece may end inside one), and nothing is
+    returned for a step that is a call (or content that is not a step). What it returns,
+    joined, is a prefix of what :func:`read_tool_step` reads from the whole content.
+    """
+
+    __slots__ = ("_content", "_done", "_start", "_used")
+
+    def __init__(self) -> None:
+        self._content = ""
+        self._start: int | None = None  # where the string's raw text begins
+        self._used = 0  # raw characters of the string already decoded
+        self._done = False
+
+    def feed(self, piece: str) -> str:
+        """Take a content piece; return the answer text it completes (may be empty)."""
+        if self._done:
+            return ""
+        self._content += piece
+        if self._start is None:
+            match = _STEP_TEXT_START.match(self._content)
+            if match is None:
+                self._done = not self._could_start()
+                return ""
+            self._start = match.end()
+        raw = self._content[self._start + self._used:]
+        safe = _SAFE_END.match(raw)
+        segment = safe.group(0) if safe else ""
+        if len(segment) < len(raw) and raw[len(segment)] == '"':
+            self._done = True  # the string is closed
+        elif _HIGH_SURROGATE.search(segment):
+            segment = segment[:-6]  # wait for the low half of the pair
+        if not segment:
+            return ""
+        self._used += len(segment)
+        decoded: str = json.loads(f'"{segment}"')
+        return decoded
+
+    def _could_start(self) -> bool:
+        """Whether the content so far can still grow into ``{"text": "``."""
+        compact = re.sub(r"\s+", "", self._content)
+        return '{"text":"'.startswith(compact)
 
 
 # -- text mode -------------------------------------------------------------------------------

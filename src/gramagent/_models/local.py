@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gramagent._install import needs_extra
-from gramagent._models.base import ModelRequest, ModelTurn
+from gramagent._models.base import ModelRequest, ModelTurn, TextSink
 from gramagent._models.weights import check_model_name, progress_enabled, resolve_weights
 from gramagent._spec.model import ModelRef
 from gramagent.errors import ConfigurationError, ModelAPIError
@@ -452,11 +452,24 @@ class LocalModel:
             ModelAPIError: the server failed to start, stopped, or answered with an error.
             ConfigurationError: the weights are missing or fail verification.
         """
+        return await self._send(request, None)
+
+    async def stream_request(self, request: ModelRequest, on_text: TextSink) -> ModelTurn:
+        """:meth:`request`, streamed (see ``ChatCompletionsModel.stream_request``).
+
+        Raises:
+            As :meth:`request`.
+        """
+        return await self._send(request, on_text)
+
+    async def _send(self, request: ModelRequest, on_text: TextSink | None) -> ModelTurn:
         server = await self.start()
         chat = await self._chat_for(server)
-        settings = {**self.settings, **request.settings}
+        request = dataclasses.replace(request, settings={**self.settings, **request.settings})
         try:
-            return await chat.request(dataclasses.replace(request, settings=settings))
+            if on_text is None:
+                return await chat.request(request)
+            return await chat.stream_request(request, on_text)
         except ModelAPIError as exc:
             if server.alive:
                 raise

@@ -24,8 +24,9 @@ text), ``function_call`` items (``call_id``, ``name``, ``arguments``; several wh
 ``reasoning`` and other items ignored; ``usage.input_tokens`` / ``usage.output_tokens``. The
 finish reason is normalized: ``length`` for an ``incomplete`` response cut by
 ``max_output_tokens`` (with or without calls: the last may be cut off), the incompleteness
-reason for another ``incomplete`` response, else ``tool_calls`` when there are calls, else
-``stop``. A ``failed`` response is a ModelAPIError.
+reason for another ``incomplete`` response (``content_filter``), else ``tool_calls`` when there
+are calls, ``refusal`` when the model declined, else ``stop``. A ``failed`` response is a
+ModelAPIError.
 """
 
 from __future__ import annotations
@@ -41,13 +42,19 @@ from gramagent._models._wire import (
     ReplyError,
     ToolsMemo,
     arguments_text,
-    error_reply,
     new_call_id,
     split_cut_off,
+    sse,
     tool_parameters,
     usage_from,
 )
-from gramagent._models.base import ModelRequest, ModelTurn, NamedToolChoice, ToolChoice
+from gramagent._models.base import (
+    ModelRequest,
+    ModelTurn,
+    NamedToolChoice,
+    TextSink,
+    ToolChoice,
+)
 from gramagent._models.http import HTTPAdapter, HTTPClient, HTTPOptions
 from gramagent._spec.definition import ToolDefinition
 
@@ -58,6 +65,7 @@ __all__ = [
     "parse_responses_reply",
     "render_reply",
     "render_response",
+    "render_response_events",
     "responses_input",
     "responses_tools",
 ]
@@ -110,8 +118,49 @@ class ResponsesModel(HTTPAdapter):
         except ReplyError as exc:
             raise self.reply_error(RESPONSES_PATH, exc, body=data, model=request.model) from exc
 
+    async def stream_request(self, request: ModelRequest, on_text: TextSink) -> ModelTurn:
+        """:meth:`request`, streamed (``stream: true``): each ``response.output_text.delta``
+        (and ``response.refusal.delta``) goes to ``on_text``; the turn is read from the
+        response the final ``response.completed`` (``.incomplete``, ``.failed``) event carries.
+
+        Raises:
+            ModelAPIError: as :meth:`request`, the stream broke off, reported an ``error``, or
+                ended without a final response.
+        """
+        body = build_responses_body(
+            request, strict=self.strict, tools_payload=self._tools.get(request.tools),
+        )
+        body["stream"] = True
+        final: Any = None
+        async for event in self.http.stream_sse(RESPONSES_PATH, body):
+            kind = event.get("type")
+            if kind in _TEXT_DELTAS:
+                piece = event.get("delta")
+                if isinstance(piece, str) and piece:
+                    on_text(piece)
+            elif kind in _FINAL_EVENTS:
+                final = event.get("response")
+            elif kind == "error":
+                message = event.get("message")
+                raise self.reply_error(
+                    RESPONSES_PATH, ReplyError(f"the stream reported an error: {message}"),
+                    body=exact_json.dumps(event).encode(), model=request.model,
+                )
+        try:
+            if not isinstance(final, dict):
+                raise ReplyError("the stream ended without a completed response")
+            return parse_responses_reply(final)
+        except ReplyError as exc:
+            raise self.reply_error(
+                RESPONSES_PATH, exc, body=exact_json.dumps(final).encode(), model=request.model
+            ) from exc
+
     def _tools_payload(self, tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
         return responses_tools(tools, strict=self.strict)
+
+
+_TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
+_FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 
 # -- request ---------------------------------------------------------------------------------
@@ -218,6 +267,7 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
         raise ReplyError("the reply has no output list")
     texts: list[str] = []
     calls: list[ToolCall] = []
+    refused = False
     for item in output:
         if not isinstance(item, dict):
             continue
@@ -229,6 +279,7 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
                         texts.append(part["text"])
                     elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
                         texts.append(part["refusal"])
+                        refused = True
         elif kind == "function_call":
             call_id = item.get("call_id") or item.get("id")
             name = item.get("name")
@@ -244,6 +295,8 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
         finish = "length" if reason in (None, "max_output_tokens") else str(reason)
     elif calls:
         finish = "tool_calls"
+    elif refused:
+        finish = "refusal"
     else:
         finish = "stop"
     whole, cut_off = split_cut_off(tuple(calls)) if finish == "length" else (tuple(calls), ())
@@ -319,9 +372,57 @@ def render_response(
 def render_reply(turn: ModelTurn, request: Mapping[str, Any], *, model: str, number: int,
                  verbatim: bool = False) -> RenderedReply:
     """The answer a Responses server sends to ``request`` for ``turn`` (the renderer of this
-    wire format in :class:`gramagent.testing.ScriptedServer`). Streams are not rendered: a
-    request asking for one gets an HTTP 400. ``verbatim`` changes nothing here."""
-    if request.get("stream") is True:
-        return error_reply(400, "streaming is not rendered for /v1/responses")
+    wire format in :class:`gramagent.testing.ScriptedServer`): the ``response`` object, or,
+    when the request asks for a stream, the events of :func:`render_response_events` as
+    named server-sent events. ``verbatim`` changes nothing here."""
     response = render_response(turn, model=model, response_id=f"resp_{number}", request=request)
+    if request.get("stream") is True:
+        events = render_response_events(response)
+        return RenderedReply(sse(events, named=True, done=False),
+                             content_type="text/event-stream")
     return RenderedReply(exact_json.dumps(response).encode())
+
+
+def render_response_events(response: Mapping[str, Any], *, piece: int = 16
+                           ) -> list[dict[str, Any]]:
+    """The stream a Responses server sends for ``response`` (a completed ``response``
+    object): ``response.created`` and ``.in_progress``, then per output item its
+    ``output_item.added``, the text (``content_part.added``, ``output_text.delta`` in
+    ``piece``-character pieces, ``output_text.done``, ``content_part.done``) or the call's
+    arguments (``function_call_arguments.delta`` pieces, ``.done``), ``output_item.done``;
+    last ``response.completed`` with the whole response. Each event has its
+    ``sequence_number``."""
+    events: list[dict[str, Any]] = []
+
+    def emit(kind: str, **fields: Any) -> None:
+        events.append({"type": kind, "sequence_number": len(events), **fields})
+
+    started = {**response, "status": "in_progress", "output": [], "usage": None}
+    emit("response.created", response=started)
+    emit("response.in_progress", response=started)
+    for index, item in enumerate(response.get("output") or ()):
+        item_id = item.get("id")
+        if item.get("type") == "message":
+            emit("response.output_item.added", output_index=index,
+                 item={**item, "status": "in_progress", "content": []})
+            for c_index, part in enumerate(item.get("content") or ()):
+                text = part.get("text") or ""
+                at = {"item_id": item_id, "output_index": index, "content_index": c_index}
+                emit("response.content_part.added", **at, part={**part, "text": ""})
+                for i in range(0, len(text), piece):
+                    emit("response.output_text.delta", **at, delta=text[i:i + piece],
+                         logprobs=[])
+                emit("response.output_text.done", **at, text=text, logprobs=[])
+                emit("response.content_part.done", **at, part=part)
+        elif item.get("type") == "function_call":
+            args = item.get("arguments") or ""
+            emit("response.output_item.added", output_index=index,
+                 item={**item, "status": "in_progress", "arguments": ""})
+            for i in range(0, len(args), piece):
+                emit("response.function_call_arguments.delta", item_id=item_id,
+                     output_index=index, delta=args[i:i + piece])
+            emit("response.function_call_arguments.done", item_id=item_id,
+                 output_index=index, arguments=args)
+        emit("response.output_item.done", output_index=index, item=item)
+    emit("response.completed", response=response)
+    return events

@@ -79,7 +79,8 @@ def args_preview_hash(arguments: Any) -> str:
         64 lowercase hex digits.
     """
     text = arguments if isinstance(arguments, str) else canonical_json(arguments)
-    return hashlib.sha256(text[:PREVIEW_CHARS].encode("utf-8")).hexdigest()
+    # "surrogatepass": raw text may hold lone surrogates (then refused as arguments).
+    return hashlib.sha256(text[:PREVIEW_CHARS].encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def canonical_json(value: Any) -> str:

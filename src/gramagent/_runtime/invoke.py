@@ -19,6 +19,8 @@ from typing import Any, Final
 
 import orjson
 
+from gramagent import _json as exact_json
+from gramagent._json import clean_text
 from gramagent._runtime.library import Tool, ToolContext
 from gramagent._spec.calls import ToolErrorType, error_text
 
@@ -116,13 +118,24 @@ async def execute(
     return _finished(tool, result, time.perf_counter() - started, max_output_chars)
 
 
+_OUTPUT_OPTIONS: Final = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+
+
 def render_output(value: Any, max_chars: int | None) -> str:
     """The text of a tool result: ``str`` as is, other values as compact JSON.
 
+    Any JSON value is accepted (integers beyond 64 bits, deep nesting); lone surrogates, which
+    no request could carry, become U+FFFD in text and ``\\u`` escapes in JSON.
+
     Longer than ``max_chars``, the text is cut and ends with a marker saying how much was cut.
     """
-    text = value if isinstance(value, str) else orjson.dumps(
-        value, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY).decode("utf-8")
+    if isinstance(value, str):
+        text = clean_text(value)
+    else:
+        try:
+            text = orjson.dumps(value, option=_OUTPUT_OPTIONS).decode("utf-8")
+        except TypeError:  # a big integer, deep nesting, a lone surrogate: the exact path
+            text = exact_json.dumps(value)
     if max_chars is None or len(text) <= max_chars:
         return text
     cut = len(text) - max_chars

@@ -25,14 +25,24 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from gramagent._json import clean_text
 from gramagent._logs import TOOL_LOGGER, USAGE_LOGGER, log_run_error, log_usage
-from gramagent._messages import AssistantMessage, Conversation, Message, UserMessage
-from gramagent._models.base import Model, ModelRequest, ModelTurn, ToolChoice
+from gramagent._messages import (
+    AssistantMessage,
+    Conversation,
+    Message,
+    Usage,
+    UserMessage,
+    unique_call_ids,
+)
+from gramagent._models.base import Model, ModelRequest, ModelTurn, StreamingModel, ToolChoice
+from gramagent._runtime import tracing
 from gramagent._runtime.budget import Budget
 from gramagent._runtime.events import EventSink, fan_out
+from gramagent._runtime.hooks import RunHooks
 from gramagent._runtime.library import BoundAgent, ToolLibrary
 from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.results import AgentResponse, ToolInvocation
@@ -47,6 +57,9 @@ _tool_log = logging.getLogger(TOOL_LOGGER)
 _usage_log = logging.getLogger(USAGE_LOGGER)
 
 _DEFAULT_LIMITS = RunLimits()
+
+_NO_REASON = frozenset({None, "stop", "tool_calls", "function_call"})
+"""Finish reasons that say the model finished: an empty answer with one of them is an error."""
 
 
 async def run_agent(
@@ -64,6 +77,7 @@ async def run_agent(
     dry_run: bool = False,
     tool_choice: ToolChoice = "auto",
     settings: Mapping[str, Any] | None = None,
+    hooks: RunHooks | None = None,
 ) -> AgentResponse:
     """Run ``agent`` on one user message until the model answers.
 
@@ -90,19 +104,27 @@ async def run_agent(
         tool_choice: for the first request; ``"required"`` or a named tool then falls back to
             ``"auto"`` so the model can answer.
         settings: extra request body fields (``temperature``, ``max_tokens``, ...).
+        hooks: told of the model's text as it is generated (the requests are then streamed),
+            the tool calls and their results (see :class:`~gramagent.RunHooks`);
+            :func:`~gramagent.run_agent_stream` is the async-iterator form.
 
     Returns:
         The answer, the tool invocations, the conversation and the usage of the run.
 
     Raises:
-        ValidationError: ``user_input`` is empty (before any request).
+        ValidationError: ``user_input`` is empty or holds a lone surrogate (before any
+            request).
         ToolError: binding ``agent`` to ``library`` failed (before any request).
         ConfigurationError: the model cannot be resolved (before any request).
-        ModelAPIError: the model failed after the adapter's retries; carries ``context``.
+        ModelAPIError: the model failed after the adapter's retries, or sent an empty answer
+            without a reason; carries ``context``.
         LimitExceeded: a run limit was hit; carries ``context`` and ``usage``.
     """
     if not isinstance(user_input, str) or not user_input.strip():
         raise ValidationError("user input must not be empty")
+    if clean_text(user_input) is not user_input:
+        raise ValidationError("user input holds a lone surrogate (U+D800-U+DFFF), which no "
+                              "request can carry: decode the text strictly, or replace them")
     # The common case (a bound agent, a new conversation) without a call: this runs once per
     # run, and at that rate every call counts.
     bound = agent if isinstance(agent, BoundAgent) else bind(agent, library, dry_run=dry_run)
@@ -116,12 +138,14 @@ async def run_agent(
                       asyncio.get_running_loop().time()),
         sinks=() if events is None else fan_out(events), dry_run=dry_run,
         tool_choice=tool_choice, settings=dict(settings or {}),
-        conversation=conversation, run_id=new_id(),
+        conversation=conversation, run_id=new_id(), hooks=hooks, tracer=tracing.run_tracer(),
         # Checked once per run, not per call: a disabled logger costs nothing then.
         info_logs=_tool_log.isEnabledFor(logging.INFO) or _usage_log.isEnabledFor(logging.INFO),
     )
     try:
-        return await run.run(user_input)
+        if run.tracer is None:
+            return await run.run(user_input)
+        return await run.traced(user_input, _provider(model, bound.agent))
     except Exception as exc:
         log_run_error(exc, agent=bound.agent.name)
         raise
@@ -160,9 +184,27 @@ class _Run(ToolCalls):
     tool_choice: ToolChoice
     """For the first request; later ones use ``"auto"`` (or ``"none"`` to ask for the answer)."""
     settings: dict[str, Any]
+    hooks: RunHooks | None = None
+    provider: str = ""
+    """The model's provider, for the spans."""
+
+    async def traced(self, user_input: str, provider: str) -> AgentResponse:
+        """:meth:`run` inside its ``invoke_agent`` span."""
+        self.provider = provider
+        with tracing.agent_span(self.tracer, agent=self.bound.agent.name,
+                                model=self.model_name, provider=provider,
+                                conversation_id=self.conversation.id) as span:
+            try:
+                return await self.run(user_input)
+            finally:
+                usage = self.budget.usage
+                tracing.record_usage(span, usage.input_tokens, usage.output_tokens)
 
     async def run(self, user_input: str) -> AgentResponse:
         self.conversation.append(UserMessage(content=user_input))
+        hooks = self.hooks
+        if hooks is not None:
+            hooks.on_start(self.conversation)
         loop = asyncio.get_running_loop()
         budget = self.budget
         choice = self.tool_choice
@@ -176,7 +218,13 @@ class _Run(ToolCalls):
                     return self._answer(turn)
                 if choice == "required" or not isinstance(choice, str):
                     choice = "auto"  # a forced choice applies to the first request only
-                await self.run_tool_calls(turn, budget.remaining(loop.time()))
+                if hooks is None:
+                    await self.run_tool_calls(turn, budget.remaining(loop.time()))
+                else:
+                    answered = len(self.invocations)
+                    hooks.on_tool_calls(turn.tool_calls)
+                    await self.run_tool_calls(turn, budget.remaining(loop.time()))
+                    hooks.on_tool_results(self.invocations[answered:])
                 # Not kept through the next request: a turn holds its whole decoded reply
                 # (``raw``). Objects held across an await are what the garbage collector finds
                 # in its young generation (a hundred runs' worth at concurrency 100) and they
@@ -200,7 +248,10 @@ class _Run(ToolCalls):
         budget = self.budget
         try:
             with budget:  # the end of the wall time cuts the request short (TimeoutError)
-                turn = await self.model.request(request)
+                if self.tracer is not None:
+                    turn = await self._traced_request(request)
+                else:
+                    turn = await self._send(request)
         except TimeoutError:
             if not budget.expired:
                 raise
@@ -213,10 +264,47 @@ class _Run(ToolCalls):
         budget.count(request, turn)
         if turn.usage is not None and self.info_logs:
             log_usage(turn.usage, model=self.model_name)
+        if turn.tool_calls or turn.cut_off_calls:
+            # A model may repeat a call id (or send none): every call gets its own, so each is
+            # answered exactly once, whatever the wire format.
+            calls = turn.tool_calls + turn.cut_off_calls
+            unique = unique_call_ids(calls)
+            if unique is not calls:
+                n = len(turn.tool_calls)
+                turn = replace(turn, tool_calls=unique[:n], cut_off_calls=unique[n:])
         return turn
 
+    async def _send(self, request: ModelRequest) -> ModelTurn:
+        hooks = self.hooks
+        if hooks is not None and hooks.streams:
+            return await _streamed(self.model, request, hooks)
+        return await self.model.request(request)
+
+    async def _traced_request(self, request: ModelRequest) -> ModelTurn:
+        with tracing.model_span(self.tracer, model=self.model_name,
+                                provider=self.provider) as span:
+            turn = await self._send(request)
+            usage = turn.usage or Usage()
+            tracing.record_turn(span, usage.input_tokens, usage.output_tokens,
+                                turn.finish_reason)
+            return turn
+
     def _answer(self, turn: ModelTurn) -> AgentResponse:
-        """The run's result: the model answered (without tool calls)."""
+        """The run's result: the model answered (without tool calls).
+
+        Raises:
+            ModelAPIError: the answer is empty and the server gave no reason for it.
+        """
+        finish = turn.finish_reason
+        if finish in _NO_REASON and not (turn.text and not turn.text.isspace()):
+            raise ModelAPIError(
+                f"the model sent an empty answer (no text, no tool call) and gave no reason "
+                f"(finish_reason {finish!r}); the conversation so far is in .context",
+                model=self.model_name, context=self.conversation.copy(),
+                usage=self.budget.usage)
+        return self._response(turn, "stop" if finish is None or finish in _NO_REASON else finish)
+
+    def _response(self, turn: ModelTurn, finish: str) -> AgentResponse:
         self.conversation.append(AssistantMessage(content=turn.text))
         usage = self.budget.usage
         if self.info_logs:
@@ -225,4 +313,25 @@ class _Run(ToolCalls):
             content=turn.text or "", tool_invocations=tuple(self.invocations),
             context=self.conversation, usage=usage,
             stopped_by="repeated_call" if self.force_answer else None, run_id=self.run_id,
+            finish_reason=finish,
         )
+
+
+async def _streamed(model: Model, request: ModelRequest, hooks: RunHooks) -> ModelTurn:
+    """One request with its text going to ``hooks`` as it is generated (whole, for a model
+    that cannot stream)."""
+    if isinstance(model, StreamingModel):
+        return await model.stream_request(request, hooks.on_text)
+    turn = await model.request(request)
+    if turn.text:
+        hooks.on_text(turn.text)
+    return turn
+
+
+def _provider(model: Model | str | ModelRef | None, agent: Agent) -> str:
+    """The provider of the model a run uses, for its spans (the agent's, for a Model)."""
+    if isinstance(model, str):
+        return ModelRef.parse(model).provider
+    if isinstance(model, ModelRef):
+        return model.provider
+    return agent.model.provider

@@ -66,6 +66,11 @@ class AgentResponse:
     answered a repeated call and asked the model for its final answer."""
     run_id: str = ""
     """The run's id (``request_id`` of its events)."""
+    finish_reason: str = "stop"
+    """How the answer ended: ``stop`` (the model finished it), ``length`` (cut at the token
+    limit: the answer may be partial), ``content_filter`` (cut by the server's filter),
+    ``refusal`` (the model declined; ``content`` is its refusal), or another reason as the
+    server named it."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the CLI's ``--json`` output)."""
@@ -77,4 +82,5 @@ class AgentResponse:
             "usage": self.usage.to_dict(),
             "stopped_by": self.stopped_by,
             "run_id": self.run_id,
+            "finish_reason": self.finish_reason,
         }

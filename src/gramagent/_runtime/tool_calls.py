@@ -33,6 +33,7 @@ from gramagent._messages import (
     UserMessage,
 )
 from gramagent._models.base import ModelTurn
+from gramagent._runtime import tracing
 from gramagent._runtime.budget import Budget
 from gramagent._runtime.events import (
     UNKNOWN_TOOL_LABEL,
@@ -104,6 +105,8 @@ class ToolCalls:
     """Per repeat key, the result and output text of the call that first succeeded with it."""
     force_answer: bool = False
     """Set when the repeat guard answered a call: the next request asks for the answer."""
+    tracer: Any = None
+    """The OpenTelemetry tracer when tracing is on (:mod:`~gramagent._runtime.tracing`)."""
 
     async def run_tool_calls(self, turn: ModelTurn, remaining: float | None) -> None:
         """Check, run and record the calls of ``turn``; ``remaining``: seconds left in the run.
@@ -260,9 +263,17 @@ class ToolCalls:
                 conversation_id=self.conversation.id, run_id=self.run_id, call_id=c.call.id,
                 tool=tool.name,
                 state=self.bound.library.conversation_state(self.conversation.id))
-        outcome = await execute(tool, c.arguments, context=ctx, timeout=timeout,
-                                dry_run=self.dry_run,
-                                max_output_chars=limits.max_tool_output_chars)
+        if self.tracer is None:
+            outcome = await execute(tool, c.arguments, context=ctx, timeout=timeout,
+                                    dry_run=self.dry_run,
+                                    max_output_chars=limits.max_tool_output_chars)
+        else:
+            with tracing.tool_span(self.tracer, tool=tool.name, call_id=c.call.id) as span:
+                outcome = await execute(tool, c.arguments, context=ctx, timeout=timeout,
+                                        dry_run=self.dry_run,
+                                        max_output_chars=limits.max_tool_output_chars)
+                if outcome.error_type is not None:
+                    tracing.fail(span, outcome.error_type)
         if self.sinks:
             self._emit_result(c, outcome.error_type, outcome.event_message)
         return outcome
@@ -296,6 +307,9 @@ class ToolCalls:
             error_type, text, event_message = (c.rejection.error_type, c.rejection.message,
                                                c.rejection.event_message)
             result, latency = c.earlier_result, 0.0
+            if self.tracer is not None:
+                tracing.rejected_tool_span(self.tracer, tool=self._label(call.name),
+                                           call_id=call.id, error_type=error_type)
             if error_type in INVALID_CALL_TYPES:
                 self.invalid[call.name] = self.invalid.get(call.name, 0) + 1
         else:

@@ -351,6 +351,9 @@ class ScriptedServer:
         loop: Replay the script from the start when it runs out (for benchmarks).
         models: Model ids listed by ``GET /v1/models``.
         record: Keep every request in :attr:`requests` (turn off for long benchmark runs).
+        event_pause: Seconds between the events of a streamed answer (each is sent on its
+            own), to show text arriving piece by piece; a long pause holds a stream open
+            mid-answer. 0 sends a stream in one write.
     """
 
     def __init__(
@@ -362,6 +365,7 @@ class ScriptedServer:
         loop: bool = False,
         models: Sequence[str] = ("scripted",),
         record: bool = True,
+        event_pause: float = 0.0,
     ) -> None:
         self._function: ScriptFunction | None = script if callable(script) else None
         self._turns: list[ScriptTurn] = [] if callable(script) else list(script)
@@ -369,6 +373,7 @@ class ScriptedServer:
         self._lock = threading.Lock()
         self._repeat = loop
         self._record = record
+        self.event_pause = event_pause
         self.host = host
         self.port = port
         self.models = tuple(models)
@@ -475,7 +480,10 @@ class ScriptedServer:
                 answer = await self._answer(request, body)
                 if answer.drop:
                     break
-                self._write(conn, writer, answer)
+                if self.event_pause > 0 and answer.content_type == b"text/event-stream":
+                    await self._write_paced(conn, writer, answer)
+                else:
+                    self._write(conn, writer, answer)
                 await writer.drain()
                 if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                     break
@@ -524,13 +532,30 @@ class ScriptedServer:
 
     @staticmethod
     def _write(conn: h11.Connection, writer: asyncio.StreamWriter, answer: _Answer) -> None:
+        ScriptedServer._write_head(conn, writer, answer)
+        writer.write(conn.send(h11.Data(data=answer.body)))
+        writer.write(conn.send(h11.EndOfMessage()))
+
+    @staticmethod
+    def _write_head(conn: h11.Connection, writer: asyncio.StreamWriter, answer: _Answer
+                    ) -> None:
         headers = [(b"content-type", answer.content_type), *answer.headers]
         if answer.content_type != b"text/event-stream":
             headers.append((b"content-length", str(len(answer.body)).encode()))
         else:
             headers.append((b"cache-control", b"no-cache"))
         writer.write(conn.send(h11.Response(status_code=answer.status, headers=headers)))
-        writer.write(conn.send(h11.Data(data=answer.body)))
+
+    async def _write_paced(self, conn: h11.Connection, writer: asyncio.StreamWriter,
+                           answer: _Answer) -> None:
+        """A stream's events one by one, :attr:`event_pause` apart."""
+        self._write_head(conn, writer, answer)
+        events = [e + b"\n\n" for e in answer.body.split(b"\n\n") if e]
+        for n, event in enumerate(events):
+            if n:
+                await asyncio.sleep(self.event_pause)
+            writer.write(conn.send(h11.Data(data=event)))
+            await writer.drain()
         writer.write(conn.send(h11.EndOfMessage()))
 
     async def _answer(self, request: h11.Request, raw: bytes) -> _Answer:

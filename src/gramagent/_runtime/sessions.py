@@ -1,0 +1,268 @@
+"""Durable conversations: :class:`SessionStore` (SQLite) and :class:`StoredSession`.
+
+A session is a named conversation kept in a SQLite database, by default
+``$XDG_DATA_HOME/gramagent/sessions.sqlite3`` (``~/.local/share/gramagent/...``; set
+``GRAMAGENT_DATA_DIR`` to move it). Each turn run through :meth:`StoredSession.run` starts from
+what the store holds and appends the turn's messages in one transaction when it ends (or fails
+with a conversation to keep, or is interrupted), so a crash loses at most the turn in flight.
+
+Turns of one session are serialized, across tasks and processes: a turn holds the session's
+lock (an ``asyncio.Lock`` in the process, an exclusive ``flock`` on a lock file beside the
+database across processes, released by the system if the process dies) from loading the
+conversation to saving it. Turns of different sessions run side by side.
+
+Tables::
+
+    sessions(name PRIMARY KEY, conversation_id, agent, created, updated)
+    messages(session, seq, body JSON)   -- one row per message, seq from 0
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import hashlib
+import os
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from gramagent._messages import Conversation, message_from_dict
+from gramagent._runtime.library import BoundAgent
+from gramagent._runtime.loop import run_agent
+from gramagent._runtime.results import AgentResponse
+from gramagent._spec.model import Agent
+from gramagent.errors import ConfigurationError, RunError
+
+__all__ = ["SessionInfo", "SessionStore", "SessionTurn", "StoredSession", "default_store_path"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    name TEXT PRIMARY KEY,
+    conversation_id TEXT NOT NULL,
+    agent TEXT,
+    created REAL NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    session TEXT NOT NULL REFERENCES sessions(name) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (session, seq)
+);
+"""
+
+
+def default_store_path() -> Path:
+    """``$GRAMAGENT_DATA_DIR/sessions.sqlite3``, else under ``$XDG_DATA_HOME/gramagent``
+    (default ``~/.local/share/gramagent``)."""
+    explicit = os.environ.get("GRAMAGENT_DATA_DIR")
+    if explicit:
+        return Path(explicit) / "sessions.sqlite3"
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data) / "gramagent" / "sessions.sqlite3"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionInfo:
+    """A stored session, as :meth:`SessionStore.list` describes it."""
+
+    name: str
+    agent: str | None
+    """The name of the agent of its last turn."""
+    messages: int
+    created: float
+    """Seconds since the epoch."""
+    updated: float
+
+
+class SessionStore:
+    """The sessions of one SQLite database.
+
+    Args:
+        path: The database file (created with its folder); default :func:`default_store_path`.
+
+    Raises:
+        ConfigurationError: the database cannot be opened or is not a session store.
+    """
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path is not None else default_store_path()
+        self._locks: dict[str, asyncio.Lock] = {}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._db() as db:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigurationError(f"cannot open the session store {self.path}: {exc}"
+                                     ) from exc
+
+    def __repr__(self) -> str:
+        return f"SessionStore({str(self.path)!r})"
+
+    @contextlib.contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        """A connection in one transaction (committed on success), closed after."""
+        db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.execute("PRAGMA foreign_keys=ON")
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        finally:
+            db.close()
+
+    def open(self, name: str) -> StoredSession:
+        """The session ``name`` (created empty on its first saved turn).
+
+        Raises:
+            ConfigurationError: an empty name.
+        """
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigurationError("a session needs a name")
+        return StoredSession(self, name)
+
+    def load(self, name: str) -> Conversation | None:
+        """The stored conversation of ``name``, or None when there is no such session."""
+        with self._db() as db:
+            row = db.execute("SELECT conversation_id FROM sessions WHERE name = ?",
+                             (name,)).fetchone()
+            if row is None:
+                return None
+            bodies = db.execute("SELECT body FROM messages WHERE session = ? ORDER BY seq",
+                                (name,)).fetchall()
+        return Conversation((message_from_dict(orjson.loads(b)) for (b,) in bodies), id=row[0])
+
+    def save(self, name: str, conversation: Conversation, *, agent: str | None = None,
+             stored: int = 0) -> None:
+        """Append the messages of ``conversation`` after the first ``stored`` ones, in one
+        transaction (creating the session if needed)."""
+        now = time.time()
+        rows = [(name, seq, orjson.dumps(m.to_dict()).decode())
+                for seq, m in enumerate(conversation.messages) if seq >= stored]
+        with self._db() as db:
+            db.execute(
+                "INSERT INTO sessions (name, conversation_id, agent, created, updated) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET "
+                "updated = excluded.updated, agent = COALESCE(excluded.agent, agent)",
+                (name, conversation.id, agent, now, now))
+            db.executemany("INSERT INTO messages (session, seq, body) VALUES (?, ?, ?)", rows)
+
+    def list(self) -> list[SessionInfo]:
+        """Every session, most recently updated first."""
+        with self._db() as db:
+            rows = db.execute(
+                "SELECT s.name, s.agent, s.created, s.updated, "
+                "(SELECT COUNT(*) FROM messages m WHERE m.session = s.name) "
+                "FROM sessions s ORDER BY s.updated DESC").fetchall()
+        return [SessionInfo(name=n, agent=a, created=c, updated=u, messages=k)
+                for n, a, c, u, k in rows]
+
+    def delete(self, name: str) -> bool:
+        """Delete ``name`` and its messages; whether it existed."""
+        with self._db() as db:
+            return db.execute("DELETE FROM sessions WHERE name = ?", (name,)).rowcount > 0
+
+    @contextlib.asynccontextmanager
+    async def lock(self, name: str) -> AsyncIterator[None]:
+        """Hold the lock of session ``name`` (see the module docs)."""
+        local = self._locks.setdefault(name, asyncio.Lock())
+        async with local:
+            digest = hashlib.sha256(name.encode()).hexdigest()[:32]
+            folder = self.path.with_name(self.path.name + ".locks")
+            folder.mkdir(exist_ok=True)
+            handle = open(folder / f"{digest}.lock", "a+b")  # noqa: SIM115 (held while locked)
+            try:
+                # Polled, not a blocking flock in a thread: a wait that is cancelled (a
+                # timeout, Ctrl-C) must not leave a thread behind still waiting for the lock.
+                wait = 0.01
+                while True:
+                    try:
+                        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        await asyncio.sleep(wait)
+                        wait = min(wait * 2, 0.25)
+                yield
+            finally:
+                handle.close()  # releases the flock
+
+
+class StoredSession:
+    """A named conversation in a :class:`SessionStore`; :meth:`run` continues it."""
+
+    def __init__(self, store: SessionStore, name: str) -> None:
+        self.store = store
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"StoredSession({self.name!r}, {self.store!r})"
+
+    @property
+    def context(self) -> Conversation:
+        """The conversation as stored now (empty for a new session)."""
+        return self.store.load(self.name) or Conversation()
+
+    @contextlib.asynccontextmanager
+    async def turn(self, agent: str | None = None) -> AsyncIterator[SessionTurn]:
+        """Hold the session for one turn: the stored conversation to start from, and
+        :meth:`SessionTurn.save` for what the turn adds (see :meth:`run`, which uses it)."""
+        async with self.store.lock(self.name):
+            yield SessionTurn(self, self.store.load(self.name), agent)
+
+    async def run(self, agent: Agent | BoundAgent, user_input: str, **options: Any
+                  ) -> AgentResponse:
+        """One turn of the session: :func:`~gramagent.run_agent` from the stored conversation,
+        whose new messages are saved when it ends.
+
+        Takes ``run_agent``'s options except ``context``. A run that fails keeps what it
+        carries (``exc.context``: the user message and completed tool results); a cancelled
+        one keeps nothing of its turn.
+
+        Raises:
+            Everything run_agent raises.
+        """
+        if "context" in options:
+            raise TypeError("a session supplies the context; do not pass context=")
+        name = agent.agent.name if isinstance(agent, BoundAgent) else agent.name
+        async with self.turn(name) as turn:
+            try:
+                response = await run_agent(agent, user_input, context=turn.context, **options)
+            except RunError as exc:
+                if exc.context is not None:
+                    turn.save(exc.context)
+                raise
+            turn.save(response.context)
+            return response
+
+
+class SessionTurn:
+    """One turn of a :class:`StoredSession`, holding its lock (from :meth:`StoredSession.turn`)."""
+
+    def __init__(self, session: StoredSession, context: Conversation | None,
+                 agent: str | None) -> None:
+        self.session = session
+        self.context = context
+        """The stored conversation to continue (None for a new session)."""
+        self._agent = agent
+        self._stored = 0 if context is None else len(context)
+
+    def save(self, conversation: Conversation) -> None:
+        """Store the messages ``conversation`` has beyond :attr:`context` (once per turn)."""
+        self.session.store.save(self.session.name, conversation, agent=self._agent,
+                                stored=self._stored)
+        self._stored = len(conversation)

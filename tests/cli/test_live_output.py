@@ -1,0 +1,94 @@
+"""``gramagent run`` / ``chat`` on a terminal print the answer as it is generated; piped or with
+``--json`` they print it whole. The terminal is a real pseudo-terminal (the child's stdout and
+stdin are a pty), the model the scripted server streaming SSE."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gramagent.testing import ScriptedServer, call, reply
+
+ROOT = Path(__file__).resolve().parents[2]
+HELLO = ROOT / "examples" / "hello_world.gram"
+ANSWER = "Hello Alice! The greeting tool said hello to you, and so do I."
+SECRET = "sk-live-Streamed-Secret-0123456789abcdef"
+
+
+@pytest.fixture
+def env() -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    clean["OPENAI_API_KEY"] = SECRET
+    return clean
+
+
+def on_terminal(args: list[str], env: dict[str, str], stdin: bytes = b"") -> tuple[str, str]:
+    """Run ``gramagent ARGS`` with stdout (and stdin) on a pty; (terminal text, stderr)."""
+    main, child = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "gramagent", *args], stdin=child,
+                            stdout=child, stderr=subprocess.PIPE, env=env)
+    os.close(child)
+    if stdin:
+        os.write(main, stdin)
+    out = bytearray()
+    try:
+        while True:
+            ready, _, _ = select.select([main], [], [], 60)
+            if not ready:
+                break
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            out.extend(chunk)
+    finally:
+        os.close(main)
+    _, err = proc.communicate(timeout=60)
+    return out.decode(errors="replace").replace("\r\n", "\n"), err.decode(errors="replace")
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    script = [call("sayHello", {"personName": "Alice"}), reply(ANSWER + " " + SECRET)]
+    with ScriptedServer(script) as srv:
+        yield srv
+
+
+def test_run_on_a_terminal_streams_the_answer(server: ScriptedServer, env: dict[str, str]
+                                              ) -> None:
+    out, err = on_terminal(["run", str(HELLO), "Hi, I'm Alice", "--base-url", server.base_url],
+                           env)
+    assert ANSWER in out, err
+    assert SECRET not in out and SECRET not in err  # masked, though it came in pieces
+    assert "→ sayHello" in err
+    assert all(r.body.get("stream") is True for r in server.requests)
+
+
+def test_piped_output_is_whole_and_unstreamed(server: ScriptedServer, env: dict[str, str]
+                                              ) -> None:
+    done = subprocess.run([sys.executable, "-m", "gramagent", "run", str(HELLO),
+                           "Hi, I'm Alice", "--base-url", server.base_url],
+                          capture_output=True, env=env, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert ANSWER in done.stdout.decode()
+    assert all("stream" not in r.body for r in server.requests)
+
+
+def test_chat_on_a_terminal_streams_each_turn(env: dict[str, str]) -> None:
+    with ScriptedServer([reply("First answer, streamed."),
+                         reply("Second answer, also streamed.")]) as srv:
+        out, err = on_terminal(["chat", str(HELLO), "--base-url", srv.base_url], env,
+                               stdin=b"hello\nagain\n\x04")
+        assert "First answer, streamed." in out and "Second answer, also streamed." in out
+        assert len(srv.requests) == 2
+        second = srv.requests[1].body["messages"]
+        assert [m["role"] for m in second][-3:] == ["user", "assistant", "user"]

@@ -1,0 +1,189 @@
+"""Streamed requests (``stream_request``) of every wire format, against the scripted server
+streaming real SSE: the text pieces, joined, equal the turn's text, and the turn equals the one
+the unstreamed request reads."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gramagent._models.base import ModelRequest, ModelTurn, StreamingModel
+from gramagent._models.chat import ChatCompletionsModel
+from gramagent._models.harmony import HarmonyModel
+from gramagent._models.http import SSEDecoder, parse_sse
+from gramagent._models.jsoncalls import StepTextStream, read_tool_step
+from gramagent._models.responses import ResponsesModel
+from gramagent.errors import ModelAPIError
+from gramagent.testing import call, calls, completion, http_response, reply
+
+ANSWER = 'It is 10:00 in Paris. "Quoted", \\ back-slashed, ünïcödé 😀, and\na new line.'
+
+ADAPTERS: dict[str, Callable[[str], Any]] = {
+    "chat": lambda url: ChatCompletionsModel(url),
+    "functions": lambda url: ChatCompletionsModel(url, functions=True),
+    "constrained": lambda url: ChatCompletionsModel(url, tool_call_mode="constrained"),
+    "text": lambda url: ChatCompletionsModel(url, tool_call_mode="text"),
+    "responses": lambda url: ResponsesModel(url),
+    "harmony": lambda url: HarmonyModel(url),
+}
+
+
+async def _both(adapter: Any, request: ModelRequest) -> tuple[list[str], ModelTurn, ModelTurn]:
+    pieces: list[str] = []
+    async with adapter:
+        streamed = await adapter.stream_request(request, pieces.append)
+        whole = await adapter.request(request)
+    return pieces, streamed, whole
+
+
+@pytest.mark.parametrize("api", list(ADAPTERS))
+async def test_streamed_text_concatenates_to_the_answer(api, serve, make_request):
+    """Several pieces arrive, they join to the answer, and the turn is the unstreamed one."""
+    srv = serve([reply(ANSWER, usage=(12, 7)), reply(ANSWER, usage=(12, 7))])
+    pieces, streamed, whole = await _both(ADAPTERS[api](srv.base_url), make_request())
+    assert "".join(pieces) == streamed.text == whole.text == ANSWER
+    assert len(pieces) > 1 or api == "text"  # text mode hands the answer out whole
+    assert streamed.usage == whole.usage
+    assert streamed.tool_calls == whole.tool_calls == ()
+    assert srv.requests[0].body["stream"] is True
+    assert "stream" not in srv.requests[1].body
+
+
+@pytest.mark.parametrize("api", list(ADAPTERS))
+async def test_streamed_calls_are_the_unstreamed_calls(api, serve, make_request):
+    """A call's arguments arrive in pieces and are reassembled; they are not text."""
+    script = [call("sayHello", {"name": "Alice"}, id="call_1")] * 2
+    srv = serve(script)
+    pieces, streamed, whole = await _both(ADAPTERS[api](srv.base_url), make_request())
+    assert pieces == []
+    assert [(c.name, json.loads(c.arguments)) for c in streamed.tool_calls] == [
+        ("sayHello", {"name": "Alice"})]
+    assert [(c.name, c.arguments) for c in streamed.tool_calls] == [
+        (c.name, c.arguments) for c in whole.tool_calls]
+
+
+async def test_parallel_calls_with_text_stream_the_text(serve, make_request):
+    srv = serve([calls(call("sayHello", {"name": "A"}), call("sayHello", {"name": "B"}),
+                       text="Greeting both.")])
+    pieces: list[str] = []
+    async with ChatCompletionsModel(srv.base_url) as model:
+        turn = await model.stream_request(make_request(), pieces.append)
+    assert "".join(pieces) == turn.text == "Greeting both."
+    assert [json.loads(c.arguments)["name"] for c in turn.tool_calls] == ["A", "B"]
+
+
+async def test_harmony_streams_the_final_channel_only(serve, make_request):
+    """Chain of thought is not streamed; the final answer is."""
+    raw = ("<|channel|>analysis<|message|>The user wants the time.<|end|>"
+           "<|start|>assistant<|channel|>final<|message|>" + ANSWER)
+    srv = serve([completion(raw)])
+    pieces: list[str] = []
+    async with HarmonyModel(srv.base_url) as model:
+        turn = await model.stream_request(make_request(), pieces.append)
+    assert "".join(pieces) == turn.text == ANSWER
+    assert len(pieces) > 1
+    assert all("user wants" not in p for p in pieces)
+
+
+async def test_harmony_answer_on_commentary_is_passed_on_at_the_end(serve, make_request):
+    srv = serve([completion("<|channel|>commentary<|message|>Just this.")])
+    pieces: list[str] = []
+    async with HarmonyModel(srv.base_url) as model:
+        turn = await model.stream_request(make_request(), pieces.append)
+    assert "".join(pieces) == turn.text == "Just this."
+
+
+async def test_responses_stream_is_named_events_without_done(serve, make_request):
+    """The rendered Responses stream is what the API sends: ``event:`` lines naming each
+    event's type, sequence numbers, no ``[DONE]``."""
+    srv = serve([reply("Hi there, Paris.")])
+    answer = await _raw(srv.base_url + "/responses",
+                        {"model": "m", "input": "hi", "stream": True})
+    assert "[DONE]" not in answer
+    names = [line[7:] for line in answer.splitlines() if line.startswith("event: ")]
+    events = [json.loads(p) for p in parse_sse(answer)]
+    assert names == [e["type"] for e in events]
+    assert names[0] == "response.created" and names[-1] == "response.completed"
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    deltas = [e["delta"] for e in events if e["type"] == "response.output_text.delta"]
+    assert "".join(deltas) == "Hi there, Paris."
+
+
+async def _raw(url: str, body: dict[str, Any]) -> str:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session, session.post(url, json=body) as answer:
+        return await answer.text()
+
+
+async def test_error_event_mid_stream_is_a_model_api_error(serve, make_request):
+    body = (b'data: {"choices": [{"index": 0, "delta": {"content": "Hel"}}]}\n\n'
+            b'data: {"error": {"message": "overloaded"}}\n\n')
+    srv = serve([http_response(body, content_type="text/event-stream")])
+    pieces: list[str] = []
+    async with ChatCompletionsModel(srv.base_url) as model:
+        with pytest.raises(ModelAPIError, match="overloaded"):
+            await model.stream_request(make_request(), pieces.append)
+    assert pieces == ["Hel"]
+
+
+async def test_responses_stream_without_completion_is_an_error(serve, make_request):
+    body = (b'event: response.output_text.delta\n'
+            b'data: {"type": "response.output_text.delta", "delta": "Hi"}\n\n')
+    srv = serve([http_response(body, content_type="text/event-stream")])
+    async with ResponsesModel(srv.base_url) as model:
+        with pytest.raises(ModelAPIError, match="without a completed response"):
+            await model.stream_request(make_request(), lambda _: None)
+
+
+def test_every_adapter_streams():
+    for make in ADAPTERS.values():
+        assert isinstance(make("http://127.0.0.1:1/v1"), StreamingModel)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(), st.lists(st.integers(min_value=1, max_value=9), min_size=1, max_size=20),
+       st.booleans())
+def test_step_text_stream_matches_the_whole_reading(text, cuts, ascii_only):
+    """Whatever the answer and however the content is cut, the decoded pieces join to what
+    read_tool_step reads from the whole content."""
+    content = json.dumps({"text": text}, ensure_ascii=ascii_only)
+    reader = StepTextStream()
+    out, at, i = [], 0, 0
+    while at < len(content):
+        size = cuts[i % len(cuts)]
+        out.append(reader.feed(content[at:at + size]))
+        at += size
+        i += 1
+    assert "".join(out) == read_tool_step(content)[0] == text
+
+
+def test_step_text_stream_ignores_calls():
+    reader = StepTextStream()
+    content = '{"name": "sayHello", "arguments": {"text": "no"}}'
+    assert "".join(reader.feed(c) for c in content) == ""
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20),
+                max_size=6),
+       st.lists(st.integers(min_value=1, max_value=7), min_size=1, max_size=10),
+       st.sampled_from(["\n", "\r\n"]))
+def test_sse_decoder_matches_parse_sse_however_split(payloads, cuts, newline):
+    """Fed in arbitrary pieces (a \\r\\n may be split), the decoder yields the payloads."""
+    clean = [p.replace("\r", "").replace("\n", "") or "x" for p in payloads]
+    text = "".join(f"data: {p}{newline}{newline}" for p in clean) + f"data: [DONE]{newline}"
+    decoder = SSEDecoder()
+    out: list[str] = []
+    at, i = 0, 0
+    while at < len(text):
+        out.extend(decoder.feed(text[at:at + cuts[i % len(cuts)]]))
+        at += cuts[i % len(cuts)]
+        i += 1
+    out.extend(decoder.close())
+    assert out == clean

@@ -1,0 +1,111 @@
+"""OpenTelemetry spans of a run, checked with the SDK's in-memory exporter against the scripted
+server: names, GenAI attributes, parent/child, error status, and no argument text anywhere."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from runtime_support import ModelFactory, Tools, script
+
+from gramagent import run_agent
+from gramagent._runtime.tracing import run_tracer
+from gramagent._spec.model import Agent
+from gramagent.errors import ModelAPIError
+from gramagent.testing import ScriptedServer, call, calls, error, reply
+
+trace = pytest.importorskip("opentelemetry.trace")
+sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+    InMemorySpanExporter,
+)
+
+SECRET_ARG = "Alice-Secret-Argument-7f3a"
+
+
+@pytest.fixture
+def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
+    """A real SDK provider with an in-memory exporter, installed as the global provider."""
+    exporter = InMemorySpanExporter()
+    provider = sdk_trace.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
+    yield exporter
+    provider.shutdown()
+
+
+def _everything(span: Any) -> str:
+    """Every text a span carries: name, attributes, status, events."""
+    parts = [span.name, repr(dict(span.attributes or {})), repr(span.status.description)]
+    parts.extend(repr(e.attributes) for e in span.events)
+    return " ".join(parts)
+
+
+async def test_run_model_and_tool_spans(spans: InMemorySpanExporter, tools: Tools,
+                                        agent: Agent, server: ScriptedServer,
+                                        model_for: ModelFactory) -> None:
+    script(server, call("sayHello", {"personName": SECRET_ARG}, id="call_1", ),
+           reply(f"Hi {SECRET_ARG}!", usage=(30, 5)))
+    response = await run_agent(agent, f"I'm {SECRET_ARG}", library=tools.library,
+                               model=model_for(server, "chat"))
+    finished = spans.get_finished_spans()
+    names = [s.name for s in finished]
+    assert names == ["chat scripted", "execute_tool sayHello", "chat scripted",
+                     "invoke_agent hello_world_agent"]
+    first_chat, tool, second_chat, run = finished
+    assert run.parent is None
+    for child in (first_chat, tool, second_chat):
+        assert child.parent is not None and child.parent.span_id == run.context.span_id
+        assert child.context.trace_id == run.context.trace_id
+    assert run.kind == trace.SpanKind.INTERNAL and first_chat.kind == trace.SpanKind.CLIENT
+    assert run.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert run.attributes["gen_ai.agent.name"] == "hello_world_agent"
+    assert run.attributes["gen_ai.request.model"] == "scripted"
+    assert run.attributes["gen_ai.provider.name"] == "openai"
+    assert run.attributes["gen_ai.conversation.id"] == response.context.id
+    assert run.attributes["gen_ai.usage.input_tokens"] == response.usage.input_tokens
+    assert run.attributes["gen_ai.usage.output_tokens"] == response.usage.output_tokens
+    assert second_chat.attributes["gen_ai.operation.name"] == "chat"
+    assert second_chat.attributes["gen_ai.usage.input_tokens"] == 30
+    assert second_chat.attributes["gen_ai.usage.output_tokens"] == 5
+    assert tuple(first_chat.attributes["gen_ai.response.finish_reasons"]) == ("tool_calls",)
+    assert tool.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert tool.attributes["gen_ai.tool.name"] == "sayHello"
+    assert tool.attributes["gen_ai.tool.call.id"] == "call_1"
+    assert all(s.status.status_code != trace.StatusCode.ERROR for s in finished)
+    assert not any(SECRET_ARG in _everything(s) for s in finished)
+
+
+async def test_failed_calls_and_model_errors_set_error_status(
+        spans: InMemorySpanExporter, tools: Tools, agent: Agent, server: ScriptedServer,
+        model_for: ModelFactory) -> None:
+    script(server,
+           calls(call("fail", {"reason": SECRET_ARG}), call("nope", {"x": SECRET_ARG}),
+                 call("sayHello", f'{{"personName": "{SECRET_ARG}"')),
+           error(400, f"the server quotes {SECRET_ARG}"))
+    with pytest.raises(ModelAPIError):
+        await run_agent(agent, "go", library=tools.library, model=model_for(server, "chat"))
+    finished = spans.get_finished_spans()
+    by_name: dict[str, list[Any]] = {}
+    for s in finished:
+        by_name.setdefault(s.name, []).append(s)
+    errors = {s.attributes.get("gen_ai.tool.name"): s.attributes["error.type"]
+              for s in by_name["execute_tool fail"] + by_name["execute_tool <unknown>"]
+              + by_name["execute_tool sayHello"]}
+    assert errors == {"fail": "tool_exception", "<unknown>": "unknown_tool",
+                      "sayHello": "tool_payload_parse_error"}
+    failed_chat = by_name["chat scripted"][-1]
+    assert failed_chat.status.status_code == trace.StatusCode.ERROR
+    assert failed_chat.attributes["error.type"] == "ModelAPIError"
+    (run,) = by_name["invoke_agent hello_world_agent"]
+    assert run.status.status_code == trace.StatusCode.ERROR
+    assert run.attributes["error.type"] == "ModelAPIError"
+    assert not any(SECRET_ARG in _everything(s) for s in finished)
+
+
+def test_no_tracer_without_a_configured_provider() -> None:
+    """The default (proxy) provider means tracing is off."""
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    assert run_tracer() is None
