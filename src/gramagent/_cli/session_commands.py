@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-import orjson
 import typer
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from gramagent._cli._app import app, handle_errors
-from gramagent._logs import redact
-from gramagent._messages import AssistantMessage, ToolResultMessage, UserMessage
-from gramagent._runtime.sessions import SessionStore
 from gramagent.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from gramagent._runtime.sessions import SessionStore
+
+# The store, the messages and the masking are imported where a command runs, not when the CLI
+# starts: `gramagent --help` stays fast (issue 12 item 16; tests/cli/test_help.py).
 
 __all__ = ["delete", "list_sessions", "sessions_app", "show"]
 
@@ -29,6 +30,12 @@ app.add_typer(sessions_app)
 _JSON = typer.Option(False, "--json", help="Print JSON instead of text.")
 
 
+def _store() -> SessionStore:
+    from gramagent._runtime.sessions import SessionStore
+
+    return SessionStore()
+
+
 def _when(seconds: float) -> str:
     return datetime.fromtimestamp(seconds).strftime("%Y-%m-%d %H:%M")
 
@@ -37,16 +44,20 @@ def _when(seconds: float) -> str:
 @handle_errors
 def list_sessions(json: bool = _JSON) -> None:
     """The stored sessions, most recently used first."""
-    store = SessionStore()
+    from gramagent import _json as exact_json
+
+    store = _store()
     sessions = store.list()
     if json:
-        sys.stdout.write(orjson.dumps([{
+        sys.stdout.write(exact_json.dumps([{
             "name": s.name, "agent": s.agent, "messages": s.messages, "created": s.created,
-            "updated": s.updated} for s in sessions]).decode() + "\n")
+            "updated": s.updated} for s in sessions]) + "\n")
         return
     if not sessions:
         Console(stderr=True).print(f"[dim]no sessions in {store.path}[/dim]", highlight=False)
         return
+    from rich.table import Table
+
     table = Table("name", "agent", "messages", "updated", box=None, pad_edge=False)
     for s in sessions:
         table.add_row(s.name, s.agent or "", str(s.messages), _when(s.updated))
@@ -57,11 +68,15 @@ def list_sessions(json: bool = _JSON) -> None:
 @handle_errors
 def show(name: str = typer.Argument(..., help="The session."), json: bool = _JSON) -> None:
     """A session's conversation, message by message (secrets masked)."""
-    conversation = SessionStore().load(name)
+    from gramagent import _json as exact_json
+    from gramagent._logs import redact
+    from gramagent._messages import AssistantMessage, ToolResultMessage, UserMessage
+
+    conversation = _store().load(name)
     if conversation is None:
         raise ConfigurationError(f"no session named {name!r} (see gramagent sessions list)")
     if json:
-        sys.stdout.write(orjson.dumps(redact(conversation.to_list())).decode() + "\n")
+        sys.stdout.write(exact_json.dumps(redact(conversation.to_list())) + "\n")
         return
     console = Console(highlight=False, soft_wrap=True)
     for message in conversation:
@@ -78,6 +93,10 @@ def show(name: str = typer.Argument(..., help="The session."), json: bool = _JSO
 
 
 def _plain(text: str) -> str:
+    from rich.markup import escape
+
+    from gramagent._logs import redact
+
     return escape(str(redact(text)))
 
 
@@ -85,6 +104,6 @@ def _plain(text: str) -> str:
 @handle_errors
 def delete(name: str = typer.Argument(..., help="The session.")) -> None:
     """Delete a session and its conversation."""
-    if not SessionStore().delete(name):
+    if not _store().delete(name):
         raise ConfigurationError(f"no session named {name!r} (see gramagent sessions list)")
     Console(stderr=True).print(f"[dim]deleted session {name}[/dim]", highlight=False)

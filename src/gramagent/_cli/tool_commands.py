@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from gramagent import _json as exact_json
 from gramagent._cli._app import app, err_console, handle_errors
 from gramagent.errors import ConfigurationError, ValidationError
 
@@ -81,6 +80,7 @@ def _lookup(library: ToolLibrary, name: str) -> Tool:
 
 def _arguments(text: str, tool: Tool) -> dict[str, Any]:
     """Parse and validate ``text`` against ``tool``'s schema."""
+    from gramagent import _json as exact_json
     from gramagent._spec.validate import compile_validator
 
     try:
