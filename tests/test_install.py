@@ -85,3 +85,19 @@ def test_every_module_of_an_extra_is_named_in_pyproject() -> None:
     for module, extra in EXTRA_OF_MODULE.items():
         packages = " ".join(extras[extra]).replace("-", "_").lower()
         assert module.lower() in packages, (module, extra)
+
+
+def test_no_module_writes_an_install_command_by_hand() -> None:
+    """Every missing-extra message comes from gramagent._install (the command for how
+    gramagent was installed): no source file spells out ``pip install ... gramagent[...]``
+    itself, which is wrong for a clone or a wheel. (gramagent.mcp.INSTALL documents the
+    index form on purpose.)"""
+    import re
+
+    package = Path(__file__).resolve().parents[1] / "src" / "gramagent"
+    spelled = re.compile(r"pip install[^\n]*gramagent\[")
+    found = [f"{path.relative_to(package)}:{n}"
+             for path in sorted(package.rglob("*.py")) if path.name != "_install.py"
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if spelled.search(line) and "INSTALL =" not in line and "``" not in line]
+    assert found == []

@@ -6,12 +6,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
+from gramagent._install import needs_extra
 from gramagent.errors import ConfigurationError
 
 __all__ = ["EXPORTERS", "setup_tracing"]
 
 EXPORTERS = ("console", "otlp")
-_OTEL_HINT = 'pip install "gramagent[otel]"'
 _OTLP_HINT = "pip install opentelemetry-exporter-otlp-proto-http"
 
 
@@ -39,7 +39,7 @@ def setup_tracing(exporter: str) -> Callable[[], None]:
             SimpleSpanProcessor,
         )
     except ImportError as exc:
-        raise ConfigurationError(f"--otel needs the OpenTelemetry SDK: {_OTEL_HINT} ({exc})"
+        raise ConfigurationError(f"{needs_extra('--otel (the OpenTelemetry SDK)', 'otel')} ({exc})"
                                  ) from exc
     processor: SpanProcessor
     if exporter == "console":

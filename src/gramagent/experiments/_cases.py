@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from gramagent._install import needs_extra
 from gramagent.errors import Diagnostic, ExperimentError
 
 __all__ = ["Case", "Dataset", "load_cases"]
@@ -162,8 +163,8 @@ def _parquet_rows(file: Path, name: str) -> Iterator[tuple[int, Any]]:
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise ExperimentError(f"{name}: reading Parquet needs pyarrow: "
-                              "pip install 'gramagent[experiments]'") from None
+        raise ExperimentError(f"{name}: " + needs_extra("reading Parquet", "experiments")
+                              ) from None
     try:
         table = pq.read_table(file)
     except Exception as exc:  # pyarrow raises several types for a broken file

@@ -30,6 +30,7 @@ from gramagent import (
     resolve_model,
     run_agent,
 )
+from gramagent._install import needs_extra
 from gramagent._runtime.events import fan_out, tag_events
 from gramagent.errors import ConfigurationError
 from gramagent.experiments._cases import Case
@@ -166,8 +167,7 @@ class RateLimited:
         try:
             from aiolimiter import AsyncLimiter
         except ImportError:
-            raise ConfigurationError("rate limits need aiolimiter: "
-                                     "pip install 'gramagent[experiments]'") from None
+            raise ConfigurationError(needs_extra("Rate limits", "experiments")) from None
 
         self.model = model
         # A bucket of one: requests are spaced evenly, never bursting past the rate.

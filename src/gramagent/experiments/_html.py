@@ -15,6 +15,7 @@ import os
 from html import escape
 from typing import Any
 
+from gramagent._install import needs_extra
 from gramagent.errors import ConfigurationError
 from gramagent.experiments._report import LATENCY, TOKENS, Comparison, Report
 
@@ -49,8 +50,7 @@ def html_report(report: Report) -> str:
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        raise ConfigurationError("the HTML report needs matplotlib: "
-                                 "pip install 'gramagent[experiments]'") from None
+        raise ConfigurationError(needs_extra("The HTML report", "experiments")) from None
     parts = [
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
         f"<title>{escape(report.experiment)}: A/B report</title><style>{_CSS}</style></head>",

@@ -24,14 +24,15 @@ import warnings
 import zlib
 from collections.abc import Sequence
 
+from gramagent._install import needs_extra
 from gramagent.errors import ConfigurationError
 
 try:
     import numpy as np
     from scipy import stats
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise ConfigurationError(f"experiment statistics need scipy ({exc.name} is missing): "
-                             "pip install 'gramagent[experiments]'") from None
+    raise ConfigurationError(
+        needs_extra(f"Experiment statistics ({exc.name} is missing)", "experiments")) from None
 
 __all__ = [
     "bootstrap_mean",

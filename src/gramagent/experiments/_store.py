@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from gramagent._install import needs_extra
 from gramagent.errors import ExperimentError
 from gramagent.experiments._experiment import canonical, changes
 from gramagent.experiments._records import EvalResult, RunKey, RunRecord, ToolRecord
@@ -143,8 +144,7 @@ class Store:
                 import pyarrow as pa
                 import pyarrow.parquet as pq
             except ImportError:
-                raise ExperimentError("Parquet export needs pyarrow: "
-                                      "pip install 'gramagent[experiments]'") from None
+                raise ExperimentError(needs_extra("Parquet export", "experiments")) from None
             pq.write_table(pa.Table.from_pylist(rows), path)
         else:
             raise ExperimentError(f"{path}: export to .parquet or .csv")

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gramagent._install import install_command
 from gramagent.tools.sandbox import _process
 from gramagent.tools.sandbox._channel import (
     ChannelClosed,
@@ -366,9 +367,9 @@ def _refusal(isolation: Isolation, lacking: list[str]) -> str:
         hints.append(f"Set {WEAK_ISOLATION_ENV}=1 (or SandboxConfig(require_isolation=False)) "
                      "to run with the isolation available.")
     if SYSCALL_FEATURE in lacking:
-        hints.append("The syscall filter needs pyseccomp (gramagent[tools]) and libseccomp; "
-                     f"{SYSCALL_FILTER_ENV}=on (or SandboxConfig(syscall_filter='on')) runs "
-                     "without it.")
+        hints.append(f"The syscall filter needs pyseccomp and libseccomp "
+                     f"({install_command('tools')}); {SYSCALL_FILTER_ENV}=on (or "
+                     "SandboxConfig(syscall_filter='on')) runs without it.")
     return ("refusing to run code: the sandbox is not fully isolated on this machine ("
             + "; ".join(isolation.missing(lacking)) + "). " + " ".join(hints)
             + " See docs/sandbox.md.")
