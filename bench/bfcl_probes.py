@@ -17,6 +17,17 @@ embedded llama.cpp server directly with a variant of the constrained request.
     The step schema with the final answer spelt as a call
     (``{"name": "final_answer", "arguments": {"text": ...}}``); counts the declines
     (irrelevance) or scores the calls (simple_python).
+``thought-first``
+    Every variant of the step schema opens with a ``"thought"`` string (at most 200
+    characters) before the call or the answer: does a sentence of reasoning let the model
+    notice that no function fits? Counts declines or scores calls, as ``named-final``.
+``decide-first``
+    Every variant opens with ``"a_function_fits"``: ``true`` before a call, ``false`` before
+    the final answer, so the first choice the model makes is a yes/no question.
+``ask-first``
+    A first constrained request asks the question outright: the conversation plus a user
+    message ``ASK_FIRST``, answered by ``{"answer": "yes" | "no"}``; "no" is a decline, "yes"
+    is followed by the ordinary constrained step (scored as usual).
 
 Usage::
 
@@ -25,6 +36,8 @@ Usage::
     python bench/bfcl_probes.py free-name --category irrelevance --limit 50
     python bench/bfcl_probes.py named-final --category irrelevance --limit 50 \
         --model local/qwen2.5-coder-1.5b
+    python bench/bfcl_probes.py thought-first --category irrelevance --limit 10
+    python bench/bfcl_probes.py decide-first --category simple_python --limit 10
 """
 
 from __future__ import annotations
@@ -57,13 +70,14 @@ def _bfcl_eval() -> Any:
 
 be = _bfcl_eval()
 SETTINGS = {"temperature": 0.0, "max_tokens": 512}
+ASK_FIRST = ("Can one of the provided functions do what I asked? Answer yes or no.")
 
 
 def _verdict(case: dict[str, Any], category: str, calls: list[tuple[str, Any]],
              offered: set[str]) -> bool:
     if category.endswith("irrelevance"):
         return not any(name in offered for name, _ in calls)
-    return be.check_simple_call(case["function"][0], calls, case["answer"][0]) is None
+    return be.bfcl_verdict(case, category, calls) is None
 
 
 def _decoded(turn: Any) -> list[tuple[str, Any]]:
@@ -94,7 +108,30 @@ async def probe(kind: str, case: dict[str, Any], category: str, api: HTTPClient,
         except (ValueError, AttributeError):
             name = None
         return name in offered, text
-    if kind == "named-final":
+    if kind == "ask-first":
+        ask = dict(body, messages=[*body["messages"], {"role": "user", "content": ASK_FIRST}],
+                   response_format={"type": "json_schema", "json_schema": {
+                       "name": "decision", "strict": False, "schema": {
+                           "type": "object", "properties": {"answer": {"enum": ["yes", "no"]}},
+                           "required": ["answer"], "additionalProperties": False}}})
+        decided = (await api.post_json("/chat/completions", ask))["choices"][0]["message"]
+        if '"no"' in (decided.get("content") or ""):
+            return category.endswith("irrelevance"), decided.get("content") or ""
+        data = await api.post_json("/chat/completions", body)
+        raw = data["choices"][0]["message"].get("content") or ""
+    elif kind in ("thought-first", "decide-first"):
+        variants = schema["anyOf"]
+        for i, variant in enumerate(variants):
+            if variant.get("type") != "object":
+                continue  # the list of calls: left as it is
+            calls_it = "name" in variant["properties"]
+            first = ({"thought": {"type": "string", "maxLength": 200}} if kind == "thought-first"
+                     else {"a_function_fits": {"const": calls_it}})
+            variants[i] = dict(variant, properties={**first, **variant["properties"]},
+                               required=[*first, *variant["required"]])
+        data = await api.post_json("/chat/completions", body)
+        raw = data["choices"][0]["message"].get("content") or ""
+    elif kind == "named-final":
         variants = [v for v in schema["anyOf"] if "name" in v.get("properties", {})]
         variants.append({"type": "object", "properties": {
             "name": {"const": FINAL_ANSWER},
@@ -143,8 +180,9 @@ async def main_async(args: argparse.Namespace) -> None:
             if args.verbose:
                 print(f"{'ok  ' if ok else 'miss'} {case['id']:<22} {raw[:70]!r}",
                       file=sys.stderr, flush=True)
-        what = {"free-name": "named an offered function",
-                "named-final": "declined" if args.category.endswith("irrelevance") else "correct",
+        decided = "declined" if args.category.endswith("irrelevance") else "correct"
+        what = {"free-name": "named an offered function", "named-final": decided,
+                "thought-first": decided, "decide-first": decided, "ask-first": decided,
                 "fence": "correct", "tag": "correct"}[args.kind]
         print(f"{args.kind} {args.model} {args.category} cases {len(cases)}: {what} {good}"
               + (f", wrapped {wrapped}" if args.kind in ("fence", "tag") else ""))
@@ -156,7 +194,8 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("kind", choices=("fence", "tag", "free-name", "named-final"))
+    parser.add_argument("kind", choices=("fence", "tag", "free-name", "named-final",
+                                         "thought-first", "decide-first", "ask-first"))
     parser.add_argument("--model", default="local/qwen2.5-coder-0.5b")
     parser.add_argument("--category", default="simple_python")
     parser.add_argument("--limit", type=int, default=50)
