@@ -391,8 +391,6 @@ async def evaluate(args: argparse.Namespace) -> list[Outcome]:
         options["threads"] = args.threads
     if args.tool_call_mode:
         options["tool_call_mode"] = args.tool_call_mode
-    if args.decide_first is not None:
-        options["decide_first"] = args.decide_first
     model = resolve_model(ref, **options)
     settings = {"temperature": 0.0, "max_tokens": args.max_tokens}
     outcomes = []
@@ -516,9 +514,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--instruction", default=INSTRUCTION,
                         help="the system instruction ('' sends none: the chat template's "
                         "default applies)")
-    parser.add_argument("--decide-first", action=argparse.BooleanOptionalAction, default=None,
-                        help="ask whether a function fits before each case's step "
-                        "(constrained mode; default: the provider's)")
     parser.add_argument("--tool-choice", choices=("auto", "required"), default="auto",
                         help="the request's tool_choice (default auto)")
     parser.add_argument("--json", type=Path, default=None, help="write per-case outcomes here")

@@ -26,8 +26,10 @@ embedded llama.cpp server directly with a variant of the constrained request.
     the final answer, so the first choice the model makes is a yes/no question.
 ``ask-first``
     A first constrained request asks the question outright: the conversation plus a user
-    message ``ASK_FIRST``, answered by ``{"answer": "yes" | "no"}``; "no" is a decline, "yes"
-    is followed by the ordinary constrained step (scored as usual).
+    message ``ASK_FIRST`` (or ``--question``), answered by ``{"answer": "yes" | "no"}``; "no"
+    (or ``--decline-on yes``, for a question asked the other way round) is a decline, the other
+    answer is followed by the ordinary constrained step (scored as usual). Prints the
+    probability the model gave "no" (``logprobs``) for each case.
 
 Usage::
 
@@ -38,6 +40,8 @@ Usage::
         --model local/qwen2.5-coder-1.5b
     python bench/bfcl_probes.py thought-first --category irrelevance --limit 10
     python bench/bfcl_probes.py decide-first --category simple_python --limit 10
+    python bench/bfcl_probes.py ask-first --category irrelevance --limit 6 \
+        --model local/qwen2.5-coder-1.5b
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ import argparse
 import asyncio
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -90,8 +95,18 @@ def _decoded(turn: Any) -> list[tuple[str, Any]]:
     return out
 
 
+def _p_no(choice: dict[str, Any]) -> float:
+    """The probability the model gave "no" where it chose between yes and no (0 if unseen)."""
+    for position in (choice.get("logprobs") or {}).get("content") or []:
+        tops = {t["token"].strip(): t["logprob"] for t in position.get("top_logprobs", [])}
+        if "yes" in tops or "no" in tops:
+            return float(math.exp(tops["no"])) if "no" in tops else 0.0
+    return 0.0
+
+
 async def probe(kind: str, case: dict[str, Any], category: str, api: HTTPClient,
-                root: HTTPClient) -> tuple[bool, str]:
+                root: HTTPClient, question: str = ASK_FIRST,
+                decline_on: str = "no") -> tuple[bool, str]:
     """One case: (counted as a success, what the model wrote)."""
     request = be._request(case, "local", SETTINGS)
     offered = {t.name for t in request.tools}
@@ -109,13 +124,16 @@ async def probe(kind: str, case: dict[str, Any], category: str, api: HTTPClient,
             name = None
         return name in offered, text
     if kind == "ask-first":
-        ask = dict(body, messages=[*body["messages"], {"role": "user", "content": ASK_FIRST}],
+        ask = dict(body, messages=[*body["messages"], {"role": "user", "content": question}],
                    response_format={"type": "json_schema", "json_schema": {
                        "name": "decision", "strict": False, "schema": {
                            "type": "object", "properties": {"answer": {"enum": ["yes", "no"]}},
                            "required": ["answer"], "additionalProperties": False}}})
-        decided = (await api.post_json("/chat/completions", ask))["choices"][0]["message"]
-        if '"no"' in (decided.get("content") or ""):
+        ask.update(logprobs=True, top_logprobs=5)
+        choice = (await api.post_json("/chat/completions", ask))["choices"][0]
+        decided = choice["message"]
+        print(f"  p(no) {_p_no(choice):.3f}", file=sys.stderr, flush=True)
+        if f'"{decline_on}"' in (decided.get("content") or ""):
             return category.endswith("irrelevance"), decided.get("content") or ""
         data = await api.post_json("/chat/completions", body)
         raw = data["choices"][0]["message"].get("content") or ""
@@ -174,7 +192,8 @@ async def main_async(args: argparse.Namespace) -> None:
         cases = be.load_cases(args.category)[args.offset:args.offset + args.limit]
         good = wrapped = 0
         for case in cases:
-            ok, raw = await probe(args.kind, case, args.category, api, root)
+            ok, raw = await probe(args.kind, case, args.category, api, root, args.question,
+                                  args.decline_on)
             good += ok
             wrapped += raw.lstrip().startswith(("```", "<tool_call>"))
             if args.verbose:
@@ -201,6 +220,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=50)
     parser.add_argument("--offset", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--question", default=ASK_FIRST, help="ask-first: the question")
+    parser.add_argument("--decline-on", choices=("yes", "no"), default="no",
+                        help="ask-first: the answer that declines")
     parser.add_argument("-v", "--verbose", action="store_true")
     asyncio.run(main_async(parser.parse_args()))
 

@@ -16,7 +16,7 @@ from gramagent._models.chat import (
     render_chat_chunks,
     render_chat_completion,
 )
-from gramagent._models.jsoncalls import DECISION_QUESTION, SEVERAL_CALLS_HINT
+from gramagent._models.jsoncalls import SEVERAL_CALLS_HINT
 from gramagent.errors import ConfigurationError, ModelAPIError
 from gramagent.testing import call, calls, http_response, reply
 
@@ -616,61 +616,3 @@ async def test_tools_part_follows_the_tool_list_of_each_request(adapter, serve, 
     sent = [names(r.body) for r in srv.requests]
     assert sent == [["sayHello", "getTime"], ["sayHello", "getTime"], ["getTime"], []]
     assert srv.requests[0].body["tools"] == srv.requests[1].body["tools"]
-
-
-# -- the decision step (decide_first) ---------------------------------------------------------
-
-
-async def test_decide_first_no_allows_only_the_final_answer(serve, make_request):
-    """decide_first asks the decision question after the user's message under its own schema;
-    a "no" makes the step allow the final answer only, and the turn counts both requests."""
-    srv = serve([reply('{"answer": "no"}', usage=(40, 3)), reply("Paris.", usage=(50, 5))])
-    async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="constrained",
-                                    decide_first=True) as model:
-        turn = await model.request(make_request())
-    ask, step = (r.body for r in srv.requests)
-    assert ask["messages"][1:-1] == step["messages"][1:]  # the conversation, then the question
-    assert ask["messages"][-1] == {"role": "user", "content": DECISION_QUESTION}
-    assert ask["response_format"]["json_schema"]["name"] == "tool_decision"
-    assert step["response_format"]["json_schema"]["schema"] == FINAL
-    assert turn.text == "Paris." and turn.tool_calls == ()
-    assert turn.usage is not None
-    assert (turn.usage.input_tokens, turn.usage.output_tokens, turn.usage.requests) == (90, 8, 2)
-
-
-async def test_decide_first_yes_keeps_the_step(serve, make_request, tools):
-    """A "yes" (or an unreadable answer) leaves the step as it was: every tool, the call list
-    and the final answer; the call is read as usual."""
-    for answer in ('{"answer": "yes"}', "not json"):
-        srv = serve([reply(answer, raw=True), call("getTime", {"city": "Oslo"})])
-        async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="constrained",
-                                        decide_first=True) as model:
-            turn = await model.request(make_request())
-        step = srv.requests[1].body
-        say = _variant("sayHello", tools[0].parameters)
-        get = _variant("getTime", tools[1].parameters)
-        assert step["response_format"]["json_schema"]["schema"] == {
-            "anyOf": [say, get, _call_list(say, get), FINAL]}
-        assert [(c.name, c.arguments) for c in turn.tool_calls] == [("getTime", '{"city":"Oslo"}')]
-
-
-@pytest.mark.parametrize("case", ["after-tool-results", "required", "off", "native"])
-async def test_no_decision_step_unless_a_new_question_may_go_either_way(
-        serve, make_request, history, case):
-    """The decision step comes only before answering a new user message with the choice left
-    to the model, in constrained mode, when asked for: one request otherwise."""
-    srv = serve([reply("ok")])
-    options: dict[str, Any] = {"tool_call_mode": "constrained", "decide_first": True}
-    overrides: dict[str, Any] = {}
-    if case == "after-tool-results":
-        overrides["messages"] = history[:4]
-    elif case == "required":
-        overrides["tool_choice"] = "required"
-    elif case == "off":
-        options["decide_first"] = False
-    else:
-        options["tool_call_mode"] = "native"
-    async with ChatCompletionsModel(srv.base_url, None, **options) as model:
-        await model.request(make_request(**overrides))
-    assert len(srv.requests) == 1
-    assert DECISION_QUESTION not in str(srv.requests[0].body["messages"])

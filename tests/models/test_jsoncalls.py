@@ -13,7 +13,6 @@ from gramagent._messages import ToolCall
 from gramagent._models.base import ModelTurn
 from gramagent._models.jsoncalls import (
     extract_json_calls,
-    read_decision,
     read_tool_step,
     tool_step_content,
     tool_step_schema,
@@ -144,17 +143,3 @@ def test_huge_integers_stay_valid_json():
     for reader in (extract_json_calls, read_tool_step):
         _, calls = reader(content, NAMES)
         assert json.loads(calls[0].arguments) == {"n": -9223372036854775809}
-
-
-@given(st.text(max_size=60) | st.builds(json.dumps, st.dictionaries(
-    st.sampled_from(["answer", "text", "name"]), st.sampled_from(["yes", "no", "maybe", 1]))))
-@settings(max_examples=60, deadline=None)
-def test_read_decision_says_no_only_for_a_readable_no(content):
-    """Whatever the decision step returns, read_decision answers without raising, and only a
-    readable {"answer": "no"} stops the model from calling a tool."""
-    try:
-        value = json.loads(content)
-    except ValueError:
-        value = None
-    said_no = isinstance(value, dict) and value.get("answer") == "no"
-    assert read_decision(content) is (not said_no)

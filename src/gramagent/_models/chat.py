@@ -51,7 +51,6 @@ non-streamed reply shape and read by the same parser, so both paths give the sam
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias, Unpack
@@ -88,14 +87,10 @@ from gramagent._models.jsoncalls import (
     SEVERAL_CALLS_HINT,
     StepTextStream,
     allows_several_calls,
-    decision_messages,
-    decision_response_format,
     extract_json_calls,
-    read_decision,
     read_tool_step,
     tool_step_content,
     tool_step_response_format,
-    wants_decision,
     wants_tool_step,
 )
 from gramagent._spec.definition import ToolDefinition
@@ -132,11 +127,6 @@ class ChatCompletionsModel(HTTPAdapter):
         stream: Ask for an SSE stream and assemble it.
         strict: Send tools with ``strict: true`` and their strict-compiled schema (tools whose
             strict schema was not compiled are sent non-strict).
-        decide_first: In ``constrained`` mode, before the step that answers a new user message
-            with tools offered and ``tool_choice="auto"``, ask the model whether one of the
-            tools does what was asked (:data:`~gramagent._models.jsoncalls.DECISION_QUESTION`,
-            answered yes or no under a schema); on "no" the step allows only the final answer.
-            Lets small models decline (bench/RESULTS.md, "BFCL"); costs one short request.
         http: Share an existing :class:`~gramagent._models.http.HTTPClient` (its pool) instead
             of creating one; transport options then belong to that client.
         **http_options: Transport options, see :class:`~gramagent._models.http.HTTPOptions`.
@@ -154,7 +144,6 @@ class ChatCompletionsModel(HTTPAdapter):
         tool_call_mode: ToolCallMode = "native",
         stream: bool = False,
         strict: bool = False,
-        decide_first: bool = False,
         http: HTTPClient | None = None,
         **http_options: Unpack[HTTPOptions],
     ) -> None:
@@ -170,7 +159,6 @@ class ChatCompletionsModel(HTTPAdapter):
         self.tool_call_mode: ToolCallMode = tool_call_mode
         self.stream = stream
         self.strict = strict
-        self.decide_first = decide_first
         self._tools = ToolsMemo(self._tools_payload)
 
     def __repr__(self) -> str:
@@ -186,11 +174,6 @@ class ChatCompletionsModel(HTTPAdapter):
             ModelAPIError: transport or HTTP failure after retries, or an unreadable reply.
             ConfigurationError: a constrained ``tool_choice`` naming a tool not offered.
         """
-        decision: Usage | None = None
-        if self.decide_first and self.tool_call_mode == "constrained" and wants_decision(request):
-            fits, decision = await self._decide(request)
-            if not fits:
-                request = dataclasses.replace(request, tool_choice="none")
         body = build_chat_body(
             request,
             functions=self.functions,
@@ -205,27 +188,9 @@ class ChatCompletionsModel(HTTPAdapter):
             data = await self.http.post_json(CHAT_PATH, body)
         names = _readable_tool_names(request, self.tool_call_mode)
         try:
-            turn = parse_chat_reply(data, tool_call_mode=self.tool_call_mode, tool_names=names)
+            return parse_chat_reply(data, tool_call_mode=self.tool_call_mode, tool_names=names)
         except ReplyError as exc:
             raise self.reply_error(CHAT_PATH, exc, body=data, model=request.model) from exc
-        if decision is not None:
-            usage = decision if turn.usage is None else decision + turn.usage
-            turn = dataclasses.replace(turn, usage=usage)
-        return turn
-
-    async def _decide(self, request: ModelRequest) -> tuple[bool, Usage | None]:
-        """The decision step: whether a tool does what the user asked, and its usage."""
-        body = build_chat_body(request, functions=self.functions, tool_call_mode="constrained",
-                               strict=self.strict, tools_payload=self._tools.get(request.tools))
-        body["messages"] = decision_messages(body["messages"])
-        body["response_format"] = decision_response_format()
-        body["max_tokens"] = 16
-        data = await self.http.post_json(CHAT_PATH, body)
-        try:
-            turn = parse_chat_reply(data)
-        except ReplyError as exc:
-            raise self.reply_error(CHAT_PATH, exc, body=data, model=request.model) from exc
-        return read_decision(turn.text), turn.usage
 
     async def stream_request(self, request: ModelRequest, on_text: TextSink) -> ModelTurn:
         """:meth:`request`, streamed: the text pieces go to ``on_text`` as they arrive.

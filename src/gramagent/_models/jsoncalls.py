@@ -29,24 +29,19 @@ from typing import Any
 import orjson
 
 from gramagent import _json as exact_json
-from gramagent._messages import ToolCall, UserMessage
+from gramagent._messages import ToolCall
 from gramagent._models._wire import arguments_text, new_call_id
-from gramagent._models.base import ModelRequest, ModelTurn, NamedToolChoice, ToolChoice
+from gramagent._models.base import ModelTurn, NamedToolChoice, ToolChoice
 from gramagent._spec.definition import ToolDefinition
 from gramagent.errors import ConfigurationError
 
 __all__ = [
-    "DECISION_QUESTION",
     "FINAL_ANSWER",
     "SEVERAL_CALLS_HINT",
     "STEP_SCHEMA_NAME",
     "StepTextStream",
     "extract_json_calls",
     "allows_several_calls",
-    "decision_messages",
-    "decision_response_format",
-    "read_decision",
-    "wants_decision",
     "read_tool_step",
     "tool_step_content",
     "tool_step_response_format",
@@ -64,13 +59,6 @@ SEVERAL_CALLS_HINT = "To make several calls at once, reply with a JSON list of t
 """Appended to the system instruction of a constrained request that may hold several calls:
 small models write one call object unless told that a list is the way to write several
 (bench/RESULTS.md, "BFCL")."""
-
-DECISION_QUESTION = "Can one of the provided functions do what I asked? Answer yes or no."
-"""The question of the decision step (``decide_first``): asked after the user's message,
-answered ``{"answer": "yes" | "no"}`` under :func:`decision_response_format`."""
-
-DECISION_SCHEMA_NAME = "tool_decision"
-"""The ``json_schema.name`` of the decision step's response format."""
 
 _FINAL_VARIANT: dict[str, Any] = {
     "type": "object",
@@ -242,49 +230,6 @@ def _broken_call(body: str) -> ToolCall:
 def allows_several_calls(tools: Sequence[ToolDefinition], tool_choice: ToolChoice) -> bool:
     """Whether :func:`tool_step_schema` lets a reply hold several calls (a list)."""
     return bool(tools) and tool_choice in ("auto", "required")
-
-
-# -- the decision step -----------------------------------------------------------------------
-
-
-def wants_decision(request: ModelRequest) -> bool:
-    """Whether ``request`` gets a decision step first: tools are offered, the choice is left to
-    the model (``"auto"``) and the conversation ends with the user's message (a new question,
-    not tool results to go on from)."""
-    return (bool(request.tools) and request.tool_choice == "auto" and bool(request.messages)
-            and isinstance(request.messages[-1], UserMessage))
-
-
-def decision_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A Chat Completions ``messages`` list with :data:`DECISION_QUESTION` asked last."""
-    return [*messages, {"role": "user", "content": DECISION_QUESTION}]
-
-
-def decision_response_format() -> dict[str, Any]:
-    """The decision step's ``response_format``: ``{"answer": "yes" | "no"}``."""
-    return {
-        "type": "json_schema",
-        "json_schema": {
-            "name": DECISION_SCHEMA_NAME,
-            "strict": False,
-            "schema": {
-                "type": "object",
-                "properties": {"answer": {"enum": ["yes", "no"]}},
-                "required": ["answer"],
-                "additionalProperties": False,
-            },
-        },
-    }
-
-
-def read_decision(content: str | None) -> bool:
-    """Whether the decision step's reply lets the model call a tool: False only for a readable
-    ``{"answer": "no"}``; anything else (yes, prose, broken JSON) leaves the step as it was."""
-    try:
-        value = exact_json.loads((content or "").strip())
-    except ValueError:
-        return True
-    return not (isinstance(value, dict) and value.get("answer") == "no")
 
 
 def wants_tool_step(body: Mapping[str, Any]) -> bool:
