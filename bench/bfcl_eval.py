@@ -7,43 +7,46 @@ tools (normalized with :func:`gramagent._spec.bfcl.normalize_bfcl_function`),
 ``tool_choice="auto"`` and a neutral instruction. For ``local/...`` models that is the embedded
 llama.cpp server with grammar-constrained tool calls, exactly as agents run.
 
-Scoring (our own checker, written to match BFCL's AST checker for the ``simple`` categories):
+Scoring. The reference verdict is BFCL's own: its ``ast_checker`` (imported from the installed
+``bfcl-eval``) for every category with possible answers (``simple_*``, ``multiple``,
+``parallel``, ``parallel_multiple``, ...), and for ``irrelevance`` BFCL's rule that the reply
+holds no function call at all. A second column is the project's own checker, where it
+applies:
 
-- ``simple_*``: exactly one call; its name is the expected one; every required parameter is
-  present; no parameter outside the function's properties or the possible answer; each value
-  has the documented type (an int is accepted for a float, BFCL's only automatic conversion,
-  and a value of the possible answers' own type is accepted as BFCL does for "variables"); and
-  each value is among the allowed ones: strings compared after BFCL's normalization (spaces and
-  ``,./-_*^`` removed, lowercase, ``'`` as ``"``), lists element-wise the same way, dicts key by
-  key; a parameter the answer lists without ``""`` (not optional) must be given.
-- The same checker *by value* (``json_numbers=True``): a JSON number is one type, so ``1``
-  where the function says float counts as ``1.0`` inside lists too, not only at the top level
-  as BFCL allows. That is the issue's own definition (name, required parameters, each value
-  among the allowed ones); BFCL's Python type rule rejects ``[1, 3]`` for ``[1.0, 3.0]``.
-  Both verdicts are printed.
-- ``irrelevance``: correct when the model calls none of the offered functions (answers in
-  text).
+- ``simple_*``: :func:`check_simple_call`, written to BFCL's rules (one call, the expected
+  name, required parameters, types with an int accepted for a float, BFCL's string
+  normalization, allowed values), and the same checker *by value* (``json_numbers=True``: a
+  JSON number is one type, so ``[1, 3]`` counts as ``[1.0, 3.0]``);
+- ``irrelevance``: no *offered* function called (a call to an invented name is not run by the
+  loop; BFCL counts it as a call);
+- other categories: none (the project's checker reads one expected function).
+
+Several categories run in one process with ``--category a,b,c`` (the model loads once); the
+summary is printed per category.
 
 Usage::
 
     python bench/bfcl_eval.py --model local/qwen2.5-coder-0.5b --category simple_python
-    python bench/bfcl_eval.py --model local/qwen2.5-coder-1.5b --category irrelevance --limit 50
+    python bench/bfcl_eval.py --model local/qwen2.5-coder-1.5b \
+        --category simple_python,parallel,parallel_multiple,irrelevance --limit 30
 
 Prints one line per case to stderr with ``-v`` and a summary (accuracy, seconds per case) to
 stdout; ``--json FILE`` writes every case's outcome as it goes, and ``--report FILE...``
 summarizes such files (for a category run in chunks with ``--offset``/``--limit``), checking
-the saved calls again with the current checker.
+the saved calls again with the current checkers.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import re
 import sys
 import time
-from collections import Counter
+import types
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from importlib import metadata
@@ -81,6 +84,88 @@ class Outcome:
     text: str | None
     ok_by_value: bool | None = None  # the verdict with JSON numbers (simple_* only)
     model: str | None = None  # the --model of the run (files of older runs lack it)
+    ok_ours: bool | None = None  # the project's checker, where it applies
+
+    @property
+    def category(self) -> str:
+        """The BFCL category, read from the case id (``parallel_multiple_7``)."""
+        return _case_number(self.id)[0]
+
+
+# -- BFCL's own checker ----------------------------------------------------------------------
+
+
+@functools.cache
+def bfcl_ast_checker() -> tuple[Any, Any]:
+    """BFCL's ``ast_checker`` and its ``Language.PYTHON``.
+
+    bfcl-eval is installed with ``--no-deps``, so its model table (which imports every
+    provider's SDK) is replaced, where it does not import, by one that keeps function names as
+    they are: all the checker needs of it. This directory holds this script, bfcl_eval.py,
+    which would shadow the package: it is left out of ``sys.path`` for the import.
+    """
+    here = Path(__file__).resolve().parent
+    saved = sys.path[:]
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+    try:
+        try:
+            import bfcl_eval.constants.model_config  # type: ignore[import-untyped]  # noqa: F401
+        except ImportError:  # a provider SDK is missing
+            table = types.ModuleType("bfcl_eval.constants.model_config")
+            table.MODEL_CONFIG_MAPPING = defaultdict(  # type: ignore[attr-defined]
+                lambda: types.SimpleNamespace(underscore_to_dot=False))
+            sys.modules[table.__name__] = table
+        from bfcl_eval.constants.enums import Language  # type: ignore[import-untyped]
+        from bfcl_eval.eval_checker.ast_eval.ast_checker import (  # type: ignore[import-untyped]
+            ast_checker,
+        )
+    finally:
+        sys.path[:] = saved
+    return ast_checker, Language.PYTHON
+
+
+def bfcl_verdict(case: Mapping[str, Any], category: str,
+                 calls: Sequence[tuple[str, Any]]) -> str | None:
+    """Why BFCL's own checker rejects ``calls`` for ``case``, or None when it accepts them.
+
+    ``irrelevance`` categories: any call fails (BFCL's rule: the reply must not decode to a
+    function call). Otherwise ``ast_checker`` with the case's functions and possible answer;
+    arguments that are not a JSON object (a truncated call) fail as malformed.
+    """
+    if "irrelevance" in category:
+        return f"called {calls[0][0]}" if calls else None
+    if any(not isinstance(args, dict) for _, args in calls):
+        return "malformed call: arguments are not an object"
+    ast_checker, python = bfcl_ast_checker()
+    try:
+        result = ast_checker(case["function"], [{name: args} for name, args in calls],
+                             case["answer"], python, category, "gramagent")
+    except Exception as exc:  # noqa: BLE001 - BFCL raises on shapes it does not expect
+        return f"BFCL's checker raised {type(exc).__name__}: {exc}"
+    if result["valid"]:
+        return None
+    errors = result.get("error") or []
+    return f"{result.get('error_type', 'invalid')}: {errors[0] if errors else ''}"[:300]
+
+
+def our_verdicts(case: Mapping[str, Any], category: str, calls: Sequence[tuple[str, Any]],
+                 ) -> tuple[bool | None, bool | None]:
+    """The project's checker on ``calls``: (by BFCL's rules, by value), None where it does not
+    apply (categories offering several functions or expecting several calls)."""
+    if "irrelevance" in category:
+        offered = {f["name"] for f in case["function"]}
+        return not any(name in offered for name, _ in calls), None
+    if category.startswith("simple"):
+        reason, by_value = simple_verdicts(case, calls)
+        return reason is None, by_value
+    return None, None
+
+
+def score(case: Mapping[str, Any], category: str, calls: Sequence[tuple[str, Any]],
+          ) -> tuple[str | None, bool | None, bool | None]:
+    """BFCL's reason (None: correct), our verdict, our by-value verdict."""
+    ours, by_value = our_verdicts(case, category, calls)
+    return bfcl_verdict(case, category, calls), ours, by_value
 
 
 # -- the checker -----------------------------------------------------------------------------
@@ -275,7 +360,6 @@ async def run_case(model: Model, case: Mapping[str, Any], category: str, model_n
                    tool_choice: ToolChoice = "auto") -> Outcome:
     """Ask the model one case and score its turn."""
     request = _request(case, model_name, settings, instruction, tool_choice)
-    offered = {t.name for t in request.tools}
     start = time.perf_counter()
     turn = await model.request(request)
     seconds = time.perf_counter() - start
@@ -286,21 +370,21 @@ async def run_case(model: Model, case: Mapping[str, Any], category: str, model_n
         except ValueError:
             args = call.arguments
         calls.append((call.name, args))
-    real_calls = [c for c in calls if c[0] in offered]
-    by_value = None
-    if category.endswith("irrelevance"):
-        reason = f"called {real_calls[0][0]}" if real_calls else None
-    else:
-        reason, by_value = simple_verdicts(case, calls)
+    reason, ours, by_value = score(case, category, calls)
     return Outcome(id=case["id"], ok=reason is None, reason=reason or "ok", seconds=seconds,
                    calls=[{"name": n, "arguments": a} for n, a in calls], text=turn.text,
-                   ok_by_value=by_value)
+                   ok_by_value=by_value, ok_ours=ours)
 
 
 async def evaluate(args: argparse.Namespace) -> list[Outcome]:
-    cases = load_cases(args.category)[args.offset:]
-    if args.limit is not None:
-        cases = cases[: args.limit]
+    """Run every case of ``args.category`` (comma-separated categories, each cut to
+    ``--offset``/``--limit``) through one model, in order."""
+    cases: list[tuple[str, dict[str, Any]]] = []
+    for category in args.category.split(","):
+        chosen = load_cases(category)[args.offset:]
+        if args.limit is not None:
+            chosen = chosen[: args.limit]
+        cases.extend((category, case) for case in chosen)
     ref = ModelRef.parse(args.model)
     options: dict[str, Any] = {}
     if args.threads and ref.provider == "local":
@@ -318,9 +402,9 @@ async def evaluate(args: argparse.Namespace) -> list[Outcome]:
         load_seconds = time.perf_counter() - start
         if args.verbose:
             print(f"model ready in {load_seconds:.1f} s", file=sys.stderr)
-        for case in cases:
+        for category, case in cases:
             outcome = replace(
-                await run_case(model, case, args.category, ref.name, settings,
+                await run_case(model, case, category, ref.name, settings,
                                args.instruction, args.tool_choice), model=args.model)
             outcomes.append(outcome)
             if out is not None:  # written as it goes: an interrupted run keeps its cases
@@ -337,16 +421,17 @@ async def evaluate(args: argparse.Namespace) -> list[Outcome]:
     return outcomes
 
 
-def rescore(outcomes: Sequence[Outcome], cases: Mapping[str, Any]) -> list[Outcome]:
-    """Check saved simple_python outcomes again from their calls (no model needed)."""
+def rescore(outcomes: Sequence[Outcome]) -> list[Outcome]:
+    """Check saved outcomes again from their calls with the current checkers (no model)."""
+    cases: dict[str, dict[str, Any]] = {}
+    for category in sorted({o.category for o in outcomes}):
+        cases.update((c["id"], c) for c in load_cases(category))
     out = []
     for o in outcomes:
-        case = cases[o.id]
-        reason, by_value = simple_verdicts(
-            case, [(c["name"], c["arguments"]) for c in o.calls])
-        out.append(Outcome(id=o.id, ok=reason is None, reason=reason or "ok",
-                           seconds=o.seconds, calls=o.calls, text=o.text,
-                           ok_by_value=by_value, model=o.model))
+        reason, ours, by_value = score(
+            cases[o.id], o.category, [(c["name"], c["arguments"]) for c in o.calls])
+        out.append(replace(o, ok=reason is None, reason=reason or "ok", ok_by_value=by_value,
+                           ok_ours=ours))
     return out
 
 
@@ -357,6 +442,11 @@ _KINDS = (
     ("not given and not optional", "missing needed parameter"),
     ("not among", "wrong value"), (": type ", "wrong type"), ("items of", "wrong type"),
     ("arguments are not", "malformed call"), ("called ", "called a function"),
+    ("wrong_count", "call count"), ("func_name", "wrong function"),
+    ("missing_required", "missing required parameter"),
+    ("missing_optional", "missing needed parameter"), ("unexpected_param", "unexpected parameter"),
+    ("type_error", "wrong type"), ("value_error", "wrong value"),
+    ("cannot_find_match", "no call matches an expected one"), ("raised", "checker error"),
 )
 
 
@@ -370,22 +460,37 @@ def failure_kind(reason: str) -> str:
     return next((kind for marker, kind in _KINDS if marker in reason), "other")
 
 
-def summarize(outcomes: Sequence[Outcome], model: str, category: str) -> str:
-    """Accuracy, seconds per case and failure kinds, as printed."""
+def summarize(outcomes: Sequence[Outcome], model: str) -> str:
+    """Per category: BFCL's accuracy, seconds per case, the project's checker where it
+    applies, and the failure kinds, as printed."""
+    by_category: dict[str, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        by_category[o.category].append(o)
+    return "\n\n".join(_summarize_category(group, model, category)
+                        for category, group in by_category.items())
+
+
+def _summarize_category(outcomes: Sequence[Outcome], model: str, category: str) -> str:
     n = len(outcomes)
     good = sum(o.ok for o in outcomes)
     seconds = sum(o.seconds for o in outcomes)
     ids = f"{outcomes[0].id}..{outcomes[-1].id}" if outcomes else "none"
     lines = [
         f"model {model}  category {category}  cases {n} ({ids})",
-        f"accuracy {good}/{n} = {good / max(n, 1):.1%}   "
+        f"accuracy {good}/{n} = {good / max(n, 1):.1%}   (BFCL's ast_checker)   "
         f"{seconds / max(n, 1):.2f} s/case (model time, excluding load)",
     ]
+    if outcomes and all(o.ok_ours is not None for o in outcomes):
+        ours = sum(bool(o.ok_ours) for o in outcomes)
+        differ = sum(bool(o.ok_ours) != o.ok for o in outcomes)
+        what = ("no offered function called" if "irrelevance" in category
+                else "our checker, BFCL's type rules")
+        lines.append(f"accuracy {ours}/{n} = {ours / max(n, 1):.1%}   ({what}; "
+                     f"differs from BFCL's on {differ})")
     if outcomes and all(o.ok_by_value is not None for o in outcomes):
         by_value = sum(bool(o.ok_by_value) for o in outcomes)
-        lines[1] += "   (BFCL's type rules)"
         lines.append(f"accuracy {by_value}/{n} = {by_value / max(n, 1):.1%}   "
-                     "(by value: JSON numbers, 1 == 1.0 in lists too)")
+                     "(our checker by value: JSON numbers, 1 == 1.0 in lists too)")
     failures = Counter(failure_kind(o.reason) for o in outcomes if not o.ok)
     if failures:
         lines.append("failures: " + ", ".join(f"{k} x{v}" for k, v in failures.most_common()))
@@ -396,7 +501,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="local/qwen2.5-coder-0.5b")
     parser.add_argument("--category", default="simple_python",
-                        help="simple_python, irrelevance or live_irrelevance")
+                        help="a BFCL category (simple_python, parallel, parallel_multiple, "
+                        "irrelevance, ...) or several, comma-separated")
     parser.add_argument("--limit", type=int, default=None, help="first N cases (default all)")
     parser.add_argument("--offset", type=int, default=0)
     parser.add_argument("--max-tokens", type=int, default=512)
@@ -422,16 +528,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             for line in _lines(path):
                 outcome = Outcome(**json.loads(line))
                 by_id[outcome.id] = outcome
-        outcomes = sorted(by_id.values(), key=lambda o: _case_number(o.id))
-        if args.category == "simple_python":  # verdicts from the saved calls, current checker
-            outcomes = rescore(outcomes, {c["id"]: c for c in load_cases(args.category)})
+        outcomes = rescore(sorted(by_id.values(), key=lambda o: _case_number(o.id)))
         recorded = sorted({o.model for o in outcomes if o.model})
-        print(summarize(outcomes, ", ".join(recorded) or args.model, args.category))
+        print(summarize(outcomes, ", ".join(recorded) or args.model))
         return 0
-    if not (args.category == "simple_python" or args.category.endswith("irrelevance")):
-        parser.error("only simple_python and the irrelevance categories are scored")
     outcomes = asyncio.run(evaluate(args))
-    print(summarize(outcomes, args.model, args.category))
+    print(summarize(outcomes, args.model))
     return 0
 
 

@@ -17,6 +17,19 @@ embedded llama.cpp server directly with a variant of the constrained request.
     The step schema with the final answer spelt as a call
     (``{"name": "final_answer", "arguments": {"text": ...}}``); counts the declines
     (irrelevance) or scores the calls (simple_python).
+``thought-first``
+    Every variant of the step schema opens with a ``"thought"`` string (at most 200
+    characters) before the call or the answer: does a sentence of reasoning let the model
+    notice that no function fits? Counts declines or scores calls, as ``named-final``.
+``decide-first``
+    Every variant opens with ``"a_function_fits"``: ``true`` before a call, ``false`` before
+    the final answer, so the first choice the model makes is a yes/no question.
+``ask-first``
+    A first constrained request asks the question outright: the conversation plus a user
+    message ``ASK_FIRST`` (or ``--question``), answered by ``{"answer": "yes" | "no"}``; "no"
+    (or ``--decline-on yes``, for a question asked the other way round) is a decline, the other
+    answer is followed by the ordinary constrained step (scored as usual). Prints the
+    probability the model gave "no" (``logprobs``) for each case.
 
 Usage::
 
@@ -24,6 +37,10 @@ Usage::
     python bench/bfcl_probes.py tag --category simple_python --limit 50
     python bench/bfcl_probes.py free-name --category irrelevance --limit 50
     python bench/bfcl_probes.py named-final --category irrelevance --limit 50 \
+        --model local/qwen2.5-coder-1.5b
+    python bench/bfcl_probes.py thought-first --category irrelevance --limit 10
+    python bench/bfcl_probes.py decide-first --category simple_python --limit 10
+    python bench/bfcl_probes.py ask-first --category irrelevance --limit 6 \
         --model local/qwen2.5-coder-1.5b
 """
 
@@ -33,6 +50,7 @@ import argparse
 import asyncio
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -57,13 +75,14 @@ def _bfcl_eval() -> Any:
 
 be = _bfcl_eval()
 SETTINGS = {"temperature": 0.0, "max_tokens": 512}
+ASK_FIRST = ("Can one of the provided functions do what I asked? Answer yes or no.")
 
 
 def _verdict(case: dict[str, Any], category: str, calls: list[tuple[str, Any]],
              offered: set[str]) -> bool:
     if category.endswith("irrelevance"):
         return not any(name in offered for name, _ in calls)
-    return be.check_simple_call(case["function"][0], calls, case["answer"][0]) is None
+    return be.bfcl_verdict(case, category, calls) is None
 
 
 def _decoded(turn: Any) -> list[tuple[str, Any]]:
@@ -76,8 +95,18 @@ def _decoded(turn: Any) -> list[tuple[str, Any]]:
     return out
 
 
+def _p_no(choice: dict[str, Any]) -> float:
+    """The probability the model gave "no" where it chose between yes and no (0 if unseen)."""
+    for position in (choice.get("logprobs") or {}).get("content") or []:
+        tops = {t["token"].strip(): t["logprob"] for t in position.get("top_logprobs", [])}
+        if "yes" in tops or "no" in tops:
+            return float(math.exp(tops["no"])) if "no" in tops else 0.0
+    return 0.0
+
+
 async def probe(kind: str, case: dict[str, Any], category: str, api: HTTPClient,
-                root: HTTPClient) -> tuple[bool, str]:
+                root: HTTPClient, question: str = ASK_FIRST,
+                decline_on: str = "no") -> tuple[bool, str]:
     """One case: (counted as a success, what the model wrote)."""
     request = be._request(case, "local", SETTINGS)
     offered = {t.name for t in request.tools}
@@ -94,7 +123,33 @@ async def probe(kind: str, case: dict[str, Any], category: str, api: HTTPClient,
         except (ValueError, AttributeError):
             name = None
         return name in offered, text
-    if kind == "named-final":
+    if kind == "ask-first":
+        ask = dict(body, messages=[*body["messages"], {"role": "user", "content": question}],
+                   response_format={"type": "json_schema", "json_schema": {
+                       "name": "decision", "strict": False, "schema": {
+                           "type": "object", "properties": {"answer": {"enum": ["yes", "no"]}},
+                           "required": ["answer"], "additionalProperties": False}}})
+        ask.update(logprobs=True, top_logprobs=5)
+        choice = (await api.post_json("/chat/completions", ask))["choices"][0]
+        decided = choice["message"]
+        print(f"  p(no) {_p_no(choice):.3f}", file=sys.stderr, flush=True)
+        if f'"{decline_on}"' in (decided.get("content") or ""):
+            return category.endswith("irrelevance"), decided.get("content") or ""
+        data = await api.post_json("/chat/completions", body)
+        raw = data["choices"][0]["message"].get("content") or ""
+    elif kind in ("thought-first", "decide-first"):
+        variants = schema["anyOf"]
+        for i, variant in enumerate(variants):
+            if variant.get("type") != "object":
+                continue  # the list of calls: left as it is
+            calls_it = "name" in variant["properties"]
+            first = ({"thought": {"type": "string", "maxLength": 200}} if kind == "thought-first"
+                     else {"a_function_fits": {"const": calls_it}})
+            variants[i] = dict(variant, properties={**first, **variant["properties"]},
+                               required=[*first, *variant["required"]])
+        data = await api.post_json("/chat/completions", body)
+        raw = data["choices"][0]["message"].get("content") or ""
+    elif kind == "named-final":
         variants = [v for v in schema["anyOf"] if "name" in v.get("properties", {})]
         variants.append({"type": "object", "properties": {
             "name": {"const": FINAL_ANSWER},
@@ -137,14 +192,16 @@ async def main_async(args: argparse.Namespace) -> None:
         cases = be.load_cases(args.category)[args.offset:args.offset + args.limit]
         good = wrapped = 0
         for case in cases:
-            ok, raw = await probe(args.kind, case, args.category, api, root)
+            ok, raw = await probe(args.kind, case, args.category, api, root, args.question,
+                                  args.decline_on)
             good += ok
             wrapped += raw.lstrip().startswith(("```", "<tool_call>"))
             if args.verbose:
                 print(f"{'ok  ' if ok else 'miss'} {case['id']:<22} {raw[:70]!r}",
                       file=sys.stderr, flush=True)
-        what = {"free-name": "named an offered function",
-                "named-final": "declined" if args.category.endswith("irrelevance") else "correct",
+        decided = "declined" if args.category.endswith("irrelevance") else "correct"
+        what = {"free-name": "named an offered function", "named-final": decided,
+                "thought-first": decided, "decide-first": decided, "ask-first": decided,
                 "fence": "correct", "tag": "correct"}[args.kind]
         print(f"{args.kind} {args.model} {args.category} cases {len(cases)}: {what} {good}"
               + (f", wrapped {wrapped}" if args.kind in ("fence", "tag") else ""))
@@ -156,12 +213,16 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("kind", choices=("fence", "tag", "free-name", "named-final"))
+    parser.add_argument("kind", choices=("fence", "tag", "free-name", "named-final",
+                                         "thought-first", "decide-first", "ask-first"))
     parser.add_argument("--model", default="local/qwen2.5-coder-0.5b")
     parser.add_argument("--category", default="simple_python")
     parser.add_argument("--limit", type=int, default=50)
     parser.add_argument("--offset", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--question", default=ASK_FIRST, help="ask-first: the question")
+    parser.add_argument("--decline-on", choices=("yes", "no"), default="no",
+                        help="ask-first: the answer that declines")
     parser.add_argument("-v", "--verbose", action="store_true")
     asyncio.run(main_async(parser.parse_args()))
 

@@ -1,4 +1,5 @@
-"""The BFCL checker of bench/bfcl_eval.py: BFCL's type rules and the by-value verdict.
+"""The scoring of bench/bfcl_eval.py: BFCL's own ast_checker as the reference verdict on every
+category, and the project's checker (BFCL's type rules, by value) as the second column.
 
 The bench script is loaded by path (its name would shadow the ``bfcl_eval`` package). The
 cases come from the installed bfcl-eval data, as the bench reads them.
@@ -90,8 +91,97 @@ def test_report_prints_both_verdicts_and_the_recorded_model(
     assert be.main(["--report", str(saved)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("model local/some-model ")
-    assert "accuracy 0/2" in out and "BFCL's type rules" in out
-    assert "accuracy 1/2" in out and "by value" in out
+    lines = out.splitlines()
+    assert "accuracy 0/2" in lines[1] and "BFCL's ast_checker" in lines[1]
+    assert "accuracy 0/2" in lines[2] and "BFCL's type rules" in lines[2]
+    assert "differs from BFCL's on 0" in lines[2]
+    assert "accuracy 1/2" in lines[3] and "by value" in lines[3]
+
+
+@pytest.fixture(scope="module")
+def every(be: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for category in ("simple_python", "parallel", "parallel_multiple", "irrelevance"):
+        out.update((c["id"], c) for c in be.load_cases(category))
+    return out
+
+
+def test_parallel_needs_every_call_in_any_order(be: Any, every: dict[str, Any]) -> None:
+    """parallel_1 asks for the same function twice: both calls pass in either order; one of
+    them alone, or a wrong value in one, fails by BFCL's checker."""
+    case = every["parallel_1"]
+    first = ("calculate_em_force", {"b_field": 5, "area": 2, "d_time": 4})
+    second = ("calculate_em_force", {"b_field": 5, "area": 2, "d_time": 10})
+    assert be.bfcl_verdict(case, "parallel", [first, second]) is None
+    assert be.bfcl_verdict(case, "parallel", [second, first]) is None
+    assert "wrong_count" in (be.bfcl_verdict(case, "parallel", [first]) or "")
+    wrong = ("calculate_em_force", {"b_field": 5, "area": 2, "d_time": 11})
+    assert be.bfcl_verdict(case, "parallel", [first, wrong]) is not None
+    assert be.our_verdicts(case, "parallel", [first, second]) == (None, None)
+
+
+def test_parallel_multiple_checks_each_offered_function(be: Any, every: dict[str, Any]) -> None:
+    """parallel_multiple_0 offers several functions and wants two different ones: the
+    project's first-function checker does not apply; BFCL's accepts the right pair only."""
+    case = every["parallel_multiple_0"]
+    sums = ("math_toolkit.sum_of_multiples",
+            {"lower_limit": 1, "upper_limit": 1000, "multiples": [3, 5]})
+    primes = ("math_toolkit.product_of_primes", {"count": 5})
+    assert be.bfcl_verdict(case, "parallel_multiple", [primes, sums]) is None
+    assert be.bfcl_verdict(case, "parallel_multiple", [sums, sums]) is not None
+    assert be.bfcl_verdict(case, "parallel_multiple", [sums]) is not None
+
+
+def test_irrelevance_bfcl_counts_any_call_ours_only_offered_ones(
+        be: Any, every: dict[str, Any]) -> None:
+    """BFCL's irrelevance rule fails a reply holding any call; the project's column fails only
+    a call to an offered function (an invented name is not run by the loop)."""
+    case = every["irrelevance_0"]  # a triangle's area, offered determine_body_mass_index
+    bmi = ("determine_body_mass_index", {"weight": 70.0, "height": 1.8})
+    invented = ("calculate_triangle_area", {"base": 10, "height": 5})
+    assert be.bfcl_verdict(case, "irrelevance", []) is None
+    assert be.bfcl_verdict(case, "irrelevance", [invented]) is not None
+    assert be.bfcl_verdict(case, "irrelevance", [bmi]) is not None
+    assert be.our_verdicts(case, "irrelevance", [invented]) == (True, None)
+    assert be.our_verdicts(case, "irrelevance", [bmi]) == (False, None)
+
+
+def test_simple_verdicts_agree_and_malformed_arguments_fail(
+        be: Any, every: dict[str, Any]) -> None:
+    """On simple_python both checkers accept the right call and reject a wrong value; a
+    truncated call (arguments kept as text) fails without BFCL's checker raising."""
+    case = every["simple_python_0"]
+    right = ("calculate_triangle_area", {"base": 10, "height": 5})
+    wrong = ("calculate_triangle_area", {"base": 10, "height": 6})
+    assert be.score(case, "simple_python", [right]) == (None, True, True)
+    reason, ours, by_value = be.score(case, "simple_python", [wrong])
+    assert reason is not None and "value" in reason and ours is False and by_value is False
+    assert be.bfcl_verdict(case, "simple_python", [("calculate_triangle_area", '{"base": 1')])
+
+
+def test_report_summarizes_each_category(
+        be: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--report over a file holding several categories prints one summary per category, with
+    the verdicts recomputed from the saved calls (the saved "ok" is ignored)."""
+    rows = [
+        {"id": "parallel_1", "ok": False, "reason": "", "seconds": 2.0, "text": None,
+         "calls": [{"name": "calculate_em_force",
+                    "arguments": {"b_field": 5, "area": 2, "d_time": d}} for d in (10, 4)]},
+        {"id": "parallel_0", "ok": True, "reason": "", "seconds": 2.0, "text": None,
+         "calls": [{"name": "spotify.play", "arguments": {"artist": "Taylor Swift",
+                                                           "duration": 20}}]},
+        {"id": "irrelevance_0", "ok": True, "reason": "", "seconds": 1.0, "text": None,
+         "calls": [{"name": "calculate_triangle_area", "arguments": {"base": 10}}]},
+    ]
+    saved = tmp_path / "run.jsonl"
+    saved.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert be.main(["--report", str(saved)]) == 0
+    irrelevance, parallel = capsys.readouterr().out.split("\n\n")  # in case-id order
+    assert "category parallel " in parallel and "accuracy 1/2 = 50.0%" in parallel
+    assert "call count x1" in parallel
+    assert "category irrelevance " in irrelevance
+    assert "accuracy 0/1" in irrelevance.splitlines()[1]
+    assert "accuracy 1/1" in irrelevance.splitlines()[2]
 
 
 def test_an_empty_list_for_an_optional_list_is_right_as_bfcl_has_it(

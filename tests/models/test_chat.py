@@ -16,6 +16,7 @@ from gramagent._models.chat import (
     render_chat_chunks,
     render_chat_completion,
 )
+from gramagent._models.jsoncalls import SEVERAL_CALLS_HINT
 from gramagent.errors import ConfigurationError, ModelAPIError
 from gramagent.testing import call, calls, http_response, reply
 
@@ -361,24 +362,32 @@ FINAL = {"type": "object", "properties": {"text": {"type": "string"}}, "required
          "additionalProperties": False}
 
 
+def _call_list(*variants: dict[str, Any]) -> dict[str, Any]:
+    items = variants[0] if len(variants) == 1 else {"anyOf": list(variants)}
+    return {"type": "array", "items": items, "minItems": 1}
+
+
 async def test_constrained_body(serve, make_request, tools):
-    """Constrained mode adds the tool_step json_schema (one variant per tool plus the final
-    answer), still sends tools and native history, and leaves the choice to the schema."""
+    """Constrained mode adds the tool_step json_schema (one variant per tool, a list of calls
+    and the final answer), still sends tools and native history, tells the model how to write
+    several calls, and leaves the choice to the schema."""
     srv = serve([reply("ok")])
     async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="constrained") as model:
         await model.request(make_request())
     body = srv.requests[0].body
+    say, get = _variant("sayHello", tools[0].parameters), _variant("getTime", tools[1].parameters)
     assert body["response_format"] == {
         "type": "json_schema",
         "json_schema": {
             "name": "tool_step",
             "strict": False,
-            "schema": {"anyOf": [_variant("sayHello", tools[0].parameters),
-                                 _variant("getTime", tools[1].parameters), FINAL]},
+            "schema": {"anyOf": [say, get, _call_list(say, get), FINAL]},
         },
     }
     assert [t["function"]["name"] for t in body["tools"]] == ["sayHello", "getTime"]
-    assert body["messages"] == _native_messages()
+    messages = _native_messages()
+    messages[0]["content"] += "\n\n" + SEVERAL_CALLS_HINT
+    assert body["messages"] == messages
     assert "tool_choice" not in body
     assert "parallel_tool_calls" not in body
     assert "authorization" not in srv.requests[0].headers
@@ -401,13 +410,46 @@ async def test_constrained_schema_follows_tool_choice(serve, make_request, tools
     async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="constrained") as model:
         await model.request(make_request(tool_choice=choice))
     schema = srv.requests[0].body["response_format"]["json_schema"]["schema"]
+    say, get = _variant("sayHello", tools[0].parameters), _variant("getTime", tools[1].parameters)
     if expected == "final":
         assert schema == FINAL
     elif expected == "getTime":
-        assert schema == _variant("getTime", tools[1].parameters)
+        assert schema == get
     else:
-        assert schema == {"anyOf": [_variant("sayHello", tools[0].parameters),
-                                    _variant("getTime", tools[1].parameters)]}
+        assert schema == {"anyOf": [say, get, _call_list(say, get)]}
+    hinted = srv.requests[0].body["messages"][0]["content"].endswith(SEVERAL_CALLS_HINT)
+    assert hinted == (expected == "tools")
+
+
+async def test_constrained_several_calls_in_one_reply(serve, make_request):
+    """A constrained reply holding a list of calls reaches the caller as several calls, each
+    with its own id, in order, as parallel calls come from an API; the scripted server writes
+    a turn of several calls as that list."""
+    srv = serve([calls(call("sayHello", {"name": "Alice"}), call("getTime", {"city": "Oslo"})),
+                 reply('[{"name": "getTime", "arguments": {"city": "Rome"}}, '
+                       '{"name": "sayHello", "arguments": {"name": "Bob"}}]', raw=True)])
+    async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="constrained") as model:
+        first = await model.request(make_request())
+        second = await model.request(make_request())
+    content = first.raw["choices"][0]["message"]["content"]
+    assert content.startswith("[") and "tool_calls" not in first.raw["choices"][0]["message"]
+    for turn, expected in ((first, [("sayHello", '{"name":"Alice"}'), ("getTime",
+                                                                      '{"city":"Oslo"}')]),
+                           (second, [("getTime", '{"city":"Rome"}'), ("sayHello",
+                                                                      '{"name":"Bob"}')])):
+        assert turn.text is None
+        assert [(c.name, c.arguments) for c in turn.tool_calls] == expected
+        assert len({c.id for c in turn.tool_calls}) == 2
+
+
+async def test_constrained_list_with_a_broken_item_is_one_error_call(serve, make_request):
+    """A list whose items are not all calls is not half-run: it becomes one call the loop
+    answers with an error."""
+    srv = serve([reply('[{"name": "getTime", "arguments": {"city": "Rome"}}, 7]', raw=True)])
+    async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="constrained") as model:
+        turn = await model.request(make_request())
+    assert turn.text is None and len(turn.tool_calls) == 1
+    assert turn.tool_calls[0].name == "getTime"  # the name read, the arguments the raw rest
 
 
 async def test_constrained_unknown_named_tool_fails_before_request(serve, make_request):

@@ -43,6 +43,10 @@ def test_step_schema_lifts_defs_and_validates_steps():
     assert validator.is_valid({"name": "ship", "arguments": {"to": {"city": "Oslo"}}})
     assert validator.is_valid({"name": "ping", "arguments": {}})
     assert validator.is_valid({"text": "done"})
+    assert validator.is_valid([{"name": "ping", "arguments": {}},
+                               {"name": "ship", "arguments": {"to": {"city": "Oslo"}}}])
+    assert not validator.is_valid([])
+    assert not validator.is_valid([{"name": "ping", "arguments": {}}, {"text": "done"}])
     assert not validator.is_valid({"name": "ship", "arguments": {"to": {}}})
     assert not validator.is_valid({"name": "rm", "arguments": {}})
     assert ADDRESS_TOOL.parameters["$defs"]  # the tool's own schema is left untouched
@@ -57,6 +61,28 @@ def test_step_content_round_trips():
     _, calls = read_tool_step(tool_step_content(ModelTurn(tool_calls=(broken,))))
     assert [(c.name, c.arguments) for c in calls] == [("ping", '{"n": }')]
     assert read_tool_step(tool_step_content(ModelTurn(text='say "hi"'))) == ('say "hi"', ())
+    two = (call, ToolCall(id="y", name="ship", arguments='{"to": {"city": "Oslo"}}'))
+    content = tool_step_content(ModelTurn(tool_calls=two))
+    assert jsonschema.Draft202012Validator(tool_step_schema([ADDRESS_TOOL, PING], "required")
+                                           ).is_valid(json.loads(content))
+    text, calls = read_tool_step(content)
+    assert text is None and [(c.name, c.arguments) for c in calls] == [
+        ("ping", '{"n":1}'), ("ship", '{"to":{"city":"Oslo"}}')]
+
+
+@given(st.lists(st.sampled_from(["ping", "ship"]), min_size=1, max_size=4),
+       st.lists(st.integers(), min_size=4, max_size=4))
+@settings(max_examples=40, deadline=None)
+def test_any_number_of_calls_round_trips(names, numbers):
+    """However many calls a turn holds, the constrained content of it reads back as the same
+    calls in the same order."""
+    turn = ModelTurn(tool_calls=tuple(
+        ToolCall(id=str(i), name=n, arguments=json.dumps({"n": numbers[i]}))
+        for i, n in enumerate(names)))
+    text, calls = read_tool_step(tool_step_content(turn), ["ping", "ship"])
+    assert text is None
+    assert [(c.name, json.loads(c.arguments)) for c in calls] == [
+        (n, {"n": numbers[i]}) for i, n in enumerate(names)]
 
 
 NAMES = ["ping", "ship"]

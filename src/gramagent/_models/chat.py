@@ -35,7 +35,9 @@ non-streamed reply shape and read by the same parser, so both paths give the sam
 ``constrained``
     Also sends ``response_format`` (``json_schema``) with
     :func:`~gramagent._models.jsoncalls.tool_step_schema`, and no ``tool_choice`` /
-    ``function_call`` / ``parallel_tool_calls``: the choice is expressed in the schema. History
+    ``function_call`` / ``parallel_tool_calls``: the choice is expressed in the schema. When
+    the schema allows several calls (a list), the system instruction gets
+    :data:`~gramagent._models.jsoncalls.SEVERAL_CALLS_HINT` as a last paragraph. History
     and ``tools`` are still sent in native form so chat templates render them. Native
     ``tool_calls`` in the reply are taken as they are (llama.cpp answers a request holding both
     ``tools`` and a schema through its generic JSON handler, which may return either); otherwise
@@ -82,7 +84,9 @@ from gramagent._models.base import (
 )
 from gramagent._models.http import HTTPAdapter, HTTPClient, HTTPOptions
 from gramagent._models.jsoncalls import (
+    SEVERAL_CALLS_HINT,
     StepTextStream,
+    allows_several_calls,
     extract_json_calls,
     read_tool_step,
     tool_step_content,
@@ -264,8 +268,12 @@ def build_chat_body(
     """
     body: dict[str, Any] = dict(request.settings)
     body["model"] = request.model
-    body["messages"] = chat_messages(request.instruction, request.messages, legacy=functions)
     tools = request.tools
+    instruction = request.instruction
+    if tool_call_mode == "constrained" and allows_several_calls(tools, request.tool_choice):
+        instruction = (f"{instruction}\n\n{SEVERAL_CALLS_HINT}" if instruction
+                       else SEVERAL_CALLS_HINT)
+    body["messages"] = chat_messages(instruction, request.messages, legacy=functions)
     native_choice = tool_call_mode != "constrained"
     if tools:
         if tools_payload is None:

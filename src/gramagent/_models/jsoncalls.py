@@ -8,8 +8,9 @@ sometimes fenced or wrapped in prose. Two remedies, used by the Chat Completions
 ``constrained``
     The request carries a JSON Schema (:func:`tool_step_schema`) that a grammar-constrained
     server (llama.cpp, vLLM, ...) enforces while decoding: ``anyOf`` one variant per tool,
-    ``{"name": {"const": TOOL}, "arguments": <the tool's schema>}``, plus a final answer
-    ``{"text": "..."}``. :func:`read_tool_step` turns the reply back into text or a call.
+    ``{"name": {"const": TOOL}, "arguments": <the tool's schema>}``, a JSON list of such calls
+    (several calls in one reply, as an API sends parallel calls), plus a final answer
+    ``{"text": "..."}``. :func:`read_tool_step` turns the reply back into text or calls.
 ``text``
     Nothing is constrained; :func:`extract_json_calls` finds ``{"name": ..., "arguments": ...}``
     objects (bare, fenced, in ``<tool_call>`` tags or surrounded by prose) whose name is a known
@@ -36,9 +37,11 @@ from gramagent.errors import ConfigurationError
 
 __all__ = [
     "FINAL_ANSWER",
+    "SEVERAL_CALLS_HINT",
     "STEP_SCHEMA_NAME",
     "StepTextStream",
     "extract_json_calls",
+    "allows_several_calls",
     "read_tool_step",
     "tool_step_content",
     "tool_step_response_format",
@@ -51,6 +54,11 @@ FINAL_ANSWER = "final_answer"
 
 STEP_SCHEMA_NAME = "tool_step"
 """The ``json_schema.name`` of the constrained step response format."""
+
+SEVERAL_CALLS_HINT = "To make several calls at once, reply with a JSON list of the calls."
+"""Appended to the system instruction of a constrained request that may hold several calls:
+small models write one call object unless told that a list is the way to write several
+(bench/RESULTS.md, "BFCL")."""
 
 _FINAL_VARIANT: dict[str, Any] = {
     "type": "object",
@@ -74,10 +82,11 @@ _decoder = json.JSONDecoder()
 def tool_step_schema(tools: Sequence[ToolDefinition], tool_choice: ToolChoice) -> dict[str, Any]:
     """The JSON Schema of one constrained step, honouring ``tool_choice``.
 
-    ``"auto"``: every tool variant plus the final answer; ``"required"``: the tool variants only;
-    ``"none"`` (or no tools): the final answer only; a :class:`NamedToolChoice`: that tool's
-    variant only. One variant is sent as it is, several as ``anyOf``. ``$defs`` of the tools'
-    schemas are lifted to the root so their ``#/$defs/...`` references still resolve.
+    ``"auto"``: every tool variant, a list of calls (one or more, each any tool variant) and
+    the final answer; ``"required"``: the tool variants and the list; ``"none"`` (or no
+    tools): the final answer only; a :class:`NamedToolChoice`: that tool's variant only. One
+    variant is sent as it is, several as ``anyOf``. ``$defs`` of the tools' schemas are lifted
+    to the root so their ``#/$defs/...`` references still resolve.
 
     Raises:
         ConfigurationError: ``tool_choice`` names a tool that is not in ``tools``.
@@ -95,6 +104,8 @@ def tool_step_schema(tools: Sequence[ToolDefinition], tool_choice: ToolChoice) -
         variants, defs = [_FINAL_VARIANT], {}
     else:
         variants, defs = _tool_variants(tools)
+        one_call = variants[0] if len(variants) == 1 else {"anyOf": list(variants)}
+        variants.append({"type": "array", "items": one_call, "minItems": 1})
         if tool_choice != "required":
             variants.append(_FINAL_VARIANT)
     schema: dict[str, Any] = dict(variants[0]) if len(variants) == 1 else {"anyOf": variants}
@@ -216,6 +227,11 @@ def _broken_call(body: str) -> ToolCall:
     return ToolCall(id=new_call_id(), name=name, arguments=arguments)
 
 
+def allows_several_calls(tools: Sequence[ToolDefinition], tool_choice: ToolChoice) -> bool:
+    """Whether :func:`tool_step_schema` lets a reply hold several calls (a list)."""
+    return bool(tools) and tool_choice in ("auto", "required")
+
+
 def wants_tool_step(body: Mapping[str, Any]) -> bool:
     """Whether a chat request body asks for the constrained format of :func:`tool_step_schema`."""
     fmt = body.get("response_format")
@@ -227,15 +243,20 @@ def wants_tool_step(body: Mapping[str, Any]) -> bool:
 
 def tool_step_content(turn: ModelTurn) -> str:
     """The content a constrained server would send for ``turn`` (the inverse of
-    :func:`read_tool_step`): its first call as ``{"name", "arguments"}``, else ``{"text"}``.
+    :func:`read_tool_step`): a lone call as ``{"name", "arguments"}``, several as a list of
+    those, else ``{"text"}``.
 
     Arguments are spliced in as written, so malformed arguments stay malformed.
     """
     if turn.tool_calls:
-        call = turn.tool_calls[0]
-        name = orjson.dumps(call.name).decode()
-        return f'{{"name": {name}, "arguments": {call.arguments or "{}"}}}'
+        calls = [_call_content(call) for call in turn.tool_calls]
+        return calls[0] if len(calls) == 1 else "[" + ", ".join(calls) + "]"
     return orjson.dumps({"text": turn.text or ""}).decode()
+
+
+def _call_content(call: ToolCall) -> str:
+    name = orjson.dumps(call.name).decode()
+    return f'{{"name": {name}, "arguments": {call.arguments or "{}"}}}'
 
 
 _STEP_TEXT_START = re.compile(r'\s*\{\s*"text"\s*:\s*"')
