@@ -179,13 +179,18 @@ class Conversation:
     conversation. The system instruction is not stored: it comes from the agent each turn.
     """
 
-    __slots__ = ("_messages", "id")
+    __slots__ = ("_messages", "id", "rendered")
 
     def __init__(self, messages: Iterable[Message] = (), *, id: str | None = None) -> None:
         self._messages: list[Message] = list(messages)
         self.id: str = id if id is not None else uuid.uuid4().hex
         """Identifies the conversation across runs (tools keep per-conversation state under
         it); kept by :meth:`copy`, not part of equality or of :meth:`to_list`."""
+        self.rendered: dict[str, Any] = {}
+        """The model adapters' memo of the messages they rendered, per wire format
+        (``ModelRequest.rendered``): the next request renders only the messages after the
+        prefix it shares with the last one. Shared with :meth:`copy` (runs continue copies of
+        a context); not part of equality or of :meth:`to_list`."""
 
     @property
     def messages(self) -> tuple[Message, ...]:
@@ -198,8 +203,10 @@ class Conversation:
         self._messages.extend(messages)
 
     def copy(self) -> Conversation:
-        """A new list of the same messages, with the same :attr:`id`."""
-        return Conversation(self._messages, id=self.id)
+        """A new list of the same messages, with the same :attr:`id` (and rendering memo)."""
+        copy = Conversation(self._messages, id=self.id)
+        copy.rendered = self.rendered  # a memo of renderings of both (never of their value)
+        return copy
 
     def __iter__(self) -> Iterator[Message]:
         return iter(self._messages)

@@ -360,3 +360,30 @@ async def test_event_messages_never_quote_exception_text_or_arguments(
     assert messages == ["raised an exception: ValueError",
                         "arguments do not match the schema (1 problem)"]
     assert secret not in repr(sink.events) and "4242424242" not in repr(sink.events)
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_history_renders_the_same_on_every_request(
+        api: str, tools: Tools, agent: Agent, server: ScriptedServer,
+        model_for: ModelFactory) -> None:
+    """A conversation remembers its rendering for the next request (and the next run): the
+    bodies are what a fresh rendering gives, and the memo is no part of its value."""
+    model = model_for(server, api)
+    script(server, call("sayHello", {"personName": "Alice"}), reply("Hello Alice!"),
+           call("sayHello", {"personName": "Bob"}), reply("Hello Bob!"))
+    first = await run_agent(agent, "Hi, I'm Alice", library=tools.library, model=model)
+    second = await run_agent(agent, "And Bob?", library=tools.library, model=model,
+                             context=first.context)
+    fresh = Conversation.from_list(second.context.to_list())
+    assert fresh == second.context and fresh.to_list() == second.context.to_list()
+    assert not fresh.rendered  # the memo is no part of the conversation's value
+    if api in ("chat", "responses"):  # the formats that remember their rendering
+        assert second.context.rendered
+    # The next request renders the history afresh (no memo yet): the same as with memos.
+    script(server, reply("again"))
+    await run_agent(agent, "Once more", library=tools.library, model=model, context=fresh)
+    with_memo, afresh = server.requests[-2].body, server.requests[-1].body
+    key = next((k for k in ("messages", "input") if k in afresh), None)
+    if key is not None:  # harmony sends a rendered prompt instead
+        # afresh: the history, then the answer "Hello Bob!" and the new user message.
+        assert afresh[key][:-2] == with_memo[key]

@@ -68,6 +68,7 @@ from gramagent._models._wire import (
     ToolsMemo,
     arguments_text,
     new_call_id,
+    render_history,
     split_cut_off,
     sse,
     tool_parameters,
@@ -264,7 +265,8 @@ def build_chat_body(
     """
     body: dict[str, Any] = dict(request.settings)
     body["model"] = request.model
-    body["messages"] = chat_messages(request.instruction, request.messages, legacy=functions)
+    body["messages"] = chat_messages(request.instruction, request.messages, legacy=functions,
+                                     rendered=request.rendered)
     tools = request.tools
     native_choice = tool_call_mode != "constrained"
     if tools:
@@ -301,32 +303,35 @@ def chat_tools(
 
 
 def chat_messages(
-    instruction: str, messages: Iterable[Message], *, legacy: bool = False
+    instruction: str, messages: Sequence[Message], *, legacy: bool = False,
+    rendered: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """The ``messages`` list: the system instruction first, then the history."""
+    """The ``messages`` list: the system instruction first, then the history (``rendered``:
+    the conversation's memo of earlier requests, see :func:`render_history`)."""
     out: list[dict[str, Any]] = []
     if instruction:
         out.append({"role": "system", "content": instruction})
     if legacy:
         out.extend(_legacy_history(list(messages)))
         return out
-    for message in messages:
-        if isinstance(message, UserMessage):
-            out.append({"role": "user", "content": message.content})
-        elif isinstance(message, AssistantMessage):
-            if message.tool_calls:
-                out.append({
-                    "role": "assistant",
-                    "content": message.content,
-                    "tool_calls": [_call_dict(c) for c in message.tool_calls],
-                })
-            else:
-                out.append({"role": "assistant", "content": message.content or ""})
-        else:
-            out.append(
-                {"role": "tool", "tool_call_id": message.call_id, "content": message.content}
-            )
+    out.extend(render_history(messages, rendered, "chat", _append_chat))
     return out
+
+
+def _append_chat(message: Message, out: list[Any]) -> None:
+    if isinstance(message, UserMessage):
+        out.append({"role": "user", "content": message.content})
+    elif isinstance(message, AssistantMessage):
+        if message.tool_calls:
+            out.append({
+                "role": "assistant",
+                "content": message.content,
+                "tool_calls": [_call_dict(c) for c in message.tool_calls],
+            })
+        else:
+            out.append({"role": "assistant", "content": message.content or ""})
+    else:
+        out.append({"role": "tool", "tool_call_id": message.call_id, "content": message.content})
 
 
 def _legacy_history(messages: Sequence[Message]) -> list[dict[str, Any]]:
