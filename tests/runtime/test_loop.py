@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -360,6 +361,54 @@ async def test_event_messages_never_quote_exception_text_or_arguments(
     assert messages == ["raised an exception: ValueError",
                         "arguments do not match the schema (1 problem)"]
     assert secret not in repr(sink.events) and "4242424242" not in repr(sink.events)
+
+
+@pytest.mark.parametrize("api", PARALLEL_APIS)
+async def test_a_turn_mixing_inline_async_and_thread_tools(
+        api: str, server: ScriptedServer, model_for: ModelFactory) -> None:
+    """Inline calls (``blocking=False``) run without a task of their own: the async calls of
+    the same turn still run together, and every call gets one result, in call order, with its
+    events."""
+    barrier = Barrier(2)
+    library = ToolLibrary()
+    tasks: list[asyncio.Task[Any] | None] = []
+
+    @library.register(blocking=False)
+    def quick(i: int) -> str:
+        """Answers at once."""
+        tasks.append(asyncio.current_task())
+        return f"quick {i}"
+
+    @library.register
+    async def waits(i: int) -> str:
+        """Waits for the other async call."""
+        await barrier.wait_async(i)
+        return f"waited {i}"
+
+    @library.register
+    def threaded(i: int) -> str:
+        """Runs in a worker thread."""
+        return f"thread {i}"
+
+    order = ["quick", "waits", "threaded", "quick", "waits", "quick"]
+    ids = [f"call_{n}" for n in range(len(order))]
+    script(server, calls(*(call(name, {"i": n}, id=ids[n]) for n, name in enumerate(order))),
+           reply("all done"))
+    sink = CaptureSink()
+    response = await run_agent(make_agent(library), "go", library=library,
+                               model=model_for(server, api), events=sink)
+    expected = [f"{'waited' if name == 'waits' else 'thread' if name == 'threaded' else name}"
+                f" {n}" for n, name in enumerate(order)]
+    assert response.content == "all done"
+    assert [i.call_id for i in response.tool_invocations] == ids
+    assert [i.result for i in response.tool_invocations] == expected
+    assert sent_results(server.requests[1].body) == list(zip(ids, expected, strict=True))
+    kinds = [e.kind for e in sink.events]
+    assert kinds.count("tool_call_result") == len(order) and kinds[:len(order)] == [
+        "tool_call_planned"] * len(order)
+    assert sorted(e.seq for e in sink.events if e.kind == "tool_call_result") == [
+        1, 2, 3, 4, 5, 6]
+    assert tasks == [asyncio.current_task()] * 3  # the run's own task: none created for them
 
 
 @pytest.mark.parametrize("api", APIS)
