@@ -37,6 +37,7 @@ import pstats
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -193,19 +194,25 @@ def _helper() -> ctypes.CDLL:
     return ctypes.CDLL(str(lib))
 
 
-async def child(args: argparse.Namespace) -> None:
-    row = ROWS[args.row]
-    helper = _helper()
-    c = await make(args.contender, row, args.base_url)
+async def measured(contender: str, row: Row, base_url: str, args: argparse.Namespace,
+                   start: Callable[[], object], stop: Callable[[], object]) -> None:
+    """Warm ``contender`` up on ``row``, then ``start()``, ``args.runs`` runs, ``stop()``."""
+    c = await make(contender, row, base_url)
     try:
         for _ in range(args.warmup):
             await checked(c, row)
-        helper.gramagent_bench_start()
+        start()
         for _ in range(args.runs):
             await checked(c, row)
-        helper.gramagent_bench_stop()
+        stop()
     finally:
         await c.close()
+
+
+async def child(args: argparse.Namespace) -> None:
+    helper = _helper()
+    await measured(args.contender, ROWS[args.row], args.base_url, args,
+                   helper.gramagent_bench_start, helper.gramagent_bench_stop)
 
 
 def instructions(out_file: Path) -> int:
@@ -230,23 +237,10 @@ def measure(row: str, contender: str, base_url: str, args: argparse.Namespace,
 
 
 def cprofile(args: argparse.Namespace, base_url: str) -> None:
-    row = ROWS[args.cprofile]
-
-    async def go() -> None:
-        c = await make("gramagent", row, base_url)
-        try:
-            for _ in range(args.warmup):
-                await checked(c, row)
-            profile = cProfile.Profile()
-            profile.enable()
-            for _ in range(args.runs):
-                await checked(c, row)
-            profile.disable()
-        finally:
-            await c.close()
-        pstats.Stats(profile).sort_stats("tottime").print_stats(35)
-
-    asyncio.run(go())
+    profile = cProfile.Profile()
+    asyncio.run(measured("gramagent", ROWS[args.cprofile], base_url, args, profile.enable,
+                         profile.disable))
+    pstats.Stats(profile).sort_stats("tottime").print_stats(35)
 
 
 def main() -> None:
