@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -46,6 +48,11 @@ def _check_rendering(conversation: Conversation) -> None:
 @given(st.lists(_step, max_size=14))
 def test_remembered_rendering_equals_a_fresh_one(
         steps: list[tuple[str, int, list[Message]]]) -> None:
+    with mock.patch("gramagent._models._wire.REMEMBERED_FROM", 2):  # short histories too
+        _live(steps)
+
+
+def _live(steps: list[tuple[str, int, list[Message]]]) -> None:
     conversations = [Conversation()]
     for kind, which, messages in steps:
         conversation = conversations[which % len(conversations)]
@@ -62,6 +69,7 @@ def test_remembered_rendering_equals_a_fresh_one(
         assert Conversation(conversation.messages) == conversation
 
 
+@mock.patch("gramagent._models._wire.REMEMBERED_FROM", 1)
 def test_a_rendering_is_never_extended_in_place() -> None:
     """An earlier request's body keeps the history it was sent with."""
     conversation = Conversation([UserMessage(content="hi")])
@@ -70,3 +78,10 @@ def test_a_rendering_is_never_extended_in_place() -> None:
     second = chat_messages("", conversation.messages, rendered=conversation.rendered)
     assert first == [{"role": "user", "content": "hi"}]
     assert second == [*first, {"role": "assistant", "content": "hello"}]
+
+
+def test_short_histories_are_not_remembered() -> None:
+    """Below REMEMBERED_FROM messages the memo stays empty (nothing held for short runs)."""
+    conversation = Conversation([UserMessage(content=str(n)) for n in range(3)])
+    chat_messages("", conversation.messages, rendered=conversation.rendered)
+    assert conversation.rendered == {}

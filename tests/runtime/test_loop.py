@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import Any
+from unittest import mock
 
 import pytest
 from runtime_support import (
@@ -412,6 +413,7 @@ async def test_a_turn_mixing_inline_async_and_thread_tools(
 
 
 @pytest.mark.parametrize("api", APIS)
+@mock.patch("gramagent._models._wire.REMEMBERED_FROM", 1)  # these histories are short
 async def test_history_renders_the_same_on_every_request(
         api: str, tools: Tools, agent: Agent, server: ScriptedServer,
         model_for: ModelFactory) -> None:

@@ -18,6 +18,7 @@ __all__ = [
     "arguments_text",
     "error_reply",
     "new_call_id",
+    "REMEMBERED_FROM",
     "render_history",
     "split_cut_off",
     "sse",
@@ -63,10 +64,14 @@ def sse(events: Sequence[Any], *, named: bool = False, done: bool = True) -> byt
     return b"".join(parts)
 
 
+REMEMBERED_FROM = 16
+"""Histories of this many messages or more are remembered between requests."""
+
+
 def render_history(messages: Sequence[Message], rendered: dict[str, Any] | None,
-                   wire_format: str, render: Callable[[Message, list[Any]], None]
+                   wire_format: str, render: Callable[[Sequence[Message], list[Any]], None]
                    ) -> list[Any]:
-    """The wire items of ``messages`` (``render(message, out)`` appends a message's items).
+    """The wire items of ``messages`` (``render(messages, out)`` appends their items).
 
     With ``rendered`` (the conversation's memo, ``ModelRequest.rendered``, shared by the
     conversation and its copies), the items of the longest prefix of ``messages`` that the
@@ -74,12 +79,15 @@ def render_history(messages: Sequence[Message], rendered: dict[str, Any] | None,
     messages after that prefix are rendered: a long history costs a list copy per request,
     not new dicts per message. The memo holds ``(messages, items, ends)`` per wire format,
     ``ends[i]`` being the number of items of ``messages[:i + 1]``. Items are shared between
-    request bodies: read-only, never extended in place.
+    request bodies: read-only, never extended in place. Histories shorter than
+    :data:`REMEMBERED_FROM` messages are rendered afresh.
     """
-    if rendered is None:
+    # A short history renders faster than its memo pays for itself: the memo is held until
+    # the conversation ends, and at concurrency 100 every object a run holds across its waits
+    # costs collections (bench/RESULTS.md, "Per call and per message").
+    if rendered is None or len(messages) < REMEMBERED_FROM:
         out: list[Any] = []
-        for message in messages:
-            render(message, out)
+        render(messages, out)
         return out
     memo: tuple[Sequence[Message], list[Any], list[int]] = rendered.get(wire_format,
                                                                         _NOTHING_RENDERED)
@@ -95,7 +103,7 @@ def render_history(messages: Sequence[Message], rendered: dict[str, Any] | None,
     kept = ends[common - 1] if common else 0
     items, ends = items[:kept], ends[:common]
     for message in messages[common:]:
-        render(message, items)
+        render((message,), items)
         ends.append(len(items))
     rendered[wire_format] = (messages, items, ends)
     return items

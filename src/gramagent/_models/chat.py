@@ -318,20 +318,23 @@ def chat_messages(
     return out
 
 
-def _append_chat(message: Message, out: list[Any]) -> None:
-    if isinstance(message, UserMessage):
-        out.append({"role": "user", "content": message.content})
-    elif isinstance(message, AssistantMessage):
-        if message.tool_calls:
-            out.append({
-                "role": "assistant",
-                "content": message.content,
-                "tool_calls": [_call_dict(c) for c in message.tool_calls],
-            })
+def _append_chat(messages: Sequence[Message], out: list[Any]) -> None:
+    for message in messages:
+        if isinstance(message, UserMessage):
+            out.append({"role": "user", "content": message.content})
+        elif isinstance(message, AssistantMessage):
+            if message.tool_calls:
+                out.append({
+                    "role": "assistant",
+                    "content": message.content,
+                    "tool_calls": [_call_dict(c) for c in message.tool_calls],
+                })
+            else:
+                out.append({"role": "assistant", "content": message.content or ""})
         else:
-            out.append({"role": "assistant", "content": message.content or ""})
-    else:
-        out.append({"role": "tool", "tool_call_id": message.call_id, "content": message.content})
+            out.append(
+                {"role": "tool", "tool_call_id": message.call_id, "content": message.content}
+            )
 
 
 def _legacy_history(messages: Sequence[Message]) -> list[dict[str, Any]]:

@@ -221,32 +221,33 @@ def responses_input(instruction: str, messages: Sequence[Message],
     return items
 
 
-def _append_items(message: Message, items: list[Any]) -> None:
-    """Append the ``input`` items of one message (an assistant turn: its text, its calls)."""
-    if isinstance(message, UserMessage):
-        items.append({"role": "user", "content": message.content})
-    elif isinstance(message, AssistantMessage):
-        if message.content:
+def _append_items(messages: Sequence[Message], items: list[Any]) -> None:
+    """Append the ``input`` items of ``messages`` (an assistant turn: its text, its calls)."""
+    for message in messages:
+        if isinstance(message, UserMessage):
+            items.append({"role": "user", "content": message.content})
+        elif isinstance(message, AssistantMessage):
+            if message.content:
+                items.append({
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": message.content}],
+                })
+            items.extend(
+                {
+                    "type": "function_call",
+                    "call_id": call.id,
+                    "name": call.name,
+                    "arguments": call.arguments,
+                }
+                for call in message.tool_calls
+            )
+        else:
             items.append({
-                "type": "message",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": message.content}],
+                "type": "function_call_output",
+                "call_id": message.call_id,
+                "output": message.content,
             })
-        items.extend(
-            {
-                "type": "function_call",
-                "call_id": call.id,
-                "name": call.name,
-                "arguments": call.arguments,
-            }
-            for call in message.tool_calls
-        )
-    else:
-        items.append({
-            "type": "function_call_output",
-            "call_id": message.call_id,
-            "output": message.content,
-        })
 
 
 def _tool_choice(choice: ToolChoice) -> str | dict[str, str]:
