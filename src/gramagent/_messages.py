@@ -202,6 +202,10 @@ class Conversation:
     def extend(self, messages: Iterable[Message]) -> None:
         self._messages.extend(messages)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled (errors carry a conversation across processes) without the memo.
+        return (_conversation, (self._messages, self.id))
+
     def copy(self) -> Conversation:
         """A new list of the same messages, with the same :attr:`id` (and rendering memo)."""
         copy = Conversation(self._messages, id=self.id)
@@ -232,3 +236,8 @@ class Conversation:
                   ) -> Conversation:
         """Inverse of :meth:`to_list` (pass ``id`` to keep the conversation's identity)."""
         return cls((message_from_dict(d) for d in data), id=id)
+
+
+def _conversation(messages: list[Message], id: str) -> Conversation:
+    """Unpickle a :class:`Conversation`."""
+    return Conversation(messages, id=id)
