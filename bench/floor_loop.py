@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,13 +90,21 @@ async def httpx_client(base_url: str) -> tuple[Post, Callable[[], Awaitable[None
     return post, client.aclose, f"httpx {httpx.__version__}"
 
 
-def run_chat(post: Post) -> Callable[[], Awaitable[str]]:
-    tools = [{"type": "function", "function": {
-        "name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": TOOL_PARAMETERS}}]
+def _declared(extra_tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """sayHello, then ``extra_tools`` (``name``, ``description``, ``parameters``)."""
+    return [{"name": TOOL_NAME, "description": TOOL_DESCRIPTION,
+             "parameters": TOOL_PARAMETERS}, *extra_tools]
+
+
+def run_chat(post: Post, *, extra_tools: Sequence[dict[str, Any]] = (),
+             history: Sequence[dict[str, Any]] = ()) -> Callable[[], Awaitable[str]]:
+    """The chat loop; ``history``: wire messages sent between the system and user messages."""
+    tools = [{"type": "function", "function": t} for t in _declared(extra_tools)]
 
     async def run() -> str:
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": INSTRUCTION},
+            *history,
             {"role": "user", "content": USER_MESSAGE},
         ]
         while True:
@@ -116,13 +124,15 @@ def run_chat(post: Post) -> Callable[[], Awaitable[str]]:
     return run
 
 
-def run_responses(post: Post) -> Callable[[], Awaitable[str]]:
-    tools = [{"type": "function", "name": TOOL_NAME, "description": TOOL_DESCRIPTION,
-              "parameters": TOOL_PARAMETERS}]
+def run_responses(post: Post, *, extra_tools: Sequence[dict[str, Any]] = (),
+                  history: Sequence[dict[str, Any]] = ()) -> Callable[[], Awaitable[str]]:
+    """The Responses loop; ``history``: wire items sent between the system and user items."""
+    tools = [{"type": "function", **t} for t in _declared(extra_tools)]
 
     async def run() -> str:
         items: list[dict[str, Any]] = [
             {"role": "system", "content": INSTRUCTION},
+            *history,
             {"role": "user", "content": USER_MESSAGE},
         ]
         while True:
@@ -146,11 +156,15 @@ def run_responses(post: Post) -> Callable[[], Awaitable[str]]:
 CLIENTS = {"aiohttp": aiohttp_client, "httpx": httpx_client}
 
 
-async def setup(base_url: str, api: str, client: str | None = None) -> Contender:
-    """The floor on ``client`` (``aiohttp`` by default, or ``$GRAMAGENT_BENCH_CLIENT``)."""
+async def setup(base_url: str, api: str, client: str | None = None, *,
+                extra_tools: Sequence[dict[str, Any]] = (),
+                history: Sequence[dict[str, Any]] = ()) -> Contender:
+    """The floor on ``client`` (``aiohttp`` by default, or ``$GRAMAGENT_BENCH_CLIENT``);
+    ``extra_tools`` are declared after sayHello, ``history`` (wire form) precedes the user."""
     name = client or os.environ.get("GRAMAGENT_BENCH_CLIENT", "aiohttp")
     post, close, version = await CLIENTS[name](base_url)
-    run = run_chat(post) if api == "chat" else run_responses(post)
+    loop = run_chat if api == "chat" else run_responses
+    run = loop(post, extra_tools=extra_tools, history=history)
     return Contender(run=run, close=close, version=version)
 
 

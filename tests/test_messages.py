@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pickle
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gramagent._messages import ToolCall, unique_call_ids
+from gramagent._messages import Conversation, ToolCall, UserMessage, unique_call_ids
 
 
 def calls(*ids: str) -> tuple[ToolCall, ...]:
@@ -36,3 +38,11 @@ def test_ids_are_unique_and_calls_unchanged_otherwise(ids: list[str]) -> None:
     assert all(c.id == o.id for c, o in zip(out, original, strict=True)
                if o.id and ids.index(o.id) == original.index(o))
     assert first <= {c.id for c in out}
+
+
+def test_a_pickled_conversation_leaves_its_rendering_memo_behind() -> None:
+    """The adapters' memo is no part of a conversation's value: not pickled either."""
+    conversation = Conversation([UserMessage(content="hi")], id="c1")
+    conversation.rendered["chat"] = ((), [], [])
+    back = pickle.loads(pickle.dumps(conversation))
+    assert back == conversation and back.id == "c1" and back.rendered == {}

@@ -16,12 +16,14 @@ The tool, chosen by ``$GRAMAGENT_BENCH_TOOL``:
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from importlib.metadata import version
 
 from _harness import INSTRUCTION, TOOL_DESCRIPTION, USER_MESSAGE, Contender, main
 
+from gramagent._messages import Conversation, Message
 from gramagent._models.registry import resolve_model
-from gramagent._runtime.library import ToolLibrary, tool
+from gramagent._runtime.library import Tool, ToolLibrary, tool
 from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.loop import run_agent
 from gramagent._spec.model import Agent, ModelRef
@@ -67,20 +69,29 @@ def _trace_everything() -> None:
     trace.set_tracer_provider(provider)
 
 
-async def setup(base_url: str, api: str, *, wall_time: bool = True) -> Contender:
-    """The contender; ``wall_time=False`` runs without a wall-time limit (no deadline timer)."""
+async def setup(base_url: str, api: str, *, wall_time: bool = True,
+                extra_tools: Sequence[Tool] = (), history: Sequence[Message] = ()
+                ) -> Contender:
+    """The contender; ``wall_time=False`` runs without a wall-time limit (no deadline timer).
+
+    ``extra_tools`` are declared after sayHello; ``history`` is the conversation every run
+    continues (``context=``).
+    """
     if OTEL:
         _trace_everything()
     say_hello = TOOLS[TOOL_KIND]
     limits = None if wall_time else RunLimits(wall_time=None)
-    library = ToolLibrary([say_hello])
+    library = ToolLibrary([say_hello, *extra_tools])
     agent = Agent(name="hello", model=ModelRef.parse("openai/gpt-4o-mini"),
-                  instruction=INSTRUCTION, tools=(say_hello.spec(),))
+                  instruction=INSTRUCTION,
+                  tools=(say_hello.spec(), *(t.spec() for t in extra_tools)))
+    context = Conversation(history) if history else None
     bound = library.bind(agent)
     model = resolve_model(agent.model, api=api, base_url=base_url, api_key="sk-bench-gramagent")
 
     async def run() -> str:
-        response = await run_agent(bound, USER_MESSAGE, model=model, limits=limits)
+        response = await run_agent(bound, USER_MESSAGE, model=model, limits=limits,
+                                   context=context)
         return response.content
 
     return Contender(run=run, close=model.aclose,

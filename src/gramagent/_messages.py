@@ -179,13 +179,18 @@ class Conversation:
     conversation. The system instruction is not stored: it comes from the agent each turn.
     """
 
-    __slots__ = ("_messages", "id")
+    __slots__ = ("_messages", "id", "rendered")
 
     def __init__(self, messages: Iterable[Message] = (), *, id: str | None = None) -> None:
         self._messages: list[Message] = list(messages)
         self.id: str = id if id is not None else uuid.uuid4().hex
         """Identifies the conversation across runs (tools keep per-conversation state under
         it); kept by :meth:`copy`, not part of equality or of :meth:`to_list`."""
+        self.rendered: dict[str, Any] = {}
+        """The model adapters' memo of the messages they rendered, per wire format
+        (``ModelRequest.rendered``): the next request renders only the messages after the
+        prefix it shares with the last one. Shared with :meth:`copy` (runs continue copies of
+        a context); not part of equality or of :meth:`to_list`."""
 
     @property
     def messages(self) -> tuple[Message, ...]:
@@ -197,9 +202,15 @@ class Conversation:
     def extend(self, messages: Iterable[Message]) -> None:
         self._messages.extend(messages)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled (errors carry a conversation across processes) without the memo.
+        return (_conversation, (self._messages, self.id))
+
     def copy(self) -> Conversation:
-        """A new list of the same messages, with the same :attr:`id`."""
-        return Conversation(self._messages, id=self.id)
+        """A new list of the same messages, with the same :attr:`id` (and rendering memo)."""
+        copy = Conversation(self._messages, id=self.id)
+        copy.rendered = self.rendered  # a memo of renderings of both (never of their value)
+        return copy
 
     def __iter__(self) -> Iterator[Message]:
         return iter(self._messages)
@@ -225,3 +236,8 @@ class Conversation:
                   ) -> Conversation:
         """Inverse of :meth:`to_list` (pass ``id`` to keep the conversation's identity)."""
         return cls((message_from_dict(d) for d in data), id=id)
+
+
+def _conversation(messages: list[Message], id: str) -> Conversation:
+    """Unpickle a :class:`Conversation`."""
+    return Conversation(messages, id=id)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
+from unittest import mock
 
 import pytest
 from runtime_support import (
@@ -360,3 +362,79 @@ async def test_event_messages_never_quote_exception_text_or_arguments(
     assert messages == ["raised an exception: ValueError",
                         "arguments do not match the schema (1 problem)"]
     assert secret not in repr(sink.events) and "4242424242" not in repr(sink.events)
+
+
+@pytest.mark.parametrize("api", PARALLEL_APIS)
+async def test_a_turn_mixing_inline_async_and_thread_tools(
+        api: str, server: ScriptedServer, model_for: ModelFactory) -> None:
+    """Inline calls (``blocking=False``) run without a task of their own: the async calls of
+    the same turn still run together, and every call gets one result, in call order, with its
+    events."""
+    barrier = Barrier(2)
+    library = ToolLibrary()
+    tasks: list[asyncio.Task[Any] | None] = []
+
+    @library.register(blocking=False)
+    def quick(i: int) -> str:
+        """Answers at once."""
+        tasks.append(asyncio.current_task())
+        return f"quick {i}"
+
+    @library.register
+    async def waits(i: int) -> str:
+        """Waits for the other async call."""
+        await barrier.wait_async(i)
+        return f"waited {i}"
+
+    @library.register
+    def threaded(i: int) -> str:
+        """Runs in a worker thread."""
+        return f"thread {i}"
+
+    order = ["quick", "waits", "threaded", "quick", "waits", "quick"]
+    ids = [f"call_{n}" for n in range(len(order))]
+    script(server, calls(*(call(name, {"i": n}, id=ids[n]) for n, name in enumerate(order))),
+           reply("all done"))
+    sink = CaptureSink()
+    response = await run_agent(make_agent(library), "go", library=library,
+                               model=model_for(server, api), events=sink)
+    expected = [f"{'waited' if name == 'waits' else 'thread' if name == 'threaded' else name}"
+                f" {n}" for n, name in enumerate(order)]
+    assert response.content == "all done"
+    assert [i.call_id for i in response.tool_invocations] == ids
+    assert [i.result for i in response.tool_invocations] == expected
+    assert sent_results(server.requests[1].body) == list(zip(ids, expected, strict=True))
+    kinds = [e.kind for e in sink.events]
+    assert kinds.count("tool_call_result") == len(order) and kinds[:len(order)] == [
+        "tool_call_planned"] * len(order)
+    assert sorted(e.seq for e in sink.events if e.kind == "tool_call_result") == [
+        1, 2, 3, 4, 5, 6]
+    assert tasks == [asyncio.current_task()] * 3  # the run's own task: none created for them
+
+
+@pytest.mark.parametrize("api", APIS)
+@mock.patch("gramagent._models._wire.REMEMBERED_FROM", 1)  # these histories are short
+async def test_history_renders_the_same_on_every_request(
+        api: str, tools: Tools, agent: Agent, server: ScriptedServer,
+        model_for: ModelFactory) -> None:
+    """A conversation remembers its rendering for the next request (and the next run): the
+    bodies are what a fresh rendering gives, and the memo is no part of its value."""
+    model = model_for(server, api)
+    script(server, call("sayHello", {"personName": "Alice"}), reply("Hello Alice!"),
+           call("sayHello", {"personName": "Bob"}), reply("Hello Bob!"))
+    first = await run_agent(agent, "Hi, I'm Alice", library=tools.library, model=model)
+    second = await run_agent(agent, "And Bob?", library=tools.library, model=model,
+                             context=first.context)
+    fresh = Conversation.from_list(second.context.to_list())
+    assert fresh == second.context and fresh.to_list() == second.context.to_list()
+    assert not fresh.rendered  # the memo is no part of the conversation's value
+    if api in ("chat", "responses"):  # the formats that remember their rendering
+        assert second.context.rendered
+    # The next request renders the history afresh (no memo yet): the same as with memos.
+    script(server, reply("again"))
+    await run_agent(agent, "Once more", library=tools.library, model=model, context=fresh)
+    with_memo, afresh = server.requests[-2].body, server.requests[-1].body
+    key = next((k for k in ("messages", "input") if k in afresh), None)
+    if key is not None:  # harmony sends a rendered prompt instead
+        # afresh: the history, then the answer "Hello Bob!" and the new user message.
+        assert afresh[key][:-2] == with_memo[key]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gramagent import _json as exact_json
-from gramagent._messages import ToolCall, Usage
+from gramagent._messages import Message, ToolCall, Usage
 from gramagent._spec.definition import ToolDefinition
 
 __all__ = [
@@ -18,6 +18,8 @@ __all__ = [
     "arguments_text",
     "error_reply",
     "new_call_id",
+    "REMEMBERED_FROM",
+    "render_history",
     "split_cut_off",
     "sse",
     "tool_parameters",
@@ -60,6 +62,54 @@ def sse(events: Sequence[Any], *, named: bool = False, done: bool = True) -> byt
     if done:
         parts.append(b"data: [DONE]\n\n")
     return b"".join(parts)
+
+
+REMEMBERED_FROM = 16
+"""Histories of this many messages or more are remembered between requests."""
+
+
+def render_history(messages: Sequence[Message], rendered: dict[str, Any] | None,
+                   wire_format: str, render: Callable[[Sequence[Message], list[Any]], None]
+                   ) -> list[Any]:
+    """The wire items of ``messages`` (``render(messages, out)`` appends their items).
+
+    With ``rendered`` (the conversation's memo, ``ModelRequest.rendered``, shared by the
+    conversation and its copies), the items of the longest prefix of ``messages`` that the
+    last request of the conversation (or of a copy) also sent are taken from it, and only the
+    messages after that prefix are rendered: a long history costs a list copy per request,
+    not new dicts per message. The memo holds ``(messages, items, ends)`` per wire format,
+    ``ends[i]`` being the number of items of ``messages[:i + 1]``. Items are shared between
+    request bodies: read-only, never extended in place. Histories shorter than
+    :data:`REMEMBERED_FROM` messages are rendered afresh.
+    """
+    # A short history renders faster than its memo pays for itself: the memo is held until
+    # the conversation ends, and at concurrency 100 every object a run holds across its waits
+    # costs collections (bench/RESULTS.md, "Per call and per message").
+    if rendered is None or len(messages) < REMEMBERED_FROM:
+        out: list[Any] = []
+        render(messages, out)
+        return out
+    memo: tuple[Sequence[Message], list[Any], list[int]] = rendered.get(wire_format,
+                                                                        _NOTHING_RENDERED)
+    before, items, ends = memo
+    common = min(len(messages), len(before))
+    # Equal slices: the same conversation, grown (compared by identity first, at C speed).
+    if common and messages[:common] != before[:common]:
+        # Another branch (a run continuing the same context): find where they part.
+        common = next(n for n, (a, b) in enumerate(zip(messages, before, strict=False))
+                      if a is not b)
+    if common == len(messages) == len(before):
+        return items
+    kept = ends[common - 1] if common else 0
+    items, ends = items[:kept], ends[:common]
+    for message in messages[common:]:
+        render((message,), items)
+        ends.append(len(items))
+    rendered[wire_format] = (messages, items, ends)
+    return items
+
+
+_NOTHING_RENDERED: tuple[Sequence[Message], list[Any], list[int]] = ((), [], [])
 
 
 def new_call_id() -> str:

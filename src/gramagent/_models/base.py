@@ -51,6 +51,9 @@ class ModelRequest:
     parallel_tool_calls: bool = True
     settings: Mapping[str, Any] = field(default_factory=dict)
     """Extra body fields (``temperature``, ``max_tokens``, ...) passed through as they are."""
+    rendered: dict[str, Any] | None = None
+    """Where an adapter may keep its rendering of ``messages`` for the next request of the same
+    conversation (:attr:`~gramagent._messages.Conversation.rendered`); None: render them all."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

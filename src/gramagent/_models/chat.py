@@ -70,6 +70,7 @@ from gramagent._models._wire import (
     ToolsMemo,
     arguments_text,
     new_call_id,
+    render_history,
     split_cut_off,
     sse,
     tool_parameters,
@@ -273,7 +274,8 @@ def build_chat_body(
     if tool_call_mode == "constrained" and allows_several_calls(tools, request.tool_choice):
         instruction = (f"{instruction}\n\n{SEVERAL_CALLS_HINT}" if instruction
                        else SEVERAL_CALLS_HINT)
-    body["messages"] = chat_messages(instruction, request.messages, legacy=functions)
+    body["messages"] = chat_messages(instruction, request.messages, legacy=functions,
+                                     rendered=request.rendered)
     native_choice = tool_call_mode != "constrained"
     if tools:
         if tools_payload is None:
@@ -309,15 +311,22 @@ def chat_tools(
 
 
 def chat_messages(
-    instruction: str, messages: Iterable[Message], *, legacy: bool = False
+    instruction: str, messages: Sequence[Message], *, legacy: bool = False,
+    rendered: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """The ``messages`` list: the system instruction first, then the history."""
+    """The ``messages`` list: the system instruction first, then the history (``rendered``:
+    the conversation's memo of earlier requests, see :func:`render_history`)."""
     out: list[dict[str, Any]] = []
     if instruction:
         out.append({"role": "system", "content": instruction})
     if legacy:
         out.extend(_legacy_history(list(messages)))
         return out
+    out.extend(render_history(messages, rendered, "chat", _append_chat))
+    return out
+
+
+def _append_chat(messages: Sequence[Message], out: list[Any]) -> None:
     for message in messages:
         if isinstance(message, UserMessage):
             out.append({"role": "user", "content": message.content})
@@ -334,7 +343,6 @@ def chat_messages(
             out.append(
                 {"role": "tool", "tool_call_id": message.call_id, "content": message.content}
             )
-    return out
 
 
 def _legacy_history(messages: Sequence[Message]) -> list[dict[str, Any]]:

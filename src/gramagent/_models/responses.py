@@ -32,7 +32,7 @@ ModelAPIError.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Unpack
 
 from gramagent import _json as exact_json
@@ -43,6 +43,7 @@ from gramagent._models._wire import (
     ToolsMemo,
     arguments_text,
     new_call_id,
+    render_history,
     split_cut_off,
     sse,
     tool_parameters,
@@ -182,7 +183,7 @@ def build_responses_body(
         body.pop("stream_options", None)
         body.pop("previous_response_id", None)
     body["model"] = request.model
-    body["input"] = responses_input(request.instruction, request.messages)
+    body["input"] = responses_input(request.instruction, request.messages, request.rendered)
     if request.tools:
         body["tools"] = (tools_payload if tools_payload is not None
                          else responses_tools(request.tools, strict=strict))
@@ -209,11 +210,19 @@ def responses_tools(tools: Sequence[ToolDefinition], *, strict: bool = True
     return out
 
 
-def responses_input(instruction: str, messages: Iterable[Message]) -> list[dict[str, Any]]:
-    """The ``input`` items: the system instruction, then the history."""
+def responses_input(instruction: str, messages: Sequence[Message],
+                    rendered: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The ``input`` items: the system instruction, then the history (``rendered``: the
+    conversation's memo of earlier requests, see :func:`render_history`)."""
     items: list[dict[str, Any]] = []
     if instruction:
         items.append({"role": "system", "content": instruction})
+    items.extend(render_history(messages, rendered, "responses", _append_items))
+    return items
+
+
+def _append_items(messages: Sequence[Message], items: list[Any]) -> None:
+    """Append the ``input`` items of ``messages`` (an assistant turn: its text, its calls)."""
     for message in messages:
         if isinstance(message, UserMessage):
             items.append({"role": "user", "content": message.content})
@@ -239,7 +248,6 @@ def responses_input(instruction: str, messages: Iterable[Message]) -> list[dict[
                 "call_id": message.call_id,
                 "output": message.content,
             })
-    return items
 
 
 def _tool_choice(choice: ToolChoice) -> str | dict[str, str]:

@@ -38,9 +38,11 @@ _executor: ThreadPoolExecutor | None = None
 _executor_lock = threading.Lock()
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: one is made per call, and a frozen dataclass sets each field through
+# object.__setattr__ (bench/RESULTS.md, "Per call and per message"). Read-only by convention.
+@dataclass(slots=True)
 class Outcome:
-    """How one call went."""
+    """How one call went (read-only by convention)."""
 
     result: Any
     """The tool's return value (None on error)."""

@@ -244,6 +244,7 @@ class _Run(ToolCalls):
             model=self.model_name, instruction=self.bound.agent.instruction,
             messages=self.conversation.messages, tools=self.bound.definitions,
             tool_choice=tool_choice, settings=self.settings,
+            rendered=self.conversation.rendered,
         )
         budget = self.budget
         try:

@@ -66,6 +66,8 @@ class _Call:
     call: ToolCall
     seq: int
     planned_at: float
+    """When the call was checked (``time.perf_counter``), for the events' latency; 0 without
+    event sinks."""
     arguments: dict[str, Any] | str
     """Parsed arguments, or the raw text when unparseable."""
     cut_off: bool = False
@@ -164,7 +166,7 @@ class ToolCalls:
         known = call.name in self.bound.tools
         parsed = parse_arguments(call.arguments, max_bytes=self.budget.limits.max_payload_bytes,
                                  tool=f"tool {call.name!r}" if known else "this call")
-        c = _Call(call, self.seq, time.perf_counter(),
+        c = _Call(call, self.seq, time.perf_counter() if self.sinks else 0.0,
                   call.arguments if isinstance(parsed, CallRejection) else parsed, cut_off)
         if self.sinks or self.info_logs:
             c.args_hash = args_preview_hash(c.arguments)
@@ -245,9 +247,26 @@ class ToolCalls:
             # as it would among several calls; sync tools run in a copied context anyway.
             c.outcome = await (asyncio.create_task(work) if c.tool.is_async else work)
         elif runnable:
-            outcomes = await asyncio.gather(*(self._execute(c, remaining) for c in runnable))
-            for c, outcome in zip(runnable, outcomes, strict=True):
-                c.outcome = outcome
+            # A plain function declared blocking=False is awaited here, without a task: it runs
+            # to its end before anything else can anyway, and a task per call was most of what
+            # such a call cost (bench/RESULTS.md, "Per call and per message"). The other calls
+            # start first, each in its task, so they still run alongside.
+            inline: list[_Call] = []
+            others: list[_Call] = []
+            for c in runnable:
+                (inline if _runs_inline(c) else others).append(c)
+            gathered = (asyncio.gather(*(self._execute(c, remaining) for c in others))
+                        if others else None)
+            try:
+                for c in inline:
+                    c.outcome = await self._execute(c, remaining)
+            except BaseException:  # cancelled while an inline call awaited what it returned
+                if gathered is not None:
+                    gathered.cancel()
+                raise
+            if gathered is not None:
+                for c, outcome in zip(others, await gathered, strict=True):
+                    c.outcome = outcome
 
     async def _execute(self, c: _Call, remaining: float | None) -> Outcome:
         """Run one checked call; emits its result event as soon as it finishes."""
@@ -388,3 +407,10 @@ def _unexpected_arguments(tool: Tool, arguments: dict[str, Any]) -> CallRejectio
 def _repeat_form(arguments: dict[str, Any]) -> str:
     """The arguments as sorted-key JSON, to recognise a repeated call (never sent anywhere)."""
     return exact_json.dumps(arguments, sort_keys=True)
+
+
+def _runs_inline(c: _Call) -> bool:
+    """Whether the call's tool is a plain function run on the event loop (``blocking=False``)."""
+    tool = c.tool
+    assert tool is not None
+    return not (tool.is_async or tool.blocking)

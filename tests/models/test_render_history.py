@@ -1,0 +1,87 @@
+"""The conversation's memo of rendered history: the bodies are those of a fresh rendering."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gramagent._messages import (
+    AssistantMessage,
+    Conversation,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from gramagent._models.chat import chat_messages
+from gramagent._models.responses import responses_input
+
+_text = st.text(max_size=8)
+_call = st.builds(ToolCall, id=_text, name=_text, arguments=_text)
+_message: st.SearchStrategy[Message] = st.one_of(
+    st.builds(UserMessage, content=_text),
+    st.builds(AssistantMessage, content=st.none() | _text,
+              tool_calls=st.lists(_call, max_size=3).map(tuple)),
+    st.builds(ToolResultMessage, call_id=_text, name=_text, content=_text),
+)
+# Conversations' lives: messages appended between requests, copies taken and continued apart
+# (runs continue copies of one context, sharing its memo), and a foreign memo handed in.
+_step = st.tuples(
+    st.sampled_from(["append", "request", "copy", "foreign"]),
+    st.integers(min_value=0, max_value=7),
+    st.lists(_message, min_size=1, max_size=4),
+)
+
+
+def _check_rendering(conversation: Conversation) -> None:
+    messages = conversation.messages
+    for _ in range(2):  # the memo's first use, then its reuse
+        assert chat_messages("sys", messages, rendered=conversation.rendered) == \
+            chat_messages("sys", messages)
+        assert responses_input("sys", messages, conversation.rendered) == \
+            responses_input("sys", messages)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(_step, max_size=14))
+def test_remembered_rendering_equals_a_fresh_one(
+        steps: list[tuple[str, int, list[Message]]]) -> None:
+    with mock.patch("gramagent._models._wire.REMEMBERED_FROM", 2):  # short histories too
+        _live(steps)
+
+
+def _live(steps: list[tuple[str, int, list[Message]]]) -> None:
+    conversations = [Conversation()]
+    for kind, which, messages in steps:
+        conversation = conversations[which % len(conversations)]
+        if kind == "append":
+            conversation.extend(messages)
+        elif kind == "copy":
+            conversations.append(conversation.copy())
+        elif kind == "foreign":  # a memo built for other messages is not taken for these
+            other = Conversation(messages)
+            _check_rendering(other)
+            conversation.rendered.update(other.rendered)
+        _check_rendering(conversation)
+    for conversation in conversations:
+        assert Conversation(conversation.messages) == conversation
+
+
+@mock.patch("gramagent._models._wire.REMEMBERED_FROM", 1)
+def test_a_rendering_is_never_extended_in_place() -> None:
+    """An earlier request's body keeps the history it was sent with."""
+    conversation = Conversation([UserMessage(content="hi")])
+    first = chat_messages("", conversation.messages, rendered=conversation.rendered)
+    conversation.append(AssistantMessage(content="hello"))
+    second = chat_messages("", conversation.messages, rendered=conversation.rendered)
+    assert first == [{"role": "user", "content": "hi"}]
+    assert second == [*first, {"role": "assistant", "content": "hello"}]
+
+
+def test_short_histories_are_not_remembered() -> None:
+    """Below REMEMBERED_FROM messages the memo stays empty (nothing held for short runs)."""
+    conversation = Conversation([UserMessage(content=str(n)) for n in range(3)])
+    chat_messages("", conversation.messages, rendered=conversation.rendered)
+    assert conversation.rendered == {}
