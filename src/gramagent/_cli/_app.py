@@ -18,7 +18,6 @@ import traceback
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
-import click
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -97,9 +96,8 @@ def handle_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.ClickException,
-                click.Abort, SystemExit):
-            raise  # click's own: an exit code, a usage error (2), an abort
+        except (typer.Exit, typer.Abort, typer.exceptions.TyperException, SystemExit):
+            raise  # typer's own: an exit code, a usage error (2), an abort
         except KeyboardInterrupt:
             err_console.print("interrupted", highlight=False)
             raise typer.Exit(EXIT_INTERRUPTED) from None
