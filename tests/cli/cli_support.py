@@ -9,12 +9,12 @@ nothing of them (``find_spec`` gives None, ``import`` raises ``ModuleNotFoundErr
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+from console_script import gramagent_command
 
 __all__ = ["gramagent_command", "run_gramagent"]
 
@@ -41,12 +41,6 @@ class _Hiding:
 
 sys.meta_path[:] = [_Hiding(finder) for finder in sys.meta_path]
 '''
-
-
-def gramagent_command() -> list[str]:
-    """The installed console script (``python -m gramagent`` when none is on PATH)."""
-    exe = shutil.which("gramagent")
-    return [exe] if exe else [sys.executable, "-m", "gramagent"]
 
 
 def run_gramagent(

@@ -6,15 +6,14 @@ import json
 import logging
 import os
 import re
-import shutil
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from console_script import gramagent_command
 from typer.testing import CliRunner
 
 from gramagent._cli import app
@@ -307,8 +306,7 @@ def test_secrets_appear_nowhere(runner: CliRunner, tmp_path: Path,
 
 def test_installed_console_script(server: ScriptedServer, tmp_path: Path) -> None:
     """The installed ``gramagent`` command runs the hello-world agent in a fresh process."""
-    exe = shutil.which("gramagent")
-    cmd = [exe] if exe else [sys.executable, "-m", "gramagent"]
+    cmd = gramagent_command()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     done = subprocess.run(
         [*cmd, "run", str(HELLO), "Hi, I'm Alice", "--base-url", server.base_url],

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
+
+from console_script import gramagent_command
 
 SRC = Path(__file__).resolve().parent.parent.parent / "src"
 
 
 def gramagent(*args: str, stdin: str | bytes | None = None) -> subprocess.CompletedProcess[str]:
     """Run the ``gramagent`` console script (``python -m gramagent`` where it is missing)."""
-    script = shutil.which("gramagent")
-    command = [script] if script else [sys.executable, "-m", "gramagent"]
+    command = gramagent_command()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])]), "NO_COLOR": "1",
         "COLUMNS": "200"}
