@@ -59,7 +59,7 @@ def run_gramagent(
     hidden = sorted(set(hide))
     with tempfile.TemporaryDirectory(prefix="gramagent-hide-") as extra_path:
         if hidden:
-            Path(extra_path, "usercustomize.py").write_text(_HIDER.format(hidden=hidden))
+            Path(extra_path, "sitecustomize.py").write_text(_HIDER.format(hidden=hidden))
             environ["PYTHONPATH"] = os.pathsep.join(
                 p for p in (extra_path, environ.get("PYTHONPATH")) if p)
         return subprocess.run(
