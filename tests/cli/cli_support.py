@@ -2,7 +2,7 @@
 
 The script imports gramagent from the ``PYTHONPATH`` of the test run (the code under test).
 ``hide`` makes packages look not installed, the way a missing extra looks: a
-``usercustomize`` module on the path wraps the finders of ``sys.meta_path`` so that they find
+``sitecustomize`` module on the path wraps the finders of ``sys.meta_path`` so that they find
 nothing of them (``find_spec`` gives None, ``import`` raises ``ModuleNotFoundError``).
 """
 
