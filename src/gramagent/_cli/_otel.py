@@ -54,4 +54,5 @@ def setup_tracing(exporter: str) -> Callable[[], None]:
     provider = TracerProvider(resource=Resource.create({"service.name": "gramagent"}))
     provider.add_span_processor(processor)
     trace.set_tracer_provider(provider)
-    return provider.shutdown
+    shutdown: Callable[[], None] = provider.shutdown  # typed where the SDK is not installed too
+    return shutdown
