@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from extras import require
 
 import gramagent
 
@@ -250,8 +251,9 @@ def test_public_modules_are_the_pinned_set() -> None:
 @pytest.mark.parametrize("module", PUBLIC_MODULES)
 def test_public_modules_declare_a_sorted_resolvable_all(module: str) -> None:
     """Each public module says what it exports (``__all__``, sorted) and every name exists."""
-    if module == "gramagent.mcp":  # its names need the mcp extra (they say so when missing)
-        pytest.importorskip("mcp")
+    needs = {"gramagent.mcp": "mcp", "gramagent.experiments": "experiments"}.get(module)
+    if needs is not None:  # its names need the extra (they say so when it is missing)
+        require(needs)
     mod = importlib.import_module(module)
     exported = list(mod.__all__)
     assert exported == sorted(exported)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from cli_support import run_gramagent
+from extras import needs_tools
 
 from gramagent import __version__
 
@@ -61,6 +62,7 @@ def test_help_loads_no_library_module(tmp_path: Path) -> None:
     assert not heavy & imported, sorted(heavy & imported)
 
 
+@needs_tools  # where the extra is missing the data tools are not listed at all
 def test_listing_tools_loads_neither_pyarrow_nor_matplotlib(tmp_path: Path) -> None:
     done = run_gramagent("tools", cwd=tmp_path, env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert done.returncode == 0

@@ -41,6 +41,7 @@ def broken_gguf(tmp_path: Path) -> Path:
     return path
 
 
+@needs_xllamacpp
 def test_the_registry_resolves_local_refs_to_a_local_model() -> None:
     """``local/...`` goes to this module; nothing starts until the first request."""
     model = resolve_model(ModelRef.parse("local/qwen2.5-coder-0.5b"))
@@ -50,6 +51,7 @@ def test_the_registry_resolves_local_refs_to_a_local_model() -> None:
     assert model.server is None
 
 
+@needs_xllamacpp
 def test_defaults_and_overrides() -> None:
     """Temperature 0 by default; settings and the tool-call mode can be overridden."""
     model = local_model(ModelRef.parse("local/qwen2.5-coder-1.5b"))
@@ -62,12 +64,14 @@ def test_defaults_and_overrides() -> None:
     assert custom.settings == {"temperature": 0.5, "max_tokens": 64}
 
 
+@needs_xllamacpp
 @pytest.mark.parametrize("option", ["base_url", "api_key"])
 def test_a_server_address_or_key_is_refused(option: str) -> None:
     with pytest.raises(ConfigurationError, match=f"{option} cannot be set"):
         local_model("qwen2.5-coder-0.5b", **{option: "http://example.invalid/v1"})
 
 
+@needs_xllamacpp
 def test_only_chat_completions_is_spoken() -> None:
     with pytest.raises(ConfigurationError, match="Chat Completions only"):
         local_model("qwen2.5-coder-0.5b", api="responses")
