@@ -22,10 +22,10 @@ import json
 import logging
 import threading
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, TypeVar
 
 import orjson
 
@@ -237,6 +237,22 @@ class JSONLSink:
 _metrics_by_registry: weakref.WeakKeyDictionary[Any, ToolMetrics] = weakref.WeakKeyDictionary()
 _metrics_lock = threading.Lock()
 
+_M = TypeVar("_M")
+
+
+def per_registry(factory: Callable[[CollectorRegistry], _M], registry: CollectorRegistry | None,
+                 made: weakref.WeakKeyDictionary[Any, _M]) -> _M:
+    """The metrics ``factory`` made for ``registry`` (default: the global one), made on first
+    use and kept in ``made``: a registry refuses a second family of the same name."""
+    from prometheus_client import REGISTRY
+
+    key = REGISTRY if registry is None else registry
+    with _metrics_lock:
+        metrics = made.get(key)
+        if metrics is None:
+            metrics = made[key] = factory(key)
+        return metrics
+
 
 class ToolMetrics:
     """Prometheus metrics of tool calls, fed by :class:`ToolCallResult` events.
@@ -279,14 +295,7 @@ class ToolMetrics:
     @classmethod
     def for_registry(cls, registry: CollectorRegistry | None = None) -> ToolMetrics:
         """The metrics of ``registry`` (default: the global one), created on first use."""
-        from prometheus_client import REGISTRY
-
-        key = REGISTRY if registry is None else registry
-        with _metrics_lock:
-            metrics = _metrics_by_registry.get(key)
-            if metrics is None:
-                metrics = _metrics_by_registry[key] = cls(key)
-            return metrics
+        return per_registry(cls, registry, _metrics_by_registry)
 
     def __call__(self, event: Event, /) -> None:
         if event.kind != "tool_call_result":

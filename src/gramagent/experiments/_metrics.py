@@ -18,11 +18,10 @@ file, tools from the agent's spec, ``stop`` from a fixed set plus error type nam
 
 from __future__ import annotations
 
-import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from gramagent._runtime.events import LATENCY_BUCKETS_MS, Event
+from gramagent._runtime.events import LATENCY_BUCKETS_MS, Event, per_registry
 from gramagent.experiments._records import RunRecord
 
 if TYPE_CHECKING:
@@ -31,7 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["ExperimentMetrics"]
 
 _instances: weakref.WeakKeyDictionary[Any, ExperimentMetrics] = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
 
 
 class ExperimentMetrics:
@@ -62,14 +60,7 @@ class ExperimentMetrics:
     @classmethod
     def for_registry(cls, registry: CollectorRegistry | None = None) -> ExperimentMetrics:
         """The instance of ``registry`` (default: the global one), made on first use."""
-        from prometheus_client import REGISTRY
-
-        key = REGISTRY if registry is None else registry
-        with _lock:
-            metrics = _instances.get(key)
-            if metrics is None:
-                metrics = _instances[key] = cls(key)
-            return metrics
+        return per_registry(cls, registry, _instances)
 
     def __call__(self, event: Event, /) -> None:
         """Count a stamped tool-call result (events of plain runs are ignored)."""
