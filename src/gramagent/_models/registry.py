@@ -182,14 +182,14 @@ def resolve_model(
         # An explicit server for a local model: speak to it as to any OpenAI-compatible one.
         ref = ModelRef(provider="openai", name=ref.name)
     if ref.provider == "local":
-        module = _import("gramagent._models.local",
-                         needs_extra("the local provider (the embedded llama.cpp runtime)",
-                                     "local"))
+        local_model = _load("gramagent._models.local:local_model",
+                            needs_extra("the local provider (the embedded llama.cpp runtime)",
+                                        "local"))
         # The local provider decides what it accepts (it rejects a base URL or key: its
         # server is embedded), so explicit arguments are passed on, absent ones are not.
         given = {"api": api, "api_key": api_key}
         options.update((k, v) for k, v in given.items() if v is not None)
-        return _build(module.local_model, "local", ref, **options)
+        return _build(local_model, "local", ref, **options)
     if ref.provider != "openai":
         raise ConfigurationError(
             f"unknown model provider {ref.provider!r} in {str(ref)!r}; "
@@ -204,10 +204,9 @@ def resolve_model(
             f"no API key for {base_url} (model {str(ref)!r}): set OPENAI_API_KEY or pass an "
             "api key (servers on 127.0.0.1 / localhost need none)"
         )
-    module, _, attribute = wire.adapter.partition(":")
     hint = (needs_extra(f"the {wire.name} api", wire.extra) if wire.extra else
             f"the {wire.name} api's adapter cannot be imported")
-    adapter = getattr(_import(module, hint), attribute)
+    adapter = _load(wire.adapter, hint)
     built = _build(adapter, wire.name, base_url, api_key, **{**wire.options, **options})
     if hasattr(built, "model_name"):  # the adapters here: requests name this model
         built.model_name = ref.name
@@ -234,9 +233,10 @@ def _check_base_url(url: str) -> None:
         )
 
 
-def _import(name: str, hint: str) -> Any:
+def _load(path: str, hint: str) -> Any:
+    """:func:`load_object`, an import failure being a ConfigurationError that says ``hint``."""
     try:
-        return importlib.import_module(name)
+        return load_object(path)
     except ImportError as exc:
         raise ConfigurationError(f"{hint} ({exc})") from exc
 
