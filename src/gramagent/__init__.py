@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         ToolChoice,
     )
     from gramagent._models.registry import WireFormat, register_wire_format, resolve_model
+    from gramagent._runtime.approval import ApprovalRequest, Approver, Decision, Refused
     from gramagent._runtime.events import (
         CaptureSink,
         EventSink,
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
     from gramagent._runtime.hooks import RunHooks
     from gramagent._runtime.library import BoundAgent, Tool, ToolContext, ToolLibrary, tool
     from gramagent._runtime.limits import INHERIT, RunLimits
-    from gramagent._runtime.loop import run_agent, run_agent_sync
+    from gramagent._runtime.loop import RunAgentOptions, resume_agent, run_agent, run_agent_sync
     from gramagent._runtime.results import AgentResponse, ToolInvocation
     from gramagent._runtime.sessions import SessionInfo, SessionStore, StoredSession
     from gramagent._runtime.stream import (
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
         TextDelta,
         ToolCallAnswered,
         ToolCallRequested,
+        resume_agent_stream,
         run_agent_stream,
     )
     from gramagent._spec.data import Param
@@ -103,12 +105,15 @@ __all__ = [
     "Agent",
     "AgentResponse",
     "AgentStream",
+    "ApprovalRequest",
+    "Approver",
     "AssistantMessage",
     "AuthenticationError",
     "BoundAgent",
     "CaptureSink",
     "ConfigurationError",
     "Conversation",
+    "Decision",
     "Diagnostic",
     "EventSink",
     "FinalResponse",
@@ -126,6 +131,8 @@ __all__ = [
     "ModelTurn",
     "NamedToolChoice",
     "Param",
+    "Refused",
+    "RunAgentOptions",
     "RunError",
     "RunHooks",
     "RunLimits",
@@ -167,6 +174,8 @@ __all__ = [
     "parse_signature",
     "register_wire_format",
     "resolve_model",
+    "resume_agent",
+    "resume_agent_stream",
     "run_agent",
     "run_agent_stream",
     "run_agent_sync",
@@ -205,15 +214,16 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "CaptureSink", "EventSink", "JSONLSink", "ToolCallPlanned", "ToolCallResult",
         "ToolMetrics", "args_preview_hash", "serve_metrics",
     ),
+    "_runtime.approval": ("ApprovalRequest", "Approver", "Decision", "Refused",),
     "_runtime.hooks": ("RunHooks",),
     "_runtime.library": ("BoundAgent", "Tool", "ToolContext", "ToolLibrary", "tool",),
     "_runtime.limits": ("INHERIT", "RunLimits",),
-    "_runtime.loop": ("run_agent", "run_agent_sync",),
+    "_runtime.loop": ("RunAgentOptions", "resume_agent", "run_agent", "run_agent_sync",),
     "_runtime.results": ("AgentResponse", "ToolInvocation",),
     "_runtime.sessions": ("SessionInfo", "SessionStore", "StoredSession",),
     "_runtime.stream": (
         "AgentStream", "FinalResponse", "StreamEvent", "TextDelta", "ToolCallAnswered",
-        "ToolCallRequested", "run_agent_stream",
+        "ToolCallRequested", "resume_agent_stream", "run_agent_stream",
     ),
     "tools": ("builtin_library",),
 }

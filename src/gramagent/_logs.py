@@ -405,8 +405,10 @@ def log_model_attempt(
     )
 
 
-_OUTCOME = {"repeated_call": "not run again"}
+_OUTCOME = {"repeated_call": "not run again", "approval_refused": "not approved"}
 """How a tool call that did not succeed is described in the log line, where not 'failed'."""
+_INFO_OUTCOMES = frozenset({None, "repeated_call", "approval_refused"})
+"""Outcomes logged at INFO: no failure of the tool or the model."""
 
 
 def log_tool_call(
@@ -425,12 +427,13 @@ def log_tool_call(
         call_id: The call id.
         latency_ms: Execution time (0 for calls refused before running).
         error_type: ``tool_exception``, ``invalid_arguments``, ... or None on success
-            (logged at WARNING when set, except ``repeated_call``: a call answered from an
-            earlier result is no failure, so it is logged at INFO).
+            (logged at WARNING when set, except ``repeated_call``, a call answered from an
+            earlier result, and ``approval_refused``, a call a person did not approve: no
+            failures, so they are logged at INFO).
         args_hash: The arguments' preview hash, as in the events.
         message: The error text, when there is one.
     """
-    level = logging.INFO if error_type in (None, "repeated_call") else logging.WARNING
+    level = logging.INFO if error_type in _INFO_OUTCOMES else logging.WARNING
     if not _tool_log.isEnabledFor(level):
         return
     if message:

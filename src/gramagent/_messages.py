@@ -212,6 +212,23 @@ class Conversation:
         copy.rendered = self.rendered  # a memo of renderings of both (never of their value)
         return copy
 
+    def unanswered_calls(self) -> tuple[ToolCall, ...]:
+        """The tool calls of the last assistant message that have no result yet (in call
+        order): those a paused run awaits approval for, or an interrupted run left behind.
+        Empty when the conversation does not end with calls and their results."""
+        messages = self._messages
+        for index in range(len(messages) - 1, -1, -1):
+            message = messages[index]
+            if isinstance(message, AssistantMessage):
+                if not message.tool_calls:
+                    return ()
+                answered = {m.call_id for m in messages[index + 1:]
+                            if isinstance(m, ToolResultMessage)}
+                return tuple(c for c in message.tool_calls if c.id not in answered)
+            if not isinstance(message, ToolResultMessage):
+                return ()
+        return ()
+
     def __iter__(self) -> Iterator[Message]:
         return iter(self._messages)
 

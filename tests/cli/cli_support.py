@@ -9,14 +9,17 @@ nothing of them (``find_spec`` gives None, ``import`` raises ``ModuleNotFoundErr
 from __future__ import annotations
 
 import os
+import pty
+import select
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from console_script import gramagent_command
 
-__all__ = ["gramagent_command", "run_gramagent"]
+__all__ = ["gramagent_command", "on_terminal", "run_gramagent"]
 
 _HIDER = '''
 import sys
@@ -66,3 +69,31 @@ def run_gramagent(
             [*gramagent_command(), *args], capture_output=True, text=True, env=environ,
             cwd=cwd, input=stdin, timeout=timeout, check=False,
         )
+
+
+def on_terminal(args: list[str], env: dict[str, str], stdin: bytes = b"",
+                cwd: Path | None = None) -> tuple[str, str]:
+    """Run ``gramagent ARGS`` with stdout (and stdin) on a pty; (terminal text, stderr)."""
+    main, child = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "gramagent", *args], stdin=child,
+                            stdout=child, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    os.close(child)
+    if stdin:
+        os.write(main, stdin)
+    out = bytearray()
+    try:
+        while True:
+            ready, _, _ = select.select([main], [], [], 60)
+            if not ready:
+                break
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            out.extend(chunk)
+    finally:
+        os.close(main)
+    _, err = proc.communicate(timeout=60)
+    return out.decode(errors="replace").replace("\r\n", "\n"), err.decode(errors="replace")

@@ -5,14 +5,13 @@ stdin are a pty), the model the scripted server streaming SSE."""
 from __future__ import annotations
 
 import os
-import pty
-import select
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_support import on_terminal
 
 from gramagent.testing import ScriptedServer, call, reply
 
@@ -27,33 +26,6 @@ def env() -> dict[str, str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     clean["OPENAI_API_KEY"] = SECRET
     return clean
-
-
-def on_terminal(args: list[str], env: dict[str, str], stdin: bytes = b"") -> tuple[str, str]:
-    """Run ``gramagent ARGS`` with stdout (and stdin) on a pty; (terminal text, stderr)."""
-    main, child = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "gramagent", *args], stdin=child,
-                            stdout=child, stderr=subprocess.PIPE, env=env)
-    os.close(child)
-    if stdin:
-        os.write(main, stdin)
-    out = bytearray()
-    try:
-        while True:
-            ready, _, _ = select.select([main], [], [], 60)
-            if not ready:
-                break
-            try:
-                chunk = os.read(main, 4096)
-            except OSError:  # the child closed the terminal
-                break
-            if not chunk:
-                break
-            out.extend(chunk)
-    finally:
-        os.close(main)
-    _, err = proc.communicate(timeout=60)
-    return out.decode(errors="replace").replace("\r\n", "\n"), err.decode(errors="replace")
 
 
 @pytest.fixture

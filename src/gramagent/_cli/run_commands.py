@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from gramagent._models.base import Model
+    from gramagent._runtime.approval import ApprovalRequest, Decision
     from gramagent._runtime.events import EventSink
     from gramagent._runtime.library import BoundAgent, ToolLibrary
     from gramagent._runtime.limits import RunLimits
@@ -71,6 +72,8 @@ class RunOptions:
     """Export OpenTelemetry spans: ``console`` or ``otlp`` (see :mod:`._otel`)."""
     session: str | None = None
     """Keep the conversation in this stored session (resumed if it exists)."""
+    yes: bool = False
+    """Approve every tool call that needs approval, without asking."""
 
 
 def load_library(reference: str | None = None) -> ToolLibrary:
@@ -267,29 +270,51 @@ class Session:
         With a stored session, the turn starts from what the store holds (another process may
         have added turns) and what it adds is saved when it ends, however it ends.
         """
+        return await self._held(message, live)
+
+    async def resume(self, decisions: Mapping[str, Decision],
+                     live: LivePrinter | None = None) -> AgentResponse:
+        """Continue a turn that paused for approvals, with a decision on each waiting call
+        (stored as :meth:`turn` stores)."""
+        return await self._held(dict(decisions), live)
+
+    def pending_approvals(self) -> tuple[ApprovalRequest, ...]:
+        """The tool calls the conversation waits for a person to approve (a stored session's
+        from an earlier process too)."""
+        from gramagent._runtime.approval import waiting_requests
+
+        if self.stored is not None:
+            return self.stored.pending_approvals
+        return () if self.context is None else waiting_requests(self.context)
+
+    async def _held(self, start: str | dict[str, Decision], live: LivePrinter | None
+                    ) -> AgentResponse:
+        """:meth:`_run`, holding the stored session (if any) from loading to saving."""
         if self.stored is None:
-            return await self._turn(message, live)
+            return await self._run(start, live)
         async with self.stored.turn(self.agent.name) as held:
             if held.context is not None:
                 self.context = held.context
             before = self.context
             try:
-                return await self._turn(message, live)
+                return await self._run(start, live)
             finally:
                 if self.context is not None and self.context is not before:
                     held.save(self.context)
 
-    async def _turn(self, message: str, live: LivePrinter | None) -> AgentResponse:
-        from gramagent._runtime.loop import run_agent
+    async def _run(self, start: str | dict[str, Decision], live: LivePrinter | None
+                   ) -> AgentResponse:
+        """A run from user message ``start``, or resumed with decisions."""
+        from gramagent._runtime.loop import resume_agent, run_agent
 
         if live is not None:
-            return await self._streamed_turn(message, live)
+            return await self._streamed_run(start, live)
+        options = self._run_options()
         try:
-            response = await run_agent(
-                self.target, message, library=self.library, context=self.context,
-                model=self.model, limits=self.limits, events=self.sinks or None,
-                dry_run=self.options.dry_run,
-            )
+            if isinstance(start, str):
+                response = await run_agent(self.target, start, context=self.context, **options)
+            else:
+                response = await resume_agent(self.target, self.context or (), start, **options)
         except RunError as exc:
             if exc.context is not None:
                 self.context = exc.context
@@ -297,26 +322,27 @@ class Session:
         self.context = response.context
         return response
 
-    async def _streamed_turn(self, message: str, live: LivePrinter) -> AgentResponse:
+    async def _streamed_run(self, start: str | dict[str, Decision], live: LivePrinter
+                            ) -> AgentResponse:
         from gramagent._runtime.stream import (
             FinalResponse,
             TextDelta,
             ToolCallRequested,
+            resume_agent_stream,
             run_agent_stream,
         )
 
-        stream = run_agent_stream(
-            self.target, message, library=self.library, context=self.context,
-            model=self.model, limits=self.limits, events=self.sinks or None,
-            dry_run=self.options.dry_run,
-        )
+        options = self._run_options()
+        stream = (run_agent_stream(self.target, start, context=self.context, **options)
+                  if isinstance(start, str)
+                  else resume_agent_stream(self.target, self.context or (), start, **options))
         try:
             async with stream:
                 async for event in stream:
                     if isinstance(event, TextDelta):
                         live.text(event.text)
-                    elif isinstance(event, ToolCallRequested):
-                        live.tool_call(event.call.name)
+                    elif isinstance(event, ToolCallRequested) and event.call.id not in start:
+                        live.tool_call(event.call.name)  # (a resumed call was shown already)
                     elif isinstance(event, FinalResponse):
                         self.context = event.response.context
                         live.end()
@@ -331,6 +357,11 @@ class Session:
                 live.end(interrupted=True)
                 self.context = stream.context
         raise AssertionError("the stream ended without a response")  # pragma: no cover
+
+    def _run_options(self) -> dict[str, Any]:
+        """What every run of the session is given besides its start and context."""
+        return {"library": self.library, "model": self.model, "limits": self.limits,
+                "events": self.sinks or None, "dry_run": self.options.dry_run}
 
     async def aclose(self) -> None:
         """Release the model's connections and close the sinks."""
@@ -412,7 +443,7 @@ class _Output:
     def reply(self, response: AgentResponse) -> None:
         """Print one turn's result, secrets masked like every other output (a streamed
         answer was printed already)."""
-        if self.live is not None:
+        if self.live is not None or (response.paused and not self.json):
             return
         from rich.markup import escape
 
@@ -429,6 +460,100 @@ class _Output:
                 why = _ENDINGS.get(response.finish_reason, "as the server said")
                 err_console.print(f"[yellow](the answer ended: {escape(response.finish_reason)}"
                                   f", {why})[/yellow]", highlight=False)
+
+
+class _Approvals:
+    """Decides on the tool calls a turn waits for: all approved (``--yes``), asked of the
+    person at the terminal, or, with nobody to ask, none (the turn stops with an error)."""
+
+    def __init__(self, yes: bool) -> None:
+        self.yes = yes
+        self.interactive = sys.stdin.isatty()
+
+    def decide(self, pending: tuple[ApprovalRequest, ...]) -> dict[str, Decision] | None:
+        """A decision per call, or None when nobody can decide."""
+        if self.yes:
+            for request in pending:
+                err_console.print(f"[dim]✓ {request.tool} approved (--yes)[/dim]",
+                                  highlight=False)
+            return {request.call_id: True for request in pending}
+        if not self.interactive:
+            return None
+        return {request.call_id: self._ask(request) for request in pending}
+
+    @staticmethod
+    def _ask(request: ApprovalRequest) -> Decision:
+        """Show the call and ask whether it may run (a refusal may give the model a reason;
+        end of input refuses)."""
+        from rich.markup import escape
+        from rich.prompt import Confirm, Prompt
+
+        from gramagent import _json as exact_json
+        from gramagent._logs import redact
+        from gramagent._runtime.approval import Refused
+
+        arguments = exact_json.dumps(redact(request.arguments), indent=True, default=str)
+        err_console.print(f"[bold yellow]{escape(request.tool)}[/bold yellow] needs your "
+                          "approval to run with:", highlight=False)
+        err_console.print(arguments, markup=False, highlight=False, soft_wrap=True)
+        try:
+            if Confirm.ask("Run it?", console=err_console, default=False):
+                return True
+            return Refused(Prompt.ask("Why not? (told to the model; Enter to skip)",
+                                      console=err_console, default="", show_default=False))
+        except EOFError:
+            return False
+
+    def nobody_to_ask(self, pending: tuple[ApprovalRequest, ...], stored: bool) -> str:
+        """The error of a turn whose calls wait with nobody to ask."""
+        calls = ", ".join(f"{p.tool} (call {p.call_id})" for p in pending)
+        keep = (" The calls wait in the session: run again on a terminal, or with --yes, to "
+                "decide." if stored else "")
+        return (f"{calls} needs approval before it runs, and there is nobody to ask: stdin is "
+                f"not a terminal. Pass --yes to approve every call.{keep}")
+
+
+def _converse(runner: asyncio.Runner, session: Session, message: str | None, out: _Output,
+              approvals: _Approvals) -> None:
+    """One turn of ``message`` (None: only the calls left waiting by an earlier turn of a
+    stored session), deciding on every call that waits for approval; prints the reply.
+
+    Raises:
+        ConfigurationError: calls wait for approval and nobody can decide.
+    """
+    waiting = session.pending_approvals()
+    if waiting:
+        _settle(runner, session, None, waiting, out, approvals)
+    if message is not None:
+        _settle(runner, session, runner.run(session.turn(message, out.live)), (), out,
+                approvals)
+
+
+def _settle(runner: asyncio.Runner, session: Session, response: AgentResponse | None,
+            waiting: tuple[ApprovalRequest, ...], out: _Output, approvals: _Approvals) -> None:
+    """Resume a paused run until it answers, then print the answer (with the calls and usage
+    of every part of the turn)."""
+    earlier: AgentResponse | None = None
+    while response is None or response.paused:
+        pending = waiting if response is None else response.pending_approvals
+        decisions = approvals.decide(pending)
+        if decisions is None:
+            if response is not None:
+                out.reply(response)
+            raise ConfigurationError(approvals.nobody_to_ask(pending, session.stored is not None))
+        if response is not None:
+            earlier = response if earlier is None else _joined(earlier, response)
+        response = runner.run(session.resume(decisions, out.live))
+    out.reply(response if earlier is None else _joined(earlier, response))
+
+
+def _joined(first: AgentResponse, then: AgentResponse) -> AgentResponse:
+    """``then``, with the tool calls and usage of ``first`` (the part of the turn before it
+    paused) before its own."""
+    import dataclasses
+
+    return dataclasses.replace(then, tool_invocations=first.tool_invocations
+                               + then.tool_invocations, usage=first.usage + then.usage)
 
 
 _ENDINGS = {
@@ -496,6 +621,10 @@ _SESSION = typer.Option(
     None, "--session", metavar="NAME",
     help="Keep the conversation in this stored session and resume it if it exists "
          "(see gramagent sessions).")
+_YES = typer.Option(
+    False, "--yes", "-y",
+    help="Approve every tool call that needs approval (for scripts); otherwise the terminal "
+         "asks, and with no terminal such a call stops the turn.")
 _OTEL = typer.Option(
     None, "--otel", metavar="console|otlp",
     help="Export OpenTelemetry spans of each run: to stderr (console) or to the OTLP "
@@ -520,6 +649,7 @@ _SHARED_OPTIONS = tuple(
         ("timeout", float | None, _TIMEOUT),
         ("otel", str | None, _OTEL),
         ("session", str | None, _SESSION),
+        ("yes", bool, _YES),
     )
 )
 """The options of ``run`` and ``chat``, declared once (added by :func:`_with_run_options`)."""
@@ -580,9 +710,10 @@ def run(
 ) -> None:
     """Run an agent on one or more messages and print each reply."""
     out = _Output(options.json)
+    approvals = _Approvals(options.yes)
     with _open_session(options, options.verbose) as (runner, session):
         for message in messages:
-            out.reply(runner.run(session.turn(message, out.live)))
+            _converse(runner, session, message, out, approvals)
 
 
 def _read_lines(console: Console) -> Iterator[str]:
@@ -620,22 +751,27 @@ def chat(options: RunOptions) -> None:
     from rich.markup import escape
 
     out = _Output(options.json)
+    approvals = _Approvals(options.yes)
     failed = False
     with _open_session(options, options.verbose) as (runner, session):
         if sys.stdin.isatty():
             resumed = ""
             if session.stored is not None:
                 stored = len(session.stored.context)
-                resumed = (f" (session {session.stored.name}: {stored} messages)" if stored
-                           else f" (new session {session.stored.name})")
+                waiting = len(session.pending_approvals())
+                resumed = (f" (session {session.stored.name}: {stored} messages"
+                           + (f", {waiting} waiting for approval" if waiting else "") + ")"
+                           if stored else f" (new session {session.stored.name})")
             err_console.print(
                 f"[dim]chatting with {session.agent.name}{escape(resumed)}; /exit or Ctrl-D "
                 "to end[/dim]",
                 highlight=False,
             )
+        if session.pending_approvals():  # an earlier turn of the session paused
+            _converse(runner, session, None, out, approvals)
         for line in _read_lines(err_console):
             try:
-                out.reply(runner.run(session.turn(line, out.live)))
+                _converse(runner, session, line, out, approvals)
             except RunError as exc:
                 failed = True
                 print_error(exc)

@@ -90,6 +90,10 @@ def show(name: str = typer.Argument(..., help="The session."), json: bool = _JSO
                 console.print(_plain(message.content) + mark)
         elif isinstance(message, ToolResultMessage):
             console.print(f"[dim]← {_plain(message.name)}: {_plain(message.content)}[/dim]")
+    for call in conversation.unanswered_calls():
+        console.print(f"[yellow]… {_plain(call.name)} waits for approval (call "
+                      f"{_plain(call.id)}): continue with gramagent chat --session "
+                      f"{_plain(name)}[/yellow]")
 
 
 def _plain(text: str) -> str:

@@ -69,6 +69,12 @@ class Budget(RunDeadline):
         """Seconds left before the wall time runs out (None without a wall time)."""
         return None if self.when is None else self.when - now
 
+    def postpone(self, seconds: float) -> None:
+        """Leave ``seconds`` out of the wall time (a wait for a person's approval)."""
+        if seconds > 0:
+            super().postpone(seconds)
+            self.started += seconds
+
     def check(self, now: float) -> None:
         """Raise the limit one more request would pass: iterations, wall time, tokens."""
         limits = self.limits

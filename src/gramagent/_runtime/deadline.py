@@ -50,6 +50,15 @@ class RunDeadline:
         if self._watcher is not None:
             self._watcher.discard(self)
 
+    def postpone(self, seconds: float) -> None:
+        """Move the deadline ``seconds`` later (time the run spent waiting for a person)."""
+        if self.when is None or seconds <= 0:
+            return
+        self.when += seconds
+        if self._watcher is not None:  # armed: the timer may have passed the old deadline
+            self._watcher.discard(self)
+            self._watcher.add(self)
+
     def __enter__(self) -> RunDeadline:
         if self._task is not None:
             self._waiting = True

@@ -111,6 +111,9 @@ class Tool:
     called inline on the event loop, saving the thread hop (tens of microseconds per call),
     and the timeout cannot interrupt it (it finishes before anything else runs). A blocking
     call marked ``False`` stalls every run of the process. Ignored for coroutine functions."""
+    requires_approval: bool = False
+    """Whether a person must approve each call before it runs (as ``requiresApproval: true``
+    in a gram spec; either one asks for it). See :func:`~gramagent.resume_agent`."""
     signature: Signature | None = None
     """The gram signature; derived from ``schema`` when not given (None if inexpressible)."""
     context_param: str | None = None
@@ -146,7 +149,8 @@ class Tool:
         if self.signature is None:
             raise ToolError(f"tool {self.name!r}: its schema cannot be written as a gram "
                             "signature")
-        return ToolSpec(name=self.name, description=self.description, signature=self.signature)
+        return ToolSpec(name=self.name, description=self.description, signature=self.signature,
+                        requires_approval=self.requires_approval)
 
 
 @overload
@@ -157,13 +161,14 @@ def tool(func: Callable[..., Any], /) -> Tool: ...
 def tool(
     *, name: str | None = None, description: str | None = None,
     timeout: float | None | Inherit = INHERIT, blocking: bool = True,
+    requires_approval: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(
     func: Callable[..., Any] | None = None, /, *, name: str | None = None,
     description: str | None = None, timeout: float | None | Inherit = INHERIT,
-    blocking: bool = True,
+    blocking: bool = True, requires_approval: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` from a function, its type hints and its docstring.
 
@@ -182,6 +187,8 @@ def tool(
         timeout: seconds one call may take (default: the run's ``tool_timeout``).
         blocking: ``False`` runs a plain function inline on the event loop instead of in a
             worker thread; only for quick, non-blocking functions (see :attr:`Tool.blocking`).
+        requires_approval: a person must approve each call before it runs (see
+            :func:`~gramagent.resume_agent`).
 
     Raises:
         ToolError: a parameter has no or an unsupported type hint, or there is no description.
@@ -189,13 +196,14 @@ def tool(
 
     def make(fn: Callable[..., Any]) -> Tool:
         return _make_tool(fn, name=name, description=description, timeout=timeout,
-                          blocking=blocking)
+                          blocking=blocking, requires_approval=requires_approval)
 
     return make(func) if func is not None else make
 
 
 def _make_tool(fn: Callable[..., Any], *, name: str | None, description: str | None,
-               timeout: float | None | Inherit, blocking: bool = True) -> Tool:
+               timeout: float | None | Inherit, blocking: bool = True,
+               requires_approval: bool = False) -> Tool:
     contract = describe_function(fn, description=description, context_type=ToolContext)
     signature = Signature(
         params=tuple(Param(name=p.name, schema=p.schema, required=p.required)
@@ -204,8 +212,8 @@ def _make_tool(fn: Callable[..., Any], *, name: str | None, description: str | N
     )
     return Tool(
         name or fn.__name__, contract.description, _schema_of(signature), fn,
-        timeout=timeout, blocking=blocking, signature=signature,
-        context_param=contract.context_param,
+        timeout=timeout, blocking=blocking, requires_approval=requires_approval,
+        signature=signature, context_param=contract.context_param,
         converters=MappingProxyType(dict(contract.converters)),
     )
 
@@ -234,13 +242,13 @@ class ToolLibrary:
     def register(
         self, /, *, name: str | None = None, description: str | None = None,
         timeout: float | None | Inherit = INHERIT, blocking: bool = True,
-        replace: bool = False,
+        requires_approval: bool = False, replace: bool = False,
     ) -> Callable[[Callable[..., Any]], Tool]: ...
 
     def register(
         self, obj: Tool | Callable[..., Any] | None = None, /, *, name: str | None = None,
         description: str | None = None, timeout: float | None | Inherit = INHERIT,
-        blocking: bool = True, replace: bool = False,
+        blocking: bool = True, requires_approval: bool = False, replace: bool = False,
     ) -> Tool | Callable[[Callable[..., Any]], Tool]:
         """Add a tool: a :class:`Tool`, or a function (made into one with :func:`tool`).
 
@@ -254,7 +262,7 @@ class ToolLibrary:
         def add(target: Tool | Callable[..., Any]) -> Tool:
             t = target if isinstance(target, Tool) else _make_tool(
                 target, name=name, description=description, timeout=timeout,
-                blocking=blocking)
+                blocking=blocking, requires_approval=requires_approval)
             if not replace and t.name in self._tools:
                 raise ToolError(f"a tool named {t.name!r} is registered already "
                                 "(pass replace=True to replace it)")
@@ -404,6 +412,9 @@ class BoundAgent:
     """Per tool name, the spec's arguments schema (for validation and error messages)."""
     warnings: tuple[str, ...] = ()
     """Differences accepted at bind time (descriptions, with ``check_description="warn"``)."""
+    approval_required: frozenset[str] = frozenset()
+    """The tools whose calls a person must approve (the spec or the implementation says
+    so)."""
 
     @classmethod
     def build(cls, agent: Agent, library: ToolLibrary, tools: Mapping[str, Tool],
@@ -429,6 +440,9 @@ class BoundAgent:
             tools=MappingProxyType({s.name: tools[s.name] for s in agent.tools}),
             definitions=tuple(definitions), validators=MappingProxyType(validators),
             schemas=MappingProxyType(schemas), warnings=warnings,
+            approval_required=frozenset(
+                s.name for s in agent.tools
+                if s.requires_approval or tools[s.name].requires_approval),
         )
 
     @property

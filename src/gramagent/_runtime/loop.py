@@ -12,6 +12,10 @@ The repeat guard (``RunLimits.repeat_guard``, on by default) does not run a call
 already succeeded in this run, nor copies of one call written in the same reply: they are
 answered with the earlier output and the next request asks for the final answer.
 
+Calls of tools that require approval are asked about first, or left waiting: the run then
+pauses, and :func:`resume_agent` continues it with a decision on each (see
+:mod:`~gramagent._runtime.approval`).
+
 Bad calls are not exceptions: they become error results the model sees (and count against the
 per-tool retry budget). A call the token limit cut off is not replayed as a call: a note tells
 the model it was cut off. Limits and transport failures raise
@@ -26,7 +30,9 @@ import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict
+
+from typing_extensions import Unpack
 
 from gramagent._json import clean_text
 from gramagent._logs import TOOL_LOGGER, USAGE_LOGGER, log_run_error, log_usage
@@ -40,6 +46,7 @@ from gramagent._messages import (
 )
 from gramagent._models.base import Model, ModelRequest, ModelTurn, StreamingModel, ToolChoice
 from gramagent._runtime import tracing
+from gramagent._runtime.approval import Approver, Decision, check_decisions
 from gramagent._runtime.budget import Budget
 from gramagent._runtime.events import EventSink, fan_out
 from gramagent._runtime.hooks import RunHooks
@@ -51,7 +58,8 @@ from gramagent._runtime.tool_calls import ToolCalls
 from gramagent._spec.model import Agent, ModelRef
 from gramagent.errors import ConfigurationError, ModelAPIError, ValidationError
 
-__all__ = ["AgentResponse", "ToolInvocation", "run_agent", "run_agent_sync"]
+__all__ = ["AgentResponse", "RunAgentOptions", "ToolInvocation", "resume_agent", "run_agent",
+           "run_agent_sync"]
 
 _tool_log = logging.getLogger(TOOL_LOGGER)
 _usage_log = logging.getLogger(USAGE_LOGGER)
@@ -78,8 +86,10 @@ async def run_agent(
     tool_choice: ToolChoice = "auto",
     settings: Mapping[str, Any] | None = None,
     hooks: RunHooks | None = None,
+    approve: Approver | None = None,
 ) -> AgentResponse:
-    """Run ``agent`` on one user message until the model answers.
+    """Run ``agent`` on one user message until the model answers (or the run pauses for
+    approvals).
 
     Args:
         agent: an agent (bound here to ``library``) or an already bound agent.
@@ -107,13 +117,17 @@ async def run_agent(
         hooks: told of the model's text as it is generated (the requests are then streamed),
             the tool calls and their results (see :class:`~gramagent.RunHooks`);
             :func:`~gramagent.run_agent_stream` is the async-iterator form.
+        approve: asked about each call of a tool that requires approval, before it runs
+            (returns ``True``, ``False`` or ``Refused(reason)``; may be async). Without it
+            such calls wait: the run pauses (see :func:`resume_agent`).
 
     Returns:
-        The answer, the tool invocations, the conversation and the usage of the run.
+        The answer, the tool invocations, the conversation and the usage of the run; or,
+        paused, the calls waiting for approval (``pending_approvals``).
 
     Raises:
-        ValidationError: ``user_input`` is empty or holds a lone surrogate (before any
-            request).
+        ValidationError: ``user_input`` is empty or holds a lone surrogate, or ``context``
+            ends with calls waiting for approval (before any request).
         ToolError: binding ``agent`` to ``library`` failed (before any request).
         ConfigurationError: the model cannot be resolved (before any request).
         ModelAPIError: the model failed after the adapter's retries, or sent an empty answer
@@ -125,13 +139,94 @@ async def run_agent(
     if clean_text(user_input) is not user_input:
         raise ValidationError("user input holds a lone surrogate (U+D800-U+DFFF), which no "
                               "request can carry: decode the text strictly, or replace them")
+    return await _start(
+        agent, user_input, library=library, context=context, model=model, limits=limits,
+        api=api, base_url=base_url, api_key=api_key, events=events, dry_run=dry_run,
+        tool_choice=tool_choice, settings=settings, hooks=hooks, approve=approve)
+
+
+class RunAgentOptions(TypedDict, total=False):
+    """The options :func:`run_agent` takes besides the agent, the message and the context
+    (as keyword arguments of :func:`resume_agent`)."""
+
+    library: ToolLibrary | None
+    model: Model | str | ModelRef | None
+    limits: RunLimits | None
+    api: str | None
+    base_url: str | None
+    api_key: str | None
+    events: EventSink | Iterable[EventSink] | None
+    dry_run: bool
+    tool_choice: ToolChoice
+    settings: Mapping[str, Any] | None
+    hooks: RunHooks | None
+    approve: Approver | None
+
+
+async def resume_agent(
+    agent: Agent | BoundAgent,
+    paused: AgentResponse | Conversation | Iterable[Message],
+    decisions: Mapping[str, Decision],
+    **options: Unpack[RunAgentOptions],
+) -> AgentResponse:
+    """Continue a run that paused for approvals: decide on its waiting calls and go on.
+
+    The approved calls run, each refused one is answered with the refusal (the model is told
+    the user did not approve it, and the reason of a ``Refused(reason)``), and the run goes on
+    as :func:`run_agent` does until the model answers (or pauses again).
+
+    Args:
+        agent: the agent, or bound agent, of the paused run.
+        paused: the paused run's response, or its conversation (``response.context``, as
+            stored or deserialized: it ends with the waiting calls).
+        decisions: per waiting call id (``response.pending_approvals[i].call_id``): ``True``
+            to run it, ``False`` or ``Refused(reason)`` to refuse it.
+        **options: as for :func:`run_agent` (``library``, ``model``, ``approve``, ...).
+
+    Returns:
+        What :func:`run_agent` returns.
+
+    Raises:
+        ValidationError: the conversation has no waiting calls, a waiting call has no
+            decision, or a decision names no waiting call (before any request).
+        Everything :func:`run_agent` raises.
+    """
+    context = paused.context if isinstance(paused, AgentResponse) else paused
+    conversation = conversation_for(context)
+    waiting = {call.id: call.name for call in conversation.unanswered_calls()}
+    check_decisions(decisions, waiting)
+    return await _start(agent, dict(decisions), context=conversation, **options)
+
+
+async def _start(
+    agent: Agent | BoundAgent,
+    start: str | dict[str, Decision],
+    *,
+    context: Conversation | Iterable[Message] | None = None,
+    library: ToolLibrary | None = None,
+    model: Model | str | ModelRef | None = None,
+    limits: RunLimits | None = None,
+    api: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    events: EventSink | Iterable[EventSink] | None = None,
+    dry_run: bool = False,
+    tool_choice: ToolChoice = "auto",
+    settings: Mapping[str, Any] | None = None,
+    hooks: RunHooks | None = None,
+    approve: Approver | None = None,
+) -> AgentResponse:
+    """A run from a user message (``start`` the text), or resumed from decisions on the
+    calls its ``context`` ends with."""
     # The common case (a bound agent, a new conversation) without a call: this runs once per
     # run, and at that rate every call counts.
     bound = agent if isinstance(agent, BoundAgent) else bind(agent, library, dry_run=dry_run)
-    resolved, model_name, owned = model_for(model, bound.agent, api=api, base_url=base_url,
-                                            api_key=api_key)
     conversation = (Conversation(id=new_id()) if context is None
                     else conversation_for(context))
+    if isinstance(start, str) and context is not None and conversation.unanswered_calls():
+        raise ValidationError(_waiting_message(conversation))
+    resolved, model_name, owned = model_for(model, bound.agent, api=api, base_url=base_url,
+                                            api_key=api_key)
     run = _Run(
         bound=bound, model=resolved, model_name=model_name,
         budget=Budget(limits or _DEFAULT_LIMITS, conversation,
@@ -141,17 +236,25 @@ async def run_agent(
         conversation=conversation, run_id=new_id(), hooks=hooks, tracer=tracing.run_tracer(),
         # Checked once per run, not per call: a disabled logger costs nothing then.
         info_logs=_tool_log.isEnabledFor(logging.INFO) or _usage_log.isEnabledFor(logging.INFO),
+        approve=approve, decisions=None if isinstance(start, str) else start,
     )
     try:
         if run.tracer is None:
-            return await run.run(user_input)
-        return await run.traced(user_input, _provider(model, bound.agent))
+            return await run.run(start)
+        return await run.traced(start, _provider(model, bound.agent))
     except Exception as exc:
         log_run_error(exc, agent=bound.agent.name)
         raise
     finally:
         if owned:
             await resolved.aclose()
+
+
+def _waiting_message(conversation: Conversation) -> str:
+    calls = ", ".join(f"{c.name} ({c.id})" for c in conversation.unanswered_calls())
+    return (f"the conversation ends with tool calls waiting for approval: {calls}; decide on "
+            "them with resume_agent(agent, context, {call_id: True | False | Refused(...)}) "
+            "before the next message")
 
 
 def run_agent_sync(agent: Agent | BoundAgent, user_input: str, **options: Any) -> AgentResponse:
@@ -188,20 +291,23 @@ class _Run(ToolCalls):
     provider: str = ""
     """The model's provider, for the spans."""
 
-    async def traced(self, user_input: str, provider: str) -> AgentResponse:
+    async def traced(self, start: str | dict[str, Decision], provider: str) -> AgentResponse:
         """:meth:`run` inside its ``invoke_agent`` span."""
         self.provider = provider
         with tracing.agent_span(self.tracer, agent=self.bound.agent.name,
                                 model=self.model_name, provider=provider,
                                 conversation_id=self.conversation.id) as span:
             try:
-                return await self.run(user_input)
+                return await self.run(start)
             finally:
                 usage = self.budget.usage
                 tracing.record_usage(span, usage.input_tokens, usage.output_tokens)
 
-    async def run(self, user_input: str) -> AgentResponse:
-        self.conversation.append(UserMessage(content=user_input))
+    async def run(self, start: str | dict[str, Decision]) -> AgentResponse:
+        """The run from user message ``start``, or resumed with decisions on the calls its
+        conversation ends with."""
+        if isinstance(start, str):
+            self.conversation.append(UserMessage(content=start))
         hooks = self.hooks
         if hooks is not None:
             hooks.on_start(self.conversation)
@@ -210,7 +316,10 @@ class _Run(ToolCalls):
         choice = self.tool_choice
         budget.arm()
         try:
-            while True:
+            if not isinstance(start, str):
+                waiting = ModelTurn(tool_calls=self.conversation.unanswered_calls())
+                await self._call_tools(waiting, replay=False)
+            while not self.awaiting:
                 budget.check(loop.time())
                 # The repeat guard answered a call: ask for the final answer.
                 turn = await self._ask_model("none" if self.force_answer else choice)
@@ -221,17 +330,26 @@ class _Run(ToolCalls):
                 if hooks is None:
                     await self.run_tool_calls(turn, budget.remaining(loop.time()))
                 else:
-                    answered = len(self.invocations)
-                    hooks.on_tool_calls(turn.tool_calls)
-                    await self.run_tool_calls(turn, budget.remaining(loop.time()))
-                    hooks.on_tool_results(self.invocations[answered:])
+                    await self._call_tools(turn)
                 # Not kept through the next request: a turn holds its whole decoded reply
                 # (``raw``). Objects held across an await are what the garbage collector finds
                 # in its young generation (a hundred runs' worth at concurrency 100) and they
                 # make it run more often: without them, a third fewer gen-0 collections.
                 del turn
+            return self._paused()
         finally:
             budget.disarm()
+
+    async def _call_tools(self, turn: ModelTurn, *, replay: bool = True) -> None:
+        """:meth:`run_tool_calls`, with the hooks told of the calls and their results."""
+        hooks = self.hooks
+        remaining = self.budget.remaining(asyncio.get_running_loop().time())
+        answered = len(self.invocations)
+        if hooks is not None:
+            hooks.on_tool_calls(turn.tool_calls)
+        await self.run_tool_calls(turn, remaining, replay=replay)
+        if hooks is not None:
+            hooks.on_tool_results(self.invocations[answered:])
 
     async def _ask_model(self, tool_choice: ToolChoice) -> ModelTurn:
         """One model request with the conversation so far, cut short at the run's deadline.
@@ -304,6 +422,13 @@ class _Run(ToolCalls):
                 model=self.model_name, context=self.conversation.copy(),
                 usage=self.budget.usage)
         return self._response(turn, "stop" if finish is None or finish in _NO_REASON else finish)
+
+    def _paused(self) -> AgentResponse:
+        """The run's result when calls wait for approval: no answer yet."""
+        return AgentResponse(
+            content="", tool_invocations=tuple(self.invocations), context=self.conversation,
+            usage=self.budget.usage, run_id=self.run_id, finish_reason="approval_required",
+            pending_approvals=tuple(self.awaiting))
 
     def _response(self, turn: ModelTurn, finish: str) -> AgentResponse:
         self.conversation.append(AssistantMessage(content=turn.text))

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gramagent._messages import Conversation, Usage
+from gramagent._runtime.approval import ApprovalRequest
 
 __all__ = ["AgentResponse", "ToolInvocation"]
 
@@ -25,7 +26,8 @@ class ToolInvocation:
     """The error text sent to the model; None on success."""
     error_type: str | None = None
     """``tool_payload_too_large``, ``tool_payload_parse_error``, ``unknown_tool``,
-    ``invalid_arguments``, ``tool_exception``, ``tool_timeout`` or ``repeated_call``."""
+    ``invalid_arguments``, ``tool_exception``, ``tool_timeout``, ``repeated_call`` or
+    ``approval_refused`` (a person did not approve the call)."""
     latency: float = 0.0
     """Seconds the tool ran (0 for calls that did not run)."""
     seq: int = 0
@@ -69,8 +71,16 @@ class AgentResponse:
     finish_reason: str = "stop"
     """How the answer ended: ``stop`` (the model finished it), ``length`` (cut at the token
     limit: the answer may be partial), ``content_filter`` (cut by the server's filter),
-    ``refusal`` (the model declined; ``content`` is its refusal), or another reason as the
-    server named it."""
+    ``refusal`` (the model declined; ``content`` is its refusal), ``approval_required`` (the
+    run paused: see :attr:`pending_approvals`), or another reason as the server named it."""
+    pending_approvals: tuple[ApprovalRequest, ...] = ()
+    """The tool calls the paused run waits for a person to approve (empty when it answered):
+    give a decision on each to :func:`~gramagent.resume_agent`. ``content`` is then empty."""
+
+    @property
+    def paused(self) -> bool:
+        """Whether the run paused for approvals instead of answering."""
+        return bool(self.pending_approvals)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the CLI's ``--json`` output)."""
@@ -83,4 +93,5 @@ class AgentResponse:
             "stopped_by": self.stopped_by,
             "run_id": self.run_id,
             "finish_reason": self.finish_reason,
+            "pending_approvals": [p.to_dict() for p in self.pending_approvals],
         }

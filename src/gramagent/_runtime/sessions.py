@@ -26,7 +26,7 @@ import hashlib
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,8 +34,9 @@ from typing import Any
 import orjson
 
 from gramagent._messages import Conversation, message_from_dict
+from gramagent._runtime.approval import ApprovalRequest, Decision, waiting_requests
 from gramagent._runtime.library import BoundAgent
-from gramagent._runtime.loop import run_agent
+from gramagent._runtime.loop import resume_agent, run_agent
 from gramagent._runtime.results import AgentResponse
 from gramagent._spec.model import Agent
 from gramagent.errors import ConfigurationError, RunError
@@ -224,6 +225,23 @@ class StoredSession:
         async with self.store.lock(self.name):
             yield SessionTurn(self, self.store.load(self.name), agent)
 
+    @property
+    def pending_approvals(self) -> tuple[ApprovalRequest, ...]:
+        """The tool calls the stored conversation waits for a person to approve (empty
+        unless its last turn paused): decide on them with :meth:`resume`."""
+        return waiting_requests(self.context)
+
+    async def resume(self, agent: Agent | BoundAgent, decisions: Mapping[str, Decision],
+                     **options: Any) -> AgentResponse:
+        """Continue the session's paused turn: :func:`~gramagent.resume_agent` on the stored
+        conversation, whose new messages are saved when it ends (as :meth:`run` saves).
+
+        Raises:
+            Everything resume_agent raises.
+        """
+        return await self._turn(agent, lambda context: resume_agent(
+            agent, context or Conversation(), decisions, **options), options)
+
     async def run(self, agent: Agent | BoundAgent, user_input: str, **options: Any
                   ) -> AgentResponse:
         """One turn of the session: :func:`~gramagent.run_agent` from the stored conversation,
@@ -236,12 +254,19 @@ class StoredSession:
         Raises:
             Everything run_agent raises.
         """
+        return await self._turn(agent, lambda context: run_agent(
+            agent, user_input, context=context, **options), options)
+
+    async def _turn(self, agent: Agent | BoundAgent,
+                    start: Callable[[Conversation | None], Awaitable[AgentResponse]],
+                    options: Mapping[str, Any]) -> AgentResponse:
+        """One turn: ``start`` from the stored conversation, what it adds saved at its end."""
         if "context" in options:
             raise TypeError("a session supplies the context; do not pass context=")
         name = agent.agent.name if isinstance(agent, BoundAgent) else agent.name
         async with self.turn(name) as turn:
             try:
-                response = await run_agent(agent, user_input, context=turn.context, **options)
+                response = await start(turn.context)
             except RunError as exc:
                 if exc.context is not None:
                     turn.save(exc.context)

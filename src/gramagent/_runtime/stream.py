@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeAlias
 
@@ -27,9 +27,10 @@ from gramagent._messages import (
     ToolCall,
     ToolResultMessage,
 )
+from gramagent._runtime.approval import Decision
 from gramagent._runtime.hooks import RunHooks
 from gramagent._runtime.library import BoundAgent
-from gramagent._runtime.loop import run_agent
+from gramagent._runtime.loop import resume_agent, run_agent
 from gramagent._runtime.results import AgentResponse, ToolInvocation
 from gramagent._spec.model import Agent
 
@@ -44,6 +45,7 @@ __all__ = [
     "TextDelta",
     "ToolCallAnswered",
     "ToolCallRequested",
+    "resume_agent_stream",
     "run_agent_stream",
     "settle_interrupted",
 ]
@@ -124,12 +126,13 @@ class AgentStream:
     ``LimitExceeded``, ...) are raised from the iteration, as ``run_agent`` raises them.
     """
 
-    def __init__(self, agent: Agent | BoundAgent, user_input: str,
+    def __init__(self, agent: Agent | BoundAgent, start: str | Mapping[str, Decision],
                  context: Conversation | Iterable[Message] | None, options: dict[str, Any]
                  ) -> None:
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._hooks = _QueueHooks(self._queue)
-        self._args = (agent, user_input)
+        self._args = (agent, start)
+        """The agent, and the user message or the decisions that resume a paused run."""
         self._context = context
         self._options = options
         self._task: asyncio.Task[None] | None = None
@@ -174,10 +177,14 @@ class AgentStream:
         return item  # type: ignore[no-any-return]
 
     async def _work(self) -> None:
-        agent, user_input = self._args
+        agent, start = self._args
         try:
-            response = await run_agent(agent, user_input, context=self._context,
-                                       hooks=self._hooks, **self._options)
+            if isinstance(start, str):
+                response = await run_agent(agent, start, context=self._context,
+                                           hooks=self._hooks, **self._options)
+            else:
+                response = await resume_agent(agent, self._context or (), start,
+                                              hooks=self._hooks, **self._options)
         except Exception as exc:  # handed to the consumer, raised from __anext__
             self._queue.put_nowait(exc)
             return
@@ -237,6 +244,23 @@ def run_agent_stream(
     return AgentStream(agent, user_input, context, options)
 
 
+def resume_agent_stream(
+    agent: Agent | BoundAgent,
+    paused: AgentResponse | Conversation | Iterable[Message],
+    decisions: Mapping[str, Decision],
+    **options: Any,
+) -> AgentStream:
+    """:func:`~gramagent.resume_agent`, as a stream (see :func:`run_agent_stream`).
+
+    Returns:
+        An :class:`AgentStream`; the run resumes when it is first iterated.
+    """
+    if "hooks" in options:
+        raise TypeError("resume_agent_stream() sets hooks itself; use resume_agent(hooks=...)")
+    context = paused.context if isinstance(paused, AgentResponse) else paused
+    return AgentStream(agent, dict(decisions), context, options)
+
+
 def settle_interrupted(conversation: Conversation, partial_text: str = "") -> Conversation:
     """A copy of an interrupted run's ``conversation`` that can be continued.
 
@@ -246,22 +270,9 @@ def settle_interrupted(conversation: Conversation, partial_text: str = "") -> Co
     message marked ``interrupted``, so a next user message follows an assistant one.
     """
     settled = conversation.copy()
-    messages = settled.messages
-    last_calls = None
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if isinstance(message, AssistantMessage):
-            last_calls = (index, message) if message.tool_calls else None
-            break
-        if not isinstance(message, ToolResultMessage):
-            break
-    if last_calls is not None:
-        index, message = last_calls
-        answered = {m.call_id for m in messages[index + 1:] if isinstance(m, ToolResultMessage)}
-        for call in message.tool_calls:
-            if call.id not in answered:
-                settled.append(ToolResultMessage(call_id=call.id, name=call.name,
-                                                 content=INTERRUPTED_RESULT, is_error=True))
+    for call in settled.unanswered_calls():
+        settled.append(ToolResultMessage(call_id=call.id, name=call.name,
+                                         content=INTERRUPTED_RESULT, is_error=True))
     if len(settled) and not isinstance(settled[-1], AssistantMessage):
         settled.append(AssistantMessage(content=partial_text, interrupted=True))
     return settled

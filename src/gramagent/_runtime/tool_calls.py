@@ -6,6 +6,8 @@
             not sent back as a call: servers that read its partial arguments refuse it)
     check   per call, in order: payload size -> JSON object -> known tool -> schema
             -> accepted keywords -> (repeat guard) already answered?
+    approve the valid calls of tools that require approval: asked about in call order, or
+            left waiting (the run then pauses after this turn; see approval.py)
     run     the valid calls concurrently; copies of one call within the turn once
     record  one result per call id, in call order (conversation, invocation, event, log);
             for cut-off calls, a note that tells the model what happened
@@ -18,8 +20,9 @@ turn passes ``max_tool_calls`` or a tool's retry budget is spent.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +37,7 @@ from gramagent._messages import (
 )
 from gramagent._models.base import ModelTurn
 from gramagent._runtime import tracing
+from gramagent._runtime.approval import ApprovalRequest, Approver, Decision, refusal
 from gramagent._runtime.budget import Budget
 from gramagent._runtime.events import (
     UNKNOWN_TOOL_LABEL,
@@ -109,21 +113,33 @@ class ToolCalls:
     """Set when the repeat guard answered a call: the next request asks for the answer."""
     tracer: Any = None
     """The OpenTelemetry tracer when tracing is on (:mod:`~gramagent._runtime.tracing`)."""
+    approve: Approver | None = None
+    """Asks a person about a call that needs approval; None: such calls wait (the run
+    pauses)."""
+    decisions: Mapping[str, Decision] | None = None
+    """Decisions given in advance, per call id (a resumed run's)."""
+    awaiting: list[ApprovalRequest] = field(default_factory=list)
+    """The calls of the last turn left waiting for approval: the run pauses when any are."""
 
-    async def run_tool_calls(self, turn: ModelTurn, remaining: float | None) -> None:
+    async def run_tool_calls(self, turn: ModelTurn, remaining: float | None, *,
+                             replay: bool = True) -> None:
         """Check, run and record the calls of ``turn``; ``remaining``: seconds left in the run.
+        ``replay=False``: the calls are in the conversation already (a resumed run's).
 
         Raises:
             LimitExceeded: ``max_tool_calls`` or a tool's retry budget stops the run.
         """
         calls, cut_off = turn.tool_calls, turn.cut_off_calls
-        self._replay(turn)
+        if replay:
+            self._replay(turn)
         self._check_call_limit(calls, cut_off)
         # One call is the usual turn: no list comprehension (a function call of its own).
         pending = ([self._check(calls[0])] if len(calls) == 1
                    else [self._check(call) for call in calls])
         if cut_off:
             pending.extend(self._check(call, cut_off=True) for call in cut_off)
+        if self.bound.approval_required and not self.dry_run:
+            pending = await self._approve(pending)
         await self._run(self._runnable(pending), remaining)
         for c in pending:
             if c.copy_of is not None:
@@ -212,6 +228,48 @@ class ToolCalls:
         c.earlier_result = result
         return CallRejection("repeated_call", output,
                              "repeated call; answered from the earlier result")
+
+    # -- approve --------------------------------------------------------------------------
+
+    async def _approve(self, pending: list[_Call]) -> list[_Call]:
+        """Decide on the valid calls that need approval, in call order: a refused call gets
+        its refusal as its result; a call nobody can decide on now is left out of the turn
+        (in :attr:`awaiting`)."""
+        needed = self.bound.approval_required
+        kept: list[_Call] = []
+        for c in pending:
+            if c.rejection is not None or c.call.name not in needed:
+                kept.append(c)
+                continue
+            assert isinstance(c.arguments, dict)
+            request = ApprovalRequest(call_id=c.call.id, tool=c.call.name,
+                                      arguments=c.arguments)
+            decision = await self._decide(request)
+            if decision is None:
+                self.awaiting.append(request)
+                continue
+            c.rejection = refusal(c.call.name, decision)
+            if c.rejection is not None and self.sinks:
+                self._emit_result(c, c.rejection.error_type, c.rejection.event_message)
+            kept.append(c)
+        return kept
+
+    async def _decide(self, request: ApprovalRequest) -> Decision | None:
+        """The decision on ``request``: given in advance, or asked of :attr:`approve` (the
+        wait is not counted against the wall time); None when nobody can be asked."""
+        if self.decisions is not None and request.call_id in self.decisions:
+            return self.decisions[request.call_id]
+        if self.approve is None:
+            return None
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
+        try:
+            answer = self.approve(request)
+            if inspect.isawaitable(answer):
+                answer = await answer
+        finally:
+            self.budget.postpone(loop.time() - asked)
+        return answer
 
     # -- run ------------------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ ToolErrorType: TypeAlias = Literal[
     "tool_exception",
     "tool_timeout",
     "repeated_call",
+    "approval_refused",
 ]
 """Why a tool call produced an error result (results, events and the Harmony parser alike)."""
 

@@ -26,6 +26,7 @@ from gramagent._spec.syntax import (
     K_RELATIONSHIP,
     K_SUBJECT,
     V_BAD,
+    V_SCALAR,
     NodeInfo,
 )
 from gramagent._spec.syntaxerrors import missing_bar
@@ -37,6 +38,8 @@ __all__ = ["DocumentReader"]
 
 _AGENT_KEYS = ("description", "instruction", "model")
 _TOOL_KEYS = ("description",)
+_TOOL_FLAGS = ("requiresApproval",)
+"""Boolean properties of a tool's record."""
 
 
 def _previous(node: Node) -> Node | None:
@@ -62,23 +65,27 @@ class DocumentReader(SignatureReader):
 
     # ---- records -----------------------------------------------------------------------------
 
-    def strings(self, info: NodeInfo, what: str, allowed: tuple[str, ...]
-                ) -> tuple[dict[str, tuple[str, int]], set[str]]:
+    def strings(self, info: NodeInfo, what: str, allowed: tuple[str, ...],
+                flags: tuple[str, ...] = ()) -> tuple[dict[str, tuple[str, int]], set[str]]:
         """The string properties of an agent or tool record, and every key present (a
         misspelt key counts as the allowed one it is close to: it is reported once, as
-        misspelt, not again as missing)."""
+        misspelt, not again as missing). The boolean properties ``flags`` are allowed too,
+        and read by :meth:`flag`."""
         out: dict[str, tuple[str, int]] = {}
         keys: set[str] = set()
+        expected = allowed + flags
         for key, key_offset, val in info.entries or ():
             if key in keys:
                 self.error(key_offset, f"{what}: duplicate key '{key}'")
                 continue
             keys.add(key)
-            if key not in allowed:
-                close = difflib.get_close_matches(key, allowed, n=1)
+            if key not in expected:
+                close = difflib.get_close_matches(key, expected, n=1)
                 self.error(key_offset, f"{what}: unknown property '{key}' (expected "
-                                       f"{', '.join(allowed)}){did_you_mean(key, allowed)}")
+                                       f"{', '.join(expected)}){did_you_mean(key, expected)}")
                 keys.update(close)
+                continue
+            if key in flags:
                 continue
             text = self.string(val)
             if text is None:
@@ -87,6 +94,21 @@ class DocumentReader(SignatureReader):
                 continue
             out[key] = (text, val[2])
         return out, keys
+
+    def flag(self, info: NodeInfo, key: str, what: str) -> bool:
+        """The boolean property ``key`` of a record (False when absent; reported when it is
+        not ``true`` or ``false``)."""
+        for entry_key, _, val in info.entries or ():
+            if entry_key != key:
+                continue
+            if val[0] == V_SCALAR and isinstance(val[1], bool):
+                return val[1]
+            if val[0] == V_BAD:
+                self.error(val[2], val[1])
+            else:
+                self.error(val[2], f"{what}: {key} must be true or false")
+            return False
+        return False
 
     def required_name(self, info: NodeInfo, what: str) -> str | None:
         """The identifier of a pattern that must have a non-empty one."""
@@ -119,7 +141,8 @@ class DocumentReader(SignatureReader):
         count = len(self.problems)
         name = self.required_name(info, "tool")
         what = f"tool '{name}'" if name else "tool"
-        props, keys = self.strings(info, what, _TOOL_KEYS)
+        props, keys = self.strings(info, what, _TOOL_KEYS, _TOOL_FLAGS)
+        requires_approval = self.flag(info, "requiresApproval", what)
         description = props.get("description")
         if description is None:
             if "description" not in keys:
@@ -149,7 +172,8 @@ class DocumentReader(SignatureReader):
         self.resolve_all(scope)
         if parts is None or len(self.problems) > count or name is None or description is None:
             return None
-        return ToolSpec.create(name, description[0], Signature.from_parts(parts))
+        return ToolSpec.create(name, description[0], Signature.from_parts(parts),
+                               requires_approval=requires_approval)
 
     def agent(self, node: Node, info: NodeInfo, tools: dict[str, ToolSpec | None],
               file_types: TypeScope) -> Agent | None:

@@ -182,12 +182,18 @@ class _Writer:
             key = ("type", pattern.name)
             parts.append((key, self.pattern(pattern, inner, (*where, key))))
         description = ("entry", "description")
-        notes, _ = self.settle((*where, RECORD), [description], end=True)
+        approval = ("entry", "requiresApproval")
+        present = [description, approval] if spec.requires_approval else [description]
+        notes, _ = self.settle((*where, RECORD), present, end=True)
+        flag = ", requiresApproval: true" if spec.requires_approval else ""
         head = f"{indent}[{format_name(spec.name)}:Tool {{description: " \
-               f"{quote_string(spec.description)}}} |"
+               f"{quote_string(spec.description)}{flag}}} |"
         if notes or "\n" in spec.description or len(head) > 100:
-            entry = f"{inner}description: {_string(spec.description, inner, fence=True)}"
-            record = render_elements([(description, entry)], inner, notes)
+            entries = [(description, f"{inner}description: "
+                                     f"{_string(spec.description, inner, fence=True)}")]
+            if spec.requires_approval:
+                entries.append((approval, f"{inner}requiresApproval: true"))
+            record = render_elements(entries, inner, notes)
             head = f"{indent}[{format_name(spec.name)}:Tool {{\n{record}\n{indent}}} |"
         return (head + "\n" + render_elements(parts, inner, self.notes(where)) + "\n" + indent
                 + "]")

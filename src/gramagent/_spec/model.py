@@ -38,6 +38,9 @@ class ToolSpec:
     """What the tool does, for the model."""
     signature: Signature
     """The curried type signature the schema is generated from."""
+    requires_approval: bool = False
+    """Whether a person must approve each call before it runs (``requiresApproval: true`` in
+    gram); see :func:`~gramagent.resume_agent`."""
     schema: JSONSchema = field(init=False)
     """JSON Schema of the arguments object, generated from ``signature`` (read-only)."""
 
@@ -48,14 +51,16 @@ class ToolSpec:
         object.__setattr__(self, "schema", self.signature.to_schema())
 
     @classmethod
-    def create(cls, name: str, description: str, signature: Signature | str) -> ToolSpec:
+    def create(cls, name: str, description: str, signature: Signature | str, *,
+               requires_approval: bool = False) -> ToolSpec:
         """Build a spec, parsing ``signature`` if it is text.
 
         Raises:
             SpecError: The name or description is empty, or the signature text has problems.
         """
         sig = Signature.parse(signature) if isinstance(signature, str) else signature
-        return cls(name=name, description=description, signature=sig)
+        return cls(name=name, description=description, signature=sig,
+                   requires_approval=requires_approval)
 
     def problems(self) -> list[str]:
         """Every validation rule this spec breaks: none, as construction checks them all
@@ -63,18 +68,23 @@ class ToolSpec:
         return tool_problems(self.name, self.description)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict: name, description, signature (gram text) and schema."""
-        return {
+        """A JSON-ready dict: name, description, signature (gram text) and schema, and
+        ``requires_approval`` when it is set."""
+        data: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
             "signature": self.signature.to_gram(),
             "schema": self.schema,
         }
+        if self.requires_approval:
+            data["requires_approval"] = True
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolSpec:
         """Inverse of :meth:`to_dict`; the schema is regenerated from the signature."""
-        return cls.create(data["name"], data["description"], data["signature"])
+        return cls.create(data["name"], data["description"], data["signature"],
+                          requires_approval=bool(data.get("requires_approval", False)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,0 +1,125 @@
+"""Human approval of tool calls: the calls a run waits for, and the decisions on them.
+
+A tool whose spec says ``requiresApproval: true`` (or whose implementation was made with
+``@tool(requires_approval=True)``) is called only after a person approves the call. The calls
+of a turn are checked as usual first (an invalid call is answered with its error, and nobody is
+asked about it); then, for each valid call that needs approval, in call order:
+
+- with an ``approve`` callback (``run_agent(approve=...)``; the CLI asks on the terminal),
+  the run asks it and waits (the wait is not counted against ``RunLimits.wall_time``);
+- without one, the run **pauses**: the turn's other calls run, and ``run_agent`` returns an
+  :class:`~gramagent.AgentResponse` whose :attr:`~gramagent.AgentResponse.pending_approvals`
+  lists the waiting calls (``finish_reason == "approval_required"``); its ``context`` ends
+  with the model's calls, which :func:`~gramagent.resume_agent` answers later, in this
+  process or another (the context serializes, and a stored session keeps it).
+
+An approved call runs; a refused one is answered with a result telling the model that the
+user did not approve it (and why, when a reason is given), so it can answer without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from gramagent import _json as exact_json
+from gramagent._messages import Conversation
+from gramagent._spec.calls import CallRejection, rejection
+from gramagent.errors import ValidationError
+
+__all__ = [
+    "ApprovalRequest",
+    "Approver",
+    "Decision",
+    "Refused",
+    "check_decisions",
+    "refusal",
+    "waiting_requests",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequest:
+    """A tool call waiting for a person's approval."""
+
+    call_id: str
+    """The call's id: the key of its decision for :func:`~gramagent.resume_agent`."""
+    tool: str
+    """The tool the model wants to call."""
+    arguments: dict[str, Any]
+    """The call's arguments, checked against the tool's schema."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the CLI's ``--json`` output)."""
+        return {"call_id": self.call_id, "tool": self.tool, "arguments": self.arguments}
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A refusal with the reason the model is told (a plain ``False`` gives none)."""
+
+    reason: str = ""
+
+
+Decision: TypeAlias = bool | Refused
+"""A person's answer to an :class:`ApprovalRequest`: ``True`` runs the call; ``False`` or
+:class:`Refused` answers it with a refusal instead."""
+
+Approver: TypeAlias = Callable[[ApprovalRequest], Decision | Awaitable[Decision]]
+"""Asks a person about one call (``run_agent(approve=...)``); may be a coroutine function."""
+
+
+def refusal(tool: str, decision: Decision) -> CallRejection | None:
+    """The result a refused call gets, or None when ``decision`` approves it.
+
+    Raises:
+        ValidationError: ``decision`` is neither a bool nor a :class:`Refused`.
+    """
+    if decision is True:
+        return None
+    if decision is not False and not isinstance(decision, Refused):
+        raise ValidationError(f"an approval decision is True, False or Refused(reason), "
+                              f"got {type(decision).__name__}")
+    reason = decision.reason.strip() if isinstance(decision, Refused) else ""
+    text = (f"The user did not approve this call to tool {tool!r}, so it was not run."
+            + (f" Their reason: {reason}" if reason else "")
+            + " Do not call it again for this request; answer without it.")
+    return rejection("approval_refused", text, "refused by the user")
+
+
+def check_decisions(decisions: Mapping[str, Decision], waiting: Mapping[str, str]) -> None:
+    """Check that ``decisions`` answers exactly the calls ``waiting`` (call id -> tool name).
+
+    Raises:
+        ValidationError: a waiting call has no decision, or a decision names no waiting call.
+    """
+    missing = [f"{waiting[i]} ({i})" for i in waiting if i not in decisions]
+    unknown = [i for i in decisions if i not in waiting]
+    if not waiting:
+        raise ValidationError("the conversation has no tool calls waiting for approval: "
+                              "nothing to resume")
+    problems = []
+    if missing:
+        problems.append(f"no decision for {', '.join(missing)}")
+    if unknown:
+        problems.append(f"no waiting call has the id {', '.join(map(repr, unknown))} "
+                        f"(waiting: {', '.join(waiting)})")
+    if problems:
+        raise ValidationError("; ".join(problems))
+
+
+def waiting_requests(conversation: Conversation) -> tuple[ApprovalRequest, ...]:
+    """The calls a paused conversation waits for (read back from its last assistant message,
+    as a stored session holds it)."""
+    return tuple(ApprovalRequest(call_id=c.id, tool=c.name, arguments=_arguments(c.arguments))
+                 for c in conversation.unanswered_calls())
+
+
+def _arguments(text: str) -> dict[str, Any]:
+    """A waiting call's arguments (checked when the run paused, so they parse)."""
+    try:
+        value = exact_json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,346 @@
+"""Human approval of tool calls, over real HTTP in every wire format: the run pauses before a
+call that needs approval, resumes with decisions (also from a stored session), asks an
+``approve`` callback when there is one, and tells the model of a refusal."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from runtime_support import APIS, PARALLEL_APIS, ModelFactory, script, sent_results
+
+from gramagent._messages import AssistantMessage, Conversation, ToolResultMessage
+from gramagent._runtime.approval import ApprovalRequest, Decision, Refused
+from gramagent._runtime.events import CaptureSink
+from gramagent._runtime.library import ToolLibrary
+from gramagent._runtime.limits import RunLimits
+from gramagent._runtime.loop import resume_agent, run_agent
+from gramagent._runtime.sessions import SessionStore
+from gramagent._runtime.stream import FinalResponse, run_agent_stream
+from gramagent._spec.gram import load_gram
+from gramagent._spec.model import Agent
+from gramagent.errors import ValidationError
+from gramagent.testing import ScriptedServer, call, calls, reply
+
+GRAM = """
+[mailer:Agent {instruction: "Help with mail.", model: "openai/scripted"} |
+  [sendMail:Tool {description: "Sends an e-mail", requiresApproval: true} |
+    (to::String)==>(::String)
+  ],
+  [readMail:Tool {description: "Reads the inbox"} |
+    (folder::String {default: "inbox"})==>(::String)
+  ]
+]
+"""
+
+
+class Mail:
+    """The mail tools, counting what actually ran."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.runs: Counter[str] = Counter()
+        self.library = ToolLibrary()
+
+        @self.library.register
+        def sendMail(to: str) -> str:
+            """Sends an e-mail"""
+            self.runs["sendMail"] += 1
+            self.sent.append(to)
+            return f"sent to {to}"
+
+        @self.library.register
+        def readMail(folder: str = "inbox") -> str:
+            """Reads the inbox"""
+            self.runs["readMail"] += 1
+            return f"3 new in {folder}"
+
+
+@pytest.fixture
+def mail() -> Mail:
+    return Mail()
+
+
+@pytest.fixture
+def mailer() -> Agent:
+    return load_gram(GRAM).agents[0]
+
+
+def _refusals(body: dict[str, Any]) -> list[str]:
+    return [content for _, content in sent_results(body) if "did not approve" in content]
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_pauses_then_resumes_approved(api: str, mail: Mail, mailer: Agent,
+                                            server: ScriptedServer,
+                                            model_for: ModelFactory) -> None:
+    """Without an approve callback the run pauses before the call; approved, it runs and the
+    model gets its result."""
+    script(server, call("sendMail", {"to": "bob@example.com"}), reply("Sent it."))
+    model = model_for(server, api)
+    paused = await run_agent(mailer, "Mail Bob", library=mail.library, model=model)
+    assert paused.paused and paused.finish_reason == "approval_required"
+    assert paused.content == "" and mail.runs["sendMail"] == 0
+    (request,) = paused.pending_approvals
+    assert request.tool == "sendMail" and request.arguments == {"to": "bob@example.com"}
+    assert len(server.requests) == 1
+    assert paused.to_dict()["pending_approvals"] == [request.to_dict()]
+    last = paused.context[-1]
+    assert isinstance(last, AssistantMessage) and last.tool_calls[0].id == request.call_id
+
+    done = await resume_agent(mailer, paused, {request.call_id: True}, library=mail.library,
+                              model=model)
+    assert done.content == "Sent it." and not done.paused
+    assert mail.sent == ["bob@example.com"]
+    (invocation,) = done.tool_invocations
+    assert invocation.ok and invocation.call_id == request.call_id
+    assert [content for _, content in sent_results(server.requests[1].body)] == [
+        "sent to bob@example.com"]
+    assert [m.kind for m in done.context] == ["user", "assistant", "tool_result", "assistant"]
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("decision", [False, Refused("not to Bob, he left")])
+async def test_refusal_is_a_result_the_model_sees(api: str, decision: bool | Refused,
+                                                  mail: Mail, mailer: Agent,
+                                                  server: ScriptedServer,
+                                                  model_for: ModelFactory) -> None:
+    script(server, call("sendMail", {"to": "bob@example.com"}), reply("I did not send it."))
+    model = model_for(server, api)
+    paused = await run_agent(mailer, "Mail Bob", library=mail.library, model=model)
+    sink = CaptureSink()
+    done = await resume_agent(mailer, paused.context,
+                              {paused.pending_approvals[0].call_id: decision},
+                              library=mail.library, model=model, events=sink)
+    assert done.content == "I did not send it." and mail.runs["sendMail"] == 0
+    (invocation,) = done.tool_invocations
+    assert invocation.error_type == "approval_refused"
+    (refusal,) = _refusals(server.requests[1].body)
+    assert "sendMail" in refusal
+    if isinstance(decision, Refused):
+        assert decision.reason in refusal
+    result = [e for e in sink.events if e.kind == "tool_call_result"]
+    assert [(e.status, e.error_type) for e in result] == [("error", "approval_refused")]
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("answer", [True, False])
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+async def test_approve_callback_is_asked(api: str, answer: bool, flavour: str, mail: Mail,
+                                         mailer: Agent, server: ScriptedServer,
+                                         model_for: ModelFactory) -> None:
+    """With a callback the run does not pause: it asks, then runs or refuses the call."""
+    asked: list[ApprovalRequest] = []
+
+    def decide(request: ApprovalRequest) -> bool:
+        asked.append(request)
+        return answer
+
+    async def decide_async(request: ApprovalRequest) -> bool:
+        await asyncio.sleep(0)
+        return decide(request)
+
+    script(server, call("sendMail", {"to": "eve@example.com"}), reply("Done."))
+    response = await run_agent(mailer, "Mail Eve", library=mail.library,
+                               model=model_for(server, api),
+                               approve=decide if flavour == "sync" else decide_async)
+    assert response.content == "Done." and not response.paused
+    assert [(r.tool, r.arguments) for r in asked] == [("sendMail", {"to": "eve@example.com"})]
+    assert mail.sent == (["eve@example.com"] if answer else [])
+    assert response.tool_invocations[0].ok is answer
+
+
+@pytest.mark.parametrize("api", PARALLEL_APIS)
+async def test_other_calls_of_the_turn_run_while_one_waits(
+        api: str, mail: Mail, mailer: Agent, server: ScriptedServer,
+        model_for: ModelFactory) -> None:
+    script(server, calls(call("readMail", {}), call("sendMail", {"to": "bob@example.com"})),
+           reply("Read and sent."))
+    model = model_for(server, api)
+    paused = await run_agent(mailer, "Read my mail and mail Bob", library=mail.library,
+                             model=model)
+    assert mail.runs == Counter(readMail=1)
+    assert [i.name for i in paused.tool_invocations] == ["readMail"]
+    assert [r.tool for r in paused.pending_approvals] == ["sendMail"]
+    assert [c.name for c in paused.context.unanswered_calls()] == ["sendMail"]
+    done = await resume_agent(mailer, paused,
+                              {paused.pending_approvals[0].call_id: True},
+                              library=mail.library, model=model)
+    assert done.content == "Read and sent." and mail.runs == Counter(readMail=1, sendMail=1)
+    results = sent_results(server.requests[1].body)
+    assert sorted(content for _, content in results) == ["3 new in inbox",
+                                                         "sent to bob@example.com"]
+
+
+async def test_resumes_from_a_stored_session(tmp_path: Path, mail: Mail, mailer: Agent,
+                                             server: ScriptedServer,
+                                             model_for: ModelFactory) -> None:
+    """The paused conversation is stored; another store object (as another process would)
+    finds the waiting call and resumes it."""
+    script(server, call("sendMail", {"to": "bob@example.com"}), reply("Sent."))
+    path = tmp_path / "sessions.sqlite3"
+    model = model_for(server, "chat")
+    paused = await SessionStore(path).open("work").run(mailer, "Mail Bob",
+                                                       library=mail.library, model=model)
+    assert paused.paused
+
+    later = SessionStore(path).open("work")
+    (waiting,) = later.pending_approvals
+    assert waiting == paused.pending_approvals[0]
+    with pytest.raises(ValidationError, match="waiting for approval"):
+        await later.run(mailer, "And Carol?", library=mail.library, model=model)
+    assert len(server.requests) == 1
+    done = await later.resume(mailer, {waiting.call_id: True}, library=mail.library,
+                              model=model)
+    assert done.content == "Sent." and mail.sent == ["bob@example.com"]
+    stored = SessionStore(path).load("work")
+    assert stored is not None and [m.kind for m in stored] == [
+        "user", "assistant", "tool_result", "assistant"]
+    assert later.pending_approvals == ()
+
+
+async def test_paused_context_round_trips_through_json(mail: Mail, mailer: Agent,
+                                                       server: ScriptedServer,
+                                                       model_for: ModelFactory) -> None:
+    script(server, call("sendMail", {"to": "bob@example.com"}), reply("Sent."))
+    model = model_for(server, "responses")
+    paused = await run_agent(mailer, "Mail Bob", library=mail.library, model=model)
+    restored = Conversation.from_list(paused.to_dict()["context"])
+    done = await resume_agent(mailer, restored, {paused.pending_approvals[0].call_id: True},
+                              library=mail.library, model=model)
+    assert done.content == "Sent." and mail.runs["sendMail"] == 1
+
+
+async def test_bad_decisions_are_refused_before_any_request(
+        mail: Mail, mailer: Agent, server: ScriptedServer, model_for: ModelFactory) -> None:
+    script(server, call("sendMail", {"to": "bob@example.com"}))
+    model = model_for(server, "chat")
+    paused = await run_agent(mailer, "Mail Bob", library=mail.library, model=model)
+    call_id = paused.pending_approvals[0].call_id
+    with pytest.raises(ValidationError, match="no decision for sendMail"):
+        await resume_agent(mailer, paused, {}, library=mail.library, model=model)
+    with pytest.raises(ValidationError, match="no waiting call has the id 'nope'"):
+        await resume_agent(mailer, paused, {call_id: True, "nope": True},
+                           library=mail.library, model=model)
+    with pytest.raises(ValidationError, match="True, False or Refused"):
+        await resume_agent(mailer, paused, {call_id: "yes"},  # type: ignore[dict-item]
+                           library=mail.library, model=model)
+    with pytest.raises(ValidationError, match="nothing to resume"):
+        await resume_agent(mailer, Conversation(), {}, library=mail.library, model=model)
+    with pytest.raises(ValidationError, match="waiting for approval"):
+        await run_agent(mailer, "next", context=paused.context, library=mail.library,
+                        model=model)
+    assert len(server.requests) == 1 and mail.runs["sendMail"] == 0
+
+
+async def test_decorator_flag_requires_approval_too(server: ScriptedServer,
+                                                    model_for: ModelFactory) -> None:
+    """``@tool(requires_approval=True)`` asks for approval though the spec does not."""
+    library = ToolLibrary()
+
+    @library.register(requires_approval=True)
+    def wipe(path: str) -> str:
+        """Deletes a file."""
+        return "gone"
+
+    spec = dataclasses.replace(wipe.spec(), requires_approval=False)
+    agent = Agent(name="a", model="openai/scripted", instruction="x", tools=(spec,))
+    assert not agent.tools[0].requires_approval
+    script(server, call("wipe", {"path": "/tmp/x"}))
+    paused = await run_agent(agent, "wipe it", library=library,
+                             model=model_for(server, "chat"))
+    assert [r.tool for r in paused.pending_approvals] == ["wipe"]
+
+
+async def test_invalid_calls_and_dry_runs_ask_nobody(mail: Mail, mailer: Agent,
+                                                     server: ScriptedServer,
+                                                     model_for: ModelFactory) -> None:
+    asked: list[ApprovalRequest] = []
+
+    def ask(request: ApprovalRequest) -> bool:
+        asked.append(request)
+        return True
+
+    script(server, call("sendMail", {"to": 42}), reply("Bad call."),
+           call("sendMail", {"to": "bob@example.com"}), reply("Dry."))
+    model = model_for(server, "chat")
+    bad = await run_agent(mailer, "Mail 42", library=mail.library, model=model,
+                          approve=ask)
+    assert bad.tool_invocations[0].error_type == "invalid_arguments"
+    dry = await run_agent(mailer, "Mail Bob", model=model, dry_run=True, approve=ask)
+    assert dry.content == "Dry." and dry.tool_invocations[0].ok
+    assert asked == [] and mail.runs["sendMail"] == 0
+
+
+async def test_waiting_for_a_person_is_not_wall_time(mail: Mail, mailer: Agent,
+                                                     server: ScriptedServer,
+                                                     model_for: ModelFactory) -> None:
+    """A person who takes longer than the run's wall time to answer does not stop the run."""
+
+    async def slow_person(request: ApprovalRequest) -> bool:
+        await asyncio.sleep(2.5)
+        return True
+
+    script(server, call("sendMail", {"to": "bob@example.com"}), reply("Sent."))
+    response = await run_agent(mailer, "Mail Bob", library=mail.library,
+                               model=model_for(server, "chat"),
+                               limits=RunLimits(wall_time=2.0), approve=slow_person)
+    assert response.content == "Sent." and mail.sent == ["bob@example.com"]
+
+
+async def test_stream_ends_with_the_paused_response(mail: Mail, mailer: Agent,
+                                                    server: ScriptedServer,
+                                                    model_for: ModelFactory) -> None:
+    script(server, call("sendMail", {"to": "bob@example.com"}))
+    finals = [event async for event in run_agent_stream(
+        mailer, "Mail Bob", library=mail.library, model=model_for(server, "chat"))
+        if isinstance(event, FinalResponse)]
+    (final,) = finals
+    assert final.response.paused and mail.runs["sendMail"] == 0
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=st.lists(st.tuples(st.booleans(), st.sampled_from(["yes", "no", "reason"])),
+                     min_size=1, max_size=5),
+       api=st.sampled_from(PARALLEL_APIS))
+async def test_every_call_is_answered_once_whatever_the_decisions(
+        plan: list[tuple[bool, str]], api: str, model_for: ModelFactory) -> None:
+    """A turn of calls, some needing approval, decided at random: after the resume every call
+    id has exactly one result, only approved and unguarded calls ran, and each refusal reached
+    the model."""
+    mail = Mail()
+    mailer = load_gram(GRAM).agents[0]
+    turn = [call("sendMail", {"to": f"p{i}@example.com"}) if needs
+            else call("readMail", {"folder": f"f{i}"}) for i, (needs, _) in enumerate(plan)]
+    with ScriptedServer() as server:
+        script(server, calls(*turn), reply("ok"))
+        model = model_for(server, api)
+        paused = await run_agent(mailer, "go", library=mail.library, model=model,
+                                 limits=RunLimits(repeat_guard=False))
+        needing = [i for i, (needs, _) in enumerate(plan) if needs]
+        assert len(paused.pending_approvals) == len(needing)
+        if not needing:
+            assert paused.content == "ok"
+            return
+        choices: dict[str, Decision] = {"yes": True, "no": False, "reason": Refused("because")}
+        decisions = {r.call_id: choices[plan[i][1]]
+                     for r, i in zip(paused.pending_approvals, needing, strict=True)}
+        done = await resume_agent(mailer, paused, decisions, library=mail.library,
+                                  model=model)
+    assert done.content == "ok"
+    (assistant,) = [m for m in done.context if isinstance(m, AssistantMessage)
+                    and m.tool_calls]
+    answered = Counter(m.call_id for m in done.context if isinstance(m, ToolResultMessage))
+    assert answered == Counter(c.id for c in assistant.tool_calls)
+    approved = [f"p{i}@example.com" for i, (needs, choice) in enumerate(plan)
+                if needs and choice == "yes"]
+    assert sorted(mail.sent) == sorted(approved)
+    refused = sum(1 for needs, choice in plan if needs and choice != "yes")
+    assert len(_refusals(server.requests[-1].body)) == refused
