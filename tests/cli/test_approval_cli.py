@@ -92,7 +92,8 @@ def test_nobody_to_ask_stops_the_turn_and_the_session_keeps_the_call(
     paused = run_gramagent(*_args("run", server, "Mail Bob", "--json", "--session", "m"),
                            cwd=workdir, env=env)
     assert paused.returncode == 1
-    assert "sendMail (call call_7) needs approval" in paused.stderr
+    assert "tool calls wait for approval: sendMail (call call_7)" in paused.stderr
+    assert "stay waiting in session m" in paused.stderr
     assert "Traceback" not in paused.stderr
     response = json.loads(paused.stdout)
     assert response["finish_reason"] == "approval_required"

@@ -2,7 +2,8 @@
 
 ``polite`` greets everyone with "Hello, NAME!"; ``planted`` answers "Hi NAME." instead for the
 names in :data:`PLANTED` (a difference of known size); ``reworded`` is ``polite`` with another
-docstring (binds with a warning). Each call is appended to the file named by the
+docstring (binds with a warning); ``guarded`` is ``polite`` asking for approval of each call
+(nobody can give it in an experiment). Each call is appended to the file named by the
 ``AB_CALL_LOG`` environment variable, when set (to count runs across processes).
 """
 
@@ -75,3 +76,15 @@ def greets_politely(case: object, record: object) -> tuple[bool, str]:
     answer = getattr(record, "answer", None) or ""
     return answer.startswith("Hello"), "starts with Hello" if answer.startswith(
         "Hello") else "does not start with Hello"
+
+
+def guarded() -> ToolLibrary:
+    library = ToolLibrary()
+
+    @library.register(requires_approval=True)
+    def sayHello(personName: str = "world") -> str:
+        """Returns a friendly greeting message for the given name."""
+        _log("guarded", personName)
+        return f"Hello, {personName}!"
+
+    return library

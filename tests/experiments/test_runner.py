@@ -207,3 +207,24 @@ async def test_multi_turn_cases_limits_rate_limits_and_parquet_export(
     assert verdict is not None and verdict.passed is False
     table = pq.read_table(tmp_path / "runs.parquet").to_pylist()
     assert rows == 2 and [r["stop"] for r in table] == ["answer", "limit:max_iterations"]
+
+
+async def test_a_run_waiting_for_approval_ends_its_case(tmp_path: Path,
+                                                        greeter_server: ScriptedServer,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An experiment runs unattended: a call that needs approval is not run, and the case
+    is recorded as stopped by it (not scored as an empty answer)."""
+    calls = tmp_path / "calls.log"
+    monkeypatch.setenv("AB_CALL_LOG", str(calls))
+    path = write_experiment(tmp_path, names=NAMES[:2], base_url=greeter_server.base_url,
+                            variant_b="ab_libs:guarded")
+    summary = await run_experiment(load_experiment(path))
+    with Store.read(summary.store) as db:
+        records = db.records()
+    guarded = [r for r in records if r.variant == "B"]
+    assert len(guarded) == 2
+    for record in guarded:
+        assert record.stop == "approval_required" and record.answer is None
+        assert record.error is not None and "sayHello" in record.error
+    assert {r.stop for r in records if r.variant == "A"} == {"answer"}
+    assert "guarded" not in calls.read_text()

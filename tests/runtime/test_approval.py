@@ -156,6 +156,30 @@ async def test_approve_callback_is_asked(api: str, answer: bool, flavour: str, m
     assert response.tool_invocations[0].ok is answer
 
 
+@pytest.mark.parametrize("api", APIS)
+async def test_a_refused_call_asked_again_is_not_asked_again(
+        api: str, mail: Mail, mailer: Agent, server: ScriptedServer,
+        model_for: ModelFactory) -> None:
+    """A model that repeats a refused call gets the refusal again without the person being
+    asked, and is then asked for its answer (seen with the 0.5B model)."""
+    asked: list[ApprovalRequest] = []
+
+    def refuse(request: ApprovalRequest) -> Refused:
+        asked.append(request)
+        return Refused("Bob is away")
+
+    bob = {"to": "bob@example.com"}
+    script(server, call("sendMail", bob), call("sendMail", bob), reply("I did not send it."))
+    response = await run_agent(mailer, "Mail Bob", library=mail.library,
+                               model=model_for(server, api), approve=refuse)
+    assert response.content == "I did not send it." and len(asked) == 1
+    assert [i.error_type for i in response.tool_invocations] == ["approval_refused",
+                                                                 "repeated_call"]
+    assert response.stopped_by == "repeated_call" and mail.runs["sendMail"] == 0
+    last = server.requests[-1].body
+    assert len(_refusals(last)) == 2 and all("Bob is away" in r for r in _refusals(last))
+
+
 @pytest.mark.parametrize("api", PARALLEL_APIS)
 async def test_other_calls_of_the_turn_run_while_one_waits(
         api: str, mail: Mail, mailer: Agent, server: ScriptedServer,

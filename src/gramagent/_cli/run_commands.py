@@ -504,13 +504,13 @@ class _Approvals:
         except EOFError:
             return False
 
-    def nobody_to_ask(self, pending: tuple[ApprovalRequest, ...], stored: bool) -> str:
+    def nobody_to_ask(self, pending: tuple[ApprovalRequest, ...], session: str | None) -> str:
         """The error of a turn whose calls wait with nobody to ask."""
         calls = ", ".join(f"{p.tool} (call {p.call_id})" for p in pending)
-        keep = (" The calls wait in the session: run again on a terminal, or with --yes, to "
-                "decide." if stored else "")
-        return (f"{calls} needs approval before it runs, and there is nobody to ask: stdin is "
-                f"not a terminal. Pass --yes to approve every call.{keep}")
+        keep = (f"; they stay waiting in session {session}: run again on a terminal, or with "
+                "--yes, to decide" if session is not None else "")
+        return (f"tool calls wait for approval: {calls}; nobody can be asked (stdin is not a "
+                f"terminal): pass --yes to approve every call{keep}")
 
 
 def _converse(runner: asyncio.Runner, session: Session, message: str | None, out: _Output,
@@ -540,7 +540,8 @@ def _settle(runner: asyncio.Runner, session: Session, response: AgentResponse | 
         if decisions is None:
             if response is not None:
                 out.reply(response)
-            raise ConfigurationError(approvals.nobody_to_ask(pending, session.stored is not None))
+            raise ConfigurationError(approvals.nobody_to_ask(
+                pending, None if session.stored is None else session.stored.name))
         if response is not None:
             earlier = response if earlier is None else _joined(earlier, response)
         response = runner.run(session.resume(decisions, out.live))

@@ -82,9 +82,10 @@ def refusal(tool: str, decision: Decision) -> CallRejection | None:
         raise ValidationError(f"an approval decision is True, False or Refused(reason), "
                               f"got {type(decision).__name__}")
     reason = decision.reason.strip() if isinstance(decision, Refused) else ""
-    text = (f"The user did not approve this call to tool {tool!r}, so it was not run."
-            + (f" Their reason: {reason}" if reason else "")
-            + " Do not call it again for this request; answer without it.")
+    # Worded to be passed on: a small model copies the last tool result into its answer.
+    text = (f"Not done: the user did not approve the call to {tool}"
+            + (f" ({reason})." if reason else ".")
+            + " It was not run; do not call it again for this request.")
     return rejection("approval_refused", text, "refused by the user")
 
 

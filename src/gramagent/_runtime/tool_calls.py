@@ -248,9 +248,14 @@ class ToolCalls:
             if decision is None:
                 self.awaiting.append(request)
                 continue
-            c.rejection = refusal(c.call.name, decision)
-            if c.rejection is not None and self.sinks:
-                self._emit_result(c, c.rejection.error_type, c.rejection.event_message)
+            c.rejection = refused = refusal(c.call.name, decision)
+            if refused is not None:
+                if c.repeat_key is not None:
+                    # Asked again, the same call gets the same refusal, without asking, and
+                    # the model must then answer (the repeat guard's rule).
+                    self.answered[c.repeat_key] = (None, refused.message)
+                if self.sinks:
+                    self._emit_result(c, refused.error_type, refused.event_message)
             kept.append(c)
         return kept
 

@@ -210,6 +210,12 @@ async def run_case(arm: Arm, model: Model, case: Case, repeat: int,
                 name=i.name, status="ok" if i.error_type in (None, "repeated_call") else "error",
                 error_type=i.error_type, latency_ms=i.latency * 1000.0, arguments=i.arguments)
                 for i in response.tool_invocations)
+            if response.paused:  # unattended: nobody can approve, so the case ends here
+                answer, stop = None, "approval_required"
+                error = ("tool calls wait for approval ("
+                         + ", ".join(p.tool for p in response.pending_approvals)
+                         + "), and an experiment has nobody to ask")
+                break
             answer = response.content
             stop = response.stopped_by or "answer"
     except GramagentError as exc:
