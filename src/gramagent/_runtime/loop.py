@@ -70,23 +70,56 @@ _NO_REASON = frozenset({None, "stop", "tool_calls", "function_call"})
 """Finish reasons that say the model finished: an empty answer with one of them is an error."""
 
 
+class RunAgentOptions(TypedDict, total=False):
+    """The options of :func:`run_agent` and :func:`resume_agent` (keyword arguments)."""
+
+    library: ToolLibrary | None
+    """Tool implementations, when the agent is not bound. May be omitted for an agent without
+    tools, or in dry-run mode (the specs' schemas are then used to check calls)."""
+    model: Model | str | ModelRef | None
+    """A :class:`~gramagent._models.base.Model` (used as is and not closed; requests name its
+    ``model_name`` if it has one, as the models of ``resolve_model`` do, else the agent's model
+    name), or a model reference overriding the agent's (resolved with ``api``, ``base_url``
+    and ``api_key``, and closed at the end of the run)."""
+    limits: RunLimits | None
+    """Guardrails; :class:`RunLimits` defaults when None."""
+    api: str | None
+    """Wire format when resolving the model (``chat``, ``functions``, ``responses``,
+    ``harmony``)."""
+    base_url: str | None
+    """API root when resolving the model."""
+    api_key: str | None
+    """API key when resolving the model."""
+    events: EventSink | Iterable[EventSink] | None
+    """A sink (any callable taking an event), or several; include a
+    :class:`~gramagent._runtime.events.ToolMetrics` to count calls in Prometheus."""
+    dry_run: bool
+    """Check calls as usual but run no tool: every valid call returns ``{"ok": true}``
+    (events and metrics are still emitted). Default False."""
+    tool_choice: ToolChoice
+    """For the first request (default ``"auto"``); ``"required"`` or a named tool then falls
+    back to ``"auto"`` so the model can answer."""
+    settings: Mapping[str, Any] | None
+    """Extra request body fields (``temperature``, ``max_tokens``, ...)."""
+    hooks: RunHooks | None
+    """Told of the model's text as it is generated (the requests are then streamed), the tool
+    calls and their results (see :class:`~gramagent.RunHooks`);
+    :func:`~gramagent.run_agent_stream` is the async-iterator form."""
+    approve: Approver | None
+    """Asked about each call of a tool that requires approval, before it runs (returns
+    ``True``, ``False`` or ``Refused(reason)``; may be async). Without it such calls wait: the
+    run pauses (see :func:`resume_agent`)."""
+
+
+_OPTIONS = frozenset(RunAgentOptions.__annotations__)
+
+
 async def run_agent(
     agent: Agent | BoundAgent,
     user_input: str,
     *,
-    library: ToolLibrary | None = None,
     context: Conversation | Iterable[Message] | None = None,
-    model: Model | str | ModelRef | None = None,
-    limits: RunLimits | None = None,
-    api: str | None = None,
-    base_url: str | None = None,
-    api_key: str | None = None,
-    events: EventSink | Iterable[EventSink] | None = None,
-    dry_run: bool = False,
-    tool_choice: ToolChoice = "auto",
-    settings: Mapping[str, Any] | None = None,
-    hooks: RunHooks | None = None,
-    approve: Approver | None = None,
+    **options: Unpack[RunAgentOptions],
 ) -> AgentResponse:
     """Run ``agent`` on one user message until the model answers (or the run pauses for
     approvals).
@@ -94,38 +127,18 @@ async def run_agent(
     Args:
         agent: an agent (bound here to ``library``) or an already bound agent.
         user_input: the user's message; must not be empty.
-        library: tool implementations, when ``agent`` is not bound. May be omitted for an agent
-            without tools, or in dry-run mode (the specs' schemas are then used to check calls).
         context: the conversation so far (``AgentResponse.context`` of the previous turn); not
             modified.
-        model: a :class:`~gramagent._models.base.Model` (used as is and not closed; requests
-            name its ``model_name`` if it has one, as the models of ``resolve_model`` do, else
-            the agent's model name), or a model reference overriding the agent's (resolved
-            with ``api``, ``base_url`` and ``api_key``, and closed at the end of the run).
-        limits: guardrails; :class:`RunLimits` defaults when None.
-        api: wire format when resolving the model (``chat``, ``functions``, ``responses``,
-            ``harmony``).
-        base_url: API root when resolving the model.
-        api_key: API key when resolving the model.
-        events: a sink (any callable taking an event), or several; include a
-            :class:`~gramagent._runtime.events.ToolMetrics` to count calls in Prometheus.
-        dry_run: check calls as usual but run no tool: every valid call returns
-            ``{"ok": true}`` (events and metrics are still emitted).
-        tool_choice: for the first request; ``"required"`` or a named tool then falls back to
-            ``"auto"`` so the model can answer.
-        settings: extra request body fields (``temperature``, ``max_tokens``, ...).
-        hooks: told of the model's text as it is generated (the requests are then streamed),
-            the tool calls and their results (see :class:`~gramagent.RunHooks`);
-            :func:`~gramagent.run_agent_stream` is the async-iterator form.
-        approve: asked about each call of a tool that requires approval, before it runs
-            (returns ``True``, ``False`` or ``Refused(reason)``; may be async). Without it
-            such calls wait: the run pauses (see :func:`resume_agent`).
+        **options: ``library``, ``model``, ``limits``, ``api``, ``base_url``, ``api_key``,
+            ``events``, ``dry_run``, ``tool_choice``, ``settings``, ``hooks``, ``approve``:
+            see :class:`RunAgentOptions`.
 
     Returns:
         The answer, the tool invocations, the conversation and the usage of the run; or,
         paused, the calls waiting for approval (``pending_approvals``).
 
     Raises:
+        TypeError: an unknown option.
         ValidationError: ``user_input`` is empty or holds a lone surrogate, or ``context``
             ends with calls waiting for approval (before any request).
         ToolError: binding ``agent`` to ``library`` failed (before any request).
@@ -139,28 +152,7 @@ async def run_agent(
     if clean_text(user_input) is not user_input:
         raise ValidationError("user input holds a lone surrogate (U+D800-U+DFFF), which no "
                               "request can carry: decode the text strictly, or replace them")
-    return await _start(
-        agent, user_input, library=library, context=context, model=model, limits=limits,
-        api=api, base_url=base_url, api_key=api_key, events=events, dry_run=dry_run,
-        tool_choice=tool_choice, settings=settings, hooks=hooks, approve=approve)
-
-
-class RunAgentOptions(TypedDict, total=False):
-    """The options :func:`run_agent` takes besides the agent, the message and the context
-    (as keyword arguments of :func:`resume_agent`)."""
-
-    library: ToolLibrary | None
-    model: Model | str | ModelRef | None
-    limits: RunLimits | None
-    api: str | None
-    base_url: str | None
-    api_key: str | None
-    events: EventSink | Iterable[EventSink] | None
-    dry_run: bool
-    tool_choice: ToolChoice
-    settings: Mapping[str, Any] | None
-    hooks: RunHooks | None
-    approve: Approver | None
+    return await _start(agent, user_input, context, options)
 
 
 async def resume_agent(
@@ -181,7 +173,7 @@ async def resume_agent(
             stored or deserialized: it ends with the waiting calls).
         decisions: per waiting call id (``response.pending_approvals[i].call_id``): ``True``
             to run it, ``False`` or ``Refused(reason)`` to refuse it.
-        **options: as for :func:`run_agent` (``library``, ``model``, ``approve``, ...).
+        **options: as for :func:`run_agent` (:class:`RunAgentOptions`).
 
     Returns:
         What :func:`run_agent` returns.
@@ -195,48 +187,43 @@ async def resume_agent(
     conversation = conversation_for(context)
     waiting = {call.id: call.name for call in conversation.unanswered_calls()}
     check_decisions(decisions, waiting)
-    return await _start(agent, dict(decisions), context=conversation, **options)
+    return await _start(agent, dict(decisions), conversation, options)
 
 
-async def _start(
-    agent: Agent | BoundAgent,
-    start: str | dict[str, Decision],
-    *,
-    context: Conversation | Iterable[Message] | None = None,
-    library: ToolLibrary | None = None,
-    model: Model | str | ModelRef | None = None,
-    limits: RunLimits | None = None,
-    api: str | None = None,
-    base_url: str | None = None,
-    api_key: str | None = None,
-    events: EventSink | Iterable[EventSink] | None = None,
-    dry_run: bool = False,
-    tool_choice: ToolChoice = "auto",
-    settings: Mapping[str, Any] | None = None,
-    hooks: RunHooks | None = None,
-    approve: Approver | None = None,
-) -> AgentResponse:
+async def _start(agent: Agent | BoundAgent, start: str | dict[str, Decision],
+                 context: Conversation | Iterable[Message] | None,
+                 options: RunAgentOptions) -> AgentResponse:
     """A run from a user message (``start`` the text), or resumed from decisions on the
     calls its ``context`` ends with."""
+    if not _OPTIONS.issuperset(options):
+        unknown = ", ".join(sorted(set(options) - _OPTIONS))
+        raise TypeError(f"unknown run option(s): {unknown} (see RunAgentOptions)")
+    dry_run = options.get("dry_run", False)
     # The common case (a bound agent, a new conversation) without a call: this runs once per
     # run, and at that rate every call counts.
-    bound = agent if isinstance(agent, BoundAgent) else bind(agent, library, dry_run=dry_run)
+    bound = (agent if isinstance(agent, BoundAgent)
+             else bind(agent, options.get("library"), dry_run=dry_run))
     conversation = (Conversation(id=new_id()) if context is None
                     else conversation_for(context))
     if isinstance(start, str) and context is not None and conversation.unanswered_calls():
         raise ValidationError(_waiting_message(conversation))
-    resolved, model_name, owned = model_for(model, bound.agent, api=api, base_url=base_url,
-                                            api_key=api_key)
+    model = options.get("model")
+    resolved, model_name, owned = model_for(
+        model, bound.agent, api=options.get("api"), base_url=options.get("base_url"),
+        api_key=options.get("api_key"))
+    events = options.get("events")
     run = _Run(
         bound=bound, model=resolved, model_name=model_name,
-        budget=Budget(limits or _DEFAULT_LIMITS, conversation,
+        budget=Budget(options.get("limits") or _DEFAULT_LIMITS, conversation,
                       asyncio.get_running_loop().time()),
         sinks=() if events is None else fan_out(events), dry_run=dry_run,
-        tool_choice=tool_choice, settings=dict(settings or {}),
-        conversation=conversation, run_id=new_id(), hooks=hooks, tracer=tracing.run_tracer(),
+        tool_choice=options.get("tool_choice", "auto"),
+        settings=dict(options.get("settings") or {}),
+        conversation=conversation, run_id=new_id(), hooks=options.get("hooks"),
+        tracer=tracing.run_tracer(),
         # Checked once per run, not per call: a disabled logger costs nothing then.
         info_logs=_tool_log.isEnabledFor(logging.INFO) or _usage_log.isEnabledFor(logging.INFO),
-        approve=approve, decisions=None if isinstance(start, str) else start,
+        approve=options.get("approve"), decisions=None if isinstance(start, str) else start,
     )
     try:
         if run.tracer is None:
