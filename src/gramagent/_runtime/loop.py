@@ -152,7 +152,10 @@ async def run_agent(
     if clean_text(user_input) is not user_input:
         raise ValidationError("user input holds a lone surrogate (U+D800-U+DFFF), which no "
                               "request can carry: decode the text strictly, or replace them")
-    return await _start(agent, user_input, context, options)
+    run = _new_run(agent, user_input, context, options)
+    if run.tracer is None:
+        return await run.run(user_input)
+    return await run.traced(user_input, _provider(options.get("model"), run.bound.agent))
 
 
 async def resume_agent(
@@ -187,14 +190,19 @@ async def resume_agent(
     conversation = conversation_for(context)
     waiting = {call.id: call.name for call in conversation.unanswered_calls()}
     check_decisions(decisions, waiting)
-    return await _start(agent, dict(decisions), conversation, options)
+    start = dict(decisions)
+    run = _new_run(agent, start, conversation, options)
+    if run.tracer is None:
+        return await run.run(start)
+    return await run.traced(start, _provider(options.get("model"), run.bound.agent))
 
 
-async def _start(agent: Agent | BoundAgent, start: str | dict[str, Decision],
-                 context: Conversation | Iterable[Message] | None,
-                 options: RunAgentOptions) -> AgentResponse:
+def _new_run(agent: Agent | BoundAgent, start: str | dict[str, Decision],
+             context: Conversation | Iterable[Message] | None,
+             options: RunAgentOptions) -> _Run:
     """A run from a user message (``start`` the text), or resumed from decisions on the
-    calls its ``context`` ends with."""
+    calls its ``context`` ends with: the agent bound, the model resolved, the conversation
+    copied (a plain function: a coroutine more per run costs measurably)."""
     if not _OPTIONS.issuperset(options):
         unknown = ", ".join(sorted(set(options) - _OPTIONS))
         raise TypeError(f"unknown run option(s): {unknown} (see RunAgentOptions)")
@@ -207,13 +215,12 @@ async def _start(agent: Agent | BoundAgent, start: str | dict[str, Decision],
                     else conversation_for(context))
     if isinstance(start, str) and context is not None and conversation.unanswered_calls():
         raise ValidationError(_waiting_message(conversation))
-    model = options.get("model")
     resolved, model_name, owned = model_for(
-        model, bound.agent, api=options.get("api"), base_url=options.get("base_url"),
-        api_key=options.get("api_key"))
+        options.get("model"), bound.agent, api=options.get("api"),
+        base_url=options.get("base_url"), api_key=options.get("api_key"))
     events = options.get("events")
-    run = _Run(
-        bound=bound, model=resolved, model_name=model_name,
+    return _Run(
+        bound=bound, model=resolved, model_name=model_name, owned=owned,
         budget=Budget(options.get("limits") or _DEFAULT_LIMITS, conversation,
                       asyncio.get_running_loop().time()),
         sinks=() if events is None else fan_out(events), dry_run=dry_run,
@@ -225,16 +232,6 @@ async def _start(agent: Agent | BoundAgent, start: str | dict[str, Decision],
         info_logs=_tool_log.isEnabledFor(logging.INFO) or _usage_log.isEnabledFor(logging.INFO),
         approve=options.get("approve"), decisions=None if isinstance(start, str) else start,
     )
-    try:
-        if run.tracer is None:
-            return await run.run(start)
-        return await run.traced(start, _provider(model, bound.agent))
-    except Exception as exc:
-        log_run_error(exc, agent=bound.agent.name)
-        raise
-    finally:
-        if owned:
-            await resolved.aclose()
 
 
 def _waiting_message(conversation: Conversation) -> str:
@@ -271,6 +268,8 @@ class _Run(ToolCalls):
 
     model: Model
     model_name: str
+    owned: bool
+    """Whether the run resolved its model itself (and closes it at its end)."""
     tool_choice: ToolChoice
     """For the first request; later ones use ``"auto"`` (or ``"none"`` to ask for the answer)."""
     settings: dict[str, Any]
@@ -292,7 +291,7 @@ class _Run(ToolCalls):
 
     async def run(self, start: str | dict[str, Decision]) -> AgentResponse:
         """The run from user message ``start``, or resumed with decisions on the calls its
-        conversation ends with."""
+        conversation ends with. Logs the error that ends it; closes an owned model."""
         if isinstance(start, str):
             self.conversation.append(UserMessage(content=start))
         hooks = self.hooks
@@ -324,8 +323,13 @@ class _Run(ToolCalls):
                 # make it run more often: without them, a third fewer gen-0 collections.
                 del turn
             return self._paused()
+        except Exception as exc:
+            log_run_error(exc, agent=self.bound.agent.name)
+            raise
         finally:
             budget.disarm()
+            if self.owned:
+                await self.model.aclose()
 
     async def _call_tools(self, turn: ModelTurn, *, replay: bool = True) -> None:
         """:meth:`run_tool_calls`, with the hooks told of the calls and their results."""
@@ -415,7 +419,7 @@ class _Run(ToolCalls):
         return AgentResponse(
             content="", tool_invocations=tuple(self.invocations), context=self.conversation,
             usage=self.budget.usage, run_id=self.run_id, finish_reason="approval_required",
-            pending_approvals=tuple(self.awaiting))
+            pending_approvals=tuple(self.awaiting or ()))
 
     def _response(self, turn: ModelTurn, finish: str) -> AgentResponse:
         self.conversation.append(AssistantMessage(content=turn.text))

@@ -118,8 +118,9 @@ class ToolCalls:
     pauses)."""
     decisions: Mapping[str, Decision] | None = None
     """Decisions given in advance, per call id (a resumed run's)."""
-    awaiting: list[ApprovalRequest] = field(default_factory=list)
-    """The calls of the last turn left waiting for approval: the run pauses when any are."""
+    awaiting: list[ApprovalRequest] | None = None
+    """The calls of the last turn left waiting for approval (None: none, the usual run; made
+    on the first): the run pauses when any are."""
 
     async def run_tool_calls(self, turn: ModelTurn, remaining: float | None, *,
                              replay: bool = True) -> None:
@@ -246,6 +247,8 @@ class ToolCalls:
                                       arguments=c.arguments)
             decision = await self._decide(request)
             if decision is None:
+                if self.awaiting is None:
+                    self.awaiting = []
                 self.awaiting.append(request)
                 continue
             c.rejection = refused = refusal(c.call.name, decision)
