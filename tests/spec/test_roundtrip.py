@@ -112,8 +112,9 @@ def signatures(draw: st.DrawFn) -> Signature:
                      returns=draw(_schemas), keywords=keywords)
 
 
-_tools = st.builds(lambda name, description, sig: ToolSpec.create(name, description, sig),
-                   _names, _solid, signatures())
+_tools = st.builds(lambda name, description, sig, approval: ToolSpec.create(
+    name, description, sig, requires_approval=approval),
+    _names, _solid, signatures(), st.booleans())
 
 
 @st.composite
