@@ -137,3 +137,28 @@ async def test_the_agent_itself_is_served_as_a_tool(library: ToolLibrary) -> Non
     assert _text(again) == "The tool said: Hello, Lin! Nice to meet you."
     # One MCP session is one conversation: the second turn carries the first.
     assert any(m["role"] == "user" and "Grace" in str(m["content"]) for m in last_request)
+
+
+async def test_a_served_agent_hears_that_nobody_can_approve(library: ToolLibrary) -> None:
+    """The agent's tool needs approval; over MCP nobody can give it: the call is refused
+    (not run), the agent is told why and answers."""
+    guarded = ToolLibrary()
+    ran: list[str] = []
+
+    @guarded.register(requires_approval=True)
+    def sayHello(personName: str = "world") -> str:
+        """Returns a friendly greeting message for the given name"""
+        ran.append(personName)
+        return f"Hello, {personName}!"
+
+    agent = load_agent(HELLO)
+    with ScriptedServer(greeter) as model_server:
+        model = resolve_model("openai/scripted", base_url=model_server.base_url,
+                              api_key="sk-test")
+        server = build_server(guarded, agent, agent_tool=True, model=model)
+        with running_http(server) as url:
+            async with Client(url, mode="legacy") as client:
+                answer = await client.call_tool(agent.name, {"input": "Hi, I'm Grace"})
+        await model.aclose()
+    assert not answer.is_error and ran == []
+    assert "nobody can approve tool calls through this MCP server" in _text(answer)

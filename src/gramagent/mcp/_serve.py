@@ -38,7 +38,8 @@ from gramagent._models.base import Model
 from gramagent._runtime.invoke import execute
 from gramagent._runtime.library import BoundAgent, Tool, ToolContext, ToolLibrary
 from gramagent._runtime.limits import INHERIT, RunLimits
-from gramagent._runtime.loop import run_agent
+from gramagent._runtime.approval import Refused
+from gramagent._runtime.loop import resume_agent, run_agent
 from gramagent._spec.model import Agent
 from gramagent._spec.validate import compile_validator
 from gramagent.errors import ConfigurationError, GramagentError
@@ -112,6 +113,11 @@ class _Service:
             response = await run_agent(self.bound, message, library=self.library,
                                        context=self.conversations.get(session),
                                        model=self.model, limits=self.limits)
+            while response.paused:  # nobody here can approve: the agent hears so and answers
+                response = await resume_agent(
+                    self.bound, response, dict.fromkeys(
+                        (p.call_id for p in response.pending_approvals), _NO_APPROVER),
+                    library=self.library, model=self.model, limits=self.limits)
         except GramagentError as exc:
             return _error(f"{type(exc).__name__}: {exc}")
         self.conversations[session] = response.context
@@ -119,6 +125,10 @@ class _Service:
         while len(self.conversations) > self.library.max_conversations:
             self.conversations.popitem(last=False)
         return _result(response.content or "")
+
+
+_NO_APPROVER = Refused("nobody can approve tool calls through this MCP server")
+"""The decision on an agent's call that needs approval, when the agent is served over MCP."""
 
 
 def _result(text: str, *, error: bool = False) -> types.CallToolResult:
