@@ -35,10 +35,10 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
 
 from gramagent._models.base import Model
+from gramagent._runtime.approval import Refused
 from gramagent._runtime.invoke import execute
 from gramagent._runtime.library import BoundAgent, Tool, ToolContext, ToolLibrary
 from gramagent._runtime.limits import INHERIT, RunLimits
-from gramagent._runtime.approval import Refused
 from gramagent._runtime.loop import resume_agent, run_agent
 from gramagent._spec.model import Agent
 from gramagent._spec.validate import compile_validator
