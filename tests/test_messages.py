@@ -46,3 +46,21 @@ def test_a_pickled_conversation_leaves_its_rendering_memo_behind() -> None:
     conversation.rendered["chat"] = ((), [], [])
     back = pickle.loads(pickle.dumps(conversation))
     assert back == conversation and back.id == "c1" and back.rendered == {}
+
+
+def test_ids_the_conversation_holds_are_not_given_again() -> None:
+    """Across turns too: a model (or server) that numbers calls per reply reuses ids."""
+    assert [c.id for c in unique_call_ids(calls("call_0"), {"call_0"})] == ["call_0~2"]
+    assert [c.id for c in unique_call_ids(calls("call_0", "call_1"),
+                                          {"call_0", "call_0~2"})] == ["call_0~3", "call_1"]
+    fresh = calls("x")
+    assert unique_call_ids(fresh, {"y"}) is fresh
+
+
+@settings(max_examples=60)
+@given(st.lists(st.sampled_from(["", "a", "a~2", "b", "call~2"]), max_size=6),
+       st.sets(st.sampled_from(["a", "a~2", "a~3", "b", "call~2", "c"])))
+def test_new_ids_avoid_the_used_ones(ids: list[str], used: set[str]) -> None:
+    out = unique_call_ids(calls(*ids), used)
+    new = [c.id for c in out]
+    assert len(set(new)) == len(new) and all(new) and used.isdisjoint(new)

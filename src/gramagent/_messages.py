@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
@@ -43,17 +44,20 @@ class ToolCall:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
 
 
-def unique_call_ids(calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
-    """``calls`` with every id unique: a repeated id (or an empty one) gets a suffix
-    (``call_1`` -> ``call_1~2``), so each call is answered exactly once in every wire format.
+def unique_call_ids(calls: tuple[ToolCall, ...], used: AbstractSet[str] = frozenset()
+                    ) -> tuple[ToolCall, ...]:
+    """``calls`` with every id unique, also against ``used`` (the ids of the conversation's
+    earlier calls): a repeated id (or an empty one) gets a suffix (``call_1`` ->
+    ``call_1~2``), so each call is answered exactly once in every wire format, and a
+    conversation never holds one id twice (strict servers refuse a Responses input that does).
     The calls are returned as they are when their ids already differ (the usual reply)."""
-    if len(calls) == 1 and calls[0].id:  # the usual turn: no generator, no set
+    if len(calls) == 1 and calls[0].id and calls[0].id not in used:  # the usual turn
         return calls
     ids = [c.id for c in calls]
-    if len(set(ids)) == len(ids) and all(ids):
+    if len(set(ids)) == len(ids) and all(ids) and used.isdisjoint(ids):
         return calls
-    taken = set(ids)
-    seen: set[str] = set()
+    taken = set(ids).union(used)
+    seen = set(used)
     out: list[ToolCall] = []
     for call in calls:
         new_id = call.id
@@ -211,6 +215,11 @@ class Conversation:
         copy = Conversation(self._messages, id=self.id)
         copy.rendered = self.rendered  # a memo of renderings of both (never of their value)
         return copy
+
+    def call_ids(self) -> set[str]:
+        """The ids of every tool call in the conversation."""
+        return {c.id for m in self._messages if isinstance(m, AssistantMessage)
+                for c in m.tool_calls}
 
     def unanswered_calls(self) -> tuple[ToolCall, ...]:
         """The tool calls of the last assistant message that have no result yet (in call

@@ -207,3 +207,43 @@ def test_each_issue_example_is_refused_before_the_tool(api: str, argument: str) 
         assert invocation.error_type == "tool_payload_parse_error", invocation
         assert received == []
     assert response.content == "fine"
+
+
+@pytest.mark.parametrize("api", APIS)
+@settings(max_examples=15, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(turns=st.lists(st.lists(st.sampled_from(["call_0", "call_1", "", "call_0~2"]),
+                               min_size=1, max_size=3), min_size=1, max_size=3),
+       again=st.booleans())
+def test_call_ids_repeated_across_turns_are_made_unique(api: str, turns: list[list[str]],
+                                                        again: bool) -> None:
+    """A server numbering calls per reply repeats ids across turns (and across runs of one
+    conversation): each call still gets an id of its own, so the history every wire format
+    sends pairs each call with one result (strict Responses servers refuse duplicates)."""
+    library = recording_library([])
+    single = api not in PARALLEL_APIS
+    script = [calls(*(call("sayHello", json.dumps({"personName": f"p{t}{i}"}), id=i_d)
+                      for i, i_d in enumerate(ids[:1] if single else ids)))
+              for t, ids in enumerate(turns)]
+    script.append(reply("done"))
+    if again:  # a second run on the same conversation, numbering from call_0 again
+        script += [call("sayHello", '{"personName": "again"}', id="call_0"), reply("again")]
+    with ScriptedServer(script) as server:
+        agent = _agent(library)
+        response = run_agent_sync(agent, "Hi", library=library, model="openai/scripted",
+                                  api=api, base_url=server.base_url,
+                                  limits=RunLimits(repeat_guard=False))
+        if again:
+            response = run_agent_sync(agent, "More", library=library, context=response.context,
+                                      model="openai/scripted", api=api,
+                                      base_url=server.base_url)
+        last = server.requests[-1].body
+    made = [c.id for t, _ in _turns(response.context) for c in t.tool_calls]
+    assert len(made) == len(set(made)) and all(made)
+    answered = [r.call_id for _, results in _turns(response.context) for r in results]
+    assert answered == made
+    wire = [i["call_id"] for i in last.get("input", ()) if i.get("type") == "function_call"]
+    wire += [c["id"] for m in last.get("messages", ()) for c in m.get("tool_calls") or ()]
+    assert len(wire) == len(set(wire))
+    sent = [i for i, _ in sent_results(last) if i is not None]
+    assert len(sent) == len(set(sent))

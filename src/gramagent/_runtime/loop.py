@@ -276,6 +276,8 @@ class _Run(ToolCalls):
     hooks: RunHooks | None = None
     provider: str = ""
     """The model's provider, for the spans."""
+    call_ids: set[str] | None = None
+    """The ids of the conversation's calls (made on the first reply with calls)."""
 
     async def traced(self, start: str | dict[str, Decision], provider: str) -> AgentResponse:
         """:meth:`run` inside its ``invoke_agent`` span."""
@@ -375,13 +377,18 @@ class _Run(ToolCalls):
         if turn.usage is not None and self.info_logs:
             log_usage(turn.usage, model=self.model_name)
         if turn.tool_calls or turn.cut_off_calls:
-            # A model may repeat a call id (or send none): every call gets its own, so each is
-            # answered exactly once, whatever the wire format.
+            # A model may repeat a call id, within a reply or across turns, or send none: every
+            # call gets its own, so each is answered exactly once, whatever the wire format.
+            used = self.call_ids
+            if used is None:  # the ids of the conversation so far, gathered once per run
+                used = self.call_ids = self.conversation.call_ids()
             calls = turn.tool_calls + turn.cut_off_calls
-            unique = unique_call_ids(calls)
+            unique = unique_call_ids(calls, used)
             if unique is not calls:
                 n = len(turn.tool_calls)
                 turn = replace(turn, tool_calls=unique[:n], cut_off_calls=unique[n:])
+            for c in unique:
+                used.add(c.id)
         return turn
 
     async def _send(self, request: ModelRequest) -> ModelTurn:
