@@ -3,6 +3,7 @@ server: names, GenAI attributes, parent/child, error status, and no argument tex
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,7 +12,7 @@ from runtime_support import ModelFactory, Tools, script
 
 from gramagent import run_agent
 from gramagent._runtime.tracing import run_tracer
-from gramagent._spec.model import Agent
+from gramagent._spec.model import Agent, ModelRef
 from gramagent.errors import ModelAPIError
 from gramagent.testing import ScriptedServer, call, calls, error, reply
 
@@ -109,3 +110,23 @@ def test_no_tracer_without_a_configured_provider() -> None:
     """The default (proxy) provider means tracing is off."""
     assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
     assert run_tracer() is None
+
+
+@pytest.mark.parametrize("given", ["model object", "base_url"])
+async def test_a_local_model_asked_of_a_server_is_named_openai(
+        given: str, spans: InMemorySpanExporter, tools: Tools, agent: Agent,
+        server: ScriptedServer, model_for: ModelFactory) -> None:
+    """An agent whose model is local/NAME, run against an OpenAI-compatible server (the
+    CLI's --base-url): the spans name the provider the requests went to, not the embedded
+    model."""
+    local = dataclasses.replace(agent, model=ModelRef.parse("local/qwen2.5-coder-0.5b"))
+    script(server, reply("hi"))
+    if given == "model object":
+        await run_agent(local, "Hi", library=tools.library, model=model_for(server, "chat"))
+    else:
+        await run_agent(local, "Hi", library=tools.library, base_url=server.base_url,
+                        api_key="sk-test")
+    run = spans.get_finished_spans()[-1]
+    assert run.name == "invoke_agent hello_world_agent"
+    assert run.attributes is not None
+    assert run.attributes["gen_ai.provider.name"] == "openai"

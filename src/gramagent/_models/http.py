@@ -624,6 +624,8 @@ class HTTPAdapter:
 
     http: HTTPClient
     """The client every request of this adapter goes through."""
+    provider = "openai"
+    """What the spans name as ``gen_ai.provider.name``: any OpenAI-compatible server."""
     model_name: str | None = None
     """The model this adapter was made for (:func:`~gramagent._models.registry.resolve_model`
     sets it from the model reference); a run given this adapter sends it as the model name.

@@ -391,6 +391,9 @@ class LocalModel:
     request, then delegates to a :class:`~gramagent._models.chat.ChatCompletionsModel`.
     """
 
+    provider = "local"
+    """What the spans name as ``gen_ai.provider.name``: the embedded model."""
+
     def __init__(
         self,
         name: str,

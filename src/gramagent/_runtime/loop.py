@@ -155,7 +155,7 @@ async def run_agent(
     run = _new_run(agent, user_input, context, options)
     if run.tracer is None:
         return await run.run(user_input)
-    return await run.traced(user_input, _provider(options.get("model"), run.bound.agent))
+    return await run.traced(user_input, _provider(options, run.bound.agent))
 
 
 async def resume_agent(
@@ -194,7 +194,7 @@ async def resume_agent(
     run = _new_run(agent, start, conversation, options)
     if run.tracer is None:
         return await run.run(start)
-    return await run.traced(start, _provider(options.get("model"), run.bound.agent))
+    return await run.traced(start, _provider(options, run.bound.agent))
 
 
 def _new_run(agent: Agent | BoundAgent, start: str | dict[str, Decision],
@@ -452,10 +452,15 @@ async def _streamed(model: Model, request: ModelRequest, hooks: RunHooks) -> Mod
     return turn
 
 
-def _provider(model: Model | str | ModelRef | None, agent: Agent) -> str:
-    """The provider of the model a run uses, for its spans (the agent's, for a Model)."""
-    if isinstance(model, str):
-        return ModelRef.parse(model).provider
-    if isinstance(model, ModelRef):
-        return model.provider
-    return agent.model.provider
+def _provider(options: RunAgentOptions, agent: Agent) -> str:
+    """The provider of the model a run uses, for its spans: a model object's ``provider``
+    (the HTTP adapters say ``openai``: they speak to an OpenAI-compatible server), else the
+    reference's, where a ``local`` model asked of a server at ``base_url`` is ``openai``."""
+    model = options.get("model")
+    if model is not None and not isinstance(model, (str, ModelRef)):
+        return getattr(model, "provider", None) or agent.model.provider
+    ref = (agent.model if model is None
+           else model if isinstance(model, ModelRef) else ModelRef.parse(model))
+    if ref.provider == "local" and options.get("base_url"):
+        return "openai"
+    return ref.provider
