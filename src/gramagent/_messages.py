@@ -16,6 +16,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from gramagent._frozen import constructor
+
 __all__ = [
     "AssistantMessage",
     "Conversation",
@@ -25,6 +27,11 @@ __all__ = [
     "Usage",
     "UserMessage",
     "message_from_dict",
+    "new_assistant_message",
+    "new_tool_call",
+    "new_tool_result",
+    "new_usage",
+    "new_user_message",
     "unique_call_ids",
 ]
 
@@ -68,7 +75,7 @@ def unique_call_ids(calls: tuple[ToolCall, ...], used: AbstractSet[str] = frozen
                 n += 1
             new_id = f"{base}~{n}"
             taken.add(new_id)
-            call = ToolCall(id=new_id, name=call.name, arguments=call.arguments)
+            call = new_tool_call(id=new_id, name=call.name, arguments=call.arguments)
         seen.add(new_id)
         out.append(call)
     return tuple(out)
@@ -88,7 +95,7 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
+        return new_usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             requests=self.requests + other.requests,
@@ -155,6 +162,14 @@ class ToolResultMessage:
 
 
 Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
+
+# The same objects as the classes make, built the cheap way (the loop and the adapters make
+# several per run; gramagent._frozen says why).
+new_tool_call = constructor(ToolCall)
+new_usage = constructor(Usage)
+new_user_message = constructor(UserMessage)
+new_assistant_message = constructor(AssistantMessage)
+new_tool_result = constructor(ToolResultMessage)
 
 
 def message_from_dict(data: Mapping[str, Any]) -> Message:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gramagent import _json as exact_json
-from gramagent._messages import Message, ToolCall, Usage
+from gramagent._messages import Message, ToolCall, Usage, new_usage
 from gramagent._spec.definition import ToolDefinition
 
 __all__ = [
@@ -177,13 +177,13 @@ def usage_from(data: Any, input_key: str, output_key: str) -> Usage | None:
     out = data.get(output_key)
     if (type(inp) is int and type(out) is int  # the usual reply
             and 0 <= inp <= MAX_REPORTED_TOKENS and 0 <= out <= MAX_REPORTED_TOKENS):
-        return Usage(input_tokens=inp, output_tokens=out, requests=1)
+        return new_usage(input_tokens=inp, output_tokens=out, requests=1)
     if inp is None and out is None:
         return None
     if not all(v is None or (type(v) is int and 0 <= v <= MAX_REPORTED_TOKENS)
                for v in (inp, out)):
         return None
-    return Usage(input_tokens=inp or 0, output_tokens=out or 0, requests=1)
+    return new_usage(input_tokens=inp or 0, output_tokens=out or 0, requests=1)
 
 
 class ToolsMemo:

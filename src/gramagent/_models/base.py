@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+from gramagent._frozen import constructor
 from gramagent._messages import Message, ToolCall, Usage
 from gramagent._spec.definition import ToolDefinition
 
@@ -23,6 +24,8 @@ __all__ = [
     "StreamingModel",
     "TextSink",
     "ToolChoice",
+    "new_request",
+    "new_turn",
 ]
 
 
@@ -76,6 +79,11 @@ class ModelTurn:
     never to run, nor to be sent back as calls (their arguments are partial)."""
     raw: Any = None
     """The decoded wire response, for debugging (``-v``); never read by the loop."""
+
+
+# The same objects as the classes make, built the cheap way (gramagent._frozen says why).
+new_request = constructor(ModelRequest)
+new_turn = constructor(ModelTurn)
 
 
 @runtime_checkable

@@ -63,6 +63,7 @@ from gramagent._messages import (
     ToolResultMessage,
     Usage,
     UserMessage,
+    new_tool_call,
 )
 from gramagent._models._wire import (
     RenderedReply,
@@ -82,6 +83,7 @@ from gramagent._models.base import (
     NamedToolChoice,
     TextSink,
     ToolChoice,
+    new_turn,
 )
 from gramagent._models.http import HTTPAdapter, HTTPClient, HTTPOptions
 from gramagent._models.jsoncalls import (
@@ -475,7 +477,7 @@ def parse_chat_reply(
     cut_off: tuple[ToolCall, ...] = ()
     if finish == "length":
         calls, cut_off = split_cut_off(calls)
-    return ModelTurn(
+    return new_turn(
         text=text,
         tool_calls=calls,
         cut_off_calls=cut_off,
@@ -506,7 +508,7 @@ def _native_calls(message: Mapping[str, Any]) -> tuple[ToolCall, ...]:
             call_id = raw.get("id")
             name = fn.get("name")
             arguments = fn.get("arguments")
-            calls.append(ToolCall(
+            calls.append(new_tool_call(
                 id=call_id if isinstance(call_id, str) and call_id else new_call_id(),
                 name=name if isinstance(name, str) else "",
                 arguments=arguments if isinstance(arguments, str) else arguments_text(arguments),
@@ -514,7 +516,7 @@ def _native_calls(message: Mapping[str, Any]) -> tuple[ToolCall, ...]:
     legacy = message.get("function_call")
     if not calls and isinstance(legacy, dict):
         name = legacy.get("name")
-        calls.append(ToolCall(
+        calls.append(new_tool_call(
             id=new_call_id(),
             name=name if isinstance(name, str) else "",
             arguments=arguments_text(legacy.get("arguments")),
@@ -730,7 +732,7 @@ def render_reply(turn: ModelTurn, request: Mapping[str, Any], *, model: str, num
     stream, the constrained tool-step content when it asks for that format (unless
     ``verbatim``: then the text goes out as it is, to script malformed constrained output)."""
     if wants_tool_step(request) and not verbatim:
-        turn = ModelTurn(text=tool_step_content(turn), usage=turn.usage, finish_reason="stop")
+        turn = new_turn(text=tool_step_content(turn), usage=turn.usage, finish_reason="stop")
     legacy = bool(request.get("functions")) and not request.get("tools")
     reply_id = f"chatcmpl-{number}"
     if request.get("stream") is True:

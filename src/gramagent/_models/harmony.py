@@ -43,7 +43,7 @@ from typing import Any, Final, Unpack
 import orjson
 
 from gramagent import _json as exact_json
-from gramagent._messages import AssistantMessage, ToolCall
+from gramagent._messages import AssistantMessage, ToolCall, new_tool_call
 from gramagent._models._wire import (
     RenderedReply,
     ReplyError,
@@ -57,6 +57,7 @@ from gramagent._models.base import (
     NamedToolChoice,
     TextSink,
     ToolChoice,
+    new_turn,
 )
 from gramagent._models.harmony_parse import (
     CALL,
@@ -303,7 +304,7 @@ def read_completion(data: Mapping[str, Any], *, prefill: str = "") -> ModelTurn:
         finish = "tool_calls"
     elif finish == "length" and messages and _cut_off_call(messages[-1]):
         cut_off = (_tool_call(messages[-1]),)  # so that the loop tells the model
-    return ModelTurn(
+    return new_turn(
         text=turn.text,
         tool_calls=turn.tool_calls,
         cut_off_calls=cut_off,
@@ -339,7 +340,7 @@ def turn_from_messages(messages: Sequence[HarmonyMessage]) -> ModelTurn:
         elif message.channel != "analysis" and message.content.strip():
             other.append(message.content)
     chosen = final or other
-    return ModelTurn(
+    return new_turn(
         text="\n\n".join(chosen) if chosen else None,
         tool_calls=tuple(calls),
         raw={
@@ -368,7 +369,7 @@ def _tool_call(message: HarmonyMessage) -> ToolCall:
         arguments = _stub_arguments(message.content)
     else:
         arguments = message.content
-    return ToolCall(id=new_call_id(), name=name, arguments=arguments)
+    return new_tool_call(id=new_call_id(), name=name, arguments=arguments)
 
 
 def _stub_arguments(payload: str) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from gramagent import _json as exact_json
-from gramagent._messages import ToolCall
+from gramagent._messages import ToolCall, new_tool_call
 from gramagent._models._wire import arguments_text, new_call_id
 from gramagent._models.base import ModelTurn, NamedToolChoice, ToolChoice
 from gramagent._spec.definition import ToolDefinition
@@ -207,7 +207,7 @@ def _read_step(step: Any, tool_names: Collection[str]) -> ToolCall | str | None:
             text = args.get("text") if isinstance(args, dict) else args
             if isinstance(text, str):
                 return text
-        return ToolCall(id=new_call_id(), name=name, arguments=arguments_text(args))
+        return new_tool_call(id=new_call_id(), name=name, arguments=arguments_text(args))
     text = step.get("text")
     if isinstance(text, str):
         return text
@@ -224,7 +224,7 @@ def _broken_call(body: str) -> ToolCall:
             name = name_match.group(1)
     args_match = _ARGUMENTS_FIELD.search(body)
     arguments = body[args_match.end():] if args_match is not None else body
-    return ToolCall(id=new_call_id(), name=name, arguments=arguments)
+    return new_tool_call(id=new_call_id(), name=name, arguments=arguments)
 
 
 def allows_several_calls(tools: Sequence[ToolDefinition], tool_choice: ToolChoice) -> bool:
@@ -383,7 +383,7 @@ def _collect_calls(value: Any, tool_names: Collection[str], out: list[ToolCall])
         args = value["arguments"] if "arguments" in value else value["parameters"]
         call_id = value.get("id")
         out.append(
-            ToolCall(
+            new_tool_call(
                 id=call_id if isinstance(call_id, str) and call_id else new_call_id(),
                 name=name,
                 arguments=arguments_text(args),

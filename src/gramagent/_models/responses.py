@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Unpack
 
 from gramagent import _json as exact_json
-from gramagent._messages import AssistantMessage, Message, ToolCall, UserMessage
+from gramagent._messages import AssistantMessage, Message, ToolCall, UserMessage, new_tool_call
 from gramagent._models._wire import (
     RenderedReply,
     ReplyError,
@@ -55,6 +55,7 @@ from gramagent._models.base import (
     NamedToolChoice,
     TextSink,
     ToolChoice,
+    new_turn,
 )
 from gramagent._models.http import HTTPAdapter, HTTPClient, HTTPOptions
 from gramagent._spec.definition import ToolDefinition
@@ -292,7 +293,7 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
             call_id = item.get("call_id") or item.get("id")
             name = item.get("name")
             arguments = item.get("arguments")
-            calls.append(ToolCall(
+            calls.append(new_tool_call(
                 id=call_id if isinstance(call_id, str) and call_id else new_call_id(),
                 name=name if isinstance(name, str) else "",
                 arguments=arguments if isinstance(arguments, str) else arguments_text(arguments),
@@ -308,7 +309,7 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
     else:
         finish = "stop"
     whole, cut_off = split_cut_off(tuple(calls)) if finish == "length" else (tuple(calls), ())
-    return ModelTurn(
+    return new_turn(
         text="".join(texts) if texts else None,
         tool_calls=whole,
         cut_off_calls=cut_off,

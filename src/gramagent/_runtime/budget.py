@@ -19,6 +19,7 @@ from gramagent._messages import (
     ToolResultMessage,
     Usage,
     UserMessage,
+    new_usage,
 )
 from gramagent._models.base import ModelRequest, ModelTurn
 from gramagent._runtime.deadline import RunDeadline
@@ -62,7 +63,7 @@ class Budget(RunDeadline):
     @property
     def usage(self) -> Usage:
         """Tokens and requests of the run so far."""
-        return Usage(input_tokens=self.input_tokens, output_tokens=self.output_tokens,
+        return new_usage(input_tokens=self.input_tokens, output_tokens=self.output_tokens,
                      requests=self.requests)
 
     def remaining(self, now: float) -> float | None:
@@ -119,7 +120,7 @@ class Budget(RunDeadline):
         for message in request.messages:
             chars += _message_chars(message)
         out = len(turn.text or "") + sum(len(c.name) + len(c.arguments) for c in turn.tool_calls)
-        return Usage(input_tokens=-(-chars // CHARS_PER_TOKEN),
+        return new_usage(input_tokens=-(-chars // CHARS_PER_TOKEN),
                      output_tokens=-(-out // CHARS_PER_TOKEN))
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gramagent._frozen import constructor
 from gramagent._messages import Conversation, Usage
 from gramagent._runtime.approval import ApprovalRequest
 
-__all__ = ["AgentResponse", "ToolInvocation"]
+__all__ = ["AgentResponse", "ToolInvocation", "new_invocation", "new_response"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,3 +96,8 @@ class AgentResponse:
             "finish_reason": self.finish_reason,
             "pending_approvals": [p.to_dict() for p in self.pending_approvals],
         }
+
+
+# The same objects as the classes make, built the cheap way (gramagent._frozen says why).
+new_invocation = constructor(ToolInvocation)
+new_response = constructor(AgentResponse)

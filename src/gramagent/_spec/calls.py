@@ -17,6 +17,7 @@ from typing import Any, Final, Literal, TypeAlias
 import orjson
 
 from gramagent import _json as exact_json
+from gramagent._frozen import constructor
 from gramagent._spec.nulls import strip_strict_nulls
 
 __all__ = [
@@ -77,6 +78,10 @@ class PreparedCall:
 
     name: str
     arguments: dict[str, Any]
+
+
+_new_prepared = constructor(PreparedCall)
+"""Builds a :class:`PreparedCall` (every checked call makes one) the cheap way."""
 
 
 def error_text(error_type: ToolErrorType, detail: str) -> str:
@@ -195,7 +200,7 @@ def check_parsed(
             f"arguments do not match the schema ({len(problems)} problem"
             f"{'s' if len(problems) != 1 else ''})",
         )
-    return PreparedCall(name, arguments)
+    return _new_prepared(name, arguments)
 
 
 def unknown_tool(name: str, known: Collection[str]) -> CallRejection:
