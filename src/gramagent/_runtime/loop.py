@@ -37,14 +37,21 @@ from typing_extensions import Unpack
 from gramagent._json import clean_text
 from gramagent._logs import TOOL_LOGGER, USAGE_LOGGER, log_run_error, log_usage
 from gramagent._messages import (
-    AssistantMessage,
     Conversation,
     Message,
     Usage,
-    UserMessage,
+    new_assistant_message,
+    new_user_message,
     unique_call_ids,
 )
-from gramagent._models.base import Model, ModelRequest, ModelTurn, StreamingModel, ToolChoice
+from gramagent._models.base import (
+    Model,
+    ModelRequest,
+    ModelTurn,
+    StreamingModel,
+    ToolChoice,
+    new_request,
+)
 from gramagent._runtime import tracing
 from gramagent._runtime.approval import Approver, Decision, check_decisions
 from gramagent._runtime.budget import Budget
@@ -52,7 +59,7 @@ from gramagent._runtime.events import EventSink, fan_out
 from gramagent._runtime.hooks import RunHooks
 from gramagent._runtime.library import BoundAgent, ToolLibrary
 from gramagent._runtime.limits import RunLimits
-from gramagent._runtime.results import AgentResponse, ToolInvocation
+from gramagent._runtime.results import AgentResponse, ToolInvocation, new_response
 from gramagent._runtime.setup import bind, conversation_for, model_for, new_id
 from gramagent._runtime.tool_calls import ToolCalls
 from gramagent._spec.model import Agent, ModelRef
@@ -295,7 +302,7 @@ class _Run(ToolCalls):
         """The run from user message ``start``, or resumed with decisions on the calls its
         conversation ends with. Logs the error that ends it; closes an owned model."""
         if isinstance(start, str):
-            self.conversation.append(UserMessage(content=start))
+            self.conversation.append(new_user_message(content=start))
         hooks = self.hooks
         if hooks is not None:
             hooks.on_start(self.conversation)
@@ -351,7 +358,7 @@ class _Run(ToolCalls):
             LimitExceeded: the wall time ran out while waiting for the model.
             ModelAPIError: the model failed; carries the conversation and usage so far.
         """
-        request = ModelRequest(
+        request = new_request(
             model=self.model_name, instruction=self.bound.agent.instruction,
             messages=self.conversation.messages, tools=self.bound.definitions,
             tool_choice=tool_choice, settings=self.settings,
@@ -429,11 +436,11 @@ class _Run(ToolCalls):
             pending_approvals=tuple(self.awaiting or ()))
 
     def _response(self, turn: ModelTurn, finish: str) -> AgentResponse:
-        self.conversation.append(AssistantMessage(content=turn.text))
+        self.conversation.append(new_assistant_message(content=turn.text))
         usage = self.budget.usage
         if self.info_logs:
             log_usage(usage, model=self.model_name, scope="run")
-        return AgentResponse(
+        return new_response(
             content=turn.text or "", tool_invocations=tuple(self.invocations),
             context=self.conversation, usage=usage,
             stopped_by="repeated_call" if self.force_answer else None, run_id=self.run_id,

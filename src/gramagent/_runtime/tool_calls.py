@@ -29,11 +29,11 @@ from typing import Any
 from gramagent import _json as exact_json
 from gramagent._logs import log_tool_call
 from gramagent._messages import (
-    AssistantMessage,
     Conversation,
     ToolCall,
-    ToolResultMessage,
     UserMessage,
+    new_assistant_message,
+    new_tool_result,
 )
 from gramagent._models.base import ModelTurn
 from gramagent._runtime import tracing
@@ -50,7 +50,7 @@ from gramagent._runtime.events import (
 from gramagent._runtime.invoke import Outcome, execute
 from gramagent._runtime.library import BoundAgent, Tool, ToolContext
 from gramagent._runtime.limits import INHERIT
-from gramagent._runtime.results import ToolInvocation
+from gramagent._runtime.results import ToolInvocation, new_invocation
 from gramagent._spec.calls import (
     INVALID_CALL_TYPES,
     CallRejection,
@@ -160,7 +160,7 @@ class ToolCalls:
         # A reply of one cut-off call leaves neither text nor calls: an empty text keeps the
         # roles alternating for chat templates that require it.
         text = turn.text if turn.text is not None or calls else ""
-        self.conversation.append(AssistantMessage(content=text, tool_calls=calls))
+        self.conversation.append(new_assistant_message(content=text, tool_calls=calls))
 
     def _check_call_limit(self, calls: Sequence[ToolCall], cut_off: Sequence[ToolCall]
                           ) -> None:
@@ -169,7 +169,7 @@ class ToolCalls:
         if limit is None or asked <= limit:
             return
         for call in calls:
-            self.conversation.append(ToolResultMessage(
+            self.conversation.append(new_tool_result(
                 call_id=call.id, name=call.name, is_error=True,
                 content=f"Not run: the run stopped at its limit of {limit} tool calls."))
         raise self.budget.exceeded("max_tool_calls", limit, asked,
@@ -407,9 +407,9 @@ class ToolCalls:
                 self.answered[c.repeat_key] = (result, text)
         failed = error_type is not None and error_type != "repeated_call"
         if not c.cut_off:  # a cut-off call is not in the conversation: a note tells of it
-            self.conversation.append(ToolResultMessage(
+            self.conversation.append(new_tool_result(
                 call_id=call.id, name=call.name, content=text, is_error=failed))
-        self.invocations.append(ToolInvocation(
+        self.invocations.append(new_invocation(
             call_id=call.id, name=call.name, arguments=c.arguments, result=result,
             error=text if failed else None, error_type=error_type,
             latency=latency, seq=c.seq))
