@@ -72,6 +72,53 @@ async def test_timeouts_and_a_tools_own_timeout_error_differ() -> None:
     assert own.event_message == "raised an exception: TimeoutError"
 
 
+async def test_a_thread_tool_that_outlives_its_timeout_is_dropped_quietly() -> None:
+    """A worker thread that finishes after its call timed out settles nothing: the call
+    stays a timeout, and the event loop reports no error for the late result."""
+    release = threading.Event()
+    finished = threading.Event()
+    errors: list[dict[str, object]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: errors.append(ctx))
+
+    @tool
+    def slow() -> str:
+        """Waits to be released."""
+        release.wait(5)
+        finished.set()
+        return "late"
+
+    timed_out = await execute(slow, {}, context=None, timeout=0.05)
+    assert timed_out.error_type == "tool_timeout"
+    release.set()
+    while not finished.is_set():
+        await asyncio.sleep(0.01)
+    for _ in range(5):  # let the worker's hand-off reach the loop
+        await asyncio.sleep(0.01)
+    assert errors == []
+    again = await execute(slow, {}, context=None, timeout=5)
+    assert again.result == "late"
+
+
+async def test_thread_tools_raising_anything_give_a_tool_exception() -> None:
+    """Whatever a tool in a worker thread raises becomes its error result, StopIteration
+    (which no future can hold) included; nothing hangs until the timeout."""
+
+    @tool
+    def stops() -> str:
+        """Raises StopIteration."""
+        raise StopIteration("done")
+
+    @tool
+    def fails() -> str:
+        """Raises ValueError."""
+        raise ValueError("bad")
+
+    stopped = await execute(stops, {}, context=None, timeout=5)
+    assert stopped.error_type == "tool_exception" and "StopIteration" in stopped.output
+    failed = await execute(fails, {}, context=None, timeout=5)
+    assert failed.error_type == "tool_exception" and "ValueError: bad" in failed.output
+
+
 async def test_unserializable_results_are_the_tools_fault() -> None:
     """A result that is not JSON becomes a tool_exception, not a crash of the loop."""
 

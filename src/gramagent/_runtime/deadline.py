@@ -3,7 +3,8 @@
 ``with deadline:`` around an await works like ``async with asyncio.timeout_at(when):``: at
 ``when`` the await is cancelled and :class:`TimeoutError` raised in its place (``expired`` then
 says the deadline did it); any other cancellation passes through. Tool calls are not awaited
-under it: they get the time that remains as their own timeout.
+under the run's: each gets a deadline of its own (its timeout, bounded by the time that remains
+of the run), on the same one timer per event loop.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ __all__ = ["RunDeadline"]
 # overhead"). Here each event loop has one timer, set for the earliest deadline of its runs; a
 # run joins and leaves a set (arm, disarm), and a request only flips a flag.
 class RunDeadline:
-    """The wall-time deadline of one run (``when`` on the event loop's clock; None: none).
+    """The wall-time deadline of one run, or the timeout of one tool call (``when`` on the
+    event loop's clock; None: none).
 
     Call :meth:`arm` before the first ``with`` and :meth:`disarm` when the run ends.
     """

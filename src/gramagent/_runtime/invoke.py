@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
 import inspect
 import threading
 import time
@@ -21,6 +20,7 @@ import orjson
 
 from gramagent import _json as exact_json
 from gramagent._json import clean_text
+from gramagent._runtime.deadline import RunDeadline
 from gramagent._runtime.library import Tool, ToolContext
 from gramagent._spec.calls import ToolErrorType, error_text
 
@@ -92,23 +92,27 @@ async def execute(
             result = contextvars.copy_context().run(tool.invoke, **kwargs)
         except Exception as exc:
             return _failure(tool, exc, time.perf_counter() - started)
-        if isinstance(result, str) or not inspect.isawaitable(result):
+        if not _maybe_awaitable(result):
             return _finished(tool, result, time.perf_counter() - started, max_output_chars)
         pending = result  # a sync function returning an awaitable: await it below
-    deadline = asyncio.timeout(timeout)
+    # Not asyncio.timeout: a timer per call (set, then cancelled) was a fifth of what an async
+    # call cost. A RunDeadline shares its event loop's one timer with every run and call.
+    deadline = RunDeadline(None if timeout is None
+                           else asyncio.get_running_loop().time() + timeout)
+    deadline.arm()
     try:
-        async with deadline:
+        with deadline:
             if pending is not None:
                 result = await pending
             elif tool.is_async:
                 result = await tool.invoke(**kwargs)
             else:
                 result = await _in_thread(tool.invoke, kwargs)
-            if inspect.isawaitable(result):  # a sync function returning an awaitable
+            if _maybe_awaitable(result):  # a sync function returning an awaitable
                 result = await result
     except TimeoutError as exc:
         latency = time.perf_counter() - started
-        if deadline.expired():
+        if deadline.expired:
             return Outcome(
                 None,
                 error_text("tool_timeout", f"tool {tool.name!r} did not finish within "
@@ -117,7 +121,18 @@ async def execute(
         return _failure(tool, exc, latency)
     except Exception as exc:
         return _failure(tool, exc, time.perf_counter() - started)
+    finally:
+        deadline.disarm()
     return _finished(tool, result, time.perf_counter() - started, max_output_chars)
+
+
+_PLAIN_RESULTS: Final = (str, dict, list, int, float, bool, type(None), tuple)
+"""Types a tool returns that are never awaitable (checked before ``inspect.isawaitable``)."""
+
+
+def _maybe_awaitable(result: Any) -> bool:
+    """Whether ``result`` is awaitable (a sync function may return a coroutine)."""
+    return type(result) not in _PLAIN_RESULTS and inspect.isawaitable(result)
 
 
 _OUTPUT_OPTIONS: Final = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
@@ -166,9 +181,41 @@ def _call_kwargs(tool: Tool, arguments: dict[str, Any], context: ToolContext | N
 
 
 async def _in_thread(func: Any, kwargs: dict[str, Any]) -> Any:
+    """``func(**kwargs)`` in a worker thread (context variables copied), awaited here.
+
+    Not ``loop.run_in_executor``: that chains the executor's future to an asyncio future
+    through callbacks on both sides (``wrap_future``), most of a thread call's hand-off. Here
+    the worker settles one asyncio future through ``call_soon_threadsafe``; a result that
+    arrives after the call was abandoned (timeout, cancellation) is dropped.
+    """
     loop = asyncio.get_running_loop()
-    call = functools.partial(contextvars.copy_context().run, func, **kwargs)
-    return await loop.run_in_executor(_tool_executor(), call)
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def work() -> None:
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = context.run(func, **kwargs)
+        except StopIteration as exc:  # no future can hold one (it would end the coroutine)
+            error = RuntimeError(f"tool raised StopIteration: {exc}")
+        except BaseException as exc:  # handed to the awaiting call, as run_in_executor does
+            error = exc
+        if not loop.is_closed():  # the run may be long gone
+            loop.call_soon_threadsafe(_settle, future, result, error)
+
+    _tool_executor().submit(work)
+    return await future
+
+
+def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    """Hand a worker thread's outcome to its call (on the event loop's thread)."""
+    if future.done():  # abandoned: timed out or cancelled
+        return
+    if exc is None:
+        future.set_result(result)
+    else:
+        future.set_exception(exc)
 
 
 def _tool_executor() -> ThreadPoolExecutor:
