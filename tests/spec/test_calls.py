@@ -16,6 +16,7 @@ from gramagent._spec.calls import (
     check_call,
     near_names,
     parse_arguments,
+    parse_object,
 )
 from gramagent._spec.validate import compile_validator
 
@@ -165,3 +166,20 @@ def test_fuzz_valid_json_roundtrips(value: Any) -> None:
     else:
         assert isinstance(result, CallRejection)
         assert result.error_type == "tool_payload_parse_error"
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=st.one_of(st.text(max_size=60),
+                     json_values.map(json.dumps),
+                     st.dictionaries(st.text(max_size=8), json_values, max_size=4).map(json.dumps),
+                     st.sampled_from(["", " \t\n", "\u3000", "{}", " {} ", "[1]", "null",
+                                      '{"a": 1e999}', '{"a": 12345678901234567890123}'])),
+       max_bytes=st.sampled_from([4, 16, 64, MAX_PAYLOAD_BYTES]))
+def test_parse_object_agrees_with_parse_arguments(raw: str, max_bytes: int) -> None:
+    """The fast path accepts exactly what parse_arguments accepts, with the same value."""
+    fast = parse_object(raw, max_bytes)
+    full = parse_arguments(raw, max_bytes=max_bytes)
+    if isinstance(full, CallRejection):
+        assert fast is None
+    else:
+        assert fast == full and isinstance(fast, dict)

@@ -32,6 +32,7 @@ __all__ = [
     "error_text",
     "near_names",
     "parse_arguments",
+    "parse_object",
     "rejection",
     "unknown_tool",
 ]
@@ -111,6 +112,10 @@ def parse_arguments(
         The parsed object, or a rejection of type ``tool_payload_too_large`` or
         ``tool_payload_parse_error``.
     """
+    value = parse_object(raw, max_bytes)
+    if value is not None:
+        return value
+    # Rejected: check again, step by step, to say why.
     size = len(raw) if len(raw) * 4 <= max_bytes else _utf8_size(raw, max_bytes)
     if size > max_bytes:
         return rejection(
@@ -119,11 +124,9 @@ def parse_arguments(
             "Call it again with smaller arguments.",
             f"arguments payload of {size} bytes exceeds the {max_bytes}-byte limit",
         )
-    if not raw.strip():
-        return {}
     try:
         value = exact_json.loads(raw)
-    except (orjson.JSONDecodeError, ValueError, TypeError, RecursionError) as exc:
+    except _NOT_JSON as exc:
         where = _error_position(exc)
         return rejection(
             "tool_payload_parse_error",
@@ -139,7 +142,28 @@ def parse_arguments(
             "Send the arguments as one JSON object with a key per parameter.",
             f"arguments are JSON {kind}, not an object",
         )
-    return value
+    raise AssertionError("parse_object refused arguments that pass every check")
+
+
+_NOT_JSON: Final = (orjson.JSONDecodeError, ValueError, TypeError, RecursionError)
+"""What decoding text that is not JSON under :mod:`gramagent._json`'s rules raises."""
+
+
+def parse_object(raw: str, max_bytes: int = MAX_PAYLOAD_BYTES) -> dict[str, Any] | None:
+    """The JSON object :func:`parse_arguments` accepts in ``raw``, or None where it rejects it.
+
+    The usual call's path: the same checks, without preparing the messages of a rejection
+    (call :func:`parse_arguments` for those).
+    """
+    if len(raw) * 4 > max_bytes and _utf8_size(raw, max_bytes) > max_bytes:
+        return None
+    if not raw or raw.isspace():  # what str.strip() would leave empty
+        return {}
+    try:
+        value = exact_json.loads(raw)
+    except _NOT_JSON:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def check_call(
@@ -236,9 +260,12 @@ def _has_null(value: Any) -> bool:
         items = value
     else:
         return value is None
-    # Recurse into containers only: this runs on every call, mostly over scalar values (and
-    # a tuple of types, as a ``dict | list`` union would be built anew each time).
-    return any(v is None or (isinstance(v, (dict, list)) and _has_null(v)) for v in items)
+    # A plain loop, recursing into containers only: this runs on every call, mostly over a
+    # few scalar values (a generator under any() cost as much again).
+    for v in items:  # noqa: SIM110
+        if v is None or (isinstance(v, (dict, list)) and _has_null(v)):
+            return True
+    return False
 
 
 def _utf8_size(raw: str, max_bytes: int) -> int:
