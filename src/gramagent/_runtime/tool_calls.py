@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from gramagent import _json as exact_json
 from gramagent._logs import log_tool_call
 from gramagent._messages import (
@@ -57,6 +59,7 @@ from gramagent._spec.calls import (
     ToolErrorType,
     check_parsed,
     parse_arguments,
+    parse_object,
     rejection,
 )
 
@@ -180,9 +183,12 @@ class ToolCalls:
     def _check(self, call: ToolCall, *, cut_off: bool = False) -> _Call:
         """Parse and check one call. Emits its planned event, and its result if rejected."""
         self.seq += 1
-        known = call.name in self.bound.tools
-        parsed = parse_arguments(call.arguments, max_bytes=self.budget.limits.max_payload_bytes,
-                                 tool=f"tool {call.name!r}" if known else "this call")
+        max_bytes = self.budget.limits.max_payload_bytes
+        parsed: dict[str, Any] | CallRejection | None = parse_object(call.arguments, max_bytes)
+        if parsed is None:  # rejected: parse again to say why
+            known = call.name in self.bound.tools
+            parsed = parse_arguments(call.arguments, max_bytes=max_bytes,
+                                     tool=f"tool {call.name!r}" if known else "this call")
         c = _Call(call, self.seq, time.perf_counter() if self.sinks else 0.0,
                   call.arguments if isinstance(parsed, CallRejection) else parsed, cut_off)
         if self.sinks or self.info_logs:
@@ -472,7 +478,10 @@ def _unexpected_arguments(tool: Tool, arguments: dict[str, Any]) -> CallRejectio
 
 def _repeat_form(arguments: dict[str, Any]) -> str:
     """The arguments as sorted-key JSON, to recognise a repeated call (never sent anywhere)."""
-    return exact_json.dumps(arguments, sort_keys=True)
+    try:  # orjson directly: exact_json's wrapper cost a third of this on every call
+        return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # a big integer, deep nesting or a lone surrogate
+        return exact_json.dumps(arguments, sort_keys=True)
 
 
 def _runs_inline(c: _Call) -> bool:
