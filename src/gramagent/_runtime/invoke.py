@@ -8,11 +8,10 @@ tool's return value into the text sent back, cut to the output limit with a mark
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -22,20 +21,13 @@ from gramagent import _json as exact_json
 from gramagent._json import clean_text
 from gramagent._runtime.deadline import RunDeadline
 from gramagent._runtime.library import Tool, ToolContext
+from gramagent._runtime.threads import tool_threads
 from gramagent._spec.calls import ToolErrorType, error_text
 
 __all__ = ["DRY_RUN_RESULT", "Outcome", "execute", "render_output"]
 
 DRY_RUN_RESULT: Final = {"ok": True}
 """What every call returns in dry-run mode (the no-op executor of the ADR)."""
-
-# Sync tools get their own pool: asyncio.to_thread's default executor has only
-# min(32, cores + 4) threads, too few for wide parallel turns on small machines.
-MAX_TOOL_THREADS: Final = 64
-"""Worker threads for sync tools (a pool of their own, shared by all runs of the process)."""
-
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
 
 
 # Not frozen: one is made per call, and a frozen dataclass sets each field through
@@ -185,8 +177,9 @@ async def _in_thread(func: Any, kwargs: dict[str, Any]) -> Any:
 
     Not ``loop.run_in_executor``: that chains the executor's future to an asyncio future
     through callbacks on both sides (``wrap_future``), most of a thread call's hand-off. Here
-    the worker settles one asyncio future through ``call_soon_threadsafe``; a result that
-    arrives after the call was abandoned (timeout, cancellation) is dropped.
+    the worker (:mod:`~gramagent._runtime.threads`) settles one asyncio future through
+    ``call_soon_threadsafe``; a result that arrives after the call was abandoned (timeout,
+    cancellation) is dropped.
     """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
@@ -201,10 +194,10 @@ async def _in_thread(func: Any, kwargs: dict[str, Any]) -> Any:
             error = RuntimeError(f"tool raised StopIteration: {exc}")
         except BaseException as exc:  # handed to the awaiting call, as run_in_executor does
             error = exc
-        if not loop.is_closed():  # the run may be long gone
+        with contextlib.suppress(RuntimeError):  # a closed event loop: the run is long gone
             loop.call_soon_threadsafe(_settle, future, result, error)
 
-    _tool_executor().submit(work)
+    tool_threads().submit(work)
     return await future
 
 
@@ -216,16 +209,6 @@ def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None)
         future.set_result(result)
     else:
         future.set_exception(exc)
-
-
-def _tool_executor() -> ThreadPoolExecutor:
-    global _executor
-    if _executor is None:
-        with _executor_lock:
-            if _executor is None:
-                _executor = ThreadPoolExecutor(MAX_TOOL_THREADS,
-                                               thread_name_prefix="gramagent-tool")
-    return _executor
 
 
 def _failure(tool: Tool, exc: BaseException, latency: float, *,
