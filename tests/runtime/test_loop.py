@@ -105,6 +105,47 @@ async def test_parallel_calls_run_concurrently(api: str, flavour: str, server: S
     assert kinds == ["tool_call_planned"] * 8 + ["tool_call_result"] * 8
 
 
+async def test_cancelling_a_run_cancels_each_call_still_running(
+        server: ScriptedServer, model_for: ModelFactory) -> None:
+    """A run cancelled while its calls run leaves none of them running: each async call is
+    cancelled, whether a quick inline call ran beside them or not."""
+    library = ToolLibrary()
+    started: list[int] = []
+    cancelled: list[int] = []
+    all_started = asyncio.Event()
+
+    @library.register
+    async def wait(i: int) -> str:
+        """Waits forever."""
+        started.append(i)
+        if len(started) == 3:
+            all_started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(i)
+            raise
+        return "unreachable"
+
+    @library.register(blocking=False)
+    def quick() -> str:
+        """Answers at once."""
+        return "quick"
+
+    script(server, calls(call("quick", {}), *(call("wait", {"i": i}) for i in range(3))),
+           reply("never sent"))
+    run = asyncio.create_task(run_agent(make_agent(library), "go", library=library,
+                                        model=model_for(server, "chat")))
+    await asyncio.wait_for(all_started.wait(), 10)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    for _ in range(3):  # let the cancelled calls' tasks finish
+        await asyncio.sleep(0)
+    assert sorted(cancelled) == [0, 1, 2]
+    assert len(server.requests) == 1
+
+
 @pytest.mark.parametrize("api", APIS)
 async def test_multi_turn_context_continues_the_conversation(
         api: str, tools: Tools, agent: Agent, server: ScriptedServer,

@@ -323,22 +323,22 @@ class ToolCalls:
             # to its end before anything else can anyway, and a task per call was most of what
             # such a call cost (bench/RESULTS.md, "Per call and per message"). The other calls
             # start first, each in its task, so they still run alongside.
+            # The tasks are awaited in turn, not gathered: they run alongside all the same,
+            # and gather's future and callback per task cost as much as a quick call.
             inline: list[_Call] = []
             others: list[_Call] = []
             for c in runnable:
                 (inline if _runs_inline(c) else others).append(c)
-            gathered = (asyncio.gather(*(self._execute(c, remaining) for c in others))
-                        if others else None)
+            tasks = [asyncio.create_task(self._execute(c, remaining)) for c in others]
             try:
                 for c in inline:
                     c.outcome = await self._execute(c, remaining)
-            except BaseException:  # cancelled while an inline call awaited what it returned
-                if gathered is not None:
-                    gathered.cancel()
+                for c, task in zip(others, tasks, strict=True):
+                    c.outcome = await task
+            except BaseException:  # cancelled: so are the calls still running
+                for task in tasks:
+                    task.cancel()
                 raise
-            if gathered is not None:
-                for c, outcome in zip(others, await gathered, strict=True):
-                    c.outcome = outcome
 
     async def _execute(self, c: _Call, remaining: float | None) -> Outcome:
         """Run one checked call; emits its result event as soon as it finishes."""
