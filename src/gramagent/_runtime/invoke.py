@@ -139,7 +139,7 @@ def render_output(value: Any, max_chars: int | None) -> str:
     Longer than ``max_chars``, the text is cut and ends with a marker saying how much was cut.
     """
     if isinstance(value, str):
-        text = clean_text(value)
+        text = value if value.isascii() else clean_text(value)  # ASCII: no call
     else:
         try:
             text = orjson.dumps(value, option=_OUTPUT_OPTIONS).decode("utf-8")
@@ -158,7 +158,7 @@ def _finished(tool: Tool, result: Any, latency: float, max_output_chars: int | N
         output = render_output(result, max_output_chars)
     except Exception as exc:  # an unserializable result is the tool's fault
         return _failure(tool, exc, latency, what="returned a value that is not JSON")
-    return Outcome(result, output, latency=latency)
+    return Outcome(result, output, None, None, latency)  # positional: one per call
 
 
 def _call_kwargs(tool: Tool, arguments: dict[str, Any], context: ToolContext | None
