@@ -819,11 +819,12 @@ async def _read_body(reply: aiohttp.ClientResponse, limit: int, deadline: float)
     ``limit`` bytes as received or as decompressed (a gzip bomb stops there). Past
     ``deadline`` (loop time), checked as each piece arrives, a TimeoutError: a server that
     trickles its answer is cut off without a timer per request."""
-    body = _body_for(reply, limit)
     stream = reply.content
     chunk = stream.read_nowait(-1)  # what arrived with the headers: the usual whole answer
-    if body.encoding is None and stream.at_eof() and len(chunk) <= limit:
-        return chunk
+    if (stream.at_eof() and len(chunk) <= limit and "Content-Encoding" not in reply.headers
+            and (reply.content_length or 0) <= limit):
+        return chunk  # without a reader: whole, within the limit, not compressed
+    body = _body_for(reply, limit)
     loop = asyncio.get_running_loop()
     while True:
         if chunk:
