@@ -63,7 +63,8 @@ async def execute(
     Sync tools run in a worker thread (context variables copied), or inline when marked
     ``blocking=False`` (no timeout applies then: nothing can interrupt them); async tools are
     awaited on the running loop. A sync tool that times out keeps running in its thread until
-    it returns (Python cannot stop a thread), but its result is discarded.
+    it returns (Python cannot stop a thread), but its result is discarded, and the process
+    does not wait for it at exit (:mod:`~gramagent._runtime.threads`).
 
     Args:
         tool: the implementation.
