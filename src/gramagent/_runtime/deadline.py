@@ -44,8 +44,8 @@ class RunDeadline:
         """Start watching the clock (once per run, before its first request)."""
         if self.when is not None:
             self._task = asyncio.current_task()
-            self._watcher = _watcher(asyncio.get_running_loop())
-            self._watcher.add(self)
+            self._watcher = watcher = _watcher(asyncio.get_running_loop())
+            watcher.add(self)
 
     def disarm(self) -> None:
         """Stop watching (at the end of the run, however it ends)."""
@@ -124,9 +124,19 @@ _watchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watcher] = (
     weakref.WeakKeyDictionary())
 
 
+_last: tuple[weakref.ref[asyncio.AbstractEventLoop], _Watcher] | None = None
+"""The loop asked for last and its watcher: every run and tool call asks (one event loop,
+usually), and a weak dictionary's lookup makes a weak reference each time."""
+
+
 def _watcher(loop: asyncio.AbstractEventLoop) -> _Watcher:
     """The watcher of ``loop`` (made by its first run with a wall time)."""
+    global _last
+    last = _last  # one tuple: a thread of another event loop never sees a torn pair
+    if last is not None and last[0]() is loop:
+        return last[1]
     watcher = _watchers.get(loop)
     if watcher is None:
         watcher = _watchers[loop] = _Watcher(loop)
+    _last = (weakref.ref(loop), watcher)
     return watcher
