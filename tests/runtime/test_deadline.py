@@ -36,4 +36,4 @@ def test_deadlines_fire_on_every_event_loop_in_turn(loops: int) -> None:
 async def test_deadlines_of_several_calls_on_one_loop() -> None:
     """Deadlines armed together fire each at its own time; a far one leaves its wait alone."""
     results = await asyncio.gather(cut_short(0.01, 5), cut_short(0.02, 5), cut_short(5, 0.05))
-    assert results == [True, True, False]
+    assert list(results) == [True, True, False]
