@@ -11,7 +11,9 @@ import asyncio
 import contextlib
 import contextvars
 import inspect
+import sys
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -24,7 +26,7 @@ from gramagent._runtime.library import Tool, ToolContext
 from gramagent._runtime.threads import tool_threads
 from gramagent._spec.calls import ToolErrorType, error_text
 
-__all__ = ["DRY_RUN_RESULT", "Outcome", "execute", "render_output"]
+__all__ = ["DRY_RUN_RESULT", "Outcome", "execute", "render_output", "start_task"]
 
 DRY_RUN_RESULT: Final = {"ok": True}
 """What every call returns in dry-run mode (the no-op executor of the ADR)."""
@@ -117,6 +119,19 @@ async def execute(
     finally:
         deadline.disarm()
     return _finished(tool, result, time.perf_counter() - started, max_output_chars)
+
+
+def start_task(work: Coroutine[Any, Any, Outcome]) -> asyncio.Task[Outcome]:
+    """A task running one call alongside the others (its own copy of the context variables).
+
+    From Python 3.12 the task starts eagerly: the call runs at once until it first waits, and
+    one that never waits (a quick ``async def``) is done without being scheduled at all (on
+    3.12, half of what such a call cost beyond an inline one in a turn of eight;
+    bench/RESULTS.md, "Per call and per message").
+    """
+    if sys.version_info >= (3, 12):
+        return asyncio.Task(work, loop=asyncio.get_running_loop(), eager_start=True)
+    return asyncio.create_task(work)
 
 
 _PLAIN_RESULTS: Final = (str, dict, list, int, float, bool, type(None), tuple)
