@@ -49,7 +49,7 @@ from gramagent._runtime.events import (
     args_preview_hash,
     emit,
 )
-from gramagent._runtime.invoke import Outcome, execute
+from gramagent._runtime.invoke import Outcome, execute, start_task
 from gramagent._runtime.library import BoundAgent, Tool, ToolContext
 from gramagent._runtime.limits import INHERIT
 from gramagent._runtime.results import ToolInvocation, new_invocation
@@ -317,7 +317,7 @@ class ToolCalls:
             work = self._execute(c, remaining)
             # An async tool still gets its own task (its own copy of the context variables),
             # as it would among several calls; sync tools run in a copied context anyway.
-            c.outcome = await (asyncio.create_task(work) if c.tool.is_async else work)
+            c.outcome = await (start_task(work) if c.tool.is_async else work)
         elif runnable:
             # A plain function declared blocking=False is awaited here, without a task: it runs
             # to its end before anything else can anyway, and a task per call was most of what
@@ -329,7 +329,7 @@ class ToolCalls:
             others: list[_Call] = []
             for c in runnable:
                 (inline if _runs_inline(c) else others).append(c)
-            tasks = [asyncio.create_task(self._execute(c, remaining)) for c in others]
+            tasks = [start_task(self._execute(c, remaining)) for c in others]
             try:
                 for c in inline:
                     c.outcome = await self._execute(c, remaining)
