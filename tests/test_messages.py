@@ -7,7 +7,16 @@ import pickle
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gramagent._messages import Conversation, ToolCall, UserMessage, unique_call_ids
+from gramagent._messages import (
+    REMEMBERED_FROM,
+    AssistantMessage,
+    Conversation,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    unique_call_ids,
+)
 
 
 def calls(*ids: str) -> tuple[ToolCall, ...]:
@@ -64,3 +73,49 @@ def test_new_ids_avoid_the_used_ones(ids: list[str], used: set[str]) -> None:
     out = unique_call_ids(calls(*ids), used)
     new = [c.id for c in out]
     assert len(set(new)) == len(new) and all(new) and used.isdisjoint(new)
+
+
+def _fresh_ids(conversation: Conversation) -> set[str]:
+    return {c.id for m in conversation if isinstance(m, AssistantMessage) for c in m.tool_calls}
+
+
+_turns = st.lists(st.lists(st.sampled_from(["a", "b", "c", "d", "e~2", ""]), max_size=3),
+                  min_size=1, max_size=12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(history=_turns, branches=st.lists(st.tuples(st.integers(0, 50), _turns), max_size=4))
+def test_call_ids_remembered_are_those_of_the_messages(
+        history: list[list[str]], branches: list[tuple[int, list[list[str]]]]) -> None:
+    """However copies of a conversation grow and part ways (runs continuing one context), the
+    call ids it reports are exactly those of its messages, memo or not."""
+
+    def grow(conversation: Conversation, turns: list[list[str]]) -> None:
+        for ids in turns:
+            conversation.append(UserMessage(content="u"))
+            conversation.append(AssistantMessage(content=None, tool_calls=calls(*ids)))
+            conversation.extend(ToolResultMessage(call_id=i, name="f", content="r")
+                                for i in ids)
+
+    base = Conversation()
+    grow(base, history)
+    assert base.call_ids() == _fresh_ids(base)
+    for cut, turns in branches:  # a copy, cut short or not, grown its own way
+        messages: list[Message] = list(base)[:cut]
+        copy = base.copy() if cut >= len(base) else Conversation(messages, id=base.id)
+        copy.rendered = base.rendered  # the shared memo, as copies of one context share it
+        grow(copy, turns)
+        ids = copy.call_ids()
+        assert ids == _fresh_ids(copy)
+        ids.add("the caller's own")  # a new set each time: the memo does not change
+        assert copy.call_ids() == _fresh_ids(copy)
+        assert base.call_ids() == _fresh_ids(base)
+
+
+def test_a_long_conversation_remembers_its_call_ids_a_short_one_does_not() -> None:
+    short = Conversation([UserMessage(content="u")] * (REMEMBERED_FROM - 1))
+    assert short.call_ids() == set() and short.rendered == {}
+    long = Conversation([AssistantMessage(tool_calls=calls("a"))] * REMEMBERED_FROM)
+    assert long.call_ids() == {"a"} and "call_ids" in long.rendered
+    back = pickle.loads(pickle.dumps(long))
+    assert back.rendered == {} and back.call_ids() == {"a"}

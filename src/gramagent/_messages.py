@@ -191,6 +191,14 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
     raise ValueError(f"unknown message kind {kind!r}")
 
 
+REMEMBERED_FROM = 16
+"""Conversations of this many messages or more remember what is derived from their history
+(their call ids here, the adapters' renderings in ``rendered``) between runs and requests."""
+
+_CALL_IDS = "call_ids"
+"""The key of :meth:`Conversation.call_ids` in the conversation's memo (no wire format's name)."""
+
+
 class Conversation:
     """An ordered, append-only list of messages (most recent last).
 
@@ -206,10 +214,11 @@ class Conversation:
         """Identifies the conversation across runs (tools keep per-conversation state under
         it); kept by :meth:`copy`, not part of equality or of :meth:`to_list`."""
         self.rendered: dict[str, Any] = {}
-        """The model adapters' memo of the messages they rendered, per wire format
-        (``ModelRequest.rendered``): the next request renders only the messages after the
-        prefix it shares with the last one. Shared with :meth:`copy` (runs continue copies of
-        a context); not part of equality or of :meth:`to_list`."""
+        """The memo of what is derived from the messages: the model adapters' renderings, per
+        wire format (``ModelRequest.rendered``; the next request renders only the messages
+        after the prefix it shares with the last one), and :meth:`call_ids`. Shared with
+        :meth:`copy` (runs continue copies of a context); not part of equality or of
+        :meth:`to_list`."""
 
     @property
     def messages(self) -> tuple[Message, ...]:
@@ -232,9 +241,31 @@ class Conversation:
         return copy
 
     def call_ids(self) -> set[str]:
-        """The ids of every tool call in the conversation."""
-        return {c.id for m in self._messages if isinstance(m, AssistantMessage)
-                for c in m.tool_calls}
+        """The ids of every tool call in the conversation (a new set, the caller's to grow).
+
+        A conversation of :data:`REMEMBERED_FROM` messages or more keeps them in its memo
+        (:attr:`rendered`, shared with its copies), with the messages they were read from: the
+        next run of the same conversation, or of a copy of it, reads only the messages after
+        the prefix it shares with those (compared by identity first, at C speed), instead of
+        going through the whole history once per run.
+        """
+        messages = self._messages
+        ids: set[str] = set()
+        start = 0
+        memo = self.rendered.get(_CALL_IDS)
+        if memo is not None:
+            before, known = memo
+            if len(before) <= len(messages) and messages[:len(before)] == before:
+                ids.update(known)
+                start = len(before)
+        for index in range(start, len(messages)):
+            message = messages[index]
+            if isinstance(message, AssistantMessage):
+                for call in message.tool_calls:
+                    ids.add(call.id)
+        if len(messages) >= REMEMBERED_FROM and start < len(messages):
+            self.rendered[_CALL_IDS] = (messages[:], frozenset(ids))
+        return ids
 
     def unanswered_calls(self) -> tuple[ToolCall, ...]:
         """The tool calls of the last assistant message that have no result yet (in call

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gramagent import _json as exact_json
-from gramagent._messages import Message, ToolCall, Usage, new_usage
+from gramagent._messages import REMEMBERED_FROM, Message, ToolCall, Usage, new_usage
 from gramagent._spec.definition import ToolDefinition
 
 __all__ = [
@@ -62,10 +62,6 @@ def sse(events: Sequence[Any], *, named: bool = False, done: bool = True) -> byt
     if done:
         parts.append(b"data: [DONE]\n\n")
     return b"".join(parts)
-
-
-REMEMBERED_FROM = 16
-"""Histories of this many messages or more are remembered between requests."""
 
 
 def render_history(messages: Sequence[Message], rendered: dict[str, Any] | None,
