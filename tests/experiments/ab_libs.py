@@ -3,12 +3,13 @@
 ``polite`` greets everyone with "Hello, NAME!"; ``planted`` answers "Hi NAME." instead for the
 names in :data:`PLANTED` (a difference of known size); ``reworded`` is ``polite`` with another
 docstring (binds with a warning); ``guarded`` is ``polite`` asking for approval of each call
-(nobody can give it in an experiment). Each call is appended to the file named by the
-``AB_CALL_LOG`` environment variable, when set (to count runs across processes).
-"""
+(nobody can give it in an experiment; a call that ran would log as ``polite``). Each call is
+appended to the file named by the ``AB_CALL_LOG`` environment variable, when set (to count
+runs across processes)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from gramagent import ToolLibrary
@@ -79,12 +80,6 @@ def greets_politely(case: object, record: object) -> tuple[bool, str]:
 
 
 def guarded() -> ToolLibrary:
-    library = ToolLibrary()
-
-    @library.register(requires_approval=True)
-    def sayHello(personName: str = "world") -> str:
-        """Returns a friendly greeting message for the given name."""
-        _log("guarded", personName)
-        return f"Hello, {personName}!"
-
-    return library
+    greet = polite().lookup("sayHello")
+    assert greet is not None
+    return ToolLibrary([dataclasses.replace(greet, requires_approval=True)])

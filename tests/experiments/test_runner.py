@@ -227,4 +227,4 @@ async def test_a_run_waiting_for_approval_ends_its_case(tmp_path: Path,
         assert record.stop == "approval_required" and record.answer is None
         assert record.error is not None and "sayHello" in record.error
     assert {r.stop for r in records if r.variant == "A"} == {"answer"}
-    assert "guarded" not in calls.read_text()
+    assert sorted(calls.read_text().splitlines()) == [f"polite\t{n}" for n in NAMES[:2]]

@@ -118,7 +118,11 @@ def greeter(path: str, body: dict[str, Any]) -> ScriptTurn:
     return call("sayHello", {"personName": match.group(1) if match else "nobody"})
 
 
-async def test_the_agent_itself_is_served_as_a_tool(library: ToolLibrary) -> None:
+async def _ask_served_agent(library: ToolLibrary, *inputs: str
+                            ) -> tuple[list[str], list[types.CallToolResult], list[Any]]:
+    """Serve the hello agent over HTTP (its model the scripted greeter) and send it
+    ``inputs`` in one MCP session: the listed tools, the answers, the last model request's
+    messages."""
     agent = load_agent(HELLO)
     with ScriptedServer(greeter) as model_server:
         model = resolve_model("openai/scripted", base_url=model_server.base_url,
@@ -127,10 +131,15 @@ async def test_the_agent_itself_is_served_as_a_tool(library: ToolLibrary) -> Non
         with running_http(server) as url:
             async with Client(url, mode="legacy") as client:
                 names = [t.name for t in (await client.list_tools()).tools]
-                answer = await client.call_tool(agent.name, {"input": "Hi, I'm Grace"})
-                again = await client.call_tool(agent.name, {"input": "And I'm Lin"})
+                answers = [await client.call_tool(agent.name, {"input": text})
+                           for text in inputs]
         await model.aclose()
-        last_request = model_server.requests[-1].body["messages"]
+        return names, answers, model_server.requests[-1].body["messages"]
+
+
+async def test_the_agent_itself_is_served_as_a_tool(library: ToolLibrary) -> None:
+    names, (answer, again), last_request = await _ask_served_agent(
+        library, "Hi, I'm Grace", "And I'm Lin")
     assert names == ["sayHello", "hello_world_agent"]
     assert not answer.is_error
     assert _text(answer) == "The tool said: Hello, Grace! Nice to meet you."
@@ -139,7 +148,7 @@ async def test_the_agent_itself_is_served_as_a_tool(library: ToolLibrary) -> Non
     assert any(m["role"] == "user" and "Grace" in str(m["content"]) for m in last_request)
 
 
-async def test_a_served_agent_hears_that_nobody_can_approve(library: ToolLibrary) -> None:
+async def test_a_served_agent_hears_that_nobody_can_approve() -> None:
     """The agent's tool needs approval; over MCP nobody can give it: the call is refused
     (not run), the agent is told why and answers."""
     guarded = ToolLibrary()
@@ -151,14 +160,6 @@ async def test_a_served_agent_hears_that_nobody_can_approve(library: ToolLibrary
         ran.append(personName)
         return f"Hello, {personName}!"
 
-    agent = load_agent(HELLO)
-    with ScriptedServer(greeter) as model_server:
-        model = resolve_model("openai/scripted", base_url=model_server.base_url,
-                              api_key="sk-test")
-        server = build_server(guarded, agent, agent_tool=True, model=model)
-        with running_http(server) as url:
-            async with Client(url, mode="legacy") as client:
-                answer = await client.call_tool(agent.name, {"input": "Hi, I'm Grace"})
-        await model.aclose()
+    _, (answer,), _ = await _ask_served_agent(guarded, "Hi, I'm Grace")
     assert not answer.is_error and ran == []
     assert "nobody can approve tool calls through this MCP server" in _text(answer)
