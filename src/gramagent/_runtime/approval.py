@@ -93,8 +93,11 @@ def check_decisions(decisions: Mapping[str, Decision], waiting: Mapping[str, str
     """Check that ``decisions`` answers exactly the calls ``waiting`` (call id -> tool name).
 
     Raises:
-        ValidationError: a waiting call has no decision, or a decision names no waiting call.
+        ValidationError: a waiting call has no decision, a decision names no waiting call, or
+            a decision is neither a bool nor a :class:`Refused`.
     """
+    for decision in decisions.values():
+        refusal("", decision)  # its type, checked for every call before anything runs
     missing = [f"{waiting[i]} ({i})" for i in waiting if i not in decisions]
     unknown = [i for i in decisions if i not in waiting]
     if not waiting:

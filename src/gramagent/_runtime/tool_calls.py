@@ -10,7 +10,8 @@
             left waiting (the run then pauses after this turn; see approval.py)
     run     the valid calls concurrently; copies of one call within the turn once
     record  one result per call id, in call order (conversation, invocation, event, log);
-            for cut-off calls, a note that tells the model what happened
+            for cut-off calls, a note that tells the model what happened (none when calls
+            wait for approval: the conversation must end with the waiting calls)
 
 Bad calls are not exceptions: they become error results the model sees, and count against
 the per-tool retry budget. :class:`~gramagent.errors.LimitExceeded` stops the run when the
@@ -142,14 +143,17 @@ class ToolCalls:
                    else [self._check(call) for call in calls])
         if cut_off:
             pending.extend(self._check(call, cut_off=True) for call in cut_off)
-        if self.bound.approval_required and not self.dry_run:
+        if self.decisions is not None or (self.bound.approval_required and not self.dry_run):
             pending = await self._approve(pending)
         await self._run(self._runnable(pending), remaining)
         for c in pending:
             if c.copy_of is not None:
                 self._answer_copy(c)
             self._record(c)
-        if cut_off:
+        if cut_off and not self.awaiting:
+            # With calls left waiting the note cannot be added: their results, written on
+            # resume, must follow the assistant message directly, and a conversation ending
+            # with a user message has no waiting calls (it could never be resumed).
             self._note_cut_off(pending)
         if self.invalid:
             self._check_retry_budget(pending)
@@ -241,11 +245,18 @@ class ToolCalls:
     async def _approve(self, pending: list[_Call]) -> list[_Call]:
         """Decide on the valid calls that need approval, in call order: a refused call gets
         its refusal as its result; a call nobody can decide on now is left out of the turn
-        (in :attr:`awaiting`)."""
-        needed = self.bound.approval_required
+        (in :attr:`awaiting`).
+
+        A decision given in advance (a resumed run's) holds for its call whatever the tool:
+        a call refused by a person is never run, even if the agent it is resumed with (or a
+        dry run) would not have asked.
+        """
+        needed = frozenset() if self.dry_run else self.bound.approval_required
+        given = self.decisions or {}
         kept: list[_Call] = []
         for c in pending:
-            if c.rejection is not None or c.call.name not in needed:
+            if c.rejection is not None or (c.call.name not in needed
+                                           and c.call.id not in given):
                 kept.append(c)
                 continue
             assert isinstance(c.arguments, dict)

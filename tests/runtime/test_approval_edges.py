@@ -1,0 +1,116 @@
+"""Approval at the edges, over real HTTP: a paused turn with a call the token limit cut off,
+decisions on calls whose tool would not have asked (another agent, a dry run), and decision
+values checked for every waiting call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from runtime_support import ModelFactory, script, sent_results, user_texts
+from test_approval import GRAM, Mail
+
+from gramagent._messages import (
+    Conversation,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    new_assistant_message,
+)
+from gramagent._runtime.approval import Decision, Refused
+from gramagent._runtime.loop import resume_agent, run_agent
+from gramagent._spec.gram import load_gram
+from gramagent.errors import ValidationError
+from gramagent.testing import ScriptedServer, http_response, reply
+
+
+def _cut_reply(*calls: tuple[str, str, str]) -> dict[str, Any]:
+    """A Chat Completions reply stopped by the token limit, with these (id, tool, arguments)
+    calls (the last one's arguments cut short)."""
+    message = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+        for i, n, a in calls]}
+    return {"id": "chatcmpl-cut", "object": "chat.completion", "created": 0,
+            "model": "scripted",
+            "choices": [{"index": 0, "message": message, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}}
+
+
+async def test_a_turn_with_a_cut_off_call_pauses_so_that_it_can_be_resumed(
+        server: ScriptedServer, model_for: ModelFactory) -> None:
+    """The note about a cut-off call would follow the turn's results as a user message: the
+    conversation would no longer end with the waiting call, and could not be resumed."""
+    mail, mailer = Mail(), load_gram(GRAM).agents[0]
+    script(server, http_response(_cut_reply(("send", "sendMail", '{"to": "bob"}'),
+                                            ("read", "readMail", '{"folder": "in'))),
+           reply("Sent."))
+    model = model_for(server, "chat")
+    paused = await run_agent(mailer, "Mail Bob", library=mail.library, model=model)
+    assert [r.call_id for r in paused.pending_approvals] == ["send"]
+    assert [c.id for c in paused.context.unanswered_calls()] == ["send"]
+    assert [i.error_type for i in paused.tool_invocations] == ["tool_payload_parse_error"]
+    done = await resume_agent(mailer, paused, {"send": True}, library=mail.library,
+                              model=model)
+    assert done.content == "Sent." and mail.sent == ["bob"]
+    body = server.requests[-1].body
+    assert sent_results(body) == [("send", "sent to bob")]
+    assert body["messages"][-1]["role"] == "tool"  # results follow their calls directly
+    assert user_texts(body) == ["Mail Bob"]
+
+
+def _waiting(calls: list[tuple[str, str]]) -> Conversation:
+    """A conversation ending with these (tool, argument) calls, none answered."""
+    keys = {"sendMail": "to", "readMail": "folder"}
+    return Conversation([UserMessage(content="go"), new_assistant_message(
+        content=None, tool_calls=tuple(
+            ToolCall(id=f"c{i}", name=tool, arguments=f'{{"{keys[tool]}": "{value}"}}')
+            for i, (tool, value) in enumerate(calls)))])
+
+
+_CHOICES: dict[str, Decision] = {"yes": True, "no": False, "why": Refused("not now")}
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=st.lists(st.tuples(st.sampled_from(["sendMail", "readMail"]),
+                               st.sampled_from(sorted(_CHOICES))), min_size=1, max_size=4),
+       dry_run=st.booleans(), api=st.sampled_from(["chat", "responses"]))
+async def test_a_refused_call_never_runs_whatever_its_tool(
+        plan: list[tuple[str, str]], dry_run: bool, api: str,
+        model_for: ModelFactory) -> None:
+    """A decision given to resume_agent holds for its call even when the agent (or a dry
+    run) would not have asked about that tool: a refused call is answered with the refusal,
+    an approved one runs."""
+    mail, mailer = Mail(), load_gram(GRAM).agents[0]
+    context = _waiting([(tool, f"v{i}") for i, (tool, _) in enumerate(plan)])
+    decisions = {f"c{i}": _CHOICES[choice] for i, (_, choice) in enumerate(plan)}
+    with ScriptedServer() as server:
+        script(server, reply("ok"))
+        done = await resume_agent(mailer, context, decisions, model=model_for(server, api),
+                                  library=None if dry_run else mail.library, dry_run=dry_run)
+        results = dict(sent_results(server.requests[0].body))
+    assert done.content == "ok"
+    approved = [(tool, f"v{i}") for i, (tool, choice) in enumerate(plan) if choice == "yes"]
+    if dry_run:
+        assert mail.runs.total() == 0
+    else:
+        assert sorted(mail.sent) == sorted(v for tool, v in approved if tool == "sendMail")
+        assert mail.runs["readMail"] == sum(1 for tool, _ in approved if tool == "readMail")
+    for i, (_, choice) in enumerate(plan):
+        assert ("did not approve" in (results[f"c{i}"] or "")) is (choice != "yes")
+    answered = [m.call_id for m in done.context if isinstance(m, ToolResultMessage)]
+    assert sorted(answered) == sorted(decisions)
+
+
+async def test_decision_values_are_checked_for_every_waiting_call(
+        server: ScriptedServer, model_for: ModelFactory) -> None:
+    """A bad value is refused before any request even for a call the checks reject."""
+    mail, mailer = Mail(), load_gram(GRAM).agents[0]
+    bad = Conversation([UserMessage(content="go"), new_assistant_message(
+        content=None, tool_calls=(ToolCall(id="u", name="nosuchtool", arguments="{}"),))])
+    with pytest.raises(ValidationError, match="True, False or Refused"):
+        await resume_agent(mailer, bad, {"u": "no"},  # type: ignore[dict-item]
+                           library=mail.library, model=model_for(server, "chat"))
+    assert server.requests == []
