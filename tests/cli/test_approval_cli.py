@@ -136,3 +136,30 @@ def test_terminal_shows_the_call_and_asks(answers: bytes, ran: bool, workdir: Pa
     else:
         assert "did not approve" in result and "Bob is on holiday" in result
     assert "Traceback" not in err
+
+
+def test_limits_hold_across_approvals(workdir: Path, env: dict[str, str],
+                                      server: ScriptedServer) -> None:
+    """Each approval resumes the same run: --max-iterations counts the requests of the whole
+    turn, not of each part between two approvals (a model that keeps asking stops there)."""
+    server.add(*(call("sendMail", {"to": f"p{i}@example.com"}) for i in range(4)),
+               reply("Sent them all."))
+    done = run_gramagent(*_args("run", server, "Mail everyone", "--yes", "--max-iterations",
+                                "2"), cwd=workdir, env=env)
+    assert done.returncode == 1
+    assert "LimitExceeded" in done.stderr and "max_iterations=2" in done.stderr
+    assert "Traceback" not in done.stderr
+    # As with a person asked on the way: the second call runs, then no third request.
+    assert len(server.requests) == 2
+    assert _sent(workdir) == ["p0@example.com", "p1@example.com"]
+
+    with ScriptedServer() as again:
+        again.add(*(call("sendMail", {"to": f"q{i}@example.com"}) for i in range(2)),
+                  reply("Sent both."))
+        whole = run_gramagent(*_args("run", again, "Mail both", "--yes", "--json"),
+                              cwd=workdir, env=env)
+    assert whole.returncode == 0, whole.stderr
+    response = json.loads(whole.stdout)
+    assert response["content"] == "Sent both." and response["usage"]["requests"] == 3
+    assert [i["arguments"]["to"] for i in response["tool_invocations"]] == [
+        "q0@example.com", "q1@example.com"]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from runtime_support import ModelFactory, script, sent_results, user_texts
+from runtime_support import APIS, ModelFactory, script, sent_results, user_texts
 from test_approval import GRAM, Mail
 
 from gramagent._messages import (
@@ -20,10 +20,11 @@ from gramagent._messages import (
     new_assistant_message,
 )
 from gramagent._runtime.approval import Decision, Refused
+from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.loop import resume_agent, run_agent
 from gramagent._spec.gram import load_gram
-from gramagent.errors import ValidationError
-from gramagent.testing import ScriptedServer, http_response, reply
+from gramagent.errors import LimitExceeded, ValidationError
+from gramagent.testing import ScriptedServer, call, http_response, reply
 
 
 def _cut_reply(*calls: tuple[str, str, str]) -> dict[str, Any]:
@@ -114,3 +115,81 @@ async def test_decision_values_are_checked_for_every_waiting_call(
         await resume_agent(mailer, bad, {"u": "no"},  # type: ignore[dict-item]
                            library=mail.library, model=model_for(server, "chat"))
     assert server.requests == []
+
+
+_Step = tuple[str, str | int, str]
+"""A model turn of the script: (tool, argument value, the person's decision if asked); an
+integer value is an invalid call (the tools take strings), nobody is asked about it."""
+
+
+async def _with_callback(steps: list[_Step], limits: RunLimits, api: str,
+                         model_for: ModelFactory) -> tuple[Any, Mail]:
+    """The run with an ``approve`` callback: it never pauses."""
+    mail, mailer = Mail(), load_gram(GRAM).agents[0]
+    answers = iter(_CHOICES[choice] for tool, value, choice in steps
+                   if tool == "sendMail" and isinstance(value, str))
+    with ScriptedServer() as server:
+        script(server, *_turns(steps), reply("ok"))
+        try:
+            return await run_agent(mailer, "go", library=mail.library, limits=limits,
+                                   model=model_for(server, api),
+                                   approve=lambda request: next(answers)), mail
+        except LimitExceeded as exc:
+            return exc, mail
+
+
+async def _paused_and_resumed(steps: list[_Step], limits: RunLimits, api: str,
+                              model_for: ModelFactory) -> tuple[Any, Mail]:
+    """The same run without a callback: it pauses before each call and is resumed from the
+    paused response with the same decision."""
+    mail, mailer = Mail(), load_gram(GRAM).agents[0]
+    answers = iter(_CHOICES[choice] for tool, value, choice in steps
+                   if tool == "sendMail" and isinstance(value, str))
+    with ScriptedServer() as server:
+        script(server, *_turns(steps), reply("ok"))
+        model = model_for(server, api)
+        try:
+            response = await run_agent(mailer, "go", library=mail.library, limits=limits,
+                                       model=model)
+            while response.paused:
+                response = await resume_agent(
+                    mailer, response, {r.call_id: next(answers)
+                                       for r in response.pending_approvals},
+                    library=mail.library, limits=limits, model=model)
+            return response, mail
+        except LimitExceeded as exc:
+            return exc, mail
+
+
+def _turns(steps: list[_Step]) -> list[Any]:
+    keys = {"sendMail": "to", "readMail": "folder"}
+    return [call(tool, {keys[tool]: value}) for tool, value, _ in steps]
+
+
+def _outcome(result: Any) -> Any:
+    if isinstance(result, LimitExceeded):
+        return ("limit", result.limit, result.observed)
+    return (result.content, [(i.name, i.error_type) for i in result.tool_invocations],
+            result.usage.requests, result.usage.input_tokens, result.usage.output_tokens)
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(st.sampled_from(["sendMail", "readMail"]),
+                                st.sampled_from(["a", "b", "c", 7]),
+                                st.sampled_from(sorted(_CHOICES))), min_size=1, max_size=5),
+       max_iterations=st.integers(1, 6), max_tool_calls=st.integers(1, 6),
+       max_invalid=st.integers(1, 3), api=st.sampled_from(APIS))
+async def test_a_pause_changes_nothing_but_when_the_person_is_asked(
+        steps: list[_Step], max_iterations: int, max_tool_calls: int, max_invalid: int,
+        api: str, model_for: ModelFactory) -> None:
+    """Resumed from its paused response, a run is the same run: the same limits stop it at
+    the same point (max_iterations, max_tool_calls and the retry budget count the calls
+    before each pause), and its answer has every call and the usage of the whole run, as
+    the run asking an ``approve`` callback has."""
+    limits = RunLimits(max_iterations=max_iterations, max_tool_calls=max_tool_calls,
+                       max_invalid_calls_per_tool=max_invalid, repeat_guard=False)
+    asked, asked_mail = await _with_callback(steps, limits, api, model_for)
+    paused, paused_mail = await _paused_and_resumed(steps, limits, api, model_for)
+    assert _outcome(paused) == _outcome(asked)
+    assert paused_mail.runs == asked_mail.runs and paused_mail.sent == asked_mail.sent

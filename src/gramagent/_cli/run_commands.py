@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
+    from gramagent._messages import Conversation
     from gramagent._models.base import Model
     from gramagent._runtime.approval import ApprovalRequest, Decision
     from gramagent._runtime.events import EventSink
@@ -273,10 +274,12 @@ class Session:
         return await self._held(message, live)
 
     async def resume(self, decisions: Mapping[str, Decision],
-                     live: LivePrinter | None = None) -> AgentResponse:
+                     live: LivePrinter | None = None, paused: AgentResponse | None = None
+                     ) -> AgentResponse:
         """Continue a turn that paused for approvals, with a decision on each waiting call
-        (stored as :meth:`turn` stores)."""
-        return await self._held(dict(decisions), live)
+        (stored as :meth:`turn` stores). ``paused``: the response the turn paused with, so
+        that its limits hold across the pause (None: a stored turn of an earlier process)."""
+        return await self._held(dict(decisions), live, paused)
 
     def pending_approvals(self) -> tuple[ApprovalRequest, ...]:
         """The tool calls the conversation waits for a person to approve (a stored session's
@@ -287,34 +290,35 @@ class Session:
             return self.stored.pending_approvals
         return () if self.context is None else waiting_requests(self.context)
 
-    async def _held(self, start: str | dict[str, Decision], live: LivePrinter | None
-                    ) -> AgentResponse:
+    async def _held(self, start: str | dict[str, Decision], live: LivePrinter | None,
+                    paused: AgentResponse | None = None) -> AgentResponse:
         """:meth:`_run`, holding the stored session (if any) from loading to saving."""
         if self.stored is None:
-            return await self._run(start, live)
+            return await self._run(start, live, paused)
         async with self.stored.turn(self.agent.name) as held:
             if held.context is not None:
                 self.context = held.context
             before = self.context
             try:
-                return await self._run(start, live)
+                return await self._run(start, live, paused)
             finally:
                 if self.context is not None and self.context is not before:
                     held.save(self.context)
 
-    async def _run(self, start: str | dict[str, Decision], live: LivePrinter | None
-                   ) -> AgentResponse:
+    async def _run(self, start: str | dict[str, Decision], live: LivePrinter | None,
+                   paused: AgentResponse | None) -> AgentResponse:
         """A run from user message ``start``, or resumed with decisions."""
         from gramagent._runtime.loop import resume_agent, run_agent
 
         if live is not None:
-            return await self._streamed_run(start, live)
+            return await self._streamed_run(start, live, paused)
         options = self._run_options()
         try:
             if isinstance(start, str):
                 response = await run_agent(self.target, start, context=self.context, **options)
             else:
-                response = await resume_agent(self.target, self.context or (), start, **options)
+                response = await resume_agent(self.target, self._paused(paused), start,
+                                              **options)
         except RunError as exc:
             if exc.context is not None:
                 self.context = exc.context
@@ -322,8 +326,20 @@ class Session:
         self.context = response.context
         return response
 
-    async def _streamed_run(self, start: str | dict[str, Decision], live: LivePrinter
-                            ) -> AgentResponse:
+    def _paused(self, paused: AgentResponse | None) -> AgentResponse | Conversation:
+        """What a resumed run continues: ``paused`` on the conversation as it is now (stored
+        sessions are reloaded), or the bare conversation when it moved on since."""
+        import dataclasses
+
+        from gramagent._messages import Conversation
+
+        context = self.context if self.context is not None else Conversation()
+        if paused is None or paused.context != context:
+            return context
+        return dataclasses.replace(paused, context=context)
+
+    async def _streamed_run(self, start: str | dict[str, Decision], live: LivePrinter,
+                            paused: AgentResponse | None) -> AgentResponse:
         from gramagent._runtime.stream import (
             FinalResponse,
             TextDelta,
@@ -335,13 +351,15 @@ class Session:
         options = self._run_options()
         stream = (run_agent_stream(self.target, start, context=self.context, **options)
                   if isinstance(start, str)
-                  else resume_agent_stream(self.target, self.context or (), start, **options))
+                  else resume_agent_stream(self.target, self._paused(paused), start,
+                                           **options))
         try:
             async with stream:
                 async for event in stream:
                     if isinstance(event, TextDelta):
                         live.text(event.text)
-                    elif isinstance(event, ToolCallRequested) and event.call.id not in start:
+                    elif isinstance(event, ToolCallRequested) and (
+                            isinstance(start, str) or event.call.id not in start):
                         live.tool_call(event.call.name)  # (a resumed call was shown already)
                     elif isinstance(event, FinalResponse):
                         self.context = event.response.context
@@ -533,7 +551,6 @@ def _settle(runner: asyncio.Runner, session: Session, response: AgentResponse | 
             waiting: tuple[ApprovalRequest, ...], out: _Output, approvals: _Approvals) -> None:
     """Resume a paused run until it answers, then print the answer (with the calls and usage
     of every part of the turn)."""
-    earlier: AgentResponse | None = None
     while response is None or response.paused:
         pending = waiting if response is None else response.pending_approvals
         decisions = approvals.decide(pending)
@@ -542,19 +559,10 @@ def _settle(runner: asyncio.Runner, session: Session, response: AgentResponse | 
                 out.reply(response)
             raise ConfigurationError(approvals.nobody_to_ask(
                 pending, None if session.stored is None else session.stored.name))
-        if response is not None:
-            earlier = response if earlier is None else _joined(earlier, response)
-        response = runner.run(session.resume(decisions, out.live))
-    out.reply(response if earlier is None else _joined(earlier, response))
-
-
-def _joined(first: AgentResponse, then: AgentResponse) -> AgentResponse:
-    """``then``, with the tool calls and usage of ``first`` (the part of the turn before it
-    paused) before its own."""
-    import dataclasses
-
-    return dataclasses.replace(then, tool_invocations=first.tool_invocations
-                               + then.tool_invocations, usage=first.usage + then.usage)
+        # Resumed from the paused response, the run goes on: its limits hold across the
+        # pause, and the answer has the tool calls and usage of the whole turn.
+        response = runner.run(session.resume(decisions, out.live, response))
+    out.reply(response)
 
 
 _ENDINGS = {

@@ -66,6 +66,13 @@ class Budget(RunDeadline):
         return new_usage(input_tokens=self.input_tokens, output_tokens=self.output_tokens,
                      requests=self.requests)
 
+    def carry(self, usage: Usage) -> None:
+        """Start from the requests and tokens of an earlier part of the run (one that paused
+        for approvals), so its limits hold across the pause."""
+        self.requests += usage.requests
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+
     def remaining(self, now: float) -> float | None:
         """Seconds left before the wall time runs out (None without a wall time)."""
         return None if self.when is None else self.when - now

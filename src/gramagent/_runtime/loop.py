@@ -177,10 +177,17 @@ async def resume_agent(
     the user did not approve it, and the reason of a ``Refused(reason)``), and the run goes on
     as :func:`run_agent` does until the model answers (or pauses again).
 
+    Resumed from the paused :class:`AgentResponse`, it is the same run: the requests, tokens
+    and tool calls before the pause count against ``limits`` (all but the wall time: the wait
+    for a person is not counted), and the response's ``tool_invocations`` and ``usage`` are
+    the whole run's. Resumed from a bare conversation (stored, deserialized), the limits
+    start afresh.
+
     Args:
         agent: the agent, or bound agent, of the paused run.
-        paused: the paused run's response, or its conversation (``response.context``, as
-            stored or deserialized: it ends with the waiting calls).
+        paused: the paused run's response (its limits then hold across the pause), or its
+            conversation (``response.context``, as stored or deserialized: it ends with the
+            waiting calls).
         decisions: per waiting call id (``response.pending_approvals[i].call_id``): ``True``
             to run it, ``False`` or ``Refused(reason)`` to refuse it.
         **options: as for :func:`run_agent` (:class:`RunAgentOptions`).
@@ -199,6 +206,9 @@ async def resume_agent(
     check_decisions(decisions, waiting)
     start = dict(decisions)
     run = _new_run(agent, start, conversation, options)
+    if isinstance(paused, AgentResponse):  # the same run goes on: its limits hold across
+        run.budget.carry(paused.usage)
+        run.carry(paused.tool_invocations)
     if run.tracer is None:
         return await run.run(start)
     return await run.traced(start, _provider(options, run.bound.agent))

@@ -127,13 +127,15 @@ class AgentStream:
     """
 
     def __init__(self, agent: Agent | BoundAgent, start: str | Mapping[str, Decision],
-                 context: Conversation | Iterable[Message] | None, options: dict[str, Any]
-                 ) -> None:
+                 context: Conversation | Iterable[Message] | None, options: dict[str, Any],
+                 paused: AgentResponse | None = None) -> None:
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._hooks = _QueueHooks(self._queue)
         self._args = (agent, start)
         """The agent, and the user message or the decisions that resume a paused run."""
         self._context = context
+        self._paused = paused
+        """The paused response a resumed run continues (None: only its conversation)."""
         self._options = options
         self._task: asyncio.Task[None] | None = None
         self._finished = False
@@ -183,8 +185,9 @@ class AgentStream:
                 response = await run_agent(agent, start, context=self._context,
                                            hooks=self._hooks, **self._options)
             else:
-                response = await resume_agent(agent, self._context or (), start,
-                                              hooks=self._hooks, **self._options)
+                paused = self._paused if self._paused is not None else self._context or ()
+                response = await resume_agent(agent, paused, start, hooks=self._hooks,
+                                              **self._options)
         except Exception as exc:  # handed to the consumer, raised from __anext__
             self._queue.put_nowait(exc)
             return
@@ -257,8 +260,9 @@ def resume_agent_stream(
     """
     if "hooks" in options:
         raise TypeError("resume_agent_stream() sets hooks itself; use resume_agent(hooks=...)")
-    context = paused.context if isinstance(paused, AgentResponse) else paused
-    return AgentStream(agent, dict(decisions), context, options)
+    if isinstance(paused, AgentResponse):
+        return AgentStream(agent, dict(decisions), paused.context, options, paused)
+    return AgentStream(agent, dict(decisions), paused, options)
 
 
 def settle_interrupted(conversation: Conversation, partial_text: str = "") -> Conversation:

@@ -126,6 +126,16 @@ class ToolCalls:
     """The calls of the last turn left waiting for approval (None: none, the usual run; made
     on the first): the run pauses when any are."""
 
+    def carry(self, invocations: Sequence[ToolInvocation]) -> None:
+        """Start from the calls of an earlier part of the run (one that paused for approvals):
+        they count against ``max_tool_calls`` and the retry budget, and are part of the
+        response's ``tool_invocations``."""
+        self.invocations.extend(invocations)
+        self.seq += len(invocations)
+        for invocation in invocations:
+            if invocation.error_type in INVALID_CALL_TYPES:
+                self.invalid[invocation.name] = self.invalid.get(invocation.name, 0) + 1
+
     async def run_tool_calls(self, turn: ModelTurn, remaining: float | None, *,
                              replay: bool = True) -> None:
         """Check, run and record the calls of ``turn``; ``remaining``: seconds left in the run.
