@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from runtime_support import APIS, ModelFactory, script, sent_results, user_texts
 from test_approval import GRAM, Mail
@@ -179,16 +179,19 @@ def _outcome(result: Any) -> Any:
                                 st.sampled_from(["a", "b", "c", 7]),
                                 st.sampled_from(sorted(_CHOICES))), min_size=1, max_size=5),
        max_iterations=st.integers(1, 6), max_tool_calls=st.integers(1, 6),
-       max_invalid=st.integers(1, 3), api=st.sampled_from(APIS))
+       max_invalid=st.integers(1, 3), repeat_guard=st.booleans(), api=st.sampled_from(APIS))
+@example(steps=[("readMail", "a", "yes"), ("sendMail", "b", "yes"), ("readMail", "a", "yes")],
+         max_iterations=6, max_tool_calls=6, max_invalid=3, repeat_guard=True, api="chat")
 async def test_a_pause_changes_nothing_but_when_the_person_is_asked(
         steps: list[_Step], max_iterations: int, max_tool_calls: int, max_invalid: int,
-        api: str, model_for: ModelFactory) -> None:
+        repeat_guard: bool, api: str, model_for: ModelFactory) -> None:
     """Resumed from its paused response, a run is the same run: the same limits stop it at
     the same point (max_iterations, max_tool_calls and the retry budget count the calls
     before each pause), and its answer has every call and the usage of the whole run, as
-    the run asking an ``approve`` callback has."""
+    the run asking an ``approve`` callback has. The repeat guard knows the calls before
+    the pause: a repeat is answered from them, without asking again."""
     limits = RunLimits(max_iterations=max_iterations, max_tool_calls=max_tool_calls,
-                       max_invalid_calls_per_tool=max_invalid, repeat_guard=False)
+                       max_invalid_calls_per_tool=max_invalid, repeat_guard=repeat_guard)
     asked, asked_mail = await _with_callback(steps, limits, api, model_for)
     paused, paused_mail = await _paused_and_resumed(steps, limits, api, model_for)
     assert _outcome(paused) == _outcome(asked)

@@ -34,6 +34,7 @@ from gramagent._logs import log_tool_call
 from gramagent._messages import (
     Conversation,
     ToolCall,
+    ToolResultMessage,
     UserMessage,
     new_assistant_message,
     new_tool_result,
@@ -128,13 +129,26 @@ class ToolCalls:
 
     def carry(self, invocations: Sequence[ToolInvocation]) -> None:
         """Start from the calls of an earlier part of the run (one that paused for approvals):
-        they count against ``max_tool_calls`` and the retry budget, and are part of the
-        response's ``tool_invocations``."""
+        they count against ``max_tool_calls`` and the retry budget, the repeat guard knows
+        their results, and they are part of the response's ``tool_invocations``."""
         self.invocations.extend(invocations)
         self.seq += len(invocations)
+        guard = self.budget.limits.repeat_guard
+        outputs = ({m.call_id: m.content for m in self.conversation
+                    if isinstance(m, ToolResultMessage)} if guard else {})
         for invocation in invocations:
-            if invocation.error_type in INVALID_CALL_TYPES:
+            error_type = invocation.error_type
+            if error_type in INVALID_CALL_TYPES:
                 self.invalid[invocation.name] = self.invalid.get(invocation.name, 0) + 1
+            if not guard or not isinstance(invocation.arguments, dict):
+                continue
+            if error_type == "repeated_call":
+                self.force_answer = True
+            elif error_type is None or error_type == "approval_refused":
+                output = outputs.get(invocation.call_id)
+                if output is not None:  # as _record and _approve remember them
+                    key = invocation.name + "\x00" + _repeat_form(invocation.arguments)
+                    self.answered[key] = (invocation.result, output)
 
     async def run_tool_calls(self, turn: ModelTurn, remaining: float | None, *,
                              replay: bool = True) -> None:
