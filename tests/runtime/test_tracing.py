@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 from runtime_support import ModelFactory, Tools, script
+from test_approval import GRAM, Mail
 
-from gramagent import run_agent
+from gramagent import Refused, resume_agent, run_agent
 from gramagent._runtime.tracing import run_tracer
+from gramagent._spec.gram import load_gram
 from gramagent._spec.model import Agent, ModelRef
 from gramagent.errors import ModelAPIError
 from gramagent.testing import ScriptedServer, call, calls, error, reply
@@ -130,3 +132,36 @@ async def test_a_local_model_asked_of_a_server_is_named_openai(
     assert run.name == "invoke_agent hello_world_agent"
     assert run.attributes is not None
     assert run.attributes["gen_ai.provider.name"] == "openai"
+
+
+async def test_spans_of_a_paused_and_resumed_run(spans: InMemorySpanExporter,
+                                                 server: ScriptedServer,
+                                                 model_for: ModelFactory) -> None:
+    """A pause is not an error; a refused call gets a failed ``execute_tool`` span with the
+    type only (neither its arguments nor the person's reason); each part's ``invoke_agent``
+    span has the usage of its own requests (summing the spans does not count one twice)."""
+    mail, mailer = Mail(), load_gram(GRAM).agents[0]
+    reason = "Reason-Secret-91bd"
+    script(server, call("sendMail", {"to": SECRET_ARG}, id="call_9"), reply("Not sent."))
+    model = model_for(server, "chat")
+    paused = await run_agent(mailer, "Mail", library=mail.library, model=model)
+    first = spans.get_finished_spans()
+    assert [s.name for s in first] == ["chat scripted", "invoke_agent mailer"]
+    assert all(s.status.status_code != trace.StatusCode.ERROR for s in first)
+    spans.clear()
+    done = await resume_agent(mailer, paused, {"call_9": Refused(reason)},
+                              library=mail.library, model=model)
+    second = spans.get_finished_spans()
+    assert [s.name for s in second] == ["execute_tool sendMail", "chat scripted",
+                                        "invoke_agent mailer"]
+    refused, _, run = second
+    assert refused.attributes["error.type"] == "approval_refused"
+    assert refused.status.status_code == trace.StatusCode.ERROR
+    assert refused.attributes["gen_ai.tool.call.id"] == "call_9"
+    assert not any(text in _everything(s) for s in first + second
+                   for text in (SECRET_ARG, reason))
+    runs = [s for s in first + second if s.name.startswith("invoke_agent")]
+    assert sum(s.attributes["gen_ai.usage.input_tokens"] for s in runs) == (
+        done.usage.input_tokens)
+    assert run.attributes["gen_ai.usage.input_tokens"] == (
+        done.usage.input_tokens - paused.usage.input_tokens)

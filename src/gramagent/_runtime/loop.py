@@ -297,8 +297,11 @@ class _Run(ToolCalls):
     """The ids of the conversation's calls (made on the first reply with calls)."""
 
     async def traced(self, start: str | dict[str, Decision], provider: str) -> AgentResponse:
-        """:meth:`run` inside its ``invoke_agent`` span."""
+        """:meth:`run` inside its ``invoke_agent`` span (whose usage is this part's: a run
+        resumed from its paused response carries the earlier part's, which its own span
+        recorded)."""
         self.provider = provider
+        before = self.budget.usage
         with tracing.agent_span(self.tracer, agent=self.bound.agent.name,
                                 model=self.model_name, provider=provider,
                                 conversation_id=self.conversation.id) as span:
@@ -306,7 +309,8 @@ class _Run(ToolCalls):
                 return await self.run(start)
             finally:
                 usage = self.budget.usage
-                tracing.record_usage(span, usage.input_tokens, usage.output_tokens)
+                tracing.record_usage(span, usage.input_tokens - before.input_tokens,
+                                     usage.output_tokens - before.output_tokens)
 
     async def run(self, start: str | dict[str, Decision]) -> AgentResponse:
         """The run from user message ``start``, or resumed with decisions on the calls its
