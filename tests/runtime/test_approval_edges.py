@@ -196,3 +196,35 @@ async def test_a_pause_changes_nothing_but_when_the_person_is_asked(
     paused, paused_mail = await _paused_and_resumed(steps, limits, api, model_for)
     assert _outcome(paused) == _outcome(asked)
     assert paused_mail.runs == asked_mail.runs and paused_mail.sent == asked_mail.sent
+
+
+_ODD = st.one_of(st.none(), st.integers(), st.text(max_size=5), st.floats(allow_nan=False),
+                 st.builds(Refused, st.one_of(st.none(), st.integers(), st.lists(st.text()))),
+                 st.lists(st.booleans(), max_size=2))
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(odd=_ODD)
+async def test_odd_decisions_are_validation_errors(odd: Any, model_for: ModelFactory) -> None:
+    """Anything but True, False or Refused(str) is a ValidationError: before any request
+    when given to resume_agent; from the run when an approve callback returns it (None
+    excepted: the call then waits, the run pauses)."""
+    mail, mailer = Mail(), load_gram(GRAM).agents[0]
+    with ScriptedServer() as server:
+        script(server, call("sendMail", {"to": "bob"}), reply("ok"))
+        model = model_for(server, "chat")
+        with pytest.raises(ValidationError, match="True, False or Refused|string reason"):
+            await resume_agent(mailer, _waiting([("sendMail", "bob")]), {"c0": odd},
+                               library=mail.library, model=model)
+        assert server.requests == []
+        if odd is None:
+            paused = await run_agent(mailer, "go", library=mail.library, model=model,
+                                     approve=lambda request: odd)
+            assert paused.paused and [r.tool for r in paused.pending_approvals] == [
+                "sendMail"]
+        else:
+            with pytest.raises(ValidationError):
+                await run_agent(mailer, "go", library=mail.library, model=model,
+                                approve=lambda request: odd)
+    assert mail.runs.total() == 0

@@ -67,7 +67,8 @@ Decision: TypeAlias = bool | Refused
 :class:`Refused` answers it with a refusal instead."""
 
 Approver: TypeAlias = Callable[[ApprovalRequest], Decision | Awaitable[Decision]]
-"""Asks a person about one call (``run_agent(approve=...)``); may be a coroutine function."""
+"""Asks a person about one call (``run_agent(approve=...)``); may be a coroutine function.
+Returning None leaves the call waiting: the run pauses, as without a callback."""
 
 
 def refusal(tool: str, decision: Decision) -> CallRejection | None:
@@ -81,6 +82,9 @@ def refusal(tool: str, decision: Decision) -> CallRejection | None:
     if decision is not False and not isinstance(decision, Refused):
         raise ValidationError(f"an approval decision is True, False or Refused(reason), "
                               f"got {type(decision).__name__}")
+    if isinstance(decision, Refused) and not isinstance(decision.reason, str):
+        raise ValidationError(f"Refused(reason) takes a string reason, got "
+                              f"{type(decision.reason).__name__}")
     reason = decision.reason.strip() if isinstance(decision, Refused) else ""
     # Worded to be passed on: a small model copies the last tool result into its answer.
     text = (f"Not done: the user did not approve the call to {tool}"
