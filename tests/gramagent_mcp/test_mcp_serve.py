@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import mcp_types as types
@@ -118,13 +118,14 @@ def greeter(path: str, body: dict[str, Any]) -> ScriptTurn:
     return call("sayHello", {"personName": match.group(1) if match else "nobody"})
 
 
-async def _ask_served_agent(library: ToolLibrary, *inputs: str
+async def _ask_served_agent(library: ToolLibrary, *inputs: str,
+                            model_turns: Callable[[str, dict[str, Any]], ScriptTurn] = greeter,
                             ) -> tuple[list[str], list[types.CallToolResult], list[Any]]:
-    """Serve the hello agent over HTTP (its model the scripted greeter) and send it
-    ``inputs`` in one MCP session: the listed tools, the answers, the last model request's
-    messages."""
+    """Serve the hello agent over HTTP (its model ``model_turns``, the scripted greeter by
+    default) and send it ``inputs`` in one MCP session: the listed tools, the answers, the
+    last model request's messages."""
     agent = load_agent(HELLO)
-    with ScriptedServer(greeter) as model_server:
+    with ScriptedServer(model_turns) as model_server:
         model = resolve_model("openai/scripted", base_url=model_server.base_url,
                               api_key="sk-test")
         server = build_server(library, agent, agent_tool=True, model=model)
@@ -163,3 +164,26 @@ async def test_a_served_agent_hears_that_nobody_can_approve() -> None:
     _, (answer,), _ = await _ask_served_agent(guarded, "Hi, I'm Grace")
     assert not answer.is_error and ran == []
     assert "nobody can approve tool calls through this MCP server" in _text(answer)
+
+
+async def test_a_served_agent_that_keeps_asking_stops_at_its_limits() -> None:
+    """Each refusal resumes the same run: a model that asks for another call after every
+    refusal is stopped by max_iterations (10 requests), not served forever."""
+    guarded = ToolLibrary()
+
+    @guarded.register(requires_approval=True)
+    def sayHello(personName: str = "world") -> str:
+        """Returns a friendly greeting message for the given name"""
+        return f"Hello, {personName}!"
+
+    requests: list[int] = []
+
+    def insistent(path: str, body: dict[str, Any]) -> ScriptTurn:
+        requests.append(len(body["messages"]))
+        if len(requests) > 30:  # only so that the test ends if the limit does not hold
+            return reply("gave up")
+        return call("sayHello", {"personName": f"p{len(requests)}"})
+
+    _, (answer,), _ = await _ask_served_agent(guarded, "Hi", model_turns=insistent)
+    assert answer.is_error and "LimitExceeded" in _text(answer)
+    assert "max_iterations" in _text(answer) and len(requests) == 10
