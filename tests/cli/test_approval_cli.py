@@ -138,14 +138,16 @@ def test_terminal_shows_the_call_and_asks(answers: bytes, ran: bool, workdir: Pa
     assert "Traceback" not in err
 
 
-def test_limits_hold_across_approvals(workdir: Path, env: dict[str, str],
-                                      server: ScriptedServer) -> None:
+@pytest.mark.parametrize("stored", [(), ("--session", "s")])
+def test_limits_hold_across_approvals(stored: tuple[str, ...], workdir: Path,
+                                      env: dict[str, str], server: ScriptedServer) -> None:
     """Each approval resumes the same run: --max-iterations counts the requests of the whole
-    turn, not of each part between two approvals (a model that keeps asking stops there)."""
+    turn, not of each part between two approvals (a model that keeps asking stops there),
+    also when the turn is kept in a stored session."""
     server.add(*(call("sendMail", {"to": f"p{i}@example.com"}) for i in range(4)),
                reply("Sent them all."))
     done = run_gramagent(*_args("run", server, "Mail everyone", "--yes", "--max-iterations",
-                                "2"), cwd=workdir, env=env)
+                                "2", *stored), cwd=workdir, env=env)
     assert done.returncode == 1
     assert "LimitExceeded" in done.stderr and "max_iterations=2" in done.stderr
     assert "Traceback" not in done.stderr
@@ -156,8 +158,8 @@ def test_limits_hold_across_approvals(workdir: Path, env: dict[str, str],
     with ScriptedServer() as again:
         again.add(*(call("sendMail", {"to": f"q{i}@example.com"}) for i in range(2)),
                   reply("Sent both."))
-        whole = run_gramagent(*_args("run", again, "Mail both", "--yes", "--json"),
-                              cwd=workdir, env=env)
+        whole = run_gramagent(*_args("run", again, "Mail both", "--yes", "--json",
+                                     *stored), cwd=workdir, env=env)
     assert whole.returncode == 0, whole.stderr
     response = json.loads(whole.stdout)
     assert response["content"] == "Sent both." and response["usage"]["requests"] == 3
