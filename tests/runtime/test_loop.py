@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from typing import Any
 from unittest import mock
 
@@ -27,7 +28,7 @@ from runtime_support import (
 
 from gramagent._messages import AssistantMessage, Conversation, ToolResultMessage, UserMessage
 from gramagent._models.base import NamedToolChoice
-from gramagent._runtime.events import CaptureSink
+from gramagent._runtime.events import CaptureSink, Event
 from gramagent._runtime.library import ToolLibrary
 from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.loop import AgentResponse, run_agent, run_agent_sync
@@ -144,6 +145,100 @@ async def test_cancelling_a_run_cancels_each_call_still_running(
         await asyncio.sleep(0)
     assert sorted(cancelled) == [0, 1, 2]
     assert len(server.requests) == 1
+
+
+async def test_thread_calls_each_report_their_result_when_they_finish(
+        server: ScriptedServer, model_for: ModelFactory) -> None:
+    """The calls of blocking tools in one turn are awaited in call order, yet each one's
+    result event comes when it finishes: the first call here waits until the second's
+    result has been reported (it would time out if events waited for earlier calls)."""
+    reported = threading.Event()
+    library = ToolLibrary()
+
+    @library.register
+    def first() -> str:
+        """Waits for the second call's result event."""
+        return "after the second" if reported.wait(10) else "the second was not reported"
+
+    @library.register
+    def second() -> str:
+        """Answers at once."""
+        return "second"
+
+    def sink(event: Event) -> None:
+        if event.kind == "tool_call_result" and event.seq == 2:
+            reported.set()
+
+    script(server, calls(call("first", {}, id="call_1"), call("second", {}, id="call_2")),
+           reply("done"))
+    response = await run_agent(make_agent(library), "go", library=library,
+                               model=model_for(server, "chat"), events=sink)
+    assert [i.result for i in response.tool_invocations] == ["after the second", "second"]
+    assert sent_results(server.requests[1].body) == [("call_1", "after the second"),
+                                                     ("call_2", "second")]
+
+
+async def test_a_thread_call_times_out_alone_among_others(
+        server: ScriptedServer, model_for: ModelFactory) -> None:
+    """A blocking call past its timeout gets ``tool_timeout`` (and its event) while the others
+    of its turn keep their results; its thread's late result is dropped."""
+    release = threading.Event()
+    library = ToolLibrary()
+
+    @library.register
+    def stuck() -> str:
+        """Blocks until released."""
+        release.wait(10)
+        return "too late"
+
+    @library.register
+    def fine(i: int) -> str:
+        """Answers at once."""
+        return f"fine {i}"
+
+    script(server, calls(call("fine", {"i": 1}), call("stuck", {}), call("fine", {"i": 2})),
+           reply("done"))
+    sink = CaptureSink()
+    try:
+        response = await run_agent(make_agent(library), "go", library=library,
+                                   model=model_for(server, "chat"), events=sink,
+                                   limits=RunLimits(tool_timeout=0.2))
+    finally:
+        release.set()
+    assert [i.error_type for i in response.tool_invocations] == [None, "tool_timeout", None]
+    assert [i.result for i in response.tool_invocations] == ["fine 1", None, "fine 2"]
+    results = {e.seq: e for e in sink.of_kind("tool_call_result")}
+    assert sorted(results) == [1, 2, 3] and results[2].error_type == "tool_timeout"
+    await asyncio.sleep(0.05)  # the stuck thread's result arrives: dropped without a trace
+
+
+async def test_cancelling_a_run_abandons_its_thread_calls(
+        server: ScriptedServer, model_for: ModelFactory) -> None:
+    """A run cancelled while blocking calls run ends at once; their late results are dropped
+    and no result is reported for them."""
+    release = threading.Event()
+    started = threading.Semaphore(0)
+    library = ToolLibrary()
+
+    @library.register
+    def blocks(i: int) -> str:
+        """Blocks until released."""
+        started.release()
+        release.wait(10)
+        return f"late {i}"
+
+    script(server, calls(*(call("blocks", {"i": i}) for i in range(3))), reply("never sent"))
+    sink = CaptureSink()
+    run = asyncio.create_task(run_agent(make_agent(library), "go", library=library,
+                                        model=model_for(server, "chat"), events=sink))
+    for _ in range(3):
+        assert await asyncio.to_thread(started.acquire, True, 10)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    release.set()
+    await asyncio.sleep(0.05)  # the threads hand their results over: dropped
+    assert sink.of_kind("tool_call_result") == [] and len(server.requests) == 1
 
 
 @pytest.mark.parametrize("api", APIS)

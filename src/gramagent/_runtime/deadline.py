@@ -13,8 +13,19 @@ import asyncio
 import math
 import weakref
 from types import TracebackType
+from typing import Protocol
 
-__all__ = ["RunDeadline"]
+__all__ = ["Expiring", "RunDeadline", "Watcher", "watcher"]
+
+
+class Expiring(Protocol):
+    """What the event loop's one timer watches: a time, and what to do when it comes."""
+
+    when: float | None
+    """On the event loop's clock; set (not None) while watched."""
+
+    def expire(self) -> None:
+        """The clock reached :attr:`when` (called once, on the event loop's thread)."""
 
 
 # Not asyncio.timeout_at: that schedules a timer per request, and at concurrency 100 those
@@ -36,7 +47,7 @@ class RunDeadline:
         self.expired = False
         """Whether the deadline cancelled an await (which then raised TimeoutError)."""
         self._task: asyncio.Task[object] | None = None
-        self._watcher: _Watcher | None = None
+        self._watcher: Watcher | None = None
         self._waiting = False
         self._cancelling = 0
 
@@ -44,8 +55,8 @@ class RunDeadline:
         """Start watching the clock (once per run, before its first request)."""
         if self.when is not None:
             self._task = asyncio.current_task()
-            self._watcher = watcher = _watcher(asyncio.get_running_loop())
-            watcher.add(self)
+            self._watcher = loop_watcher = watcher(asyncio.get_running_loop())
+            loop_watcher.add(self)
 
     def disarm(self) -> None:
         """Stop watching (at the end of the run, however it ends)."""
@@ -75,25 +86,29 @@ class RunDeadline:
                 and self._task.uncancel() <= self._cancelling):
             raise TimeoutError from exc
 
-    def _expire(self) -> None:
-        """The clock reached ``when``: cancel the await in flight, if any."""
+    def expire(self) -> None:
+        """The clock reached ``when``: cancel the await in flight, if any (called by the
+        event loop's watcher)."""
         if self._waiting and self._task is not None:
             self.expired = True
             self._task.cancel()
 
 
-class _Watcher:
-    """The deadlines of the runs on one event loop, behind a single timer for the earliest."""
+class Watcher:
+    """The deadlines of the runs and tool calls on one event loop, behind a single timer for
+    the earliest (:func:`watcher`)."""
 
     __slots__ = ("_deadlines", "_loop", "_timer", "_when")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._deadlines: set[RunDeadline] = set()
+        self._deadlines: set[Expiring] = set()
         self._timer: asyncio.TimerHandle | None = None
         self._when = math.inf
 
-    def add(self, deadline: RunDeadline) -> None:
+    def add(self, deadline: Expiring) -> None:
+        """Watch ``deadline`` (its :attr:`~Expiring.when` set) until it expires or is
+        discarded."""
         assert deadline.when is not None
         self._deadlines.add(deadline)
         if deadline.when < self._when:
@@ -102,7 +117,8 @@ class _Watcher:
             self._when = deadline.when
             self._timer = self._loop.call_at(deadline.when, self._fire)
 
-    def discard(self, deadline: RunDeadline) -> None:
+    def discard(self, deadline: Expiring) -> None:
+        """Stop watching ``deadline`` (nothing if it is not watched)."""
         self._deadlines.discard(deadline)
 
     def _fire(self) -> None:
@@ -113,30 +129,30 @@ class _Watcher:
             assert when is not None
             if when <= now:
                 self._deadlines.discard(deadline)
-                deadline._expire()
+                deadline.expire()
             elif when < self._when:
                 self._when = when
         if self._deadlines:
             self._timer = self._loop.call_at(self._when, self._fire)
 
 
-_watchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watcher] = (
+_watchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Watcher] = (
     weakref.WeakKeyDictionary())
 
 
-_last: tuple[weakref.ref[asyncio.AbstractEventLoop], _Watcher] | None = None
+_last: tuple[weakref.ref[asyncio.AbstractEventLoop], Watcher] | None = None
 """The loop asked for last and its watcher: every run and tool call asks (one event loop,
 usually), and a weak dictionary's lookup makes a weak reference each time."""
 
 
-def _watcher(loop: asyncio.AbstractEventLoop) -> _Watcher:
-    """The watcher of ``loop`` (made by its first run with a wall time)."""
+def watcher(loop: asyncio.AbstractEventLoop) -> Watcher:
+    """The watcher of ``loop`` (made by its first run or call with a time limit)."""
     global _last
     last = _last  # one tuple: a thread of another event loop never sees a torn pair
     if last is not None and last[0]() is loop:
         return last[1]
-    watcher = _watchers.get(loop)
-    if watcher is None:
-        watcher = _watchers[loop] = _Watcher(loop)
-    _last = (weakref.ref(loop), watcher)
-    return watcher
+    found = _watchers.get(loop)
+    if found is None:
+        found = _watchers[loop] = Watcher(loop)
+    _last = (weakref.ref(loop), found)
+    return found

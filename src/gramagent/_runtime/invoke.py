@@ -13,7 +13,7 @@ import contextvars
 import inspect
 import sys
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -21,12 +21,13 @@ import orjson
 
 from gramagent import _json as exact_json
 from gramagent._json import clean_text
-from gramagent._runtime.deadline import RunDeadline
+from gramagent._runtime.deadline import RunDeadline, Watcher, watcher
 from gramagent._runtime.library import Tool, ToolContext
 from gramagent._runtime.threads import tool_threads
 from gramagent._spec.calls import ToolErrorType, error_text
 
-__all__ = ["DRY_RUN_RESULT", "Outcome", "execute", "render_output", "start_task"]
+__all__ = ["DRY_RUN_RESULT", "Outcome", "ThreadCall", "execute", "render_output", "start_task",
+           "submit"]
 
 DRY_RUN_RESULT: Final = {"ok": True}
 """What every call returns in dry-run mode (the no-op executor of the ADR)."""
@@ -90,6 +91,13 @@ async def execute(
         if not _maybe_awaitable(result):
             return _finished(tool, result, time.perf_counter() - started, max_output_chars)
         pending = result  # a sync function returning an awaitable: await it below
+    elif not tool.is_async:  # a blocking function: in a worker thread, awaited here
+        call = ThreadCall(tool, kwargs, timeout=timeout, max_output_chars=max_output_chars)
+        try:
+            return await call
+        except BaseException:  # cancelled: the call is abandoned (its thread runs on)
+            call.cancel()
+            raise
     # Not asyncio.timeout: a timer per call (set, then cancelled) was a fifth of what an async
     # call cost. A RunDeadline shares its event loop's one timer with every run and call.
     deadline = RunDeadline(None if timeout is None
@@ -99,26 +107,138 @@ async def execute(
         with deadline:
             if pending is not None:
                 result = await pending
-            elif tool.is_async:
-                result = await tool.invoke(**kwargs)
             else:
-                result = await _in_thread(tool.invoke, kwargs)
+                result = await tool.invoke(**kwargs)
             if _maybe_awaitable(result):  # a sync function returning an awaitable
                 result = await result
     except TimeoutError as exc:
         latency = time.perf_counter() - started
         if deadline.expired:
-            return Outcome(
-                None,
-                error_text("tool_timeout", f"tool {tool.name!r} did not finish within "
-                           f"{_seconds(timeout)}. Try simpler arguments, or answer without it."),
-                "tool_timeout", f"did not finish within {_seconds(timeout)}", latency)
+            return _timed_out(tool, timeout, latency)
         return _failure(tool, exc, latency)
     except Exception as exc:
         return _failure(tool, exc, time.perf_counter() - started)
     finally:
         deadline.disarm()
     return _finished(tool, result, time.perf_counter() - started, max_output_chars)
+
+
+def submit(tool: Tool, arguments: dict[str, Any], *, context: ToolContext | None,
+           timeout: float | None, max_output_chars: int | None = None,
+           done: Callable[[Outcome], object] | None = None) -> ThreadCall:
+    """Start a blocking ``tool`` in a worker thread; await the returned call for its outcome.
+
+    What :func:`execute` does for such a tool, without a coroutine or a task: a turn awaits
+    its thread calls one after another, and each call's outcome (its ``done`` callback, e.g.
+    its result event) still comes when that call finishes, not after the calls before it.
+    """
+    kwargs = (arguments if not tool.converters and tool.context_param is None
+              else _call_kwargs(tool, arguments, context))
+    return ThreadCall(tool, kwargs, timeout=timeout, max_output_chars=max_output_chars,
+                      done=done)
+
+
+class ThreadCall:
+    """One call of a blocking tool in a worker thread: awaitable, for its :class:`Outcome`.
+
+    Not a coroutine awaiting a future under a :class:`RunDeadline` (which cancels a task): the
+    outcome is made on the event loop's thread where the worker hands its result over, or
+    where the call's timeout expires (on the event loop's one timer), whichever comes first;
+    the other is dropped. Awaiting it needs no task of its own, so a turn's thread calls are
+    awaited in sequence and still run alongside (a task per call was a fifth of what such a
+    call cost; bench/RESULTS.md, "Per call and per message"). The worker copies the context
+    variables of the code that made the call.
+    """
+
+    __slots__ = ("_context", "_done", "_future", "_kwargs", "_loop", "_max_chars", "_started",
+                 "_timeout", "_tool", "_waiter", "_watcher", "when")
+
+    def __init__(self, tool: Tool, kwargs: dict[str, Any], *, timeout: float | None,
+                 max_output_chars: int | None,
+                 done: Callable[[Outcome], object] | None = None) -> None:
+        self._loop = loop = asyncio.get_running_loop()
+        self._future: asyncio.Future[Outcome] = loop.create_future()
+        self._tool, self._kwargs, self._timeout = tool, kwargs, timeout
+        self._max_chars, self._done = max_output_chars, done
+        self._context = contextvars.copy_context()
+        self._waiter: asyncio.Task[None] | None = None
+        self._watcher: Watcher | None = None
+        self.when = None if timeout is None else loop.time() + timeout
+        if self.when is not None:
+            self._watcher = watcher(loop)
+            self._watcher.add(self)
+        self._started = time.perf_counter()
+        tool_threads().submit(self)
+
+    def __await__(self) -> Generator[Any, None, Outcome]:
+        return self._future.__await__()
+
+    def cancel(self) -> None:
+        """Abandon the call (the run was cancelled): its outcome is dropped, its thread runs
+        on to its end."""
+        self._future.cancel()
+        self._stop()
+
+    def __call__(self) -> None:
+        """The job, in a worker thread: run the tool, hand the result to the event loop."""
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = self._context.run(self._tool.invoke, **self._kwargs)
+        except StopIteration as exc:  # no future can hold one (it would end the coroutine)
+            error = RuntimeError(f"tool raised StopIteration: {exc}")
+        except BaseException as exc:  # handed to the awaiting call, as run_in_executor does
+            error = exc
+        with contextlib.suppress(RuntimeError):  # a closed event loop: the run is long gone
+            self._loop.call_soon_threadsafe(self._hand_off, result, error)
+
+    def _hand_off(self, result: Any, error: BaseException | None) -> None:
+        """The worker's result, on the event loop's thread."""
+        if self._future.done():  # abandoned: timed out or cancelled
+            return
+        latency = time.perf_counter() - self._started
+        if error is None:
+            if _maybe_awaitable(result):  # a function returning an awaitable: await it
+                self._waiter = asyncio.ensure_future(self._await(result))
+                return
+            self._settle(_finished(self._tool, result, latency, self._max_chars))
+        elif isinstance(error, Exception):
+            self._settle(_failure(self._tool, error, latency))
+        else:  # KeyboardInterrupt, SystemExit...: raised where the call is awaited
+            self._stop()
+            self._future.set_exception(error)
+
+    async def _await(self, awaitable: Any) -> None:
+        try:
+            result = await awaitable
+        except Exception as exc:
+            outcome = _failure(self._tool, exc, time.perf_counter() - self._started)
+        else:
+            outcome = _finished(self._tool, result, time.perf_counter() - self._started,
+                                self._max_chars)
+        self._waiter = None  # done: not to be cancelled by _stop
+        if not self._future.done():
+            self._settle(outcome)
+
+    def expire(self) -> None:
+        """The call's timeout passed (called by the event loop's watcher)."""
+        if self._future.done():
+            return
+        self._settle(_timed_out(self._tool, self._timeout,
+                                time.perf_counter() - self._started))
+
+    def _settle(self, outcome: Outcome) -> None:
+        self._stop()
+        self._future.set_result(outcome)
+        if self._done is not None:
+            self._done(outcome)
+
+    def _stop(self) -> None:
+        if self._watcher is not None:
+            self._watcher.discard(self)
+            self._watcher = None
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.cancel()
 
 
 def start_task(work: Coroutine[Any, Any, Outcome]) -> asyncio.Task[Outcome]:
@@ -188,45 +308,6 @@ def _call_kwargs(tool: Tool, arguments: dict[str, Any], context: ToolContext | N
     return kwargs
 
 
-async def _in_thread(func: Any, kwargs: dict[str, Any]) -> Any:
-    """``func(**kwargs)`` in a worker thread (context variables copied), awaited here.
-
-    Not ``loop.run_in_executor``: that chains the executor's future to an asyncio future
-    through callbacks on both sides (``wrap_future``), most of a thread call's hand-off. Here
-    the worker (:mod:`~gramagent._runtime.threads`) settles one asyncio future through
-    ``call_soon_threadsafe``; a result that arrives after the call was abandoned (timeout,
-    cancellation) is dropped.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-    context = contextvars.copy_context()
-
-    def work() -> None:
-        result: Any = None
-        error: BaseException | None = None
-        try:
-            result = context.run(func, **kwargs)
-        except StopIteration as exc:  # no future can hold one (it would end the coroutine)
-            error = RuntimeError(f"tool raised StopIteration: {exc}")
-        except BaseException as exc:  # handed to the awaiting call, as run_in_executor does
-            error = exc
-        with contextlib.suppress(RuntimeError):  # a closed event loop: the run is long gone
-            loop.call_soon_threadsafe(_settle, future, result, error)
-
-    tool_threads().submit(work)
-    return await future
-
-
-def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
-    """Hand a worker thread's outcome to its call (on the event loop's thread)."""
-    if future.done():  # abandoned: timed out or cancelled
-        return
-    if exc is None:
-        future.set_result(result)
-    else:
-        future.set_exception(exc)
-
-
 def _failure(tool: Tool, exc: BaseException, latency: float, *,
              what: str = "raised an exception") -> Outcome:
     kind = type(exc).__name__
@@ -238,6 +319,14 @@ def _failure(tool: Tool, exc: BaseException, latency: float, *,
         None,
         error_text("tool_exception", f"tool {tool.name!r} {what}: {text}"),
         "tool_exception", f"{what}: {kind}", latency)
+
+
+def _timed_out(tool: Tool, timeout: float | None, latency: float) -> Outcome:
+    return Outcome(
+        None,
+        error_text("tool_timeout", f"tool {tool.name!r} did not finish within "
+                   f"{_seconds(timeout)}. Try simpler arguments, or answer without it."),
+        "tool_timeout", f"did not finish within {_seconds(timeout)}", latency)
 
 
 def _seconds(timeout: float | None) -> str:

@@ -25,6 +25,7 @@ import inspect
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import orjson
@@ -51,7 +52,7 @@ from gramagent._runtime.events import (
     args_preview_hash,
     emit,
 )
-from gramagent._runtime.invoke import Outcome, execute, start_task
+from gramagent._runtime.invoke import Outcome, ThreadCall, execute, start_task, submit
 from gramagent._runtime.library import BoundAgent, Tool, ToolContext
 from gramagent._runtime.limits import INHERIT
 from gramagent._runtime.results import ToolInvocation, new_invocation
@@ -357,30 +358,47 @@ class ToolCalls:
             # A plain function declared blocking=False is awaited here, without a task: it runs
             # to its end before anything else can anyway, and a task per call was most of what
             # such a call cost (bench/RESULTS.md, "Per call and per message"). The other calls
-            # start first, each in its task, so they still run alongside.
-            # The tasks are awaited in turn, not gathered: they run alongside all the same,
-            # and gather's future and callback per task cost as much as a quick call.
+            # start first (async ones each in its task, blocking ones in worker threads), so
+            # they still run alongside. They are awaited in turn, not gathered: they run
+            # alongside all the same, and gather's future and callback per call cost as much
+            # as a quick call.
             inline: list[_Call] = []
             others: list[_Call] = []
             for c in runnable:
                 (inline if _runs_inline(c) else others).append(c)
-            tasks = [start_task(self._execute(c, remaining)) for c in others]
+            started = [self._start(c, remaining) for c in others]
             try:
                 for c in inline:
                     c.outcome = await self._execute(c, remaining)
-                for c, task in zip(others, tasks, strict=True):
-                    c.outcome = await task
+                for c, call in zip(others, started, strict=True):
+                    c.outcome = await call
             except BaseException:  # cancelled: so are the calls still running
-                for task in tasks:
-                    task.cancel()
+                for call in started:
+                    call.cancel()
                 raise
 
-    async def _execute(self, c: _Call, remaining: float | None) -> Outcome:
-        """Run one checked call; emits its result event as soon as it finishes."""
+    def _start(self, c: _Call, remaining: float | None) -> asyncio.Task[Outcome] | ThreadCall:
+        """Start one call of several: an async tool in its task; a blocking function in a
+        worker thread without a task (:class:`~gramagent._runtime.invoke.ThreadCall`: its
+        result event comes when it finishes, from the worker's hand-off or its timeout),
+        unless its span must be the current one around it (tracing) or nothing runs (dry
+        run)."""
         tool = c.tool
         assert tool is not None and isinstance(c.arguments, dict)
-        limits = self.budget.limits
-        timeout = limits.tool_timeout if tool.timeout is INHERIT else tool.timeout
+        if tool.is_async or self.tracer is not None or self.dry_run:
+            return start_task(self._execute(c, remaining))
+        timeout, ctx = self._prepare(tool, c, remaining)
+        return submit(tool, c.arguments, context=ctx, timeout=timeout,
+                      max_output_chars=self.budget.limits.max_tool_output_chars,
+                      done=partial(self._finished, c) if self.sinks else None)
+
+    def _finished(self, c: _Call, outcome: Outcome) -> None:
+        self._emit_result(c, outcome.error_type, outcome.event_message)
+
+    def _prepare(self, tool: Tool, c: _Call, remaining: float | None
+                 ) -> tuple[float | None, ToolContext | None]:
+        """A call's timeout (bounded by the time left in the run) and its tool's context."""
+        timeout = self.budget.limits.tool_timeout if tool.timeout is INHERIT else tool.timeout
         if remaining is not None:  # the run's wall time bounds every call
             timeout = max(0.0, remaining) if timeout is None else min(timeout, max(0.0, remaining))
         ctx = None
@@ -389,6 +407,14 @@ class ToolCalls:
                 conversation_id=self.conversation.id, run_id=self.run_id, call_id=c.call.id,
                 tool=tool.name,
                 state=self.bound.library.conversation_state(self.conversation.id))
+        return timeout, ctx
+
+    async def _execute(self, c: _Call, remaining: float | None) -> Outcome:
+        """Run one checked call; emits its result event as soon as it finishes."""
+        tool = c.tool
+        assert tool is not None and isinstance(c.arguments, dict)
+        limits = self.budget.limits
+        timeout, ctx = self._prepare(tool, c, remaining)
         if self.tracer is None:
             outcome = await execute(tool, c.arguments, context=ctx, timeout=timeout,
                                     dry_run=self.dry_run,
