@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
+from typing import Any
 
-from gramagent._runtime.invoke import DRY_RUN_RESULT, execute, render_output
+from gramagent._runtime.invoke import DRY_RUN_RESULT, Outcome, execute, render_output, start_task
 from gramagent._runtime.library import Tool, ToolContext, tool
 
 request_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_var", default="none")
@@ -221,3 +222,44 @@ def test_deep_and_big_results_are_not_tool_exceptions() -> None:
 
     outcome = asyncio.run(execute(big, {}, context=None, timeout=None))
     assert outcome.error_type is None and outcome.output == '{"n":1180591620717411303424}'
+
+
+async def test_a_coroutine_from_a_thread_tool_is_awaited_under_the_timeout() -> None:
+    """A plain function run in a thread may return a coroutine: it is awaited on the loop,
+    within the call's timeout (past it: tool_timeout, and the coroutine is cancelled)."""
+    cancelled: list[bool] = []
+
+    async def forever() -> str:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return "unreachable"
+
+    slow = Tool("s", "S.", {"type": "object", "properties": {}}, lambda: forever())
+    outcome = await execute(slow, {}, context=None, timeout=0.1)
+    assert outcome.error_type == "tool_timeout" and outcome.result is None
+    await asyncio.sleep(0)  # the cancelled coroutine's task ends
+    assert cancelled == [True]
+
+
+async def test_call_tasks_are_made_by_the_loops_task_factory() -> None:
+    """A task factory set on the event loop makes the tasks of calls run alongside."""
+    made: list[object] = []
+    loop = asyncio.get_running_loop()
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        made.append(coro)
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    async def work() -> Outcome:
+        return Outcome("42", "42")
+
+    loop.set_task_factory(factory)
+    try:
+        task = start_task(work())
+        assert (await task).result == "42" and len(made) == 1
+    finally:
+        loop.set_task_factory(None)
+    assert (await start_task(work())).result == "42" and len(made) == 1

@@ -26,8 +26,8 @@ from gramagent._runtime.library import Tool, ToolContext
 from gramagent._runtime.threads import tool_threads
 from gramagent._spec.calls import ToolErrorType, error_text
 
-__all__ = ["DRY_RUN_RESULT", "Outcome", "ThreadCall", "execute", "render_output", "start_task",
-           "submit"]
+__all__ = ["DRY_RUN_RESULT", "Outcome", "ThreadCall", "execute", "render_output", "start_async",
+           "start_task", "start_thread"]
 
 DRY_RUN_RESULT: Final = {"ok": True}
 """What every call returns in dry-run mode (the no-op executor of the ADR)."""
@@ -79,8 +79,7 @@ async def execute(
     """
     if dry_run:
         return Outcome(DRY_RUN_RESULT, render_output(DRY_RUN_RESULT, None), executed=False)
-    kwargs = (arguments if not tool.converters and tool.context_param is None
-              else _call_kwargs(tool, arguments, context))
+    kwargs = _kwargs(tool, arguments, context)
     started = time.perf_counter()
     pending: Any = None
     if not (tool.is_async or tool.blocking):
@@ -98,6 +97,15 @@ async def execute(
         except BaseException:  # cancelled: the call is abandoned (its thread runs on)
             call.cancel()
             raise
+    return await _awaited(tool, pending, kwargs, started, timeout, max_output_chars)
+
+
+async def _awaited(tool: Tool, pending: Any, kwargs: dict[str, Any], started: float,
+                   timeout: float | None, max_output_chars: int | None,
+                   done: Callable[[Outcome], object] | None = None) -> Outcome:
+    """Await an async tool's call (``pending`` None: ``tool.invoke(**kwargs)``) or the
+    awaitable a plain function returned, under the call's timeout; ``done`` gets the outcome
+    when there is one."""
     # Not asyncio.timeout: a timer per call (set, then cancelled) was a fifth of what an async
     # call cost. A RunDeadline shares its event loop's one timer with every run and call.
     deadline = RunDeadline(None if timeout is None
@@ -105,37 +113,44 @@ async def execute(
     deadline.arm()
     try:
         with deadline:
-            if pending is not None:
-                result = await pending
-            else:
-                result = await tool.invoke(**kwargs)
+            result = await (tool.invoke(**kwargs) if pending is None else pending)
             if _maybe_awaitable(result):  # a sync function returning an awaitable
                 result = await result
     except TimeoutError as exc:
         latency = time.perf_counter() - started
-        if deadline.expired:
-            return _timed_out(tool, timeout, latency)
-        return _failure(tool, exc, latency)
+        outcome = (_timed_out(tool, timeout, latency) if deadline.expired
+                   else _failure(tool, exc, latency))
     except Exception as exc:
-        return _failure(tool, exc, time.perf_counter() - started)
+        outcome = _failure(tool, exc, time.perf_counter() - started)
+    else:
+        outcome = _finished(tool, result, time.perf_counter() - started, max_output_chars)
     finally:
         deadline.disarm()
-    return _finished(tool, result, time.perf_counter() - started, max_output_chars)
+    if done is not None:
+        done(outcome)
+    return outcome
 
 
-def submit(tool: Tool, arguments: dict[str, Any], *, context: ToolContext | None,
-           timeout: float | None, max_output_chars: int | None = None,
-           done: Callable[[Outcome], object] | None = None) -> ThreadCall:
+def start_async(tool: Tool, arguments: dict[str, Any], *, context: ToolContext | None,
+                timeout: float | None, max_output_chars: int | None = None,
+                done: Callable[[Outcome], object] | None = None) -> asyncio.Task[Outcome]:
+    """Start an async ``tool`` in a task of its own; ``done`` gets the outcome when the call
+    finishes (what :func:`execute` does, without its coroutine around the call's)."""
+    return start_task(_awaited(tool, None, _kwargs(tool, arguments, context),
+                               time.perf_counter(), timeout, max_output_chars, done))
+
+
+def start_thread(tool: Tool, arguments: dict[str, Any], *, context: ToolContext | None,
+                 timeout: float | None, max_output_chars: int | None = None,
+                 done: Callable[[Outcome], object] | None = None) -> ThreadCall:
     """Start a blocking ``tool`` in a worker thread; await the returned call for its outcome.
 
     What :func:`execute` does for such a tool, without a coroutine or a task: a turn awaits
     its thread calls one after another, and each call's outcome (its ``done`` callback, e.g.
     its result event) still comes when that call finishes, not after the calls before it.
     """
-    kwargs = (arguments if not tool.converters and tool.context_param is None
-              else _call_kwargs(tool, arguments, context))
-    return ThreadCall(tool, kwargs, timeout=timeout, max_output_chars=max_output_chars,
-                      done=done)
+    return ThreadCall(tool, _kwargs(tool, arguments, context), timeout=timeout,
+                      max_output_chars=max_output_chars, done=done)
 
 
 class ThreadCall:
@@ -249,9 +264,13 @@ def start_task(work: Coroutine[Any, Any, Outcome]) -> asyncio.Task[Outcome]:
     3.12, half of what such a call cost beyond an inline one in a turn of eight;
     bench/RESULTS.md, "Per call and per message").
     """
+    loop = asyncio.get_running_loop()
+    if loop.get_task_factory() is not None:  # the loop's own way of making tasks
+        return loop.create_task(work)
+    # The task directly: asyncio.create_task goes through three Python functions to get here.
     if sys.version_info >= (3, 12):
-        return asyncio.Task(work, loop=asyncio.get_running_loop(), eager_start=True)
-    return asyncio.create_task(work)
+        return asyncio.Task(work, loop=loop, eager_start=True)
+    return asyncio.Task(work, loop=loop)
 
 
 _PLAIN_RESULTS: Final = (str, dict, list, int, float, bool, type(None), tuple)
@@ -297,8 +316,11 @@ def _finished(tool: Tool, result: Any, latency: float, max_output_chars: int | N
     return Outcome(result, output, None, None, latency)  # positional: one per call
 
 
-def _call_kwargs(tool: Tool, arguments: dict[str, Any], context: ToolContext | None
-                 ) -> dict[str, Any]:
+def _kwargs(tool: Tool, arguments: dict[str, Any], context: ToolContext | None
+            ) -> dict[str, Any]:
+    """The keyword arguments of the call: the arguments converted, the context added."""
+    if not tool.converters and tool.context_param is None:
+        return arguments
     kwargs = arguments
     if tool.converters:
         kwargs = {k: (tool.converters[k](v) if k in tool.converters else v)

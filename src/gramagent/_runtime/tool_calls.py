@@ -52,7 +52,14 @@ from gramagent._runtime.events import (
     args_preview_hash,
     emit,
 )
-from gramagent._runtime.invoke import Outcome, ThreadCall, execute, start_task, submit
+from gramagent._runtime.invoke import (
+    Outcome,
+    ThreadCall,
+    execute,
+    start_async,
+    start_task,
+    start_thread,
+)
 from gramagent._runtime.library import BoundAgent, Tool, ToolContext
 from gramagent._runtime.limits import INHERIT
 from gramagent._runtime.results import ToolInvocation, new_invocation
@@ -349,11 +356,17 @@ class ToolCalls:
         """Run the checked calls, concurrently when there are several."""
         if len(runnable) == 1:  # nothing to run alongside: no gather
             c = runnable[0]
-            assert c.tool is not None
-            work = self._execute(c, remaining)
+            if _runs_inline(c):
+                c.outcome = await self._execute(c, remaining)
+                return
             # An async tool still gets its own task (its own copy of the context variables),
             # as it would among several calls; sync tools run in a copied context anyway.
-            c.outcome = await (start_task(work) if c.tool.is_async else work)
+            call = self._start(c, remaining)
+            try:
+                c.outcome = await call
+            except BaseException:  # cancelled: so is the call
+                call.cancel()
+                raise
         elif runnable:
             # A plain function declared blocking=False is awaited here, without a task: it runs
             # to its end before anything else can anyway, and a task per call was most of what
@@ -378,19 +391,20 @@ class ToolCalls:
                 raise
 
     def _start(self, c: _Call, remaining: float | None) -> asyncio.Task[Outcome] | ThreadCall:
-        """Start one call of several: an async tool in its task; a blocking function in a
-        worker thread without a task (:class:`~gramagent._runtime.invoke.ThreadCall`: its
-        result event comes when it finishes, from the worker's hand-off or its timeout),
-        unless its span must be the current one around it (tracing) or nothing runs (dry
-        run)."""
+        """Start a call that runs alongside: an async tool in its task; a blocking function
+        in a worker thread without a task (:class:`~gramagent._runtime.invoke.ThreadCall`).
+        Either reports its result event when it finishes. With tracing (its span must be the
+        current one around it) or in a dry run (nothing runs), the call runs in a task of
+        :meth:`_execute`."""
         tool = c.tool
         assert tool is not None and isinstance(c.arguments, dict)
-        if tool.is_async or self.tracer is not None or self.dry_run:
+        if self.tracer is not None or self.dry_run:
             return start_task(self._execute(c, remaining))
         timeout, ctx = self._prepare(tool, c, remaining)
-        return submit(tool, c.arguments, context=ctx, timeout=timeout,
-                      max_output_chars=self.budget.limits.max_tool_output_chars,
-                      done=partial(self._finished, c) if self.sinks else None)
+        start = start_async if tool.is_async else start_thread
+        return start(tool, c.arguments, context=ctx, timeout=timeout,
+                     max_output_chars=self.budget.limits.max_tool_output_chars,
+                     done=partial(self._finished, c) if self.sinks else None)
 
     def _finished(self, c: _Call, outcome: Outcome) -> None:
         self._emit_result(c, outcome.error_type, outcome.event_message)
