@@ -147,6 +147,30 @@ async def test_cancelling_a_run_cancels_each_call_still_running(
     assert len(server.requests) == 1
 
 
+@pytest.mark.parametrize("n", [1, 3])
+async def test_an_inline_function_returning_a_coroutine_is_awaited_with_its_event(
+        n: int, server: ScriptedServer, model_for: ModelFactory) -> None:
+    """A ``blocking=False`` function may return a coroutine: awaited, its value the result,
+    one result event per call, alone in its turn or among others."""
+    library = ToolLibrary()
+
+    async def later(i: int) -> str:
+        await asyncio.sleep(0)
+        return f"later {i}"
+
+    @library.register(blocking=False)
+    def deferred(i: int) -> Any:
+        """Answers later."""
+        return later(i)
+
+    script(server, calls(*(call("deferred", {"i": i}) for i in range(n))), reply("done"))
+    sink = CaptureSink()
+    response = await run_agent(make_agent(library), "go", library=library,
+                               model=model_for(server, "chat"), events=sink)
+    assert [i.result for i in response.tool_invocations] == [f"later {i}" for i in range(n)]
+    assert sorted(e.seq for e in sink.of_kind("tool_call_result")) == list(range(1, n + 1))
+
+
 async def test_thread_calls_each_report_their_result_when_they_finish(
         server: ScriptedServer, model_for: ModelFactory) -> None:
     """The calls of blocking tools in one turn are awaited in call order, yet each one's

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -56,6 +56,7 @@ from gramagent._runtime.invoke import (
     Outcome,
     ThreadCall,
     execute,
+    run_inline,
     start_async,
     start_task,
     start_thread,
@@ -357,7 +358,8 @@ class ToolCalls:
         if len(runnable) == 1:  # nothing to run alongside: no gather
             c = runnable[0]
             if _runs_inline(c):
-                c.outcome = await self._execute(c, remaining)
+                ran = self._inline(c, remaining)
+                c.outcome = ran if isinstance(ran, Outcome) else await ran
                 return
             # An async tool still gets its own task (its own copy of the context variables),
             # as it would among several calls; sync tools run in a copied context anyway.
@@ -382,7 +384,8 @@ class ToolCalls:
             started = [self._start(c, remaining) for c in others]
             try:
                 for c in inline:
-                    c.outcome = await self._execute(c, remaining)
+                    ran = self._inline(c, remaining)
+                    c.outcome = ran if isinstance(ran, Outcome) else await ran
                 for c, call in zip(others, started, strict=True):
                     c.outcome = await call
             except BaseException:  # cancelled: so are the calls still running
@@ -405,6 +408,23 @@ class ToolCalls:
         return start(tool, c.arguments, context=ctx, timeout=timeout,
                      max_output_chars=self.budget.limits.max_tool_output_chars,
                      done=partial(self._finished, c) if self.sinks else None)
+
+    def _inline(self, c: _Call, remaining: float | None
+                ) -> Outcome | Coroutine[Any, Any, Outcome]:
+        """Run an inline call (a plain function declared ``blocking=False``) at once: its
+        outcome, its result event reported; or the coroutine to await when the function
+        returned an awaitable (or runs traced or dry: :meth:`_execute`)."""
+        tool = c.tool
+        assert tool is not None and isinstance(c.arguments, dict)
+        if self.tracer is not None or self.dry_run:
+            return self._execute(c, remaining)
+        ctx = None if tool.context_param is None else self._prepare(tool, c, remaining)[1]
+        ran = run_inline(tool, c.arguments, context=ctx,
+                         max_output_chars=self.budget.limits.max_tool_output_chars,
+                         done=partial(self._finished, c) if self.sinks else None)
+        if isinstance(ran, Outcome):
+            return ran
+        return ran(self._prepare(tool, c, remaining)[0])  # an awaitable: under the timeout
 
     def _finished(self, c: _Call, outcome: Outcome) -> None:
         self._emit_result(c, outcome.error_type, outcome.event_message)
