@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import threading
+from typing import Any
 
 import pytest
 
-from gramagent._runtime.threads import ToolThreads, tool_threads
+from gramagent._runtime.threads import HandOff, ToolThreads, tool_threads
 
 
 def run_all(threads: ToolThreads, jobs: int, job: object) -> None:
@@ -100,3 +102,50 @@ def test_a_forked_child_makes_its_own_threads() -> None:
         os._exit(0 if ran.wait(10) else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+async def test_results_arriving_together_take_one_wake_up_of_the_loop() -> None:
+    """Deliveries put while one is pending reach the loop in one wake-up, in order; a failing
+    delivery is reported and the others still happen."""
+    loop = asyncio.get_running_loop()
+    handoff = HandOff(loop)
+    wake_ups = 0
+    original = loop.call_soon_threadsafe
+
+    def counting(callback: Any, *args: Any) -> Any:
+        nonlocal wake_ups
+        wake_ups += 1
+        return original(callback, *args)
+
+    got: list[tuple[Any, BaseException | None]] = []
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+
+    def deliver(result: Any, error: BaseException | None) -> None:
+        got.append((result, error))
+
+    def fails(result: Any, error: BaseException | None) -> None:
+        raise ValueError("delivery failed")
+
+    def worker() -> None:  # the loop is blocked meanwhile: nothing is delivered yet
+        handoff.put(deliver, 1, None)
+        handoff.put(fails, 2, None)
+        handoff.put(deliver, 3, None)
+        handoff.put(deliver, None, KeyError("k"))
+
+    loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
+    try:
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        handoff.put(deliver, 5, None)  # after the first wake-up: a second one
+        for _ in range(3):
+            await asyncio.sleep(0)
+    finally:
+        del loop.call_soon_threadsafe
+        loop.set_exception_handler(None)
+    assert [r for r, _ in got] == [1, 3, None, 5] and isinstance(got[2][1], KeyError)
+    assert wake_ups == 2
+    assert [type(c["exception"]) for c in reported] == [ValueError]

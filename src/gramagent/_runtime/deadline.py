@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import math
-import weakref
+from collections.abc import Callable
 from types import TracebackType
 from typing import Protocol
+
+from gramagent._runtime.loops import PerLoop
 
 __all__ = ["Expiring", "RunDeadline", "Watcher", "watcher"]
 
@@ -136,23 +138,5 @@ class Watcher:
             self._timer = self._loop.call_at(self._when, self._fire)
 
 
-_watchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Watcher] = (
-    weakref.WeakKeyDictionary())
-
-
-_last: tuple[weakref.ref[asyncio.AbstractEventLoop], Watcher] | None = None
-"""The loop asked for last and its watcher: every run and tool call asks (one event loop,
-usually), and a weak dictionary's lookup makes a weak reference each time."""
-
-
-def watcher(loop: asyncio.AbstractEventLoop) -> Watcher:
-    """The watcher of ``loop`` (made by its first run or call with a time limit)."""
-    global _last
-    last = _last  # one tuple: a thread of another event loop never sees a torn pair
-    if last is not None and last[0]() is loop:
-        return last[1]
-    found = _watchers.get(loop)
-    if found is None:
-        found = _watchers[loop] = Watcher(loop)
-    _last = (weakref.ref(loop), found)
-    return found
+watcher: Callable[[asyncio.AbstractEventLoop], Watcher] = PerLoop(Watcher).get
+"""The watcher of a loop (made by its first run or call with a time limit)."""

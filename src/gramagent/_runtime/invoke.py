@@ -8,7 +8,6 @@ tool's return value into the text sent back, cut to the output limit with a mark
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import inspect
 import sys
@@ -24,7 +23,7 @@ from gramagent import _json as exact_json
 from gramagent._json import clean_text
 from gramagent._runtime.deadline import RunDeadline, Watcher, watcher
 from gramagent._runtime.library import Tool, ToolContext
-from gramagent._runtime.threads import tool_threads
+from gramagent._runtime.threads import hand_off, tool_threads
 from gramagent._spec.calls import ToolErrorType, error_text
 
 __all__ = ["DRY_RUN_RESULT", "Outcome", "ThreadCall", "execute", "render_output", "run_inline",
@@ -189,14 +188,15 @@ class ThreadCall:
     variables of the code that made the call.
     """
 
-    __slots__ = ("_context", "_done", "_future", "_kwargs", "_loop", "_max_chars", "_started",
-                 "_timeout", "_tool", "_waiter", "_watcher", "when")
+    __slots__ = ("_context", "_done", "_future", "_hand_off", "_kwargs", "_max_chars",
+                 "_started", "_timeout", "_tool", "_waiter", "_watcher", "when")
 
     def __init__(self, tool: Tool, kwargs: dict[str, Any], *, timeout: float | None,
                  max_output_chars: int | None,
                  done: Callable[[Outcome], object] | None = None) -> None:
-        self._loop = loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
         self._future: asyncio.Future[Outcome] = loop.create_future()
+        self._hand_off = hand_off(loop)
         self._tool, self._kwargs, self._timeout = tool, kwargs, timeout
         self._max_chars, self._done = max_output_chars, done
         self._context = contextvars.copy_context()
@@ -228,10 +228,9 @@ class ThreadCall:
             error = RuntimeError(f"tool raised StopIteration: {exc}")
         except BaseException as exc:  # handed to the awaiting call, as run_in_executor does
             error = exc
-        with contextlib.suppress(RuntimeError):  # a closed event loop: the run is long gone
-            self._loop.call_soon_threadsafe(self._hand_off, result, error)
+        self._hand_off.put(self._deliver, result, error)
 
-    def _hand_off(self, result: Any, error: BaseException | None) -> None:
+    def _deliver(self, result: Any, error: BaseException | None) -> None:
         """The worker's result, on the event loop's thread."""
         if self._future.done():  # abandoned: timed out or cancelled
             return
