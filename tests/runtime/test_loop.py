@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import threading
 from typing import Any
@@ -35,6 +36,8 @@ from gramagent._runtime.loop import AgentResponse, run_agent, run_agent_sync
 from gramagent._spec.model import Agent
 from gramagent.errors import ConfigurationError, ModelAPIError, ToolError, ValidationError
 from gramagent.testing import ScriptedServer, call, calls, drop, error, reply
+
+REQUEST: contextvars.ContextVar[str] = contextvars.ContextVar("REQUEST", default="none")
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -234,6 +237,54 @@ async def test_a_thread_call_times_out_alone_among_others(
     results = {e.seq: e for e in sink.of_kind("tool_call_result")}
     assert sorted(results) == [1, 2, 3] and results[2].error_type == "tool_timeout"
     await asyncio.sleep(0.05)  # the stuck thread's result arrives: dropped without a trace
+
+
+async def test_event_sinks_see_the_runs_context_variables_for_every_kind_of_call(
+        server: ScriptedServer, model_for: ModelFactory) -> None:
+    """A call's result event is emitted in the run's context (a sink may read context
+    variables, e.g. a request id): for inline, async and thread calls, and a timed-out one."""
+    release = threading.Event()
+    library = ToolLibrary()
+
+    @library.register(blocking=False)
+    def inline() -> str:
+        """Inline."""
+        return "inline"
+
+    @library.register
+    async def awaited() -> str:
+        """Async."""
+        return "async"
+
+    @library.register
+    def threaded() -> str:
+        """In a thread."""
+        return "thread"
+
+    @library.register
+    def stuck() -> str:
+        """Blocks until released."""
+        release.wait(10)
+        return "too late"
+
+    seen: list[tuple[int, str]] = []
+
+    def sink(event: Event) -> None:
+        if event.kind == "tool_call_result":
+            seen.append((event.seq, REQUEST.get()))
+
+    names = ["inline", "awaited", "threaded", "stuck"]
+    script(server, calls(*(call(n, {}) for n in names)), reply("done"))
+    token = REQUEST.set("run-7")
+    try:
+        response = await run_agent(make_agent(library), "go", library=library,
+                                   model=model_for(server, "chat"), events=sink,
+                                   limits=RunLimits(tool_timeout=0.2))
+    finally:
+        REQUEST.reset(token)
+        release.set()
+    assert response.tool_invocations[3].error_type == "tool_timeout"
+    assert sorted(seen) == [(1, "run-7"), (2, "run-7"), (3, "run-7"), (4, "run-7")]
 
 
 async def test_cancelling_a_run_abandons_its_thread_calls(

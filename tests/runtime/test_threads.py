@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import sys
 import threading
@@ -127,11 +128,13 @@ async def test_results_arriving_together_take_one_wake_up_of_the_loop() -> None:
     def fails(result: Any, error: BaseException | None) -> None:
         raise ValueError("delivery failed")
 
+    context = contextvars.copy_context()
+
     def worker() -> None:  # the loop is blocked meanwhile: nothing is delivered yet
-        handoff.put(deliver, 1, None)
-        handoff.put(fails, 2, None)
-        handoff.put(deliver, 3, None)
-        handoff.put(deliver, None, KeyError("k"))
+        handoff.put(context, deliver, 1, None)
+        handoff.put(context, fails, 2, None)
+        handoff.put(context, deliver, 3, None)
+        handoff.put(context, deliver, None, KeyError("k"))
 
     loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
     try:
@@ -140,7 +143,7 @@ async def test_results_arriving_together_take_one_wake_up_of_the_loop() -> None:
         thread.join()
         for _ in range(3):
             await asyncio.sleep(0)
-        handoff.put(deliver, 5, None)  # after the first wake-up: a second one
+        handoff.put(context, deliver, 5, None)  # after the first wake-up: a second one
         for _ in range(3):
             await asyncio.sleep(0)
     finally:

@@ -228,10 +228,11 @@ class ThreadCall:
             error = RuntimeError(f"tool raised StopIteration: {exc}")
         except BaseException as exc:  # handed to the awaiting call, as run_in_executor does
             error = exc
-        self._hand_off.put(self._deliver, result, error)
+        self._hand_off.put(self._context, self._deliver, result, error)
 
     def _deliver(self, result: Any, error: BaseException | None) -> None:
-        """The worker's result, on the event loop's thread."""
+        """The worker's result, on the event loop's thread, in the call's context (its
+        result event is emitted there, as from a call's task)."""
         if self._future.done():  # abandoned: timed out or cancelled
             return
         latency = time.perf_counter() - self._started
@@ -262,8 +263,9 @@ class ThreadCall:
         """The call's timeout passed (called by the event loop's watcher)."""
         if self._future.done():
             return
-        self._settle(_timed_out(self._tool, self._timeout,
-                                time.perf_counter() - self._started))
+        # In a copy of the call's context: the worker thread may still be in the context.
+        self._context.copy().run(self._settle, _timed_out(
+            self._tool, self._timeout, time.perf_counter() - self._started))
 
     def _settle(self, outcome: Outcome) -> None:
         self._stop()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import os
 import queue
 import sys
@@ -91,16 +92,18 @@ class HandOff:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._lock = threading.Lock()
-        self._deliveries: list[tuple[Callable[[Any, BaseException | None], object], Any,
+        self._deliveries: list[tuple[contextvars.Context,
+                                     Callable[[Any, BaseException | None], object], Any,
                                      BaseException | None]] = []
         self._pending = False
 
-    def put(self, deliver: Callable[[Any, BaseException | None], object], result: Any,
+    def put(self, context: contextvars.Context,
+            deliver: Callable[[Any, BaseException | None], object], result: Any,
             error: BaseException | None) -> None:
-        """Have the event loop call ``deliver(result, error)`` soon (from any thread). A closed
-        loop drops it: its runs are long gone."""
+        """Have the event loop call ``deliver(result, error)`` soon, in ``context`` (from any
+        thread). A closed loop drops it: its runs are long gone."""
         with self._lock:
-            self._deliveries.append((deliver, result, error))
+            self._deliveries.append((context, deliver, result, error))
             if self._pending:
                 return
             self._pending = True
@@ -111,9 +114,9 @@ class HandOff:
         with self._lock:
             deliveries, self._deliveries = self._deliveries, []
             self._pending = False
-        for deliver, result, error in deliveries:
+        for context, deliver, result, error in deliveries:
             try:
-                deliver(result, error)
+                context.run(deliver, result, error)
             except Exception as exc:  # reported like a failing callback; the others go on
                 self._loop.call_exception_handler({
                     "message": "a tool call's hand-off failed", "exception": exc})
