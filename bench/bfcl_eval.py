@@ -508,7 +508,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--threads", type=int, default=None,
                         help="llama.cpp threads for local models (default: all cores)")
-    parser.add_argument("--tool-call-mode", choices=("native", "constrained", "text"),
+    parser.add_argument("--tool-call-mode", choices=("native", "constrained", "text", "hybrid"),
                         default=None, help="the adapter's mode (default: the provider's; "
                         "constrained for local models)")
     parser.add_argument("--instruction", default=INSTRUCTION,

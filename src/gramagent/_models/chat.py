@@ -47,6 +47,12 @@ non-streamed reply shape and read by the same parser, so both paths give the sam
     content are recovered by :func:`~gramagent._models.jsoncalls.extract_json_calls` (unknown
     tool names stay text). Not when the request says ``tool_choice="none"``: then the content
     is the answer, whatever it holds.
+``hybrid``
+    A ``text`` request first; its calls are kept when they are valid, asked again in
+    ``constrained`` mode when they are not, and a reply calling only tools that are not offered
+    is a decline, answered by a ``constrained`` text-only step
+    (:func:`~gramagent._models.hybrid.hybrid_turn`). Requests whose ``tool_choice`` is not
+    ``auto`` go out ``constrained``.
 """
 
 from __future__ import annotations
@@ -86,6 +92,7 @@ from gramagent._models.base import (
     new_turn,
 )
 from gramagent._models.http import HTTPAdapter, HTTPClient, HTTPOptions
+from gramagent._models.hybrid import WireMode, hybrid_turn
 from gramagent._models.jsoncalls import (
     SEVERAL_CALLS_HINT,
     StepTextStream,
@@ -115,8 +122,8 @@ __all__ = [
 
 CHAT_PATH = "/chat/completions"
 
-ToolCallMode: TypeAlias = Literal["native", "constrained", "text"]
-_MODES: tuple[str, ...] = ("native", "constrained", "text")
+ToolCallMode: TypeAlias = Literal["native", "constrained", "text", "hybrid"]
+_MODES: tuple[str, ...] = ("native", "constrained", "text", "hybrid")
 
 
 class ChatCompletionsModel(HTTPAdapter):
@@ -126,7 +133,8 @@ class ChatCompletionsModel(HTTPAdapter):
         base_url: The API root, e.g. ``https://api.openai.com/v1`` or ``http://127.0.0.1:8080/v1``.
         api_key: Bearer token; None for local servers that need none.
         functions: Use the legacy ``functions`` / ``function_call`` form.
-        tool_call_mode: ``native``, ``constrained`` or ``text`` (see the module docs).
+        tool_call_mode: ``native``, ``constrained``, ``text`` or ``hybrid`` (see the module
+            docs).
         stream: Ask for an SSE stream and assemble it.
         strict: Send tools with ``strict: true`` and their strict-compiled schema (tools whose
             strict schema was not compiled are sent non-strict).
@@ -177,10 +185,16 @@ class ChatCompletionsModel(HTTPAdapter):
             ModelAPIError: transport or HTTP failure after retries, or an unreadable reply.
             ConfigurationError: a constrained ``tool_choice`` naming a tool not offered.
         """
+        if self.tool_call_mode == "hybrid":
+            return await hybrid_turn(request, self._exchange)
+        return await self._exchange(request, self.tool_call_mode)
+
+    async def _exchange(self, request: ModelRequest, mode: WireMode) -> ModelTurn:
+        """One request in one wire mode (``stream`` as configured), read into a turn."""
         body = build_chat_body(
             request,
             functions=self.functions,
-            tool_call_mode=self.tool_call_mode,
+            tool_call_mode=mode,
             stream=self.stream,
             strict=self.strict,
             tools_payload=self._tools.get(request.tools),
@@ -189,9 +203,9 @@ class ChatCompletionsModel(HTTPAdapter):
             data = assemble_chat_chunks(await self.http.post_sse(CHAT_PATH, body))
         else:
             data = await self.http.post_json(CHAT_PATH, body)
-        names = _readable_tool_names(request, self.tool_call_mode)
+        names = _readable_tool_names(request, mode)
         try:
-            return parse_chat_reply(data, tool_call_mode=self.tool_call_mode, tool_names=names)
+            return parse_chat_reply(data, tool_call_mode=mode, tool_names=names)
         except ReplyError as exc:
             raise self.reply_error(CHAT_PATH, exc, body=data, model=request.model) from exc
 
@@ -200,19 +214,25 @@ class ChatCompletionsModel(HTTPAdapter):
 
         In ``native`` mode each content delta is passed on; in ``constrained`` mode the
         answer's text as it is decoded from the step (:class:`StepTextStream`); in ``text``
-        mode the content may turn out to be calls, so the answer's text is passed on whole
-        once the reply is read.
+        and ``hybrid`` modes the content may turn out to be calls, so the answer's text is
+        passed on whole once the reply is read.
 
         Raises:
             ModelAPIError: as :meth:`request`, or the stream broke off.
             ConfigurationError: as :meth:`request`.
         """
+        if self.tool_call_mode == "hybrid":
+            turn = await hybrid_turn(request, self._exchange)
+            if turn.text:
+                on_text(turn.text)
+            return turn
+        mode: WireMode = self.tool_call_mode
         body = build_chat_body(
-            request, functions=self.functions, tool_call_mode=self.tool_call_mode, stream=True,
+            request, functions=self.functions, tool_call_mode=mode, stream=True,
             strict=self.strict, tools_payload=self._tools.get(request.tools),
         )
-        step = StepTextStream() if self.tool_call_mode == "constrained" else None
-        live = self.tool_call_mode != "text"
+        step = StepTextStream() if mode == "constrained" else None
+        live = mode != "text"
         sent: list[str] = []
         events: list[dict[str, Any]] = []
         async for event in self.http.stream_sse(CHAT_PATH, body):
@@ -225,9 +245,9 @@ class ChatCompletionsModel(HTTPAdapter):
                     sent.append(piece)
                     on_text(piece)
         data = assemble_chat_chunks(events)
-        names = _readable_tool_names(request, self.tool_call_mode)
+        names = _readable_tool_names(request, mode)
         try:
-            turn = parse_chat_reply(data, tool_call_mode=self.tool_call_mode, tool_names=names)
+            turn = parse_chat_reply(data, tool_call_mode=mode, tool_names=names)
         except ReplyError as exc:
             raise self.reply_error(CHAT_PATH, exc, body=data, model=request.model) from exc
         streamed = "".join(sent)
@@ -258,7 +278,7 @@ def build_chat_body(
     request: ModelRequest,
     *,
     functions: bool = False,
-    tool_call_mode: ToolCallMode = "native",
+    tool_call_mode: WireMode = "native",
     stream: bool = False,
     strict: bool = False,
     tools_payload: list[dict[str, Any]] | None = None,
@@ -424,7 +444,7 @@ def _legacy_function_call(
 # -- reply -----------------------------------------------------------------------------------
 
 
-def _readable_tool_names(request: ModelRequest, tool_call_mode: ToolCallMode) -> list[str]:
+def _readable_tool_names(request: ModelRequest, tool_call_mode: WireMode) -> list[str]:
     """The tool names whose calls may be read from a reply's content.
 
     None in ``native`` mode (calls come in ``tool_calls`` only), and none in ``text`` mode when
@@ -440,7 +460,7 @@ def _readable_tool_names(request: ModelRequest, tool_call_mode: ToolCallMode) ->
 def parse_chat_reply(
     data: Mapping[str, Any],
     *,
-    tool_call_mode: ToolCallMode = "native",
+    tool_call_mode: WireMode = "native",
     tool_names: Collection[str] = (),
 ) -> ModelTurn:
     """Read a (non-streamed or assembled) Chat Completions reply into a :class:`ModelTurn`.

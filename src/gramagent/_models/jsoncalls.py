@@ -40,6 +40,7 @@ __all__ = [
     "SEVERAL_CALLS_HINT",
     "STEP_SCHEMA_NAME",
     "StepTextStream",
+    "call_names_in",
     "extract_json_calls",
     "allows_several_calls",
     "read_tool_step",
@@ -214,14 +215,27 @@ def _read_step(step: Any, tool_names: Collection[str]) -> ToolCall | str | None:
     return None
 
 
+def call_names_in(content: str | None) -> list[str]:
+    """The names in every ``"name": "..."`` field of ``content``, in order: the functions a
+    reply meant to call, whether or not its JSON could be read."""
+    names: list[str] = []
+    for match in _NAME_FIELD.finditer(content or ""):
+        names.append(_json_string(match.group(1)))
+    return names
+
+
+def _json_string(raw: str) -> str:
+    """A JSON string's body (between the quotes) decoded, or as it is when it cannot be."""
+    try:
+        value: str = json.loads(f'"{raw}"')
+    except ValueError:
+        return raw
+    return value
+
+
 def _broken_call(body: str) -> ToolCall:
     name_match = _NAME_FIELD.search(body)
-    name = ""
-    if name_match is not None:
-        try:
-            name = json.loads(f'"{name_match.group(1)}"')
-        except ValueError:
-            name = name_match.group(1)
+    name = _json_string(name_match.group(1)) if name_match is not None else ""
     args_match = _ARGUMENTS_FIELD.search(body)
     arguments = body[args_match.end():] if args_match is not None else body
     return new_tool_call(id=new_call_id(), name=name, arguments=arguments)

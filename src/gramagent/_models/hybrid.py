@@ -1,0 +1,126 @@
+"""Hybrid tool calling: a free first reply, constrained only where it must be.
+
+Constrained decoding (:func:`~gramagent._models.jsoncalls.tool_step_schema`) makes every call
+parse, but a small model under it never declines: offered one unrelated function, it calls it
+(bench/RESULTS.md, "BFCL", issue 19). Left free, the same model signals "no offered function
+fits" by writing a call to a function it *invents* (``calculate_triangle_area`` when offered a
+BMI calculator). ``tool_call_mode="hybrid"`` reads that signal, and keeps constrained decoding
+as the safety net for calls:
+
+1. The request goes out unconstrained (``text`` mode: calls written as JSON are recovered).
+2. Calls to offered tools whose arguments are a JSON object valid against the tool's schema
+   are the turn, as they are.
+3. A call to an offered tool with arguments that do not parse or validate, or a call whose
+   JSON is broken (an offered name in a ``"name"`` field that could not be read), is asked
+   again under the constrained step schema: that tool's variant when one call was meant, every
+   call shape (``"required"``) when several were.
+4. Only calls to tools that are not offered: the model declined. The answer is asked for under
+   the constrained schema that allows text only (``tool_choice="none"``).
+5. Prose, with no call in it, is the answer.
+
+Requests whose ``tool_choice`` is not ``"auto"`` (or that offer no tools) have no decision to
+make and go straight to the constrained step. The turn's usage sums every request made.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal, TypeAlias
+
+from gramagent._messages import ToolCall, Usage
+from gramagent._models.base import ModelRequest, ModelTurn, NamedToolChoice
+from gramagent._models.jsoncalls import SEVERAL_CALLS_HINT, call_names_in
+from gramagent._spec.definition import ToolDefinition
+from gramagent._spec.validate import compile_validator
+from gramagent.errors import SchemaError
+
+__all__ = ["FreeReply", "WireMode", "hybrid_turn", "read_free_reply"]
+
+WireMode: TypeAlias = Literal["native", "constrained", "text"]
+"""The modes one request goes out in (``hybrid`` is made of ``text`` and ``constrained``)."""
+
+Send: TypeAlias = Callable[[ModelRequest, WireMode], Awaitable[ModelTurn]]
+"""Sends one request in one wire mode and reads the reply."""
+
+FreeKind: TypeAlias = Literal["calls", "retry", "declined", "text"]
+
+
+@dataclass(frozen=True, slots=True)
+class FreeReply:
+    """What the free first reply of a hybrid step amounts to (:func:`read_free_reply`).
+
+    ``kind``: ``calls`` (valid calls to offered tools, in ``calls``), ``retry`` (a call to an
+    offered tool that must be asked again under the schema; ``retry_with`` names the tool when
+    one call was meant), ``declined`` (only calls to tools not offered), ``text`` (an answer).
+    """
+
+    kind: FreeKind
+    calls: tuple[ToolCall, ...] = ()
+    retry_with: str | None = None
+
+
+def read_free_reply(turn: ModelTurn, tools: Sequence[ToolDefinition]) -> FreeReply:
+    """Classify an unconstrained reply (read in ``text`` mode) against the offered ``tools``."""
+    offered = {tool.name: tool for tool in tools}
+    mine = [call for call in turn.tool_calls if call.name in offered]
+    if mine:
+        if all(_valid_arguments(call, offered[call.name]) for call in mine):
+            return FreeReply("calls", tuple(mine))
+        names = {call.name for call in mine}
+        only = next(iter(names)) if len(mine) == 1 else None
+        return FreeReply("retry", retry_with=only)
+    named = [*(call.name for call in turn.tool_calls), *call_names_in(turn.text)]
+    if any(name in offered for name in named):
+        return FreeReply("retry")  # a call to an offered tool whose JSON could not be read
+    if named:
+        return FreeReply("declined")
+    return FreeReply("text")
+
+
+async def hybrid_turn(request: ModelRequest, send: Send) -> ModelTurn:
+    """One hybrid step (see the module docs): one to two requests through ``send``.
+
+    Raises:
+        ModelAPIError: as ``send``.
+        ConfigurationError: as ``send`` (a named ``tool_choice`` that is not offered).
+    """
+    if not request.tools or request.tool_choice != "auto":
+        return await send(request, "constrained")
+    instruction = (f"{request.instruction}\n\n{SEVERAL_CALLS_HINT}" if request.instruction
+                   else SEVERAL_CALLS_HINT)
+    free = await send(replace(request, instruction=instruction), "text")
+    reply = read_free_reply(free, request.tools)
+    if reply.kind == "calls":
+        return replace(free, tool_calls=reply.calls, cut_off_calls=())
+    if reply.kind == "text":
+        return free
+    if reply.kind == "declined":
+        again = replace(request, tool_choice="none")
+    elif reply.retry_with is not None:
+        again = replace(request, tool_choice=NamedToolChoice(reply.retry_with))
+    else:
+        again = replace(request, tool_choice="required")
+    turn = await send(again, "constrained")
+    return replace(turn, usage=_sum(free.usage, turn.usage))
+
+
+def _valid_arguments(call: ToolCall, tool: ToolDefinition) -> bool:
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except ValueError:
+        return False
+    if not isinstance(arguments, Mapping):
+        return False
+    try:
+        return compile_validator(tool.parameters).is_valid(arguments)
+    except SchemaError:
+        return True  # a schema the validator cannot compile: the tool will say
+
+
+def _sum(first: Usage | None, second: Usage | None) -> Usage | None:
+    if first is None or second is None:
+        return second or first
+    return first + second
+
