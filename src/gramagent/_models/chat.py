@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any, Literal, TypeAlias, Unpack
+from typing import Any, Literal, TypeAlias, Unpack, get_args
 
 from gramagent import _json as exact_json
 from gramagent._messages import (
@@ -108,6 +108,7 @@ from gramagent.errors import ConfigurationError
 
 __all__ = [
     "CHAT_PATH",
+    "TOOL_CALL_MODES",
     "ChatCompletionsModel",
     "ToolCallMode",
     "assemble_chat_chunks",
@@ -123,7 +124,8 @@ __all__ = [
 CHAT_PATH = "/chat/completions"
 
 ToolCallMode: TypeAlias = Literal["native", "constrained", "text", "hybrid"]
-_MODES: tuple[str, ...] = ("native", "constrained", "text", "hybrid")
+TOOL_CALL_MODES: tuple[str, ...] = get_args(ToolCallMode)
+"""Every ``tool_call_mode``, in the order the docs list them."""
 
 
 class ChatCompletionsModel(HTTPAdapter):
@@ -158,9 +160,10 @@ class ChatCompletionsModel(HTTPAdapter):
         http: HTTPClient | None = None,
         **http_options: Unpack[HTTPOptions],
     ) -> None:
-        if tool_call_mode not in _MODES:
+        if tool_call_mode not in TOOL_CALL_MODES:
             raise ConfigurationError(
-                f"unknown tool_call_mode {tool_call_mode!r}; expected one of {', '.join(_MODES)}"
+                f"unknown tool_call_mode {tool_call_mode!r}; "
+                f"expected one of {', '.join(TOOL_CALL_MODES)}"
             )
         super().__init__(
             base_url, api_key, api="functions" if functions else "chat", http=http,

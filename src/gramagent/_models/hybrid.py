@@ -18,8 +18,11 @@ as the safety net for calls:
    the constrained schema that allows text only (``tool_choice="none"``).
 5. Prose, with no call in it, is the answer.
 
-Requests whose ``tool_choice`` is not ``"auto"`` (or that offer no tools) have no decision to
-make and go straight to the constrained step. The turn's usage sums every request made.
+Only a request that ends with the user's message, offers tools and leaves the choice to the
+model (``tool_choice="auto"``) is such a decision; every other request (after tool results,
+a forced or forbidden call, no tools) goes straight to the constrained step. A reply cut off
+at ``max_tokens`` counts each distinct call once (a small model may repeat one call until the
+limit). The turn's usage sums every request made.
 """
 
 from __future__ import annotations
@@ -29,9 +32,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, TypeAlias
 
-from gramagent._messages import ToolCall, Usage
+from gramagent._messages import ToolCall, Usage, UserMessage
 from gramagent._models.base import ModelRequest, ModelTurn, NamedToolChoice
-from gramagent._models.jsoncalls import SEVERAL_CALLS_HINT, call_names_in
+from gramagent._models.jsoncalls import call_names_in
 from gramagent._spec.definition import ToolDefinition
 from gramagent._spec.validate import compile_validator
 from gramagent.errors import SchemaError
@@ -65,6 +68,8 @@ def read_free_reply(turn: ModelTurn, tools: Sequence[ToolDefinition]) -> FreeRep
     """Classify an unconstrained reply (read in ``text`` mode) against the offered ``tools``."""
     offered = {tool.name: tool for tool in tools}
     mine = [call for call in turn.tool_calls if call.name in offered]
+    if turn.finish_reason == "length":  # a reply cut off while repeating one call: once
+        mine = _distinct(mine)
     if mine:
         if all(_valid_arguments(call, offered[call.name]) for call in mine):
             return FreeReply("calls", tuple(mine))
@@ -86,11 +91,9 @@ async def hybrid_turn(request: ModelRequest, send: Send) -> ModelTurn:
         ModelAPIError: as ``send``.
         ConfigurationError: as ``send`` (a named ``tool_choice`` that is not offered).
     """
-    if not request.tools or request.tool_choice != "auto":
+    if not _is_a_decision(request):
         return await send(request, "constrained")
-    instruction = (f"{request.instruction}\n\n{SEVERAL_CALLS_HINT}" if request.instruction
-                   else SEVERAL_CALLS_HINT)
-    free = await send(replace(request, instruction=instruction), "text")
+    free = await send(request, "text")
     reply = read_free_reply(free, request.tools)
     if reply.kind == "calls":
         return replace(free, tool_calls=reply.calls, cut_off_calls=())
@@ -104,6 +107,25 @@ async def hybrid_turn(request: ModelRequest, send: Send) -> ModelTurn:
         again = replace(request, tool_choice="required")
     turn = await send(again, "constrained")
     return replace(turn, usage=_sum(free.usage, turn.usage))
+
+
+def _is_a_decision(request: ModelRequest) -> bool:
+    """Whether the model must choose between the offered tools and answering itself: tools
+    offered, ``tool_choice="auto"``, and a user message last (after tool results the step
+    goes out constrained: left free there, the 0.5B repeats its last call until ``max_tokens``,
+    bench/RESULTS.md)."""
+    return (bool(request.tools) and request.tool_choice == "auto"
+            and bool(request.messages) and isinstance(request.messages[-1], UserMessage))
+
+
+def _distinct(calls: Sequence[ToolCall]) -> list[ToolCall]:
+    seen: set[tuple[str, str]] = set()
+    out: list[ToolCall] = []
+    for call in calls:
+        if (call.name, call.arguments) not in seen:
+            seen.add((call.name, call.arguments))
+            out.append(call)
+    return out
 
 
 def _valid_arguments(call: ToolCall, tool: ToolDefinition) -> bool:

@@ -30,6 +30,7 @@ from typing import Any
 from tree_sitter import Node
 
 from gramagent import Agent, load_agent
+from gramagent._models.chat import TOOL_CALL_MODES
 from gramagent._spec.syntax import K_COMMENT, K_SUBJECT, NodeInfo
 from gramagent._spec.typereader import INVALID as _INVALID
 from gramagent._spec.typereader import TypeReader as _Reader
@@ -67,14 +68,14 @@ _VARIANT_KEYS: dict[str, Callable[[Any], bool]] = {
     "base_url": lambda v: isinstance(v, str),
     "instruction": lambda v: isinstance(v, str) and bool(v.strip()),
     "limits": lambda v: isinstance(v, dict),
-    "tool_call_mode": lambda v: v in ("native", "constrained", "text"),
+    "tool_call_mode": lambda v: v in TOOL_CALL_MODES,
     "settings": lambda v: isinstance(v, dict),
 }
 _VARIANT_EXPECTED = {
     "library": "'module:attribute'", "model": "'provider/name'",
     "api": "one of chat, functions, responses, harmony", "base_url": "a URL",
     "instruction": "a non-empty string", "limits": "a map of run limits",
-    "tool_call_mode": "one of native, constrained, text",
+    "tool_call_mode": "one of " + ", ".join(TOOL_CALL_MODES),
     "settings": "a map of request fields",
 }
 

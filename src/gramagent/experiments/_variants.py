@@ -19,13 +19,13 @@ from typing import Any
 import orjson
 
 from gramagent import Agent, BoundAgent, ModelRef, RunLimits, ToolLibrary
+from gramagent._models.chat import TOOL_CALL_MODES
 from gramagent.errors import ConfigurationError, SpecError
 from gramagent.experiments._imports import import_object
 
 __all__ = ["Arm", "ModelKey", "Variant", "prepare"]
 
 _LIMIT_NAMES = frozenset(f.name for f in dataclasses.fields(RunLimits))
-TOOL_CALL_MODES = ("native", "constrained", "text")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
