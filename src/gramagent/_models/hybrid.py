@@ -7,7 +7,9 @@ fits" by writing a call to a function it *invents* (``calculate_triangle_area`` 
 BMI calculator). ``tool_call_mode="hybrid"`` reads that signal, and keeps constrained decoding
 as the safety net for calls:
 
-1. The request goes out unconstrained (``text`` mode: calls written as JSON are recovered).
+1. The request goes out unconstrained (``text`` mode: calls written as JSON are recovered),
+   with the constrained mode's sentence about lists of calls (without it the 1.5B wrote one
+   call where BFCL's ``parallel`` asks for several).
 2. Calls to offered tools whose arguments are a JSON object valid against the tool's schema
    are the turn, as they are.
 3. A call to an offered tool with arguments that do not parse or validate, or a call whose
@@ -34,7 +36,7 @@ from typing import Literal, TypeAlias
 
 from gramagent._messages import ToolCall, Usage, UserMessage
 from gramagent._models.base import ModelRequest, ModelTurn, NamedToolChoice
-from gramagent._models.jsoncalls import call_names_in
+from gramagent._models.jsoncalls import SEVERAL_CALLS_HINT, call_names_in
 from gramagent._spec.definition import ToolDefinition
 from gramagent._spec.validate import compile_validator
 from gramagent.errors import SchemaError
@@ -93,7 +95,9 @@ async def hybrid_turn(request: ModelRequest, send: Send) -> ModelTurn:
     """
     if not _is_a_decision(request):
         return await send(request, "constrained")
-    free = await send(request, "text")
+    instruction = (f"{request.instruction}\n\n{SEVERAL_CALLS_HINT}" if request.instruction
+                   else SEVERAL_CALLS_HINT)
+    free = await send(replace(request, instruction=instruction), "text")
     reply = read_free_reply(free, request.tools)
     if reply.kind == "calls":
         return replace(free, tool_calls=reply.calls, cut_off_calls=())
