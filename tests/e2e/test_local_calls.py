@@ -1,8 +1,9 @@
-"""Several calls in one reply, and declining, on the embedded model (constrained mode).
+"""Several calls in one reply, and declining, on the embedded model.
 
 The step schema lets a reply hold a list of calls; these check that the real model uses it
 when a request asks for two things at once, and that each call reaches the caller as a call
-of its own, as parallel calls come from an API.
+of its own, as parallel calls come from an API. ``tool_call_mode="hybrid"`` lets the model
+decline a function that does not fit, which constrained mode never does.
 """
 
 from __future__ import annotations
@@ -35,6 +36,41 @@ EM_FORCE = ToolDefinition(
 )
 
 
+BMI = ToolDefinition(
+    name="determine_body_mass_index",
+    description="Calculate body mass index given weight and height.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "weight": {"type": "number", "description": "Weight of the individual in kilograms."},
+            "height": {"type": "number", "description": "Height of the individual in meters."},
+        },
+        "required": ["weight", "height"],
+    },
+)
+INSTRUCTION = ("You are a helpful assistant. When one of the provided functions answers the "
+               "user's request, call it with arguments taken from the request; otherwise answer "
+               "in text.")
+
+
+async def test_hybrid_mode_declines_an_unrelated_function() -> None:
+    """Offered only a BMI calculator and asked for a triangle's area (BFCL's ``irrelevance_0``),
+    the 0.5B in hybrid mode answers in text and calls nothing; in constrained mode the same
+    request calls the calculator."""
+    request = ModelRequest(
+        model="qwen2.5-coder-0.5b", instruction=INSTRUCTION,
+        messages=[UserMessage(content="Calculate the area of a triangle given the base is 10 "
+                              "meters and height is 5 meters.")],
+        tools=[BMI], tool_choice="auto")
+    async with local_model("qwen2.5-coder-0.5b", tool_call_mode="hybrid") as model:
+        declined = await model.request(request)
+    async with local_model("qwen2.5-coder-0.5b") as model:
+        forced = await model.request(request)
+    assert declined.tool_calls == (), declined.tool_calls
+    assert declined.text and "25" in declined.text, declined.text
+    assert [c.name for c in forced.tool_calls] == ["determine_body_mass_index"], forced
+
+
 async def test_a_two_call_request_yields_two_calls() -> None:
     """A question asking for the same computation twice (BFCL's ``parallel_1``) comes back as
     two calls in one turn, with distinct ids and the two time values asked for."""
@@ -42,10 +78,7 @@ async def test_a_two_call_request_yields_two_calls() -> None:
                 "area of 2 square meters and change in time of 4 seconds, then repeat with a "
                 "change in time of 10 seconds.")
     request = ModelRequest(
-        model="qwen2.5-coder-0.5b",
-        instruction="You are a helpful assistant. When one of the provided functions answers "
-        "the user's request, call it with arguments taken from the request; otherwise answer "
-        "in text.",
+        model="qwen2.5-coder-0.5b", instruction=INSTRUCTION,
         messages=[UserMessage(content=question)], tools=[EM_FORCE], tool_choice="auto")
     async with local_model("qwen2.5-coder-0.5b") as model:
         turn = await model.request(request)

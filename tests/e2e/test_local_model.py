@@ -126,13 +126,3 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
 
-
-async def test_hello_world_answers_an_unrelated_question_without_greeting(
-        hello_agent: Agent, hello_library: ToolLibrary) -> None:
-    """Asked something sayHello has nothing to do with, the agent answers in text and greets
-    nobody (the default ``hybrid`` tool-call mode reads the model's free reply: it answers in
-    prose or calls a function it invents, and either is a decline)."""
-    response = await run_agent(hello_agent, "What is the capital of France?",
-                               library=hello_library)
-    assert not response.tool_invocations, f"called {response.tool_invocations}"
-    assert "Paris" in response.content, f"answer {response.content!r}"

@@ -54,11 +54,12 @@ async def test_several_valid_calls_are_taken(serve, make_request):
     assert len({c.id for c in turn.tool_calls}) == 2
 
 
-async def test_prose_is_the_answer(serve, make_request):
-    srv = serve([reply("It is noon in Paris.")])
+@pytest.mark.parametrize("prose", ["It is noon in Paris.", "Use a sayHelloWorld function."])
+async def test_prose_is_the_answer(serve, make_request, prose):
+    srv = serve([reply(prose)])
     turn = await _hybrid(srv, make_request())
     assert len(srv.requests) == 1
-    assert (turn.text, turn.tool_calls) == ("It is noon in Paris.", ())
+    assert (turn.text, turn.tool_calls) == (prose, ())
 
 
 @pytest.mark.parametrize(
@@ -67,14 +68,16 @@ async def test_prose_is_the_answer(serve, make_request):
         '{"name": "getCapital", "arguments": {"country": "France"}}',
         'Let me look.\n```json\n{"name": "getCapital", "arguments": {"country": "France"',
         '<tool_call>\n{"name": "find_capital", "parameters": {}}\n</tool_call>',
+        "To find the capital of France, I will call the sayHello function.",
     ],
-    ids=["invented-call", "invented-broken", "invented-in-tags"],
+    ids=["invented-call", "invented-broken", "invented-in-tags", "prose-naming-a-tool"],
 )
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
 async def test_a_call_only_to_an_invented_tool_is_a_decline(serve, make_request, tools, content,
                                                             stream):
-    """Calls to tools that are not offered (read or not) mean no offered tool fits: the answer
-    is asked for under the text-only constrained schema, and usage covers both requests."""
+    """Calls to tools that are not offered (read or not) mean no offered tool fits, and prose
+    about a call it did not make is no answer: the answer is asked for under the text-only
+    constrained schema, and usage covers both requests."""
     srv = serve([reply(content, usage=(100, 20)),
                  reply("Paris is the capital of France.", usage=(110, 9))])
     turn = await _hybrid(srv, make_request(), stream=stream)
@@ -212,7 +215,7 @@ def test_free_reply_calls_are_always_offered_and_valid(tools, pieces, cut):
             assert c.name != "getTime" or isinstance(args.get("city"), str)
     else:
         assert not read.calls
-    if '"name"' not in content:
+    if '"name"' not in content and "sayHello" not in content and "getTime" not in content:
         assert read.kind == "text"
 
 

@@ -18,7 +18,9 @@ as the safety net for calls:
    call shape (``"required"``) when several were.
 4. Only calls to tools that are not offered: the model declined. The answer is asked for under
    the constrained schema that allows text only (``tool_choice="none"``).
-5. Prose, with no call in it, is the answer.
+5. Prose, with no call in it, is the answer; unless it names an offered tool ("I will call the
+   sayHello function with ..."): then it talks about a call it did not make, and its answer
+   is asked for as in 4.
 
 Only a request that ends with the user's message, offers tools and leaves the choice to the
 model (``tool_choice="auto"``) is such a decision; every other request (after tool results,
@@ -30,6 +32,7 @@ limit). The turn's usage sums every request made.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, TypeAlias
@@ -58,7 +61,8 @@ class FreeReply:
 
     ``kind``: ``calls`` (valid calls to offered tools, in ``calls``), ``retry`` (a call to an
     offered tool that must be asked again under the schema; ``retry_with`` names the tool when
-    one call was meant), ``declined`` (only calls to tools not offered), ``text`` (an answer).
+    one call was meant), ``declined`` (only calls to tools not offered, or prose naming an
+    offered tool it did not call: the answer is asked for in text), ``text`` (an answer).
     """
 
     kind: FreeKind
@@ -81,7 +85,7 @@ def read_free_reply(turn: ModelTurn, tools: Sequence[ToolDefinition]) -> FreeRep
     named = [*(call.name for call in turn.tool_calls), *call_names_in(turn.text)]
     if any(name in offered for name in named):
         return FreeReply("retry")  # a call to an offered tool whose JSON could not be read
-    if named:
+    if named or any(_mentions(turn.text, name) for name in offered):
         return FreeReply("declined")
     return FreeReply("text")
 
@@ -120,6 +124,11 @@ def _is_a_decision(request: ModelRequest) -> bool:
     bench/RESULTS.md)."""
     return (bool(request.tools) and request.tool_choice == "auto"
             and bool(request.messages) and isinstance(request.messages[-1], UserMessage))
+
+
+def _mentions(text: str | None, name: str) -> bool:
+    """Whether ``text`` names the tool ``name`` (as a whole word)."""
+    return bool(text) and re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text or "") is not None
 
 
 def _distinct(calls: Sequence[ToolCall]) -> list[ToolCall]:
