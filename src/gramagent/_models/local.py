@@ -520,7 +520,8 @@ def local_model(ref: ModelRef | str, **options: Any) -> LocalModel:
         ref: ``local/qwen2.5-coder-0.5b`` (the default), ``local/qwen2.5-coder-1.5b``, or
             ``local/path/to/model.gguf``; a :class:`ModelRef` or its name part.
         **options: ``ctx_size``, ``threads``, ``parallel``, ``tool_call_mode``
-            (``constrained`` by default), ``settings`` (request defaults, e.g.
+            (``constrained`` by default; ``hybrid`` lets the model decline the offered tools,
+            see :mod:`gramagent._models.hybrid`), ``settings`` (request defaults, e.g.
             ``{"max_tokens": 256}``; temperature is 0 unless set), ``start_timeout``,
             ``progress``, ``cache_dir``; any other option goes to the Chat Completions
             adapter.
