@@ -24,13 +24,6 @@ embedded llama.cpp server directly with a variant of the constrained request.
 ``decide-first``
     Every variant opens with ``"a_function_fits"``: ``true`` before a call, ``false`` before
     the final answer, so the first choice the model makes is a yes/no question.
-``first-token``
-    The free first request of ``tool_call_mode="hybrid"`` (unconstrained, with the sentence
-    about lists), cut to one token with ``top_logprobs``: the probability the model gives to
-    opening a call (a first token starting with ``{``, ``[``, a code fence or
-    ``<tool_call>``), per case. Counted as a success: the top token opens a call. Tells
-    whether a threshold on that probability could separate prose that should be a call
-    (simple_python) from prose that declines (irrelevance).
 ``ask-first``
     A first constrained request asks the question outright: the conversation plus a user
     message ``ASK_FIRST`` (or ``--question``), answered by ``{"answer": "yes" | "no"}``; "no"
@@ -49,15 +42,12 @@ Usage::
     python bench/bfcl_probes.py decide-first --category simple_python --limit 10
     python bench/bfcl_probes.py ask-first --category irrelevance --limit 6 \
         --model local/qwen2.5-coder-1.5b
-    python bench/bfcl_probes.py first-token --category simple_python --limit 50 \
-        --model local/qwen2.5-coder-1.5b
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import importlib.util
 import json
 import math
@@ -67,7 +57,7 @@ from typing import Any
 
 from gramagent._models.chat import build_chat_body, parse_chat_reply
 from gramagent._models.http import HTTPClient
-from gramagent._models.jsoncalls import FINAL_ANSWER, SEVERAL_CALLS_HINT
+from gramagent._models.jsoncalls import FINAL_ANSWER
 from gramagent._models.local import local_model
 from gramagent._spec.model import ModelRef
 
@@ -105,17 +95,6 @@ def _decoded(turn: Any) -> list[tuple[str, Any]]:
     return out
 
 
-_CALL_OPENERS = ("{", "[", "`", "<tool_call>")
-
-
-def _p_call(choice: dict[str, Any]) -> float:
-    """The probability of the first token opening a call, from its ``top_logprobs``."""
-    for position in (choice.get("logprobs") or {}).get("content") or []:
-        return sum(math.exp(t["logprob"]) for t in position.get("top_logprobs", [])
-                   if t["token"].lstrip().startswith(_CALL_OPENERS))
-    return 0.0
-
-
 def _p_no(choice: dict[str, Any]) -> float:
     """The probability the model gave "no" where it chose between yes and no (0 if unseen)."""
     for position in (choice.get("logprobs") or {}).get("content") or []:
@@ -144,16 +123,6 @@ async def probe(kind: str, case: dict[str, Any], category: str, api: HTTPClient,
         except (ValueError, AttributeError):
             name = None
         return name in offered, text
-    if kind == "first-token":
-        free = build_chat_body(dataclasses.replace(
-            request, instruction=f"{request.instruction}\n\n{SEVERAL_CALLS_HINT}"),
-            tool_call_mode="text")
-        free.update(max_tokens=1, logprobs=True, top_logprobs=10)
-        choice = (await api.post_json("/chat/completions", free))["choices"][0]
-        p_call = _p_call(choice)
-        first = choice["message"].get("content") or ""
-        print(f"  p(call) {p_call:.3f}", file=sys.stderr, flush=True)
-        return first.lstrip().startswith(_CALL_OPENERS), f"{p_call:.3f} {first!r}"
     if kind == "ask-first":
         ask = dict(body, messages=[*body["messages"], {"role": "user", "content": question}],
                    response_format={"type": "json_schema", "json_schema": {
@@ -233,8 +202,7 @@ async def main_async(args: argparse.Namespace) -> None:
         decided = "declined" if args.category.endswith("irrelevance") else "correct"
         what = {"free-name": "named an offered function", "named-final": decided,
                 "thought-first": decided, "decide-first": decided, "ask-first": decided,
-                "fence": "correct", "tag": "correct",
-                "first-token": "opened a call"}[args.kind]
+                "fence": "correct", "tag": "correct"}[args.kind]
         print(f"{args.kind} {args.model} {args.category} cases {len(cases)}: {what} {good}"
               + (f", wrapped {wrapped}" if args.kind in ("fence", "tag") else ""))
     finally:
@@ -246,8 +214,7 @@ async def main_async(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kind", choices=("fence", "tag", "free-name", "named-final",
-                                         "thought-first", "decide-first", "ask-first",
-                                         "first-token"))
+                                         "thought-first", "decide-first", "ask-first"))
     parser.add_argument("--model", default="local/qwen2.5-coder-0.5b")
     parser.add_argument("--category", default="simple_python")
     parser.add_argument("--limit", type=int, default=50)
