@@ -75,6 +75,9 @@ class RunOptions:
     """Keep the conversation in this stored session (resumed if it exists)."""
     yes: bool = False
     """Approve every tool call that needs approval, without asking."""
+    tool_call_mode: str | None = None
+    """How the model writes tool calls (``tool_call_mode`` of the chat adapter and the
+    embedded model): ``native``, ``constrained``, ``hybrid`` or ``text``."""
 
 
 def load_library(reference: str | None = None) -> ToolLibrary:
@@ -220,6 +223,8 @@ class Session:
             raise ConfigurationError(f"--model must not be empty; {_MODEL_FORMS}")
         ref = ModelRef.parse(options.model) if options.model else session.agent.model
         model_options: dict[str, Any] = {}
+        if options.tool_call_mode is not None:
+            model_options["tool_call_mode"] = options.tool_call_mode
         if options.verbose:
             model_options["on_exchange"] = _exchange_printer(err_console)
         try:
@@ -228,6 +233,10 @@ class Session:
                 **model_options,
             )
         except ConfigurationError as exc:
+            if options.tool_call_mode is not None and "tool_call_mode" in str(exc):
+                raise ConfigurationError(
+                    f"--tool-call-mode applies to the chat and functions wire formats and the "
+                    f"embedded model, not --api {options.api}") from None
             if options.model is None or "/" in options.model:
                 raise
             raise ConfigurationError(
@@ -630,6 +639,22 @@ _SESSION = typer.Option(
     None, "--session", metavar="NAME",
     help="Keep the conversation in this stored session and resume it if it exists "
          "(see gramagent sessions).")
+def _tool_call_mode(value: str | None) -> str | None:
+    """``--tool-call-mode``: one of the chat adapter's modes, in any case."""
+    if value is None:
+        return None
+    from gramagent._models.chat import TOOL_CALL_MODES
+
+    if value.lower() in TOOL_CALL_MODES:
+        return value.lower()
+    raise typer.BadParameter(f"{value!r} is not one of: {', '.join(TOOL_CALL_MODES)}")
+
+
+_TOOL_CALL_MODE = typer.Option(
+    None, "--tool-call-mode", metavar="MODE", callback=_tool_call_mode,
+    help="How the model writes tool calls (chat wire format and the embedded model): native, "
+         "constrained (the embedded model's default), hybrid (the embedded model may also "
+         "decline: see the README) or text.")
 _YES = typer.Option(
     False, "--yes", "-y",
     help="Approve every tool call that needs approval (for scripts); otherwise the terminal "
@@ -659,6 +684,7 @@ _SHARED_OPTIONS = tuple(
         ("otel", str | None, _OTEL),
         ("session", str | None, _SESSION),
         ("yes", bool, _YES),
+        ("tool_call_mode", str | None, _TOOL_CALL_MODE),
     )
 )
 """The options of ``run`` and ``chat``, declared once (added by :func:`_with_run_options`)."""
