@@ -191,18 +191,30 @@ def test_hidden_host_files_are_invisible(sandbox: PythonSandbox, tmp_path: Path)
     """The worker's root is an allow-list: the test's own folder, the parent's working
     directory, /root, /home, /var, /opt and every other unlisted place are not there."""
     (tmp_path / "host-only.txt").write_text("private")
-    hidden = [tmp_path / "host-only.txt", Path("/root/.bash_history"), Path.cwd(),
-              Path.cwd() / "pyproject.toml", Path("/var/log"), Path("/opt"), Path("/home"),
-              Path("/boot"), Path("/sys"), Path("/run"), sandbox.workdir.parent / "elsewhere"]
+    cwd = Path.cwd()
+    hidden = [tmp_path / "host-only.txt", Path("/root/.bash_history"),
+              cwd / "pyproject.toml", cwd / "tests", Path("/var/log"), Path("/opt"),
+              Path("/home"), Path("/boot"), Path("/sys"), Path("/run"),
+              sandbox.workdir.parent / "elsewhere"]
+    # The working directory itself is there only as the way to what the worker must read
+    # when that lies inside it (a virtual environment made in the checkout, an editable
+    # install's src/): then it shows nothing else.
+    needed = [Path(p).resolve() for p in (sys.prefix, *sys.path) if p]
+    inside = {p.relative_to(cwd).parts[0] for p in needed if p.is_relative_to(cwd) and p != cwd}
+    if not inside:
+        hidden.append(cwd)
     (sandbox.workdir.parent / "elsewhere").mkdir(exist_ok=True)
     text = run_text(sandbox, f"""
 import os
 for path in {[str(p) for p in hidden]!r}:
     print(path, os.path.exists(path))
+print("CWD", sorted(os.listdir({str(cwd)!r})) if os.path.isdir({str(cwd)!r}) else [])
 print("ROOT", sorted(os.listdir("/")))
 """)
     assert "private" not in text
     assert " True" not in text and text.count(" False") == len(hidden)
+    shown = eval(text.split("CWD ", 1)[1].split("\n", 1)[0])  # noqa: S307 - a printed list
+    assert set(shown) <= inside
     top = eval(text.split("ROOT ", 1)[1])  # noqa: S307 - a list literal printed by the cell
     allowed = {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "nix", "proc", "sbin",
                "usr",
