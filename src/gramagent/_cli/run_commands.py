@@ -185,10 +185,8 @@ class Session:
     def open(cls, options: RunOptions) -> Session:
         """Load, bind and resolve everything ``options`` names."""
         from gramagent._logs import add_secret, env_secrets
-        from gramagent._models.registry import resolve_model
         from gramagent._runtime.limits import RunLimits
         from gramagent._spec.gram import load_agent
-        from gramagent._spec.model import ModelRef
 
         session = cls(options)
         if options.session is not None:
@@ -219,29 +217,7 @@ class Session:
                 session.target = session.library.bind(session.agent)
             except ToolError as exc:
                 raise ToolError(exc.problems, hint=_BIND_HINT) from None
-        if options.model is not None and not options.model.strip():
-            raise ConfigurationError(f"--model must not be empty; {_MODEL_FORMS}")
-        ref = ModelRef.parse(options.model) if options.model else session.agent.model
-        model_options: dict[str, Any] = {}
-        if options.tool_call_mode is not None:
-            model_options["tool_call_mode"] = options.tool_call_mode
-        if options.verbose:
-            model_options["on_exchange"] = _exchange_printer(err_console)
-        try:
-            session.model = resolve_model(
-                ref, api=options.api, base_url=options.base_url, api_key=options.api_key,
-                **model_options,
-            )
-        except ConfigurationError as exc:
-            if options.tool_call_mode is not None and "tool_call_mode" in str(exc):
-                raise ConfigurationError(
-                    f"--tool-call-mode applies to the chat and functions wire formats and the "
-                    f"embedded model, not --api {options.api}") from None
-            if options.model is None or "/" in options.model:
-                raise
-            raise ConfigurationError(
-                f"{exc}\n--model {options.model!r} names no provider, so it was read as "
-                f"{ref}; {_MODEL_FORMS}") from None
+        session.model = _session_model(options, session.agent)
         overrides: dict[str, Any] = {}
         if options.max_iterations is not None:
             overrides["max_iterations"] = options.max_iterations
@@ -396,6 +372,40 @@ class Session:
             await self.model.aclose()
         for close in self._closers:
             close()
+
+
+def _session_model(options: RunOptions, agent: Agent) -> Model:
+    """The model the options name (``--model``, else the agent's), resolved with the
+    options' wire format, server, key and tool-call mode.
+
+    Raises:
+        ConfigurationError: an empty or unresolvable model, or a tool-call mode the wire
+            format does not have.
+    """
+    from gramagent._models.registry import resolve_model
+    from gramagent._spec.model import ModelRef
+
+    if options.model is not None and not options.model.strip():
+        raise ConfigurationError(f"--model must not be empty; {_MODEL_FORMS}")
+    ref = ModelRef.parse(options.model) if options.model else agent.model
+    model_options: dict[str, Any] = {}
+    if options.tool_call_mode is not None:
+        model_options["tool_call_mode"] = options.tool_call_mode
+    if options.verbose:
+        model_options["on_exchange"] = _exchange_printer(err_console)
+    try:
+        return resolve_model(ref, api=options.api, base_url=options.base_url,
+                             api_key=options.api_key, **model_options)
+    except ConfigurationError as exc:
+        if options.tool_call_mode is not None and "tool_call_mode" in str(exc):
+            raise ConfigurationError(
+                f"--tool-call-mode applies to the chat and functions wire formats and the "
+                f"embedded model, not --api {options.api}") from None
+        if options.model is None or "/" in options.model:
+            raise
+        raise ConfigurationError(
+            f"{exc}\n--model {options.model!r} names no provider, so it was read as "
+            f"{ref}; {_MODEL_FORMS}") from None
 
 
 def _close_with(session: Session, library: ToolLibrary | None) -> None:
