@@ -14,7 +14,7 @@ import importlib
 import inspect
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -550,10 +550,11 @@ class _Approvals:
                 f"terminal): pass --yes to approve every call{keep}")
 
 
-def _converse(runner: asyncio.Runner, session: Session, message: str | None, out: _Output,
+def _converse(runner: asyncio.Runner, session: Session, message: str, out: _Output,
               approvals: _Approvals) -> None:
-    """One turn of ``message`` (None: only the calls left waiting by an earlier turn of a
-    stored session), deciding on every call that waits for approval; prints the reply.
+    """One turn of ``message``, after the calls an earlier turn (of a stored session: maybe
+    another process's) left waiting, deciding on every call that waits for approval; prints
+    the replies.
 
     Raises:
         ConfigurationError: calls wait for approval and nobody can decide.
@@ -561,9 +562,7 @@ def _converse(runner: asyncio.Runner, session: Session, message: str | None, out
     waiting = session.pending_approvals()
     if waiting:
         _settle(runner, session, None, waiting, out, approvals)
-    if message is not None:
-        _settle(runner, session, runner.run(session.turn(message, out.live)), (), out,
-                approvals)
+    _settle(runner, session, runner.run(session.turn(message, out.live)), (), out, approvals)
 
 
 def _settle(runner: asyncio.Runner, session: Session, response: AgentResponse | None,
@@ -615,14 +614,30 @@ _BASE_URL = typer.Option(
          "model is local/NAME then asks that server for NAME.")
 
 
-def _api_choice(value: str | None) -> str | None:
-    """``--api``: one of the registered wire formats, in any case."""
-    if value is None or value.lower() in api_names():
-        return None if value is None else value.lower()
-    raise typer.BadParameter(f"{value!r} is not one of: {', '.join(api_names())}")
+def _one_of(names: Callable[[], Sequence[str]]) -> Callable[[str | None], str | None]:
+    """An option callback accepting one of ``names()`` (asked only when the option is given),
+    in any case."""
+
+    def choice(value: str | None) -> str | None:
+        if value is None:
+            return None
+        allowed = names()
+        if value.lower() in allowed:
+            return value.lower()
+        raise typer.BadParameter(f"{value!r} is not one of: {', '.join(allowed)}")
+
+    return choice
 
 
-_API = typer.Option(None, "--api", metavar="API", callback=_api_choice,
+def _tool_call_modes() -> Sequence[str]:
+    """The chat adapter's tool-call modes (imported only when ``--tool-call-mode`` is given:
+    the adapter is not part of the start-up of every command)."""
+    from gramagent._models.chat import TOOL_CALL_MODES
+
+    return TOOL_CALL_MODES
+
+
+_API = typer.Option(None, "--api", metavar="API", callback=_one_of(api_names),
                     help=f"Wire format: {', '.join(api_names())} (default: chat).")
 _API_KEY = typer.Option(None, "--api-key", metavar="KEY", help="API key (else OPENAI_API_KEY).",
                         show_default=False)
@@ -649,19 +664,8 @@ _SESSION = typer.Option(
     None, "--session", metavar="NAME",
     help="Keep the conversation in this stored session and resume it if it exists "
          "(see gramagent sessions).")
-def _tool_call_mode(value: str | None) -> str | None:
-    """``--tool-call-mode``: one of the chat adapter's modes, in any case."""
-    if value is None:
-        return None
-    from gramagent._models.chat import TOOL_CALL_MODES
-
-    if value.lower() in TOOL_CALL_MODES:
-        return value.lower()
-    raise typer.BadParameter(f"{value!r} is not one of: {', '.join(TOOL_CALL_MODES)}")
-
-
 _TOOL_CALL_MODE = typer.Option(
-    None, "--tool-call-mode", metavar="MODE", callback=_tool_call_mode,
+    None, "--tool-call-mode", metavar="MODE", callback=_one_of(_tool_call_modes),
     help="How the model writes tool calls (chat wire format and the embedded model): native, "
          "constrained (the embedded model's default), hybrid (the embedded model may also "
          "decline: see the README) or text.")
@@ -799,21 +803,21 @@ def chat(options: RunOptions) -> None:
     approvals = _Approvals(options.yes)
     failed = False
     with _open_session(options, options.verbose) as (runner, session):
+        waiting = session.pending_approvals()  # an earlier turn of the session paused
         if sys.stdin.isatty():
             resumed = ""
             if session.stored is not None:
                 stored = len(session.stored.context)
-                waiting = len(session.pending_approvals())
                 resumed = (f" (session {session.stored.name}: {stored} messages"
-                           + (f", {waiting} waiting for approval" if waiting else "") + ")"
-                           if stored else f" (new session {session.stored.name})")
+                           + (f", {len(waiting)} waiting for approval" if waiting else "")
+                           + ")" if stored else f" (new session {session.stored.name})")
             err_console.print(
                 f"[dim]chatting with {session.agent.name}{escape(resumed)}; /exit or Ctrl-D "
                 "to end[/dim]",
                 highlight=False,
             )
-        if session.pending_approvals():  # an earlier turn of the session paused
-            _converse(runner, session, None, out, approvals)
+        if waiting:
+            _settle(runner, session, None, waiting, out, approvals)
         for line in _read_lines(err_console):
             try:
                 _converse(runner, session, line, out, approvals)

@@ -77,14 +77,9 @@ def refusal(tool: str, decision: Decision) -> CallRejection | None:
     Raises:
         ValidationError: ``decision`` is neither a bool nor a :class:`Refused`.
     """
+    _check_decision(decision)
     if decision is True:
         return None
-    if decision is not False and not isinstance(decision, Refused):
-        raise ValidationError(f"an approval decision is True, False or Refused(reason), "
-                              f"got {type(decision).__name__}")
-    if isinstance(decision, Refused) and not isinstance(decision.reason, str):
-        raise ValidationError(f"Refused(reason) takes a string reason, got "
-                              f"{type(decision.reason).__name__}")
     reason = decision.reason.strip() if isinstance(decision, Refused) else ""
     # Worded to be passed on: a small model copies the last tool result into its answer.
     text = (f"Not done: the user did not approve the call to {tool}"
@@ -100,8 +95,8 @@ def check_decisions(decisions: Mapping[str, Decision], waiting: Mapping[str, str
         ValidationError: a waiting call has no decision, a decision names no waiting call, or
             a decision is neither a bool nor a :class:`Refused`.
     """
-    for decision in decisions.values():
-        refusal("", decision)  # its type, checked for every call before anything runs
+    for decision in decisions.values():  # every one, before anything runs
+        _check_decision(decision)
     missing = [f"{waiting[i]} ({i})" for i in waiting if i not in decisions]
     unknown = [i for i in decisions if i not in waiting]
     if not waiting:
@@ -115,6 +110,19 @@ def check_decisions(decisions: Mapping[str, Decision], waiting: Mapping[str, str
                         f"(waiting: {', '.join(waiting)})")
     if problems:
         raise ValidationError("; ".join(problems))
+
+
+def _check_decision(decision: object) -> None:
+    """Raises:
+        ValidationError: ``decision`` is neither a bool nor a :class:`Refused` with a string
+            reason.
+    """
+    if decision is not True and decision is not False and not isinstance(decision, Refused):
+        raise ValidationError(f"an approval decision is True, False or Refused(reason), "
+                              f"got {type(decision).__name__}")
+    if isinstance(decision, Refused) and not isinstance(decision.reason, str):
+        raise ValidationError(f"Refused(reason) takes a string reason, got "
+                              f"{type(decision.reason).__name__}")
 
 
 def waiting_requests(conversation: Conversation) -> tuple[ApprovalRequest, ...]:
