@@ -152,7 +152,7 @@ def test_one_registration_reaches_resolve_model_the_cli_and_the_scripted_server(
     served by the scripted server: nothing else lists the formats."""
     import typer
 
-    from gramagent._cli.run_commands import _api_choice
+    from gramagent._cli.run_commands import _API
     from gramagent._models.registry import WIRE_FORMATS, WireFormat, register_wire_format
     from gramagent.testing import ScriptedServer
 
@@ -166,9 +166,11 @@ def test_one_registration_reaches_resolve_model_the_cli_and_the_scripted_server(
     assert "chat-strict" in registry.api_names()
     model = resolve_model("openai/m", api="chat-strict", api_key="k")
     assert isinstance(model, ChatCompletionsModel) and model.strict is True
-    assert _api_choice("Chat-Strict") == "chat-strict"  # what --api accepts
+    api_choice = _API.callback  # what --api accepts
+    assert api_choice is not None
+    assert api_choice("Chat-Strict") == "chat-strict"
     with pytest.raises(typer.BadParameter, match="chat-strict"):
-        _api_choice("chat-lax")
+        api_choice("chat-lax")
     with ScriptedServer([reply("ok")]) as server:
         served = {"/v1" + w.endpoint for w in registry.WIRE_FORMATS.values()}
         assert set(server._renderers) == served
