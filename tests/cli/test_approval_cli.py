@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -165,3 +169,53 @@ def test_limits_hold_across_approvals(stored: tuple[str, ...], workdir: Path,
     assert response["content"] == "Sent both." and response["usage"]["requests"] == 3
     assert [i["arguments"]["to"] for i in response["tool_invocations"]] == [
         "q0@example.com", "q1@example.com"]
+
+
+def test_a_call_decided_meanwhile_by_another_command(
+        workdir: Path, env: dict[str, str], server: ScriptedServer) -> None:
+    """While one command asks on its terminal, another (a script's, with --yes) decides on
+    the same stored call and goes on: the first is then told so in one line, and nothing
+    runs twice."""
+    server.add(MAIL, reply("Sent."), reply("Hi."))
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    main, child = pty.openpty()
+    asking = subprocess.Popen(
+        [sys.executable, "-m", "gramagent", *_args("run", server, "Mail Bob", "--session", "m")],
+        stdin=child, stdout=child, stderr=subprocess.PIPE, env={**environ, **env}, cwd=workdir)
+    os.close(child)
+    try:
+        assert asking.stderr is not None
+        err = _read_until(asking.stderr.fileno(), b"Run it?")
+        other = run_gramagent(*_args("run", server, "Hello", "--yes", "--session", "m"),
+                              cwd=workdir, env=env)
+        assert other.returncode == 0, other.stderr
+        assert other.stdout.split("\n")[:2] == ["Sent.", "Hi."]
+        os.write(main, b"y\n")
+        rest = asking.stderr.read()
+        assert asking.wait(timeout=60) == 1
+    finally:
+        os.close(main)
+        if asking.poll() is None:
+            asking.kill()
+            asking.wait()
+        if asking.stderr is not None:
+            asking.stderr.close()
+    message = (err + rest).decode(errors="replace")
+    assert "another process decided on them" in message and "call_7" in message
+    assert "Traceback" not in message
+    assert _sent(workdir) == ["bob@example.com"] and len(server.requests) == 3
+    stored = SessionStore(workdir / "data" / "sessions.sqlite3").load("m")
+    assert [m.kind for m in stored or ()] == [
+        "user", "assistant", "tool_result", "assistant", "user", "assistant"]
+
+
+def _read_until(fd: int, marker: bytes, timeout: float = 60) -> bytes:
+    """What ``fd`` gives until ``marker`` (or its end, or ``timeout`` seconds of silence)."""
+    seen = bytearray()
+    while marker not in seen:
+        ready, _, _ = select.select([fd], [], [], timeout)
+        chunk = os.read(fd, 4096) if ready else b""
+        if not chunk:
+            break
+        seen.extend(chunk)
+    return bytes(seen)

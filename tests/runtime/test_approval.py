@@ -229,6 +229,29 @@ async def test_resumes_from_a_stored_session(tmp_path: Path, mail: Mail, mailer:
     assert later.pending_approvals == ()
 
 
+async def test_calls_decided_meanwhile_by_another_process(
+        tmp_path: Path, mail: Mail, mailer: Agent, server: ScriptedServer,
+        model_for: ModelFactory) -> None:
+    """Two processes read the same waiting call; the first to decide goes on, the second is
+    told its calls were decided meanwhile, and nothing runs twice."""
+    script(server, call("sendMail", {"to": "bob@example.com"}), reply("Sent."))
+    path = tmp_path / "sessions.sqlite3"
+    model = model_for(server, "chat")
+    await SessionStore(path).open("work").run(mailer, "Mail Bob", library=mail.library,
+                                              model=model)
+    first, second = SessionStore(path).open("work"), SessionStore(path).open("work")
+    (waiting,) = first.pending_approvals
+    assert second.pending_approvals == (waiting,)  # both read it before either decides
+    await first.resume(mailer, {waiting.call_id: True}, library=mail.library, model=model)
+    with pytest.raises(ValidationError, match="another process decided"):
+        await second.resume(mailer, {waiting.call_id: False}, library=mail.library,
+                            model=model)
+    assert mail.sent == ["bob@example.com"] and len(server.requests) == 2
+    stored = SessionStore(path).load("work")
+    assert stored is not None and [m.kind for m in stored] == [
+        "user", "assistant", "tool_result", "assistant"]
+
+
 async def test_paused_context_round_trips_through_json(mail: Mail, mailer: Agent,
                                                        server: ScriptedServer,
                                                        model_for: ModelFactory) -> None:

@@ -277,12 +277,20 @@ class Session:
 
     async def _held(self, start: str | dict[str, Decision], live: LivePrinter | None,
                     paused: AgentResponse | None = None) -> AgentResponse:
-        """:meth:`_run`, holding the stored session (if any) from loading to saving."""
+        """:meth:`_run`, holding the stored session (if any) from loading to saving.
+
+        Raises:
+            ValidationError: the calls decided on were decided by another process meanwhile.
+        """
+        from gramagent._runtime.approval import check_still_waiting
+
         if self.stored is None:
             return await self._run(start, live, paused)
         async with self.stored.turn(self.agent.name) as held:
             if held.context is not None:
                 self.context = held.context
+                if not isinstance(start, str):
+                    check_still_waiting(start, held.context, self.stored.name)
             before = self.context
             try:
                 return await self._run(start, live, paused)

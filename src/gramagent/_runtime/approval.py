@@ -34,6 +34,7 @@ __all__ = [
     "Decision",
     "Refused",
     "check_decisions",
+    "check_still_waiting",
     "refusal",
     "waiting_requests",
 ]
@@ -110,6 +111,30 @@ def check_decisions(decisions: Mapping[str, Decision], waiting: Mapping[str, str
                         f"(waiting: {', '.join(waiting)})")
     if problems:
         raise ValidationError("; ".join(problems))
+
+
+def check_still_waiting(decisions: Mapping[str, Decision], conversation: Conversation,
+                        session: str) -> None:
+    """Check, holding stored session ``session``, that the calls ``decisions`` were made on
+    still wait in ``conversation`` as it is stored now.
+
+    A person decides on calls read from the store before the session is held; another
+    process may have decided on them, and gone on, meanwhile.
+
+    Raises:
+        ValidationError: a decided call is in the conversation but no longer waits (nothing
+            is run).
+    """
+    waiting = {call.id for call in conversation.unanswered_calls()}
+    gone = [call_id for call_id in decisions if call_id not in waiting]
+    if gone:  # an id the conversation never had is check_decisions' to report
+        known = conversation.call_ids()
+        gone = [call_id for call_id in gone if call_id in known]
+    if gone:
+        raise ValidationError(
+            f"session {session!r}: the call(s) {', '.join(map(repr, gone))} no longer wait "
+            "for approval: another process decided on them since they were read, and the "
+            "session went on; nothing was run (read the waiting calls again)")
 
 
 def _check_decision(decision: object) -> None:

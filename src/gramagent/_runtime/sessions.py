@@ -34,7 +34,12 @@ from typing import Any
 import orjson
 
 from gramagent._messages import Conversation, message_from_dict
-from gramagent._runtime.approval import ApprovalRequest, Decision, waiting_requests
+from gramagent._runtime.approval import (
+    ApprovalRequest,
+    Decision,
+    check_still_waiting,
+    waiting_requests,
+)
 from gramagent._runtime.library import BoundAgent
 from gramagent._runtime.loop import resume_agent, run_agent
 from gramagent._runtime.results import AgentResponse
@@ -237,10 +242,16 @@ class StoredSession:
         conversation, whose new messages are saved when it ends (as :meth:`run` saves).
 
         Raises:
+            ValidationError: another process decided on these calls since they were read
+                (the stored conversation went on; nothing is run).
             Everything resume_agent raises.
         """
-        return await self._turn(agent, lambda context: resume_agent(
-            agent, context or Conversation(), decisions, **options), options)
+        def start(context: Conversation | None) -> Awaitable[AgentResponse]:
+            context = context or Conversation()
+            check_still_waiting(decisions, context, self.name)
+            return resume_agent(agent, context, decisions, **options)
+
+        return await self._turn(agent, start, options)
 
     async def run(self, agent: Agent | BoundAgent, user_input: str, **options: Any
                   ) -> AgentResponse:
