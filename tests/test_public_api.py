@@ -21,6 +21,7 @@ EXPORTED = [
     "Agent",
     "AgentResponse",
     "AgentStream",
+    "ApprovalError",
     "ApprovalRequest",
     "Approver",
     "AssistantMessage",
@@ -178,6 +179,8 @@ ERRORS = [
                                   context=gramagent.Conversation(id="c3")),
     gramagent.LimitExceeded("too many turns", limit="max_iterations", value=3, observed=4,
                             context=gramagent.Conversation(id="c2")),
+    gramagent.ApprovalError("the approve callback raised", context=gramagent.Conversation(
+        id="c4"), usage=gramagent.Usage(requests=1)),
     gramagent.MCPServerError("MCP server x did not answer", server="x", kind="timeout"),
 ]
 

@@ -83,6 +83,7 @@ if TYPE_CHECKING:
     )
     from gramagent._spec.strict import strict_schema
     from gramagent.errors import (
+        ApprovalError,
         AuthenticationError,
         ConfigurationError,
         Diagnostic,
@@ -105,6 +106,7 @@ __all__ = [
     "Agent",
     "AgentResponse",
     "AgentStream",
+    "ApprovalError",
     "ApprovalRequest",
     "Approver",
     "AssistantMessage",
@@ -189,9 +191,9 @@ __all__ = [
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "errors": (
-        "AuthenticationError", "ConfigurationError", "Diagnostic", "GramagentError",
-        "LimitExceeded", "MCPServerError", "ModelAPIError", "RunError", "SandboxError",
-        "SchemaError", "SpecError", "ToolError", "ValidationError",
+        "ApprovalError", "AuthenticationError", "ConfigurationError", "Diagnostic",
+        "GramagentError", "LimitExceeded", "MCPServerError", "ModelAPIError", "RunError",
+        "SandboxError", "SchemaError", "SpecError", "ToolError", "ValidationError",
     ),
     "_messages": (
         "AssistantMessage", "Conversation", "Message", "ToolCall", "ToolResultMessage", "Usage",

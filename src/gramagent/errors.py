@@ -17,7 +17,8 @@ GramagentError
     ├── ModelAPIError         transport or HTTP failure, after retries
     │   └── AuthenticationError   the server refused the API key (HTTP 401/403); also a
     │                             ConfigurationError, and never retried
-    └── LimitExceeded         an iteration, time, token or call limit was hit
+    ├── LimitExceeded         an iteration, time, token or call limit was hit
+    └── ApprovalError         the approve callback raised (its exception is __cause__)
 ```
 
 Errors that happen *inside* a tool call (bad JSON, unknown tool, schema violation, an
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 __all__ = [
+    "ApprovalError",
     "AuthenticationError",
     "ConfigurationError",
     "Diagnostic",
@@ -276,3 +278,13 @@ class LimitExceeded(RunError):
 def _rebuild(cls: type[Exception], args: tuple[Any, ...], state: dict[str, Any]) -> Exception:
     """Unpickle an error whose constructor takes keyword-only state."""
     return cls(*args, **state)
+
+
+class ApprovalError(RunError):
+    """The ``approve`` callback of a run raised; its exception is ``__cause__``.
+
+    ``context`` ends with the model's calls of that turn, none of them run yet (decisions the
+    callback gave before it raised are not kept): continue with
+    :func:`~gramagent.resume_agent`, giving a decision for each of those calls (``True`` for
+    one that needs no approval runs it as it would have run).
+    """

@@ -25,7 +25,7 @@ from gramagent._runtime.sessions import SessionStore
 from gramagent._runtime.stream import FinalResponse, run_agent_stream
 from gramagent._spec.gram import load_gram
 from gramagent._spec.model import Agent
-from gramagent.errors import ValidationError
+from gramagent.errors import ApprovalError, ValidationError
 from gramagent.testing import ScriptedServer, call, calls, reply
 
 GRAM = """
@@ -154,6 +154,39 @@ async def test_approve_callback_is_asked(api: str, answer: bool, flavour: str, m
     assert [(r.tool, r.arguments) for r in asked] == [("sendMail", {"to": "eve@example.com"})]
     assert mail.sent == (["eve@example.com"] if answer else [])
     assert response.tool_invocations[0].ok is answer
+
+
+@pytest.mark.parametrize("api", PARALLEL_APIS)
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+async def test_a_raising_callback_keeps_the_conversation(api: str, flavour: str, mail: Mail,
+                                                        mailer: Agent, server: ScriptedServer,
+                                                        model_for: ModelFactory) -> None:
+    """A callback that raises stops the run with an ApprovalError carrying the conversation
+    (the turn's calls not run, the callback's exception as cause), which resumes."""
+
+    def broken(request: ApprovalRequest) -> bool:
+        raise ConnectionError("approval service down")
+
+    async def broken_async(request: ApprovalRequest) -> bool:
+        await asyncio.sleep(0)
+        return broken(request)
+
+    script(server, calls(call("readMail", {}), call("sendMail", {"to": "eve@example.com"})),
+           reply("Done."))
+    model = model_for(server, api)
+    with pytest.raises(ApprovalError, match="ConnectionError on the call to sendMail") as info:
+        await run_agent(mailer, "Mail Eve", library=mail.library, model=model,
+                        approve=broken if flavour == "sync" else broken_async)
+    error = info.value
+    assert isinstance(error.__cause__, ConnectionError)
+    assert error.usage is not None and error.usage.requests == 1
+    assert mail.runs == Counter()  # nothing of the turn ran
+    waiting = error.context.unanswered_calls()
+    assert [c.name for c in waiting] == ["readMail", "sendMail"]
+    done = await resume_agent(mailer, error.context, {c.id: True for c in waiting},
+                              library=mail.library, model=model)
+    assert done.content == "Done." and mail.sent == ["eve@example.com"]
+    assert mail.runs == Counter(readMail=1, sendMail=1)
 
 
 @pytest.mark.parametrize("api", APIS)

@@ -73,6 +73,7 @@ from gramagent._spec.calls import (
     parse_object,
     rejection,
 )
+from gramagent.errors import ApprovalError
 
 __all__ = ["ToolCalls"]
 
@@ -325,6 +326,11 @@ class ToolCalls:
             answer = self.approve(request)
             if inspect.isawaitable(answer):
                 answer = await answer
+        except Exception as exc:  # the run's state goes with the error, as with any RunError
+            raise ApprovalError(
+                f"the approve callback raised {type(exc).__name__} on the call to "
+                f"{request.tool} ({request.call_id}): {exc}",
+                context=self.conversation.copy(), usage=self.budget.usage) from exc
         finally:
             self.budget.postpone(loop.time() - asked)
         return answer
