@@ -173,22 +173,38 @@ new_tool_result = constructor(ToolResultMessage)
 
 
 def message_from_dict(data: Mapping[str, Any]) -> Message:
-    """Rebuild a message from its ``to_dict`` form."""
+    """Rebuild a message from its ``to_dict`` form.
+
+    Raises:
+        ValueError: an unknown ``kind``. TypeError: a field of the wrong type.
+        KeyError: a missing field.
+    """
     kind = data.get("kind")
     if kind == "user":
-        return UserMessage(content=data["content"])
+        return UserMessage(content=_str(data["content"], "content"))
     if kind == "assistant":
-        calls = tuple(ToolCall(**c) for c in data.get("tool_calls", ()))
-        return AssistantMessage(content=data.get("content"), tool_calls=calls,
+        content = data.get("content")
+        calls = tuple(ToolCall(id=_str(c["id"], "tool_calls.id"),
+                               name=_str(c["name"], "tool_calls.name"),
+                               arguments=_str(c["arguments"], "tool_calls.arguments"))
+                      for c in data.get("tool_calls") or ())
+        return AssistantMessage(content=None if content is None else _str(content, "content"),
+                                tool_calls=calls,
                                 interrupted=bool(data.get("interrupted", False)))
     if kind == "tool_result":
         return ToolResultMessage(
-            call_id=data["call_id"],
-            name=data["name"],
-            content=data["content"],
+            call_id=_str(data["call_id"], "call_id"),
+            name=_str(data["name"], "name"),
+            content=_str(data["content"], "content"),
             is_error=bool(data.get("is_error", False)),
         )
     raise ValueError(f"unknown message kind {kind!r}")
+
+
+def _str(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"a message's {what} is {type(value).__name__}, not a string")
+    return value
 
 
 REMEMBERED_FROM = 16

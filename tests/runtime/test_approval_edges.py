@@ -4,6 +4,9 @@ values checked for every waiting call."""
 
 from __future__ import annotations
 
+import json
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +25,8 @@ from gramagent._messages import (
 from gramagent._runtime.approval import Decision, Refused
 from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.loop import resume_agent, run_agent
+from gramagent._runtime.results import AgentResponse
+from gramagent._runtime.sessions import SessionStore
 from gramagent._spec.gram import load_gram
 from gramagent.errors import LimitExceeded, ValidationError
 from gramagent.testing import ScriptedServer, call, http_response, reply
@@ -139,23 +144,34 @@ async def _with_callback(steps: list[_Step], limits: RunLimits, api: str,
 
 
 async def _paused_and_resumed(steps: list[_Step], limits: RunLimits, api: str,
-                              model_for: ModelFactory) -> tuple[Any, Mail]:
-    """The same run without a callback: it pauses before each call and is resumed from the
-    paused response with the same decision."""
+                              model_for: ModelFactory, via: str = "response"
+                              ) -> tuple[Any, Mail]:
+    """The same run without a callback: it pauses before each call and is resumed with the
+    same decision, from the paused response (``via``: as it is, read back from its JSON, or
+    kept by a stored session and read by another store object, as another process would)."""
     mail, mailer = Mail(), load_gram(GRAM).agents[0]
     answers = iter(_CHOICES[choice] for tool, value, choice in steps
                    if tool == "sendMail" and isinstance(value, str))
-    with ScriptedServer() as server:
+    with ScriptedServer() as server, tempfile.TemporaryDirectory() as folder:
         script(server, *_turns(steps), reply("ok"))
-        model = model_for(server, api)
+        options: dict[str, Any] = {"library": mail.library, "limits": limits,
+                                   "model": model_for(server, api)}
+        store = Path(folder) / "sessions.sqlite3"
         try:
-            response = await run_agent(mailer, "go", library=mail.library, limits=limits,
-                                       model=model)
+            if via == "session":
+                response = await SessionStore(store).open("s").run(mailer, "go", **options)
+            else:
+                response = await run_agent(mailer, "go", **options)
             while response.paused:
-                response = await resume_agent(
-                    mailer, response, {r.call_id: next(answers)
-                                       for r in response.pending_approvals},
-                    library=mail.library, limits=limits, model=model)
+                decisions = {r.call_id: next(answers) for r in response.pending_approvals}
+                if via == "session":
+                    response = await SessionStore(store).open("s").resume(
+                        mailer, decisions, **options)
+                    continue
+                if via == "json":
+                    response = AgentResponse.from_dict(json.loads(json.dumps(
+                        response.to_dict())))
+                response = await resume_agent(mailer, response, decisions, **options)
             return response, mail
         except LimitExceeded as exc:
             return exc, mail
@@ -179,21 +195,27 @@ def _outcome(result: Any) -> Any:
                                 st.sampled_from(["a", "b", "c", 7]),
                                 st.sampled_from(sorted(_CHOICES))), min_size=1, max_size=5),
        max_iterations=st.integers(1, 6), max_tool_calls=st.integers(1, 6),
-       max_invalid=st.integers(1, 3), repeat_guard=st.booleans(), api=st.sampled_from(APIS))
+       max_invalid=st.integers(1, 3), repeat_guard=st.booleans(), api=st.sampled_from(APIS),
+       via=st.sampled_from(["response", "json", "session"]))
 @example(steps=[("readMail", "a", "yes"), ("sendMail", "b", "yes"), ("readMail", "a", "yes")],
-         max_iterations=6, max_tool_calls=6, max_invalid=3, repeat_guard=True, api="chat")
+         max_iterations=6, max_tool_calls=6, max_invalid=3, repeat_guard=True, api="chat",
+         via="response")
+@example(steps=[("sendMail", "a", "yes"), ("sendMail", "b", "yes"), ("sendMail", "c", "yes")],
+         max_iterations=2, max_tool_calls=6, max_invalid=3, repeat_guard=True, api="chat",
+         via="session")
 async def test_a_pause_changes_nothing_but_when_the_person_is_asked(
         steps: list[_Step], max_iterations: int, max_tool_calls: int, max_invalid: int,
-        repeat_guard: bool, api: str, model_for: ModelFactory) -> None:
+        repeat_guard: bool, api: str, via: str, model_for: ModelFactory) -> None:
     """Resumed from its paused response, a run is the same run: the same limits stop it at
     the same point (max_iterations, max_tool_calls and the retry budget count the calls
     before each pause), and its answer has every call and the usage of the whole run, as
     the run asking an ``approve`` callback has. The repeat guard knows the calls before
-    the pause: a repeat is answered from them, without asking again."""
+    the pause: a repeat is answered from them, without asking again. So it is when the
+    paused response is read back from JSON, or from a stored session by another store."""
     limits = RunLimits(max_iterations=max_iterations, max_tool_calls=max_tool_calls,
                        max_invalid_calls_per_tool=max_invalid, repeat_guard=repeat_guard)
     asked, asked_mail = await _with_callback(steps, limits, api, model_for)
-    paused, paused_mail = await _paused_and_resumed(steps, limits, api, model_for)
+    paused, paused_mail = await _paused_and_resumed(steps, limits, api, model_for, via)
     assert _outcome(paused) == _outcome(asked)
     assert paused_mail.runs == asked_mail.runs and paused_mail.sent == asked_mail.sent
 

@@ -292,11 +292,14 @@ class Session:
                 if not isinstance(start, str):
                     check_still_waiting(start, held.context, self.stored.name)
             before = self.context
+            response = None
             try:
-                return await self._run(start, live, paused)
+                # A turn an earlier process paused continues from what the store kept of it.
+                response = await self._run(start, live, paused or held.paused)
+                return response
             finally:
                 if self.context is not None and self.context is not before:
-                    held.save(self.context)
+                    held.save(self.context, response)
 
     async def _run(self, start: str | dict[str, Decision], live: LivePrinter | None,
                    paused: AgentResponse | None) -> AgentResponse:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gramagent._frozen import constructor
 from gramagent._messages import Conversation, Usage
 from gramagent._runtime.approval import ApprovalRequest
+from gramagent.errors import ValidationError
 
 __all__ = ["AgentResponse", "ToolInvocation", "new_invocation", "new_response"]
 
@@ -96,6 +98,57 @@ class AgentResponse:
             "finish_reason": self.finish_reason,
             "pending_approvals": [p.to_dict() for p in self.pending_approvals],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AgentResponse:
+        """Inverse of :meth:`to_dict`: a response read back from JSON, e.g. a paused run's
+        (``gramagent run --json``), to continue it in another process with
+        :func:`~gramagent.resume_agent`, its limits holding across the pause.
+
+        Raises:
+            ValidationError: ``data`` is not the ``to_dict`` form of a response.
+        """
+        try:
+            return _response_from(data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValidationError(f"not a response's to_dict form: {exc}") from None
+
+
+def _response_from(data: Mapping[str, Any]) -> AgentResponse:
+    """:meth:`AgentResponse.from_dict`, raising whatever malformed data makes it raise."""
+    usage = data["usage"]
+    pending = data.get("pending_approvals") or ()
+    return AgentResponse(
+        content=_typed(data["content"], str, "content"),
+        tool_invocations=tuple(_invocation_from(i) for i in data.get("tool_invocations") or ()),
+        context=Conversation.from_list(data["context"], id=_typed(
+            data.get("conversation_id") or None, (str, type(None)), "conversation_id")),
+        usage=Usage(**{k: _typed(usage.get(k, 0), int, f"usage.{k}")
+                       for k in ("input_tokens", "output_tokens", "requests")}),
+        stopped_by=_typed(data.get("stopped_by"), (str, type(None)), "stopped_by"),
+        run_id=_typed(data.get("run_id", ""), str, "run_id"),
+        finish_reason=_typed(data.get("finish_reason", "stop"), str, "finish_reason"),
+        pending_approvals=tuple(ApprovalRequest(
+            call_id=_typed(p["call_id"], str, "call_id"), tool=_typed(p["tool"], str, "tool"),
+            arguments=_typed(p["arguments"], dict, "arguments")) for p in pending),
+    )
+
+
+def _invocation_from(data: Mapping[str, Any]) -> ToolInvocation:
+    return ToolInvocation(
+        call_id=_typed(data["call_id"], str, "call_id"), name=_typed(data["name"], str, "name"),
+        arguments=_typed(data["arguments"], (dict, str), "arguments"), result=data.get("result"),
+        error=_typed(data.get("error"), (str, type(None)), "error"),
+        error_type=_typed(data.get("error_type"), (str, type(None)), "error_type"),
+        latency=float(_typed(data.get("latency", 0.0), (int, float), "latency")),
+        seq=_typed(data.get("seq", 0), int, "seq"))
+
+
+def _typed(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
+    """``value`` if it is of ``kind`` (a bool is not an int here)."""
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        raise TypeError(f"{what} is {type(value).__name__}")
+    return value
 
 
 # The same objects as the classes make, built the cheap way (gramagent._frozen says why).

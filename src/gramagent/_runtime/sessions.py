@@ -15,19 +15,20 @@ Tables::
 
     sessions(name PRIMARY KEY, conversation_id, agent, created, updated)
     messages(session, seq, body JSON)   -- one row per message, seq from 0
+    pauses(session PRIMARY KEY, messages, response JSON)   -- a turn paused for approvals
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ from gramagent._runtime.library import BoundAgent
 from gramagent._runtime.loop import resume_agent, run_agent
 from gramagent._runtime.results import AgentResponse
 from gramagent._spec.model import Agent
-from gramagent.errors import ConfigurationError, RunError
+from gramagent.errors import ConfigurationError, RunError, ValidationError
 
 __all__ = ["SessionInfo", "SessionStore", "SessionTurn", "StoredSession", "default_store_path"]
 
@@ -62,7 +63,15 @@ CREATE TABLE IF NOT EXISTS messages (
     body TEXT NOT NULL,
     PRIMARY KEY (session, seq)
 );
+CREATE TABLE IF NOT EXISTS pauses (
+    session TEXT PRIMARY KEY REFERENCES sessions(name) ON DELETE CASCADE,
+    messages INTEGER NOT NULL,
+    response TEXT NOT NULL
+);
 """
+# pauses: the response a session's last turn paused with (for approvals), all but its
+# conversation, which is the session's first ``messages`` messages: a resumed turn continues
+# that run, its limits holding across the pause.
 
 
 def default_store_path() -> Path:
@@ -75,7 +84,7 @@ def default_store_path() -> Path:
     return Path(data) / "gramagent" / "sessions.sqlite3"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class SessionInfo:
     """A stored session, as :meth:`SessionStore.list` describes it."""
 
@@ -154,9 +163,10 @@ class SessionStore:
         return Conversation((message_from_dict(orjson.loads(b)) for (b,) in bodies), id=row[0])
 
     def save(self, name: str, conversation: Conversation, *, agent: str | None = None,
-             stored: int = 0) -> None:
+             stored: int = 0, paused: AgentResponse | None = None) -> None:
         """Append the messages of ``conversation`` after the first ``stored`` ones, in one
-        transaction (creating the session if needed)."""
+        transaction (creating the session if needed). ``paused``: the response the turn
+        paused with (its conversation ``conversation``), kept until the next save."""
         now = time.time()
         rows = [(name, seq, orjson.dumps(m.to_dict()).decode())
                 for seq, m in enumerate(conversation.messages) if seq >= stored]
@@ -167,6 +177,27 @@ class SessionStore:
                 "updated = excluded.updated, agent = COALESCE(excluded.agent, agent)",
                 (name, conversation.id, agent, now, now))
             db.executemany("INSERT INTO messages (session, seq, body) VALUES (?, ?, ?)", rows)
+            db.execute("DELETE FROM pauses WHERE session = ?", (name,))
+            if paused is not None and paused.paused:
+                response = paused.to_dict()
+                del response["context"]  # the session's messages
+                db.execute("INSERT INTO pauses (session, messages, response) VALUES (?, ?, ?)",
+                           (name, len(conversation), orjson.dumps(response).decode()))
+
+    def load_pause(self, name: str, conversation: Conversation) -> AgentResponse | None:
+        """The response the last turn of ``name`` paused with, on ``conversation`` (the
+        session as loaded), or None when it did not pause there."""
+        with self._db() as db:
+            row = db.execute("SELECT messages, response FROM pauses WHERE session = ?",
+                             (name,)).fetchone()
+        if row is None or row[0] != len(conversation):
+            return None
+        try:
+            data = orjson.loads(row[1])
+            return dataclasses.replace(AgentResponse.from_dict({**data, "context": []}),
+                                       context=conversation)
+        except (orjson.JSONDecodeError, TypeError, ValidationError):
+            return None  # unreadable: the turn resumes from the conversation alone
 
     def list(self) -> list[SessionInfo]:
         """Every session, most recently updated first."""
@@ -225,10 +256,13 @@ class StoredSession:
 
     @contextlib.asynccontextmanager
     async def turn(self, agent: str | None = None) -> AsyncIterator[SessionTurn]:
-        """Hold the session for one turn: the stored conversation to start from, and
-        :meth:`SessionTurn.save` for what the turn adds (see :meth:`run`, which uses it)."""
+        """Hold the session for one turn: the stored conversation to start from (and the
+        response it paused with, if it did), and :meth:`SessionTurn.save` for what the turn
+        adds (see :meth:`run`, which uses it)."""
         async with self.store.lock(self.name):
-            yield SessionTurn(self, self.store.load(self.name), agent)
+            context = self.store.load(self.name)
+            paused = None if context is None else self.store.load_pause(self.name, context)
+            yield SessionTurn(self, context, agent, paused)
 
     @property
     def pending_approvals(self) -> tuple[ApprovalRequest, ...]:
@@ -246,10 +280,10 @@ class StoredSession:
                 (the stored conversation went on; nothing is run).
             Everything resume_agent raises.
         """
-        def start(context: Conversation | None) -> Awaitable[AgentResponse]:
-            context = context or Conversation()
+        def start(turn: SessionTurn) -> Awaitable[AgentResponse]:
+            context = turn.context or Conversation()
             check_still_waiting(decisions, context, self.name)
-            return resume_agent(agent, context, decisions, **options)
+            return resume_agent(agent, turn.paused or context, decisions, **options)
 
         return await self._turn(agent, start, options)
 
@@ -265,24 +299,24 @@ class StoredSession:
         Raises:
             Everything run_agent raises.
         """
-        return await self._turn(agent, lambda context: run_agent(
-            agent, user_input, context=context, **options), options)
+        return await self._turn(agent, lambda turn: run_agent(
+            agent, user_input, context=turn.context, **options), options)
 
     async def _turn(self, agent: Agent | BoundAgent,
-                    start: Callable[[Conversation | None], Awaitable[AgentResponse]],
+                    start: Callable[[SessionTurn], Awaitable[AgentResponse]],
                     options: Mapping[str, Any]) -> AgentResponse:
-        """One turn: ``start`` from the stored conversation, what it adds saved at its end."""
+        """One turn: ``start`` from the stored session, what it adds saved at its end."""
         if "context" in options:
             raise TypeError("a session supplies the context; do not pass context=")
         name = agent.agent.name if isinstance(agent, BoundAgent) else agent.name
         async with self.turn(name) as turn:
             try:
-                response = await start(turn.context)
+                response = await start(turn)
             except RunError as exc:
                 if exc.context is not None:
                     turn.save(exc.context)
                 raise
-            turn.save(response.context)
+            turn.save(response.context, response)
             return response
 
 
@@ -290,15 +324,20 @@ class SessionTurn:
     """One turn of a :class:`StoredSession`, holding its lock (from :meth:`StoredSession.turn`)."""
 
     def __init__(self, session: StoredSession, context: Conversation | None,
-                 agent: str | None) -> None:
+                 agent: str | None, paused: AgentResponse | None = None) -> None:
         self.session = session
         self.context = context
         """The stored conversation to continue (None for a new session)."""
+        self.paused = paused
+        """The response :attr:`context` paused with (None: it did not pause): resuming from
+        it continues that run, whose limits hold across the pause."""
         self._agent = agent
         self._stored = 0 if context is None else len(context)
 
-    def save(self, conversation: Conversation) -> None:
-        """Store the messages ``conversation`` has beyond :attr:`context` (once per turn)."""
+    def save(self, conversation: Conversation, response: AgentResponse | None = None
+             ) -> None:
+        """Store the messages ``conversation`` has beyond :attr:`context` (once per turn);
+        ``response``: the one the turn ended with, kept if it paused."""
         self.session.store.save(self.session.name, conversation, agent=self._agent,
-                                stored=self._stored)
+                                stored=self._stored, paused=response)
         self._stored = len(conversation)
