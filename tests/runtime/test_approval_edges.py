@@ -23,6 +23,7 @@ from gramagent._messages import (
     new_assistant_message,
 )
 from gramagent._runtime.approval import Decision, Refused
+from gramagent._runtime.events import CaptureSink
 from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.loop import resume_agent, run_agent
 from gramagent._runtime.results import AgentResponse
@@ -128,7 +129,7 @@ integer value is an invalid call (the tools take strings), nobody is asked about
 
 
 async def _with_callback(steps: list[_Step], limits: RunLimits, api: str,
-                         model_for: ModelFactory) -> tuple[Any, Mail]:
+                         model_for: ModelFactory, events: CaptureSink) -> tuple[Any, Mail]:
     """The run with an ``approve`` callback: it never pauses."""
     mail, mailer = Mail(), load_gram(GRAM).agents[0]
     answers = iter(_CHOICES[choice] for tool, value, choice in steps
@@ -137,15 +138,15 @@ async def _with_callback(steps: list[_Step], limits: RunLimits, api: str,
         script(server, *_turns(steps), reply("ok"))
         try:
             return await run_agent(mailer, "go", library=mail.library, limits=limits,
-                                   model=model_for(server, api),
+                                   model=model_for(server, api), events=events,
                                    approve=lambda request: next(answers)), mail
         except LimitExceeded as exc:
             return exc, mail
 
 
 async def _paused_and_resumed(steps: list[_Step], limits: RunLimits, api: str,
-                              model_for: ModelFactory, via: str = "response"
-                              ) -> tuple[Any, Mail]:
+                              model_for: ModelFactory, events: CaptureSink,
+                              via: str = "response") -> tuple[Any, Mail]:
     """The same run without a callback: it pauses before each call and is resumed with the
     same decision, from the paused response (``via``: as it is, read back from its JSON, or
     kept by a stored session and read by another store object, as another process would)."""
@@ -155,7 +156,7 @@ async def _paused_and_resumed(steps: list[_Step], limits: RunLimits, api: str,
     with ScriptedServer() as server, tempfile.TemporaryDirectory() as folder:
         script(server, *_turns(steps), reply("ok"))
         options: dict[str, Any] = {"library": mail.library, "limits": limits,
-                                   "model": model_for(server, api)}
+                                   "model": model_for(server, api), "events": events}
         store = Path(folder) / "sessions.sqlite3"
         try:
             if via == "session":
@@ -214,10 +215,26 @@ async def test_a_pause_changes_nothing_but_when_the_person_is_asked(
     paused response is read back from JSON, or from a stored session by another store."""
     limits = RunLimits(max_iterations=max_iterations, max_tool_calls=max_tool_calls,
                        max_invalid_calls_per_tool=max_invalid, repeat_guard=repeat_guard)
-    asked, asked_mail = await _with_callback(steps, limits, api, model_for)
-    paused, paused_mail = await _paused_and_resumed(steps, limits, api, model_for, via)
+    asked_events, paused_events = CaptureSink(), CaptureSink()
+    asked, asked_mail = await _with_callback(steps, limits, api, model_for, asked_events)
+    paused, paused_mail = await _paused_and_resumed(steps, limits, api, model_for,
+                                                    paused_events, via)
     assert _outcome(paused) == _outcome(asked)
     assert paused_mail.runs == asked_mail.runs and paused_mail.sent == asked_mail.sent
+    assert _event_outcome(paused_events) == _event_outcome(asked_events)
+
+
+def _event_outcome(sink: CaptureSink) -> list[tuple[Any, ...]]:
+    """The events of one run (one request id), each call planned once and then given one
+    result, whatever pauses the run had: what they say of each call, in seq order."""
+    events = sink.events
+    assert len({e.request_id for e in events}) <= 1
+    by_seq: dict[int, list[str]] = {}
+    for e in events:
+        by_seq.setdefault(e.seq, []).append(e.kind)
+    assert all(kinds == ["tool_call_planned", "tool_call_result"]
+               for kinds in by_seq.values()), by_seq
+    return sorted((e.seq, e.kind, e.tool, getattr(e, "error_type", None)) for e in events)
 
 
 _ODD = st.one_of(st.none(), st.integers(), st.text(max_size=5), st.floats(allow_nan=False),

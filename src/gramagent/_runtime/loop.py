@@ -208,7 +208,8 @@ async def resume_agent(
     run = _new_run(agent, start, conversation, options)
     if isinstance(paused, AgentResponse):  # the same run goes on: its limits hold across
         run.budget.carry(paused.usage)
-        run.carry(paused.tool_invocations)
+        run.carry(paused.tool_invocations, (r.call_id for r in paused.pending_approvals))
+        run.run_id = paused.run_id or run.run_id  # and its events are the same run's
     if run.tracer is None:
         return await run.run(start)
     return await run.traced(start, _provider(options, run.bound.agent))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -136,11 +136,17 @@ class ToolCalls:
     awaiting: list[ApprovalRequest] | None = None
     """The calls of the last turn left waiting for approval (None: none, the usual run; made
     on the first): the run pauses when any are."""
+    announced: frozenset[str] = frozenset()
+    """Ids of calls whose planned event the run emitted before it paused (a run resumed from
+    its paused response does not announce them again)."""
 
-    def carry(self, invocations: Sequence[ToolInvocation]) -> None:
+    def carry(self, invocations: Sequence[ToolInvocation], waiting: Iterable[str] = ()
+              ) -> None:
         """Start from the calls of an earlier part of the run (one that paused for approvals):
         they count against ``max_tool_calls`` and the retry budget, the repeat guard knows
-        their results, and they are part of the response's ``tool_invocations``."""
+        their results, and they are part of the response's ``tool_invocations``. ``waiting``:
+        the ids of the calls it paused on, whose planned events it emitted."""
+        self.announced = frozenset(waiting)
         self.invocations.extend(invocations)
         self.seq += len(invocations)
         guard = self.budget.limits.repeat_guard
@@ -231,7 +237,7 @@ class ToolCalls:
                   call.arguments if isinstance(parsed, CallRejection) else parsed, cut_off)
         if self.sinks or self.info_logs:
             c.args_hash = args_preview_hash(c.arguments)
-        if self.sinks:
+        if self.sinks and call.id not in self.announced:
             emit(self.sinks, ToolCallPlanned(
                 request_id=self.run_id, tool=self._label(call.name),
                 args_preview_hash=c.args_hash or "", seq=c.seq))
