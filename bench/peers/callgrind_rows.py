@@ -14,7 +14,11 @@ Rows (every run's answer is checked; both contenders send the same requests):
 ``calls8-inline`` / ``calls8-async`` / ``calls8-thread``
     the first reply asks for 8 calls at once (distinct arguments); gramagent's tool is
     ``blocking=False``, ``async def``, or a plain function in a worker thread; the floor calls
-    its plain function 8 times in sequence;
+    its plain function 8 times in sequence (the floor the ratio is taken against); the async
+    and thread rows also show the floor running its calls concurrently, as gramagent must run
+    such tools (``floor-async``: an ``async def`` tool, each call in a task of
+    ``asyncio.gather``; ``floor-thread``: the plain function in a thread pool, each call through
+    ``run_in_executor``, gathered), and gramagent's ratio to that;
 ``history-chat`` / ``history-responses``
     every run continues a 100-message conversation (25 rounds of user, call, result, answer);
 ``tools20``
@@ -147,7 +151,7 @@ def history(row: Row) -> list[Message]:
 async def make(contender: str, row: Row, base_url: str) -> Contender:
     tools = extra_tools(row)
     past = history(row)
-    if contender == "floor":  # the same tools and history, in wire form, rendered once
+    if contender.startswith("floor"):  # the same tools and history, in wire form, rendered once
         definitions = ToolLibrary(tools).bind(Agent(
             name="extra", model=ModelRef.parse("openai/gpt-4o-mini"), instruction="unused",
             tools=tuple(t.spec() for t in tools))).definitions if tools else ()
@@ -155,8 +159,9 @@ async def make(contender: str, row: Row, base_url: str) -> Contender:
                 for d in definitions]
         rendered = (chat_messages("", past) if row.api == "chat"
                     else responses_input("", past))
+        tools_kind = contender.partition("-")[2] or "sequential"
         return await floor_loop.setup(base_url, row.api, "aiohttp", extra_tools=wire,
-                                      history=rendered)
+                                      history=rendered, tools=tools_kind)
     gramagent_peer.TOOL_KIND = row.tool_kind
     return await gramagent_peer.setup(base_url, row.api, extra_tools=tools, history=past)
 
@@ -265,7 +270,8 @@ def main() -> None:
     keep = args.keep or Path(tempfile.mkdtemp(prefix="gramagent-callgrind-"))
     keep.mkdir(parents=True, exist_ok=True)
     floors: dict[Row, float] = {}
-    print(f"{'row':<18} {'floor':>10} {'gramagent':>10} {'ratio':>6}  (instructions/run)")
+    print(f"{'row':<18} {'floor':>10} {'gramagent':>10} {'ratio':>6}  "
+          f"{'concurrent floor':>17} {'ratio':>6}  (instructions/run)")
     for name in args.rows.split(","):
         row = ROWS[name]
         with ScriptedServer(partial(answer, n=row.calls), record=False) as server:
@@ -273,8 +279,13 @@ def main() -> None:
             if floor_row not in floors:  # the floor's tool is the same function for every kind
                 floors[floor_row] = measure(name, "floor", server.base_url, args, keep)
             floor = floors[floor_row]
+            concurrent = (measure(name, f"floor-{row.tool_kind}", server.base_url, args, keep)
+                          if row.tool_kind != "inline" else None)
             ours = measure(name, "gramagent", server.base_url, args, keep)
-        print(f"{name:<18} {floor:>10,.0f} {ours:>10,.0f} {ours / floor:>5.2f}x", flush=True)
+        beside = (f"{concurrent:>17,.0f} {ours / concurrent:>5.2f}x" if concurrent is not None
+                  else f"{'-':>17} {'-':>6}")
+        print(f"{name:<18} {floor:>10,.0f} {ours:>10,.0f} {ours / floor:>5.2f}x  {beside}",
+              flush=True)
 
 
 if __name__ == "__main__":
