@@ -13,6 +13,7 @@ from gramagent._spec.calls import (
     TOOL_ERROR_TYPES,
     CallRejection,
     PreparedCall,
+    check_arguments,
     check_call,
     near_names,
     parse_arguments,
@@ -183,3 +184,30 @@ def test_parse_object_agrees_with_parse_arguments(raw: str, max_bytes: int) -> N
         assert fast is None
     else:
         assert fast == full and isinstance(fast, dict)
+
+
+_OPTIONAL: dict[str, Any] = {  # a strict-mode schema: optional properties sent as null
+    "type": "object",
+    "properties": {"a": {"type": ["string", "null"]}, "b": {"type": ["array", "null"]},
+                   "c": {"type": ["object", "null"]}},
+    "required": [],
+}
+
+
+@settings(max_examples=200, deadline=None)
+@given(arguments=st.dictionaries(st.sampled_from(["a", "b", "c", "null"]), json_values,
+                                 max_size=4),
+       spaced=st.booleans())
+def test_argument_text_without_null_holds_no_null(arguments: dict[str, Any],
+                                                  spaced: bool) -> None:
+    """Checking with the argument text (a text without ``null`` is not searched for one)
+    gives what checking without it gives: the same arguments, nulls stripped, or the same
+    rejection, whatever strings hold "null" or values are null at any depth."""
+    raw = json.dumps(arguments, indent=1 if spaced else None)
+    parsed = parse_object(raw, 1 << 20)
+    assert parsed is not None
+    validators = {"t": compile_validator(_OPTIONAL).errors}
+    with_text = check_arguments("t", parsed, validators=validators, schemas={"t": _OPTIONAL},
+                                text=raw)
+    without = check_arguments("t", parsed, validators=validators, schemas={"t": _OPTIONAL})
+    assert with_text == without

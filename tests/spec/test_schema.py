@@ -640,6 +640,36 @@ def test_fast_path_agrees_with_jsonschema(schema: Any, instances: list[Any]) -> 
         assert (validator.errors(instance) == []) == reference.is_valid(instance), instance
 
 
+_FLAT_OBJECTS = st.builds(
+    lambda typed, p, r, extra, notes: {**({"type": "object"} if typed else {}),
+                                       "properties": p, "required": sorted(r), **extra,
+                                       **notes},
+    st.booleans(),
+    st.dictionaries(st.sampled_from(_KEYS), _FAST_LEAVES, max_size=3),
+    st.sets(st.sampled_from([*_KEYS, "z"]), max_size=2),
+    st.sampled_from([{}, {"additionalProperties": False}, {"additionalProperties": True},
+                     {"additionalProperties": {}}, {"additionalProperties": {"type": "integer"}}]),
+    st.sampled_from([{}, {"description": "the arguments", "title": "args"}]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_FLAT_OBJECTS, st.lists(_INSTANCES, min_size=1, max_size=6))
+def test_flat_object_schemas_agree_with_jsonschema(schema: dict[str, Any],
+                                                   instances: list[Any]) -> None:
+    """The usual arguments schema (an object of properties, required and
+    additionalProperties alone, compiled as one predicate) decides exactly like jsonschema,
+    on objects and on everything else."""
+    from jsonschema import Draft202012Validator, FormatChecker
+
+    reference = Draft202012Validator(schema, format_checker=FormatChecker(
+        ["date", "email", "ipv4", "ipv6", "uuid", "regex"]))
+    validator = compile_validator(schema)
+    assert validator.fast
+    for instance in instances:
+        assert validator.is_valid(instance) == reference.is_valid(instance), instance
+
+
 @pytest.mark.parametrize("schema", [
     {"type": "number", "multipleOf": 0.1},
     {"type": "array", "uniqueItems": True},

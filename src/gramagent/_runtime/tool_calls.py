@@ -68,7 +68,7 @@ from gramagent._spec.calls import (
     INVALID_CALL_TYPES,
     CallRejection,
     ToolErrorType,
-    check_parsed,
+    check_arguments,
     parse_arguments,
     parse_object,
     rejection,
@@ -254,16 +254,16 @@ class ToolCalls:
     def _inspect(self, c: _Call, parsed: dict[str, Any]) -> CallRejection | None:
         """The checks after parsing: known tool, schema, implementation, repetition."""
         call, bound = c.call, self.bound
-        checked = check_parsed(call.name, parsed, validators=bound.validators,
-                               schemas=bound.schemas)
+        checked = check_arguments(call.name, parsed, validators=bound.validators,
+                                  schemas=bound.schemas, text=call.arguments)
         if isinstance(checked, CallRejection):
             return checked
-        c.arguments = checked.arguments
+        c.arguments = checked
         c.tool = tool = bound.tools[call.name]
-        if tool.accepts is not None and not tool.accepts.issuperset(checked.arguments):
-            return _unexpected_arguments(tool, checked.arguments)
+        if tool.accepts is not None and not tool.accepts.issuperset(checked):
+            return _unexpected_arguments(tool, checked)
         if self.budget.limits.repeat_guard:
-            c.repeat_key = call.name + "\x00" + _repeat_form(checked.arguments)
+            c.repeat_key = call.name + "\x00" + _repeat_form(checked)
             earlier = self.answered.get(c.repeat_key)
             if earlier is not None:
                 return self._answer_repeat(c, *earlier)

@@ -27,6 +27,7 @@ __all__ = [
     "CallRejection",
     "PreparedCall",
     "ToolErrorType",
+    "check_arguments",
     "check_call",
     "check_parsed",
     "error_text",
@@ -208,11 +209,30 @@ def check_parsed(
     ``null`` values a strict-mode model sends for optional properties are removed first
     (:func:`~gramagent._spec.nulls.strip_strict_nulls`), so the tool's defaults apply.
     """
+    checked = check_arguments(name, arguments, validators=validators, schemas=schemas)
+    return checked if isinstance(checked, CallRejection) else _new_prepared(name, checked)
+
+
+def check_arguments(
+    name: str,
+    arguments: dict[str, Any],
+    *,
+    validators: Mapping[str, Callable[[Any], Sequence[str]]],
+    schemas: Mapping[str, Mapping[str, Any]],
+    text: str | None = None,
+) -> dict[str, Any] | CallRejection:
+    """What :func:`check_parsed` checks, giving the arguments to run with (strict-mode nulls
+    removed) instead of a :class:`PreparedCall`: the loop's path, once per call.
+
+    ``text``: the JSON text ``arguments`` were parsed from, when known. JSON writes null one
+    way only, so arguments whose text has no ``null`` in it hold none, and are not searched
+    for one.
+    """
     validate = validators.get(name)
     if validate is None:
         return unknown_tool(name, validators.keys())
     schema = schemas.get(name)
-    if schema is not None and _has_null(arguments):
+    if schema is not None and (text is None or "null" in text) and _has_null(arguments):
         arguments = strip_strict_nulls(arguments, schema)
     problems = validate(arguments)
     if problems:
@@ -224,7 +244,7 @@ def check_parsed(
             f"arguments do not match the schema ({len(problems)} problem"
             f"{'s' if len(problems) != 1 else ''})",
         )
-    return _new_prepared(name, arguments)
+    return arguments
 
 
 def unknown_tool(name: str, known: Collection[str]) -> CallRejection:
