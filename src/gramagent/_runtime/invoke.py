@@ -107,14 +107,16 @@ def run_inline(tool: Tool, arguments: dict[str, Any], *, context: ToolContext | 
         The :class:`Outcome`; or, when the function returned an awaitable, a function of the
         call's timeout giving the coroutine that awaits it (``done`` is called from there).
     """
-    kwargs = _kwargs(tool, arguments, context)
+    # The usual call's arguments go as they are, without a call of _kwargs.
+    kwargs = (arguments if not tool.converters and tool.context_param is None
+              else _kwargs(tool, arguments, context))
     started = time.perf_counter()
     try:
         result = contextvars.copy_context().run(tool.invoke, **kwargs)
     except Exception as exc:
         outcome = _failure(tool, exc, time.perf_counter() - started)
     else:
-        if _maybe_awaitable(result):
+        if type(result) not in _PLAIN_RESULTS and _maybe_awaitable(result):
             return partial(_awaited, tool, result, kwargs, started,
                            max_output_chars=max_output_chars, done=done)
         outcome = _finished(tool, result, time.perf_counter() - started, max_output_chars)

@@ -34,6 +34,7 @@ from gramagent import _json as exact_json
 from gramagent._logs import log_tool_call
 from gramagent._messages import (
     Conversation,
+    Message,
     ToolCall,
     ToolResultMessage,
     UserMessage,
@@ -186,10 +187,12 @@ class ToolCalls:
         if self.decisions is not None or (self.bound.approval_required and not self.dry_run):
             pending = await self._approve(pending)
         await self._run(self._runnable(pending), remaining)
+        results: list[Message] = []
         for c in pending:
             if c.copy_of is not None:
                 self._answer_copy(c)
-            self._record(c)
+            self._record(c, results)
+        self.conversation.extend(results)  # at once: one call, not one per result
         if cut_off and not self.awaiting:
             # With calls left waiting the note cannot be added: their results, written on
             # resume, must follow the assistant message directly, and a conversation ending
@@ -392,7 +395,9 @@ class ToolCalls:
             inline: list[_Call] = []
             others: list[_Call] = []
             for c in runnable:
-                (inline if _runs_inline(c) else others).append(c)
+                tool = c.tool  # as _runs_inline, without its call
+                assert tool is not None
+                (others if tool.is_async or tool.blocking else inline).append(c)
             started = [self._start(c, remaining) for c in others]
             try:
                 for c in inline:
@@ -496,8 +501,9 @@ class ToolCalls:
 
     # -- record ---------------------------------------------------------------------------
 
-    def _record(self, c: _Call) -> None:
-        """Record one call's result, in call order: conversation, invocation, log."""
+    def _record(self, c: _Call, results: list[Message]) -> None:
+        """Record one call's result, in call order: its result message (added to
+        ``results``, for the conversation), invocation, log."""
         call = c.call
         error_type: ToolErrorType | None
         event_message: str | None
@@ -520,7 +526,7 @@ class ToolCalls:
                 self.answered[c.repeat_key] = (result, text)
         failed = error_type is not None and error_type != "repeated_call"
         if not c.cut_off:  # a cut-off call is not in the conversation: a note tells of it
-            self.conversation.append(new_tool_result(
+            results.append(new_tool_result(
                 call_id=call.id, name=call.name, content=text, is_error=failed))
         self.invocations.append(new_invocation(
             call_id=call.id, name=call.name, arguments=c.arguments, result=result,
