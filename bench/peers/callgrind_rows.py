@@ -26,13 +26,16 @@ Rows (every run's answer is checked; both contenders send the same requests):
 
 ``--keep DIR`` keeps each child's callgrind file (``callgrind_annotate DIR/ROW.CONTENDER.out``
 gives the C-level cost per function); ``--cprofile ROW`` instead profiles gramagent's runs
-of one row with cProfile (no valgrind) and prints the top functions.
+of one row with cProfile (no valgrind) and prints the top functions; ``--opcodes ROW`` counts
+the bytecodes gramagent's own functions execute per run (``sys.settrace``), and for a row of
+several calls, per extra call (the row minus ``call1``, over the extra calls).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import cProfile
 import ctypes
 import hashlib
@@ -45,6 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
@@ -248,6 +252,47 @@ def cprofile(args: argparse.Namespace, base_url: str) -> None:
     pstats.Stats(profile).sort_stats("tottime").print_stats(35)
 
 
+def opcodes(row: str, args: argparse.Namespace) -> collections.Counter[str]:
+    """Bytecodes executed per run in each of gramagent's functions, over ``args.runs`` runs
+    of ``row`` (functions made by ``exec``, such as the frozen types' constructors, are named
+    with their caller)."""
+    counts: collections.Counter[str] = collections.Counter()
+
+    def trace(frame: FrameType, event: str, arg: object) -> Any:
+        code = frame.f_code
+        if "gramagent" not in code.co_filename and code.co_filename != "<string>":
+            return None
+        frame.f_trace_opcodes = True
+        key = f"{code.co_filename.rpartition('/src/')[2]}:{code.co_name}"
+        if code.co_filename == "<string>" and frame.f_back is not None:
+            key += f" <- {frame.f_back.f_code.co_name}"
+
+        def local(frame: FrameType, event: str, arg: object) -> Any:
+            if event == "opcode":
+                counts[key] += 1
+            return local
+        return local
+
+    with ScriptedServer(partial(answer, n=ROWS[row].calls), record=False) as server:
+        asyncio.run(measured("gramagent", ROWS[row], server.base_url, args,
+                             lambda: sys.settrace(trace), lambda: sys.settrace(None)))
+    return collections.Counter({k: v / args.runs for k, v in counts.items()})
+
+
+def print_opcodes(row: str, args: argparse.Namespace) -> None:
+    counts = opcodes(row, args)
+    extra = ROWS[row].calls - 1
+    if extra > 0:  # per extra call: the row minus call1, over the extra calls
+        one = opcodes("call1", args)
+        counts = collections.Counter({k: (counts[k] - one[k]) / extra
+                                      for k in counts.keys() | one.keys()})
+    what = "per extra call" if extra > 0 else "per run"
+    print(f"{sum(counts.values()):,.0f} bytecodes of gramagent's own code {what} ({row})")
+    for key, n in counts.most_common():
+        if abs(n) >= 1:
+            print(f"{n:8.1f}  {key}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", default=",".join(ROWS), help=f"from {', '.join(ROWS)}")
@@ -255,6 +300,8 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--keep", type=Path, help="keep the callgrind files in this directory")
     p.add_argument("--cprofile", choices=list(ROWS), help="profile one row with cProfile")
+    p.add_argument("--opcodes", choices=list(ROWS),
+                   help="count gramagent's bytecodes per function (per extra call)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--row", help=argparse.SUPPRESS)
     p.add_argument("--contender", help=argparse.SUPPRESS)
@@ -262,6 +309,9 @@ def main() -> None:
     args = p.parse_args()
     if args.child:
         asyncio.run(child(args))
+        return
+    if args.opcodes:
+        print_opcodes(args.opcodes, args)
         return
     if args.cprofile:
         with ScriptedServer(partial(answer, n=ROWS[args.cprofile].calls), record=False) as server:
