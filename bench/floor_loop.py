@@ -131,8 +131,6 @@ def run_chat(post: Post, *, extra_tools: Sequence[dict[str, Any]] = (),
     """The chat loop; ``history``: wire messages sent between the system and user messages;
     ``outputs``: run each turn's calls concurrently (None: the plain function, in turn)."""
     tools = [{"type": "function", "function": t} for t in _declared(extra_tools)]
-    if outputs is not None:
-        return _concurrent_chat(post, tools, history, outputs)
 
     async def run() -> str:
         messages: list[dict[str, Any]] = [
@@ -149,33 +147,12 @@ def run_chat(post: Post, *, extra_tools: Sequence[dict[str, Any]] = (),
                 return message.get("content") or ""
             messages.append({"role": "assistant", "content": message.get("content"),
                              "tool_calls": calls})
-            for call in calls:
-                arguments = orjson.loads(call["function"]["arguments"] or "{}")
-                messages.append({"role": "tool", "tool_call_id": call["id"],
-                                 "content": say_hello(**arguments)})
-
-    return run
-
-
-def _concurrent_chat(post: Post, tools: list[dict[str, Any]],
-                     history: Sequence[dict[str, Any]], outputs: Outputs
-                     ) -> Callable[[], Awaitable[str]]:
-    """:func:`run_chat` with each turn's calls run concurrently by ``outputs``."""
-    async def run() -> str:
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": INSTRUCTION},
-            *history,
-            {"role": "user", "content": USER_MESSAGE},
-        ]
-        while True:
-            body = {"model": MODEL, "messages": messages, "tools": tools,
-                    "tool_choice": "auto", "parallel_tool_calls": True}
-            message = (await post("/chat/completions", body))["choices"][0]["message"]
-            calls = message.get("tool_calls")
-            if not calls:
-                return message.get("content") or ""
-            messages.append({"role": "assistant", "content": message.get("content"),
-                             "tool_calls": calls})
+            if outputs is None:  # the judged floor: the plain function, call after call
+                for call in calls:
+                    arguments = orjson.loads(call["function"]["arguments"] or "{}")
+                    messages.append({"role": "tool", "tool_call_id": call["id"],
+                                     "content": say_hello(**arguments)})
+                continue
             texts = await outputs([orjson.loads(call["function"]["arguments"] or "{}")
                                    for call in calls])
             for call, text in zip(calls, texts, strict=True):
@@ -190,8 +167,6 @@ def run_responses(post: Post, *, extra_tools: Sequence[dict[str, Any]] = (),
     """The Responses loop; ``history``: wire items sent between the system and user items;
     ``outputs``: run each turn's calls concurrently (None: the plain function, in turn)."""
     tools = [{"type": "function", **t} for t in _declared(extra_tools)]
-    if outputs is not None:
-        return _concurrent_responses(post, tools, history, outputs)
 
     async def run() -> str:
         items: list[dict[str, Any]] = [
@@ -207,40 +182,15 @@ def run_responses(post: Post, *, extra_tools: Sequence[dict[str, Any]] = (),
             if not calls:
                 return "".join(part["text"] for item in output if item["type"] == "message"
                                for part in item["content"] if part["type"] == "output_text")
-            for call in calls:
-                arguments = orjson.loads(call["arguments"] or "{}")
+            texts = (None if outputs is None  # the judged floor: the plain function, in turn
+                     else await outputs([orjson.loads(call["arguments"] or "{}")
+                                         for call in calls]))
+            for n, call in enumerate(calls):
                 items.append({"type": "function_call", "call_id": call["call_id"],
                               "name": call["name"], "arguments": call["arguments"]})
                 items.append({"type": "function_call_output", "call_id": call["call_id"],
-                              "output": say_hello(**arguments)})
-
-    return run
-
-
-def _concurrent_responses(post: Post, tools: list[dict[str, Any]],
-                          history: Sequence[dict[str, Any]], outputs: Outputs
-                          ) -> Callable[[], Awaitable[str]]:
-    """:func:`run_responses` with each turn's calls run concurrently by ``outputs``."""
-    async def run() -> str:
-        items: list[dict[str, Any]] = [
-            {"role": "system", "content": INSTRUCTION},
-            *history,
-            {"role": "user", "content": USER_MESSAGE},
-        ]
-        while True:
-            body = {"model": MODEL, "input": items, "tools": tools, "tool_choice": "auto",
-                    "parallel_tool_calls": True, "store": False}
-            output = (await post("/responses", body))["output"]
-            calls = [item for item in output if item["type"] == "function_call"]
-            if not calls:
-                return "".join(part["text"] for item in output if item["type"] == "message"
-                               for part in item["content"] if part["type"] == "output_text")
-            texts = await outputs([orjson.loads(call["arguments"] or "{}") for call in calls])
-            for call, text in zip(calls, texts, strict=True):
-                items.append({"type": "function_call", "call_id": call["call_id"],
-                              "name": call["name"], "arguments": call["arguments"]})
-                items.append({"type": "function_call_output", "call_id": call["call_id"],
-                              "output": text})
+                              "output": (say_hello(**orjson.loads(call["arguments"] or "{}"))
+                                         if texts is None else texts[n])})
 
     return run
 
