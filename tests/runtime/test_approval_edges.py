@@ -6,13 +6,21 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from runtime_support import APIS, ModelFactory, script, sent_results, user_texts
+from runtime_support import (
+    APIS,
+    PARALLEL_APIS,
+    ModelFactory,
+    script,
+    sent_results,
+    user_texts,
+)
 from test_approval import GRAM, Mail
 
 from gramagent._messages import (
@@ -30,7 +38,7 @@ from gramagent._runtime.results import AgentResponse
 from gramagent._runtime.sessions import SessionStore
 from gramagent._spec.gram import load_gram
 from gramagent.errors import LimitExceeded, ValidationError
-from gramagent.testing import ScriptedServer, call, http_response, reply
+from gramagent.testing import ScriptedServer, call, calls, http_response, reply
 
 
 def _cut_reply(*calls: tuple[str, str, str]) -> dict[str, Any]:
@@ -128,14 +136,13 @@ _Step = tuple[str, str | int, str]
 integer value is an invalid call (the tools take strings), nobody is asked about it."""
 
 
-async def _with_callback(steps: list[_Step], limits: RunLimits, api: str,
+async def _with_callback(turns: list[list[_Step]], limits: RunLimits, api: str,
                          model_for: ModelFactory, events: CaptureSink) -> tuple[Any, Mail]:
     """The run with an ``approve`` callback: it never pauses."""
     mail, mailer = Mail(), load_gram(GRAM).agents[0]
-    answers = iter(_CHOICES[choice] for tool, value, choice in steps
-                   if tool == "sendMail" and isinstance(value, str))
+    answers = _answers(turns)
     with ScriptedServer() as server:
-        script(server, *_turns(steps), reply("ok"))
+        script(server, *_turns(turns), reply("ok"))
         try:
             return await run_agent(mailer, "go", library=mail.library, limits=limits,
                                    model=model_for(server, api), events=events,
@@ -144,17 +151,16 @@ async def _with_callback(steps: list[_Step], limits: RunLimits, api: str,
             return exc, mail
 
 
-async def _paused_and_resumed(steps: list[_Step], limits: RunLimits, api: str,
+async def _paused_and_resumed(turns: list[list[_Step]], limits: RunLimits, api: str,
                               model_for: ModelFactory, events: CaptureSink,
                               via: str = "response") -> tuple[Any, Mail]:
     """The same run without a callback: it pauses before each call and is resumed with the
     same decision, from the paused response (``via``: as it is, read back from its JSON, or
     kept by a stored session and read by another store object, as another process would)."""
     mail, mailer = Mail(), load_gram(GRAM).agents[0]
-    answers = iter(_CHOICES[choice] for tool, value, choice in steps
-                   if tool == "sendMail" and isinstance(value, str))
+    answers = _answers(turns)
     with ScriptedServer() as server, tempfile.TemporaryDirectory() as folder:
-        script(server, *_turns(steps), reply("ok"))
+        script(server, *_turns(turns), reply("ok"))
         options: dict[str, Any] = {"library": mail.library, "limits": limits,
                                    "model": model_for(server, api), "events": events}
         store = Path(folder) / "sessions.sqlite3"
@@ -178,15 +184,22 @@ async def _paused_and_resumed(steps: list[_Step], limits: RunLimits, api: str,
             return exc, mail
 
 
-def _turns(steps: list[_Step]) -> list[Any]:
+def _answers(turns: list[list[_Step]]) -> Iterator[Decision]:
+    """The person's decisions, in the order the calls are asked about."""
+    return iter(_CHOICES[choice] for turn in turns for tool, value, choice in turn
+                if tool == "sendMail" and isinstance(value, str))
+
+
+def _turns(turns: list[list[_Step]]) -> list[Any]:
     keys = {"sendMail": "to", "readMail": "folder"}
-    return [call(tool, {keys[tool]: value}) for tool, value, _ in steps]
+    return [calls(*(call(tool, {keys[tool]: value}) for tool, value, _ in turn))
+            for turn in turns]
 
 
 def _outcome(result: Any) -> Any:
     if isinstance(result, LimitExceeded):
         return ("limit", result.limit, result.observed)
-    return (result.content, [(i.name, i.error_type) for i in result.tool_invocations],
+    return (result.content, [(i.name, i.error_type, i.seq) for i in result.tool_invocations],
             result.usage.requests, result.usage.input_tokens, result.usage.output_tokens)
 
 
@@ -215,13 +228,42 @@ async def test_a_pause_changes_nothing_but_when_the_person_is_asked(
     paused response is read back from JSON, or from a stored session by another store."""
     limits = RunLimits(max_iterations=max_iterations, max_tool_calls=max_tool_calls,
                        max_invalid_calls_per_tool=max_invalid, repeat_guard=repeat_guard)
+    await _same_outcome([[step] for step in steps], limits, api, via, model_for)
+
+
+async def _same_outcome(turns: list[list[_Step]], limits: RunLimits, api: str, via: str,
+                        model_for: ModelFactory) -> None:
+    """The run paused and resumed (``via``) ends as the run asking a callback does: the same
+    answer, tool calls (in order, with their seq), usage, tools run and events."""
     asked_events, paused_events = CaptureSink(), CaptureSink()
-    asked, asked_mail = await _with_callback(steps, limits, api, model_for, asked_events)
-    paused, paused_mail = await _paused_and_resumed(steps, limits, api, model_for,
+    asked, asked_mail = await _with_callback(turns, limits, api, model_for, asked_events)
+    paused, paused_mail = await _paused_and_resumed(turns, limits, api, model_for,
                                                     paused_events, via)
     assert _outcome(paused) == _outcome(asked)
     assert paused_mail.runs == asked_mail.runs and paused_mail.sent == asked_mail.sent
     assert _event_outcome(paused_events) == _event_outcome(asked_events)
+
+
+_STEP = st.tuples(st.sampled_from(["sendMail", "readMail"]), st.sampled_from(["a", "b", 7]),
+                  st.sampled_from(sorted(_CHOICES)))
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(turns=st.lists(st.lists(_STEP, min_size=1, max_size=3), min_size=1, max_size=3),
+       max_tool_calls=st.integers(2, 9), repeat_guard=st.booleans(),
+       api=st.sampled_from(PARALLEL_APIS), via=st.sampled_from(["response", "json", "session"]))
+@example(turns=[[("sendMail", "a", "yes"), ("readMail", "b", "yes")]], max_tool_calls=9,
+         repeat_guard=True, api="chat", via="response")
+async def test_a_pause_among_the_calls_of_a_turn_changes_nothing(
+        turns: list[list[_Step]], max_tool_calls: int, repeat_guard: bool, api: str, via: str,
+        model_for: ModelFactory) -> None:
+    """With several calls in a turn, a waiting call anywhere among them (not only last)
+    keeps the seq it was checked with, and the run's tool calls stay in call order: the
+    response and the events are those of the run that asked a callback."""
+    limits = RunLimits(max_iterations=6, max_tool_calls=max_tool_calls,
+                       max_invalid_calls_per_tool=3, repeat_guard=repeat_guard)
+    await _same_outcome(turns, limits, api, via, model_for)
 
 
 def _event_outcome(sink: CaptureSink) -> list[tuple[Any, ...]]:

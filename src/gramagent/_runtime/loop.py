@@ -208,7 +208,7 @@ async def resume_agent(
     run = _new_run(agent, start, conversation, options)
     if isinstance(paused, AgentResponse):  # the same run goes on: its limits hold across
         run.budget.carry(paused.usage)
-        run.carry(paused.tool_invocations, (r.call_id for r in paused.pending_approvals))
+        run.carry(paused.tool_invocations, [r.call_id for r in paused.pending_approvals])
         run.run_id = paused.run_id or run.run_id  # and its events are the same run's
     if run.tracer is None:
         return await run.run(start)
@@ -446,7 +446,7 @@ class _Run(ToolCalls):
     def _paused(self) -> AgentResponse:
         """The run's result when calls wait for approval: no answer yet."""
         return AgentResponse(
-            content="", tool_invocations=tuple(self.invocations), context=self.conversation,
+            content="", tool_invocations=self.tool_invocations(), context=self.conversation,
             usage=self.budget.usage, run_id=self.run_id, finish_reason="approval_required",
             pending_approvals=tuple(self.awaiting or ()))
 
@@ -456,7 +456,7 @@ class _Run(ToolCalls):
         if self.info_logs:
             log_usage(usage, model=self.model_name, scope="run")
         return new_response(
-            content=turn.text or "", tool_invocations=tuple(self.invocations),
+            content=turn.text or "", tool_invocations=self.tool_invocations(),
             context=self.conversation, usage=usage,
             stopped_by="repeated_call" if self.force_answer else None, run_id=self.run_id,
             finish_reason=finish,

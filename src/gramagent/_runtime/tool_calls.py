@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -137,17 +137,18 @@ class ToolCalls:
     awaiting: list[ApprovalRequest] | None = None
     """The calls of the last turn left waiting for approval (None: none, the usual run; made
     on the first): the run pauses when any are."""
-    announced: frozenset[str] = frozenset()
-    """Ids of calls whose planned event the run emitted before it paused (a run resumed from
-    its paused response does not announce them again)."""
+    announced: dict[str, int] = field(default_factory=dict)
+    """Per id of a call the run paused on (its planned event emitted then), the seq it was
+    checked with: a run resumed from its paused response gives it that seq again and does
+    not announce it twice."""
 
-    def carry(self, invocations: Sequence[ToolInvocation], waiting: Iterable[str] = ()
+    def carry(self, invocations: Sequence[ToolInvocation], waiting: Sequence[str] = ()
               ) -> None:
         """Start from the calls of an earlier part of the run (one that paused for approvals):
         they count against ``max_tool_calls`` and the retry budget, the repeat guard knows
         their results, and they are part of the response's ``tool_invocations``. ``waiting``:
-        the ids of the calls it paused on, whose planned events it emitted."""
-        self.announced = frozenset(waiting)
+        the ids of the calls it paused on, in call order, whose planned events it emitted."""
+        self.announced = _waiting_seqs(invocations, waiting)
         self.invocations.extend(invocations)
         self.seq += len(invocations)
         guard = self.budget.limits.repeat_guard
@@ -201,6 +202,13 @@ class ToolCalls:
         if self.invalid:
             self._check_retry_budget(pending)
 
+    def tool_invocations(self) -> tuple[ToolInvocation, ...]:
+        """The run's calls for its response, in call order (seq): a call it resumed after a
+        pause was recorded after the calls of its turn that ran before the pause."""
+        if self.announced:
+            return tuple(sorted(self.invocations, key=_seq))
+        return tuple(self.invocations)
+
     # -- replay ---------------------------------------------------------------------------
 
     def _replay(self, turn: ModelTurn) -> None:
@@ -230,17 +238,21 @@ class ToolCalls:
     def _check(self, call: ToolCall, *, cut_off: bool = False) -> _Call:
         """Parse and check one call. Emits its planned event, and its result if rejected."""
         self.seq += 1
+        seq = self.seq
+        announced = self.announced
+        if announced:  # resumed: a waiting call keeps the seq it had when the run paused
+            seq = announced.get(call.id, seq)
         max_bytes = self.budget.limits.max_payload_bytes
         parsed: dict[str, Any] | CallRejection | None = parse_object(call.arguments, max_bytes)
         if parsed is None:  # rejected: parse again to say why
             known = call.name in self.bound.tools
             parsed = parse_arguments(call.arguments, max_bytes=max_bytes,
                                      tool=f"tool {call.name!r}" if known else "this call")
-        c = _Call(call, self.seq, time.perf_counter() if self.sinks else 0.0,
+        c = _Call(call, seq, time.perf_counter() if self.sinks else 0.0,
                   call.arguments if isinstance(parsed, CallRejection) else parsed, cut_off)
         if self.sinks or self.info_logs:
             c.args_hash = args_preview_hash(c.arguments)
-        if self.sinks and call.id not in self.announced:
+        if self.sinks and call.id not in announced:
             emit(self.sinks, ToolCallPlanned(
                 request_id=self.run_id, tool=self._label(call.name),
                 args_preview_hash=c.args_hash or "", seq=c.seq))
@@ -595,6 +607,27 @@ def _repeat_form(arguments: dict[str, Any]) -> str:
         return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
     except TypeError:  # a big integer, deep nesting or a lone surrogate
         return exact_json.dumps(arguments, sort_keys=True)
+
+
+def _seq(invocation: ToolInvocation) -> int:
+    return invocation.seq
+
+
+def _waiting_seqs(invocations: Sequence[ToolInvocation], waiting: Sequence[str]
+                  ) -> dict[str, int]:
+    """The seqs the calls ``waiting`` (in call order) were checked with before the pause.
+
+    Every call checked took the next seq, and got an invocation unless it waits: the waiting
+    calls hold the seqs up to the total that no invocation holds, in call order (a waiting
+    call need not be the last of its turn). Data that does not add up (a response read back
+    from edited JSON) numbers them after the invocations, as a new turn's calls.
+    """
+    total = len(invocations) + len(waiting)
+    taken = {i.seq for i in invocations}
+    free = [seq for seq in range(1, total + 1) if seq not in taken]
+    if len(free) != len(waiting):
+        free = list(range(len(invocations) + 1, total + 1))
+    return dict(zip(waiting, free, strict=True))
 
 
 def _runs_inline(c: _Call) -> bool:
