@@ -25,6 +25,7 @@ import contextlib
 import dataclasses
 import fcntl
 import hashlib
+import json
 import os
 import sqlite3
 import time
@@ -34,6 +35,7 @@ from typing import Any
 
 import orjson
 
+from gramagent import _json as exact_json
 from gramagent._messages import Conversation, message_from_dict
 from gramagent._runtime.approval import (
     ApprovalRequest,
@@ -179,10 +181,8 @@ class SessionStore:
             db.executemany("INSERT INTO messages (session, seq, body) VALUES (?, ?, ?)", rows)
             db.execute("DELETE FROM pauses WHERE session = ?", (name,))
             if paused is not None and paused.paused:
-                response = paused.to_dict()
-                del response["context"]  # the session's messages
                 db.execute("INSERT INTO pauses (session, messages, response) VALUES (?, ?, ?)",
-                           (name, len(conversation), orjson.dumps(response).decode()))
+                           (name, len(conversation), _pause_text(paused)))
 
     def load_pause(self, name: str, conversation: Conversation) -> AgentResponse | None:
         """The response the last turn of ``name`` paused with, on ``conversation`` (the
@@ -193,10 +193,12 @@ class SessionStore:
         if row is None or row[0] != len(conversation):
             return None
         try:
-            data = orjson.loads(row[1])
+            # The standard library's reader: what _pause_text writes (integers beyond 64 bits,
+            # escaped lone surrogates) reads back as it was.
+            data = json.loads(row[1])
             return dataclasses.replace(AgentResponse.from_dict({**data, "context": []}),
                                        context=conversation)
-        except (orjson.JSONDecodeError, TypeError, ValidationError):
+        except (ValueError, TypeError, RecursionError, ValidationError):
             return None  # unreadable: the turn resumes from the conversation alone
 
     def list(self) -> list[SessionInfo]:
@@ -237,6 +239,32 @@ class SessionStore:
                 yield
             finally:
                 handle.close()  # releases the flock
+
+
+def _pause_text(paused: AgentResponse) -> str:
+    """The JSON kept of a paused response: all but its conversation (the session's messages).
+
+    Written whatever its tools returned (``tool_invocations[].result`` holds their return
+    values): integers beyond 64 bits and lone surrogates as JSON can hold them, a value JSON
+    has no form for as its text (as ``gramagent run --json`` prints it); where even that fails
+    (NaN beside a big integer, nesting past the recursion limit), every result as its text.
+    """
+    data = paused.to_dict()
+    del data["context"]
+    try:
+        return exact_json.dumps(data, default=str)
+    except ValueError:
+        for invocation in data["tool_invocations"]:
+            invocation["result"] = None if invocation["result"] is None else _text(
+                invocation["result"])
+        return exact_json.dumps(data, default=str)
+
+
+def _text(value: object) -> str:
+    try:
+        return str(value)
+    except (ValueError, RecursionError):  # a container nested past the recursion limit
+        return f"<{type(value).__name__}>"
 
 
 class StoredSession:
