@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from gramagent import _json as exact_json
 from gramagent._messages import (
     AssistantMessage,
     Conversation,
@@ -61,13 +63,36 @@ def test_from_dict_reads_back_what_to_dict_wrote(response: AgentResponse) -> Non
     assert again.context.id == response.context.id
 
 
-@settings(max_examples=200, deadline=None)
-@given(response=_responses, path=st.lists(st.integers(0, 7), min_size=1, max_size=4),
-       value=_json)
+_hostile_leaf = _json_leaf | st.sampled_from(
+    [-1, -(10**30), 10**30, 10**400, math.nan, math.inf, -math.inf, -0.5]) | st.floats()
+"""What JSON text read by Python's own ``json.loads`` can hold besides: numbers of any size
+and sign, NaN and the infinities (it reads ``NaN`` and ``Infinity``)."""
+_hostile = st.recursive(_hostile_leaf, lambda inner: st.lists(inner, max_size=3)
+                        | st.dictionaries(_text, inner, max_size=3), max_leaves=8)
+
+
+_ONE_CALL = AgentResponse(
+    content="", tool_invocations=(ToolInvocation(call_id="a", name="t", arguments={}, seq=1),),
+    pending_approvals=(ApprovalRequest(call_id="b", tool="t", arguments={}),))
+"""Path [4, 0] is its usage's input tokens, [1, 0, 6] its call's latency, [1, 0, 7] its seq,
+[1, 0, 3] its result, [8, 0, 2] its waiting call's arguments."""
+
+
+@settings(max_examples=300, deadline=None)
+@given(response=_responses, path=st.lists(st.integers(0, 11), min_size=1, max_size=4),
+       value=_hostile)
+@example(response=_ONE_CALL, path=[4, 0], value=-1)
+@example(response=_ONE_CALL, path=[1, 0, 6], value=10**400)
+@example(response=_ONE_CALL, path=[1, 0, 6], value=math.nan)
+@example(response=_ONE_CALL, path=[1, 0, 7], value=-3)
+@example(response=_ONE_CALL, path=[1, 0, 3], value=[math.inf])
+@example(response=_ONE_CALL, path=[8, 0, 2], value={"x": math.nan})
 def test_damaged_data_is_a_validation_error(response: AgentResponse, path: list[int],
                                             value: Any) -> None:
-    """Whatever value replaces any part of the JSON form, the result is a response whose
-    fields have their types, or a ValidationError: never another exception."""
+    """Whatever value replaces any part of the JSON form, the result is a response a run can
+    go on from, or a ValidationError: never another exception. Such a response has its
+    fields' types, counts a run's limits can rely on (none negative), a finite latency, and
+    writes back as the same JSON."""
     data = response.to_dict()
     _replace_somewhere(data, path, value)
     try:
@@ -76,10 +101,14 @@ def test_damaged_data_is_a_validation_error(response: AgentResponse, path: list[
         assert "to_dict form" in str(exc)
         return
     assert isinstance(again.content, str) and isinstance(again.usage.requests, int)
+    assert min(again.usage.input_tokens, again.usage.output_tokens, again.usage.requests) >= 0
     for message in again.context:
         assert isinstance(getattr(message, "content", None) or "", str)
     for invocation in again.tool_invocations:
         assert isinstance(invocation.call_id, str) and isinstance(invocation.seq, int)
+        assert invocation.seq >= 0 and 0 <= invocation.latency < math.inf
+    text = exact_json.dumps(again.to_dict())
+    assert AgentResponse.from_dict(exact_json.loads(text)).to_dict() == again.to_dict()
 
 
 def _replace_somewhere(data: Any, path: list[int], value: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from gramagent._frozen import constructor
 from gramagent._messages import Conversation, Usage
 from gramagent._runtime.approval import ApprovalRequest
+from gramagent._spec.vocabulary import json_problem
 from gramagent.errors import ValidationError
 
 __all__ = ["AgentResponse", "ToolInvocation", "new_invocation", "new_response"]
@@ -110,7 +112,8 @@ class AgentResponse:
         """
         try:
             return _response_from(data)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError,
+                RecursionError) as exc:
             raise ValidationError(f"not a response's to_dict form: {exc}") from None
 
 
@@ -123,25 +126,49 @@ def _response_from(data: Mapping[str, Any]) -> AgentResponse:
         tool_invocations=tuple(_invocation_from(i) for i in data.get("tool_invocations") or ()),
         context=Conversation.from_list(data["context"], id=_typed(
             data.get("conversation_id") or None, (str, type(None)), "conversation_id")),
-        usage=Usage(**{k: _typed(usage.get(k, 0), int, f"usage.{k}")
+        usage=Usage(**{k: _count(usage.get(k, 0), f"usage.{k}")
                        for k in ("input_tokens", "output_tokens", "requests")}),
         stopped_by=_typed(data.get("stopped_by"), (str, type(None)), "stopped_by"),
         run_id=_typed(data.get("run_id", ""), str, "run_id"),
         finish_reason=_typed(data.get("finish_reason", "stop"), str, "finish_reason"),
         pending_approvals=tuple(ApprovalRequest(
             call_id=_typed(p["call_id"], str, "call_id"), tool=_typed(p["tool"], str, "tool"),
-            arguments=_typed(p["arguments"], dict, "arguments")) for p in pending),
+            arguments=_json(_typed(p["arguments"], dict, "arguments"), "arguments"))
+            for p in pending),
     )
 
 
 def _invocation_from(data: Mapping[str, Any]) -> ToolInvocation:
     return ToolInvocation(
         call_id=_typed(data["call_id"], str, "call_id"), name=_typed(data["name"], str, "name"),
-        arguments=_typed(data["arguments"], (dict, str), "arguments"), result=data.get("result"),
+        arguments=_json(_typed(data["arguments"], (dict, str), "arguments"), "arguments"),
+        result=_json(data.get("result"), "result"),
         error=_typed(data.get("error"), (str, type(None)), "error"),
         error_type=_typed(data.get("error_type"), (str, type(None)), "error_type"),
-        latency=float(_typed(data.get("latency", 0.0), (int, float), "latency")),
-        seq=_typed(data.get("seq", 0), int, "seq"))
+        latency=_seconds(data.get("latency", 0.0), "latency"),
+        seq=_count(data.get("seq", 0), "seq"))
+
+
+def _count(value: Any, what: str) -> int:
+    """A count (tokens, requests, seq): a negative one would let a run past its limits."""
+    if _typed(value, int, what) < 0:
+        raise ValueError(f"{what} is negative")
+    return int(value)
+
+
+def _seconds(value: Any, what: str) -> float:
+    seconds = float(_typed(value, (int, float), what))  # OverflowError: an ArithmeticError
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{what} is {seconds!r}")
+    return seconds
+
+
+def _json(value: Any, what: str) -> Any:
+    """``value`` if it is a JSON value (what a response's own JSON form can hold)."""
+    problem = json_problem(value, limit=None)
+    if problem is not None:
+        raise ValueError(f"{what}: {problem}")
+    return value
 
 
 def _typed(value: Any, kind: type | tuple[type, ...], what: str) -> Any:

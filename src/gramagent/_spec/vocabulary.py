@@ -147,18 +147,19 @@ def value_problem(key: str, value: Any) -> str | None:
     return f"{key} must be {expected}, not {short(value)}"
 
 
-def json_problem(value: Any, depth: int = 0) -> str | None:
+def json_problem(value: Any, depth: int = 0, *, limit: int | None = MAX_DEPTH) -> str | None:
     """Why ``value`` is not a JSON value the notation takes (None when it is one): not JSON,
-    or nested more than :data:`MAX_DEPTH` levels deep (``depth`` is its own level)."""
+    or nested more than ``limit`` levels deep (``depth`` is its own level; None: no limit
+    but the interpreter's, a RecursionError)."""
     if value is None or isinstance(value, str | bool | int):
         return None
     if isinstance(value, float):
         return None if math.isfinite(value) else f"{value!r} is not a JSON number"
-    if depth >= MAX_DEPTH and isinstance(value, list | dict):
+    if limit is not None and depth >= limit and isinstance(value, list | dict):
         return TOO_DEEP
     if isinstance(value, list):
         for item in value:
-            problem = json_problem(item, depth + 1)
+            problem = json_problem(item, depth + 1, limit=limit)
             if problem:
                 return problem
         return None
@@ -166,7 +167,7 @@ def json_problem(value: Any, depth: int = 0) -> str | None:
         for k, v in value.items():
             if not isinstance(k, str):
                 return f"object key {k!r} is not a string"
-            problem = json_problem(v, depth + 1)
+            problem = json_problem(v, depth + 1, limit=limit)
             if problem:
                 return problem
         return None
