@@ -309,3 +309,40 @@ async def test_odd_decisions_are_validation_errors(odd: Any, model_for: ModelFac
                 await run_agent(mailer, "go", library=mail.library, model=model,
                                 approve=lambda request: odd)
     assert mail.runs.total() == 0
+
+
+_PENDING_EDITS = {
+    "dropped": lambda ids: ids[1:],
+    "foreign": lambda ids: [*ids[:-1], "not-a-call"],
+    "doubled": lambda ids: [*ids, ids[0]],
+    "reversed": lambda ids: ids[::-1],
+    "none": lambda ids: [],
+}
+
+
+@settings(max_examples=10, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edit=st.sampled_from(sorted(_PENDING_EDITS)), via_json=st.booleans())
+async def test_a_response_whose_pending_calls_disagree_with_its_conversation_is_refused(
+        edit: str, via_json: bool, model_for: ModelFactory) -> None:
+    """A paused response whose pending_approvals are not the calls its conversation waits for
+    (in call order), as edited JSON may say, is refused with a ValidationError before any
+    request or tool runs: resumed, it would give its calls the wrong seq and announce them
+    again."""
+    mail, mailer = Mail(), load_gram(GRAM).agents[0]
+    with ScriptedServer() as server:
+        script(server, calls(call("sendMail", {"to": "a"}), call("readMail", {"folder": "x"}),
+                             call("sendMail", {"to": "b"})), reply("ok"))
+        options: dict[str, Any] = {"library": mail.library, "model": model_for(server, "chat")}
+        paused = await run_agent(mailer, "go", **options)
+        ids = [r.call_id for r in paused.pending_approvals]
+        assert len(ids) == 2 and mail.runs["readMail"] == 1
+        data = paused.to_dict()
+        by_id = {p["call_id"]: p for p in data["pending_approvals"]}
+        data["pending_approvals"] = [by_id.get(i, {**data["pending_approvals"][0], "call_id": i})
+                                     for i in _PENDING_EDITS[edit](ids)]
+        edited = AgentResponse.from_dict(json.loads(json.dumps(data)) if via_json else data)
+        asked = len(server.requests)
+        with pytest.raises(ValidationError, match="pending_approvals"):
+            await resume_agent(mailer, edited, dict.fromkeys(ids, True), **options)
+        assert len(server.requests) == asked and mail.runs["sendMail"] == 0

@@ -19,7 +19,7 @@ user did not approve it (and why, when a reason is given), so it can answer with
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -34,6 +34,7 @@ __all__ = [
     "Decision",
     "Refused",
     "check_decisions",
+    "check_pending",
     "check_still_waiting",
     "refusal",
     "waiting_requests",
@@ -111,6 +112,23 @@ def check_decisions(decisions: Mapping[str, Decision], waiting: Mapping[str, str
                         f"(waiting: {', '.join(waiting)})")
     if problems:
         raise ValidationError("; ".join(problems))
+
+
+def check_pending(pending: Sequence[ApprovalRequest], waiting: Iterable[str]) -> None:
+    """Check that a paused response's ``pending`` calls are the calls ``waiting`` (ids, in
+    call order) that its conversation ends with, as a run leaves them: a response read back
+    from edited JSON may say otherwise, and resuming the run it describes would then number
+    and announce its calls wrongly.
+
+    Raises:
+        ValidationError: they differ (nothing is run).
+    """
+    said, waits = [r.call_id for r in pending], list(waiting)
+    if said != waits:
+        raise ValidationError(
+            f"the response's pending_approvals ({', '.join(map(repr, said)) or 'none'}) are "
+            f"not the calls its conversation waits for ({', '.join(map(repr, waits)) or 'none'})"
+            ": resume from the response as the run returned it, or from its context alone")
 
 
 def check_still_waiting(decisions: Mapping[str, Decision], conversation: Conversation,

@@ -53,7 +53,7 @@ from gramagent._models.base import (
     new_request,
 )
 from gramagent._runtime import tracing
-from gramagent._runtime.approval import Approver, Decision, check_decisions
+from gramagent._runtime.approval import Approver, Decision, check_decisions, check_pending
 from gramagent._runtime.budget import Budget
 from gramagent._runtime.events import EventSink, fan_out
 from gramagent._runtime.hooks import RunHooks
@@ -204,6 +204,8 @@ async def resume_agent(
     conversation = conversation_for(context)
     waiting = {call.id: call.name for call in conversation.unanswered_calls()}
     check_decisions(decisions, waiting)
+    if isinstance(paused, AgentResponse):
+        check_pending(paused.pending_approvals, waiting)
     start = dict(decisions)
     run = _new_run(agent, start, conversation, options)
     if isinstance(paused, AgentResponse):  # the same run goes on: its limits hold across
