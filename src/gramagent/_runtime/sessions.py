@@ -40,6 +40,7 @@ from gramagent._messages import Conversation, message_from_dict
 from gramagent._runtime.approval import (
     ApprovalRequest,
     Decision,
+    check_pending,
     check_still_waiting,
     waiting_requests,
 )
@@ -196,10 +197,12 @@ class SessionStore:
             # The standard library's reader: what _pause_text writes (integers beyond 64 bits,
             # escaped lone surrogates) reads back as it was.
             data = json.loads(row[1])
-            return dataclasses.replace(AgentResponse.from_dict({**data, "context": []}),
-                                       context=conversation)
+            response = AgentResponse.from_dict({**data, "context": []})
+            check_pending(response.pending_approvals,
+                          (call.id for call in conversation.unanswered_calls()))
         except (ValueError, TypeError, RecursionError, ValidationError):
             return None  # unreadable: the turn resumes from the conversation alone
+        return dataclasses.replace(response, context=conversation)
 
     def list(self) -> list[SessionInfo]:
         """Every session, most recently updated first."""
