@@ -82,6 +82,7 @@ _ONE_CALL = AgentResponse(
 @given(response=_responses, path=st.lists(st.integers(0, 11), min_size=1, max_size=4),
        value=_hostile)
 @example(response=_ONE_CALL, path=[4, 0], value=-1)
+@example(response=_ONE_CALL, path=[4, 3], value=2**63)
 @example(response=_ONE_CALL, path=[1, 0, 6], value=10**400)
 @example(response=_ONE_CALL, path=[1, 0, 6], value=math.nan)
 @example(response=_ONE_CALL, path=[1, 0, 7], value=-3)
@@ -101,12 +102,13 @@ def test_damaged_data_is_a_validation_error(response: AgentResponse, path: list[
         assert "to_dict form" in str(exc)
         return
     assert isinstance(again.content, str) and isinstance(again.usage.requests, int)
-    assert min(again.usage.input_tokens, again.usage.output_tokens, again.usage.requests) >= 0
+    counts = (again.usage.input_tokens, again.usage.output_tokens, again.usage.requests)
+    assert min(counts) >= 0 and max(counts) < 2**63
     for message in again.context:
         assert isinstance(getattr(message, "content", None) or "", str)
     for invocation in again.tool_invocations:
         assert isinstance(invocation.call_id, str) and isinstance(invocation.seq, int)
-        assert invocation.seq >= 0 and 0 <= invocation.latency < math.inf
+        assert 0 <= invocation.seq < 2**63 and 0 <= invocation.latency < math.inf
     text = exact_json.dumps(again.to_dict())
     assert AgentResponse.from_dict(exact_json.loads(text)).to_dict() == again.to_dict()
 

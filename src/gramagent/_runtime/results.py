@@ -149,10 +149,16 @@ def _invocation_from(data: Mapping[str, Any]) -> ToolInvocation:
         seq=_count(data.get("seq", 0), "seq"))
 
 
+_MAX_COUNT = 2**63 - 1
+"""The largest count a run's response holds (a signed 64-bit integer, as OpenTelemetry's
+attributes and metrics carry the run's usage): no run gets near it."""
+
+
 def _count(value: Any, what: str) -> int:
-    """A count (tokens, requests, seq): a negative one would let a run past its limits."""
-    if _typed(value, int, what) < 0:
-        raise ValueError(f"{what} is negative")
+    """A count (tokens, requests, seq): a negative one would let a run past its limits, and
+    one beyond 64 bits cannot be exported with the run's usage."""
+    if not 0 <= _typed(value, int, what) <= _MAX_COUNT:
+        raise ValueError(f"{what} is {value}: a count from 0 to 2**63-1")
     return int(value)
 
 
