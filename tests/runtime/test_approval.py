@@ -285,6 +285,38 @@ async def test_calls_decided_meanwhile_by_another_process(
         "user", "assistant", "tool_result", "assistant"]
 
 
+async def test_a_call_decided_on_a_session_replaced_meanwhile_is_not_run(
+        tmp_path: Path, mail: Mail, mailer: Agent, model_for: ModelFactory) -> None:
+    """A person decides on the call they were shown. If the session was deleted and made
+    again meanwhile, its waiting call may have the same id (servers number their calls) and
+    other arguments: the decision is refused as one on calls decided meanwhile, nothing runs;
+    read again, the new call can be decided on."""
+    path = tmp_path / "sessions.sqlite3"
+    reader = SessionStore(path).open("work")
+    with ScriptedServer() as first:
+        script(first, call("sendMail", {"to": "bob@example.com"}))
+        await SessionStore(path).open("work").run(mailer, "Mail Bob", library=mail.library,
+                                                  model=model_for(first, "chat"))
+    (shown,) = reader.pending_approvals
+    assert SessionStore(path).delete("work")
+    with ScriptedServer() as second:
+        script(second, call("sendMail", {"to": "mallory@example.com"}), reply("Sent."))
+        model = model_for(second, "chat")
+        await SessionStore(path).open("work").run(mailer, "Mail Mallory",
+                                                  library=mail.library, model=model)
+        (now,) = SessionStore(path).open("work").pending_approvals
+        assert now.call_id == shown.call_id and now.arguments != shown.arguments
+        with pytest.raises(ValidationError, match="another process decided"):
+            await reader.resume(mailer, {shown.call_id: True}, library=mail.library,
+                                model=model)
+        assert mail.sent == [] and len(second.requests) == 1
+        (again,) = reader.pending_approvals
+        assert again == now
+        done = await reader.resume(mailer, {again.call_id: True}, library=mail.library,
+                                   model=model)
+    assert done.content == "Sent." and mail.sent == ["mallory@example.com"]
+
+
 async def test_paused_context_round_trips_through_json(mail: Mail, mailer: Agent,
                                                        server: ScriptedServer,
                                                        model_for: ModelFactory) -> None:

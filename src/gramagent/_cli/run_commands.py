@@ -289,8 +289,10 @@ class Session:
         async with self.stored.turn(self.agent.name) as held:
             if held.context is not None:
                 self.context = held.context
-                if not isinstance(start, str):
-                    check_still_waiting(start, held.context, self.stored.name)
+                if not isinstance(start, str):  # decided on the response, or as read
+                    check_still_waiting(start, held.context, self.stored.name,
+                                        self.stored.last_read if paused is None
+                                        else paused.context)
             before = self.context
             response = None
             try:

@@ -132,27 +132,35 @@ def check_pending(pending: Sequence[ApprovalRequest], waiting: Iterable[str]) ->
 
 
 def check_still_waiting(decisions: Mapping[str, Decision], conversation: Conversation,
-                        session: str) -> None:
+                        session: str, read: Conversation | None = None) -> None:
     """Check, holding stored session ``session``, that the calls ``decisions`` were made on
     still wait in ``conversation`` as it is stored now.
 
     A person decides on calls read from the store before the session is held; another
-    process may have decided on them, and gone on, meanwhile.
+    process may have decided on them, and gone on, meanwhile, or deleted the session and
+    made it again, its waiting call under the same id (servers number their calls) another
+    call. ``read``: the conversation the calls were read from (None: not known), whose calls
+    must be those that wait now, in the same conversation.
 
     Raises:
-        ValidationError: a decided call is in the conversation but no longer waits (nothing
-            is run).
+        ValidationError: a decided call is in the conversation but no longer waits, or is
+            not the call that was read (nothing is run).
     """
-    waiting = {call.id for call in conversation.unanswered_calls()}
+    waiting = {call.id: call for call in conversation.unanswered_calls()}
     gone = [call_id for call_id in decisions if call_id not in waiting]
     if gone:  # an id the conversation never had is check_decisions' to report
         known = conversation.call_ids()
         gone = [call_id for call_id in gone if call_id in known]
+    if not gone and read is not None:
+        shown = {call.id: call for call in read.unanswered_calls()}
+        gone = [call_id for call_id in decisions if call_id in shown
+                and (read.id != conversation.id or shown[call_id] != waiting.get(call_id))]
     if gone:
         raise ValidationError(
             f"session {session!r}: the call(s) {', '.join(map(repr, gone))} no longer wait "
             "for approval: another process decided on them since they were read, and the "
-            "session went on; nothing was run (read the waiting calls again)")
+            "session went on (or it replaced the session); nothing was run (read the waiting "
+            "calls again)")
 
 
 def _check_decision(decision: object) -> None:

@@ -276,6 +276,10 @@ class StoredSession:
     def __init__(self, store: SessionStore, name: str) -> None:
         self.store = store
         self.name = name
+        self.last_read: Conversation | None = None
+        """The conversation :attr:`pending_approvals` was last read from (or the last turn
+        run or resumed through this object ended with): the calls a person's decisions are
+        made on, checked when :meth:`resume` holds the session (None: not read yet)."""
 
     def __repr__(self) -> str:
         return f"StoredSession({self.name!r}, {self.store!r})"
@@ -299,7 +303,8 @@ class StoredSession:
     def pending_approvals(self) -> tuple[ApprovalRequest, ...]:
         """The tool calls the stored conversation waits for a person to approve (empty
         unless its last turn paused): decide on them with :meth:`resume`."""
-        return waiting_requests(self.context)
+        self.last_read = context = self.context
+        return waiting_requests(context)
 
     async def resume(self, agent: Agent | BoundAgent, decisions: Mapping[str, Decision],
                      **options: Any) -> AgentResponse:
@@ -308,12 +313,13 @@ class StoredSession:
 
         Raises:
             ValidationError: another process decided on these calls since they were read
-                (the stored conversation went on; nothing is run).
+                (the stored conversation went on), or made the session again meanwhile (the
+                calls waiting are not those read); nothing is run.
             Everything resume_agent raises.
         """
         def start(turn: SessionTurn) -> Awaitable[AgentResponse]:
             context = turn.context or Conversation()
-            check_still_waiting(decisions, context, self.name)
+            check_still_waiting(decisions, context, self.name, self.last_read)
             return resume_agent(agent, turn.paused or context, decisions, **options)
 
         return await self._turn(agent, start, options)
@@ -348,7 +354,8 @@ class StoredSession:
                     turn.save(exc.context)
                 raise
             turn.save(response.context, response)
-            return response
+        self.last_read = response.context  # its pending calls are the next ones decided on
+        return response
 
 
 class SessionTurn:
