@@ -58,7 +58,7 @@ non-streamed reply shape and read by the same parser, so both paths give the sam
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias, Unpack, get_args
 
 from gramagent import _json as exact_json
@@ -181,16 +181,17 @@ class ChatCompletionsModel(HTTPAdapter):
             f"tool_call_mode={self.tool_call_mode!r}, stream={self.stream})"
         )
 
-    async def request(self, request: ModelRequest) -> ModelTurn:
-        """Send ``request`` as a Chat Completions call and return the normalized turn.
+    def request(self, request: ModelRequest) -> Coroutine[Any, Any, ModelTurn]:
+        """Send ``request`` as a Chat Completions call and return the normalized turn (to be
+        awaited: the coroutine of the exchange itself, without one of its own around it).
 
         Raises:
             ModelAPIError: transport or HTTP failure after retries, or an unreadable reply.
             ConfigurationError: a constrained ``tool_choice`` naming a tool not offered.
         """
         if self.tool_call_mode == "hybrid":
-            return await hybrid_turn(request, self._exchange)
-        return await self._exchange(request, self.tool_call_mode)
+            return hybrid_turn(request, self._exchange)
+        return self._exchange(request, self.tool_call_mode)
 
     async def _exchange(self, request: ModelRequest, mode: WireMode) -> ModelTurn:
         """One request in one wire mode (``stream`` as configured), read into a turn."""

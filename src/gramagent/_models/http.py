@@ -47,7 +47,7 @@ import time
 import urllib.parse
 import urllib.request
 import zlib
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol, Self, TypedDict, TypeVar, Unpack
 
@@ -337,15 +337,17 @@ class HTTPClient:
 
     # -- public API ---------------------------------------------------------------------------
 
-    async def post_json(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        """POST ``body`` as JSON to ``base_url + path`` and return the decoded JSON object.
+    def post_json(self, path: str, body: Mapping[str, Any]
+                  ) -> Coroutine[Any, Any, dict[str, Any]]:
+        """POST ``body`` as JSON to ``base_url + path`` and return the decoded JSON object (to
+        be awaited: the coroutine of the request itself, without one of its own around it).
 
         Raises:
             ModelAPIError: after the retries, or at once for a non-retryable status or an
                 answer over the size limit. A 2xx answer that is not a JSON object counts as a
                 failed attempt and is retried.
         """
-        return await self._post(path, body, _decode_json)
+        return self._post(path, body, _decode_json)
 
     async def post_sse(self, path: str, body: Mapping[str, Any]) -> list[dict[str, Any]]:
         """POST ``body`` (with ``stream: true``) and return the stream's decoded JSON events.
@@ -379,15 +381,13 @@ class HTTPClient:
         the generator early closes the connection. ``request_timeout`` does not bound a
         stream (it may generate for long); the wait for each piece is bounded by ``timeout``.
         """
-        response = await self._post(path, body, _keep_open, headers=_STREAM_HEADERS,
-                                    keep_open=True)
-        reply = response.open
-        assert reply is not None
-        url, status, model = response.url, response.status_code, _model_of(body)
+        reply = await self._post(path, body, _keep_open, headers=_STREAM_HEADERS,
+                                 keep_open=True)
+        url, status, model = self.base_url + path, reply.status, _model_of(body)
         events: list[dict[str, Any]] = []
         finished = False
         try:
-            if response.headers.get("content-type", "").startswith("application/json"):
+            if reply.headers.get("content-type", "").startswith("application/json"):
                 payloads: Any = _one_payload(reply, self._max_response_bytes)
             else:
                 payloads = _sse_payloads(reply, self._max_response_bytes)
@@ -500,50 +500,66 @@ class HTTPClient:
         return client
 
     async def _post(self, path: str, body: Mapping[str, Any],
-                    decode: Callable[[_Answer], _T], *,
+                    decode: Callable[[bytes, aiohttp.ClientResponse], _T], *,
                     headers: Mapping[str, str] | None = None, keep_open: bool = False) -> _T:
         """Send with retries; return the decoded body of a 2xx answer. ``headers`` are added to
-        the pool's (which ask for JSON); ``decode`` raises :class:`_Unreadable` for a body it
-        cannot use (an attempt that failed, like a dropped connection). With ``keep_open`` a
-        2xx answer is not read: ``decode`` gets it open (``_Answer.open``), the caller reads
-        and releases it."""
+        the pool's (which ask for JSON); ``decode(body, reply)`` raises :class:`_Unreadable`
+        for a body it cannot use (an attempt that failed, like a dropped connection). With
+        ``keep_open`` a 2xx answer is not read: ``decode`` gets it open (an empty body), the
+        caller reads and releases it.
+
+        The usual attempt (one answer, its body whole with its headers) runs straight through
+        the loop's first pass: what a failure needs (its status, body, hint and cause) is
+        worked out only when one happens.
+        """
         url = self.base_url + path
         try:
             content = orjson.dumps(body)
         except TypeError:  # a big integer, deep nesting or a lone surrogate: the exact path
             content = exact_json.dumps(body).encode()
+        limit = self._max_response_bytes
         waited = 0.0
         attempt = 0
+        status: int | None
         while True:
             started = time.perf_counter()
             retryable = True
-            hint: float | None = None
             failed_body: bytes | None = None
             cause: BaseException | None = None
+            hint: float | None = None
             try:
-                response = await self._attempt(url, content, headers, keep_open)
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                detail = _transport_detail(exc, self._request_timeout)
-                self._log_attempt(body, attempt, started, error=detail)
-                self._notify(body, detail, None)
-                status: int | None = None
-                failure = f"could not get an answer: {detail}"
-                cause = exc
-            except _TooLarge as exc:
-                status, failure, retryable = exc.status, str(exc), False
-                self._log_attempt(body, attempt, started, status=status, error=failure)
-                self._notify(body, failure, status)
-            else:
-                status = response.status_code
-                if 200 <= status < 300:
+                pool = self._client
+                if pool is None or self._loop is not asyncio.get_running_loop():
+                    pool = await self._open_pool()
+                reply = await pool.post(url, data=content, headers=headers,
+                                        allow_redirects=False, proxy=self._proxy)
+                code = reply.status
+                if keep_open and 200 <= code < 300:
+                    data = b""
+                else:
                     try:
-                        decoded = decode(response)
+                        stream = reply.content
+                        data = stream.read_nowait(-1)  # what came with the headers: the usual
+                        if not (stream.at_eof() and len(data) <= limit  # whole answer
+                                and "Content-Encoding" not in reply.headers
+                                and (reply.content_length or 0) <= limit):
+                            data = await _read_body(reply, data, limit,
+                                                    started + self._request_timeout)
+                    finally:
+                        reply.release()
+            except (aiohttp.ClientError, TimeoutError, _TooLarge) as exc:
+                status, failure, retryable, cause = self._broken(body, attempt, started, exc)
+            else:
+                status = code
+                if 200 <= code < 300:
+                    try:
+                        decoded = decode(data, reply)
                     except _Unreadable as exc:
                         failure = (f"the server answered HTTP {status} with a body that cannot "
                                    f"be read: {exc}")
-                        failed_body = response.content
+                        failed_body = data
                         self._log_attempt(body, attempt, started, status=status, error=failure)
-                        self._notify(body, self._mask(_text(failed_body)), status)
+                        self._notify(body, self._mask(_text(data)), status)
                     else:
                         if _model_log.isEnabledFor(logging.INFO):
                             self._log_attempt(body, attempt, started, status=status)
@@ -551,13 +567,8 @@ class HTTPClient:
                             self._notify(body, decoded, status)
                         return decoded
                 else:
-                    failed_body = response.content
-                    detail = _error_detail_bytes(failed_body)
-                    failure = f"HTTP {status}" + (f": {detail}" if detail else "")
-                    self._log_attempt(body, attempt, started, status=status, error=failure)
-                    self._notify(body, self._mask(_text(failed_body)), status)
-                    retryable = status in RETRY_STATUSES or status >= 500
-                    hint = parse_retry_after(response.headers) if retryable else None
+                    failed_body = data
+                    failure, retryable, hint = self._refused(body, attempt, started, reply, data)
             if retryable and attempt < self.max_retries:
                 delay = retry_delay(attempt, hint, base=self._backoff_base)
                 if delay <= self._max_backoff and waited + delay <= self._max_total_backoff:
@@ -574,24 +585,31 @@ class HTTPClient:
                 attempts=attempt + 1,
             ) from cause
 
-    async def _attempt(self, url: str, content: bytes, headers: Mapping[str, str] | None,
-                       keep_open: bool = False) -> _Answer:
-        """One request, its body read within the size limit and the attempt's deadline (a 2xx
-        answer left unread with ``keep_open``)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._request_timeout
-        pool = self._client
-        if pool is None or self._loop is not loop:
-            pool = await self._open_pool()
-        reply = await pool.post(url, data=content, headers=headers,
-                                allow_redirects=False, proxy=self._proxy)
-        if keep_open and 200 <= reply.status < 300:
-            return _Answer(reply.status, b"", reply.headers, url, reply)
-        try:
-            data = await _read_body(reply, self._max_response_bytes, deadline)
-        finally:
-            reply.release()
-        return _Answer(reply.status, data, reply.headers, url)
+    def _broken(self, body: Mapping[str, Any], attempt: int, started: float,
+                exc: BaseException) -> tuple[int | None, str, bool, BaseException | None]:
+        """An attempt without a usable answer (a transport failure, or a body over the size
+        limit), logged and reported: its status (None without an answer), what failed,
+        whether to retry (not a body over the limit), and the cause to chain."""
+        if isinstance(exc, _TooLarge):
+            self._log_attempt(body, attempt, started, status=exc.status, error=str(exc))
+            self._notify(body, str(exc), exc.status)
+            return exc.status, str(exc), False, None
+        detail = _transport_detail(exc, self._request_timeout)
+        self._log_attempt(body, attempt, started, error=detail)
+        self._notify(body, detail, None)
+        return None, f"could not get an answer: {detail}", True, exc
+
+    def _refused(self, body: Mapping[str, Any], attempt: int, started: float,
+                 reply: aiohttp.ClientResponse, data: bytes) -> tuple[str, bool, float | None]:
+        """An answer with an error status, logged and reported: what failed, whether to retry,
+        and the wait the server asks for."""
+        status = reply.status
+        detail = _error_detail_bytes(data)
+        failure = f"HTTP {status}" + (f": {detail}" if detail else "")
+        self._log_attempt(body, attempt, started, status=status, error=failure)
+        self._notify(body, self._mask(_text(data)), status)
+        retryable = status in RETRY_STATUSES or status >= 500
+        return failure, retryable, parse_retry_after(reply.headers) if retryable else None
 
     def _mask(self, text: str) -> str:
         """``text`` with this client's API key masked (a server may echo it back)."""
@@ -670,24 +688,9 @@ def _model_of(body: Mapping[str, Any]) -> str | None:
     return model if isinstance(model, str) else None
 
 
-class _Answer:
-    """An answer whose body has been read (the connection is back in the pool)."""
-
-    __slots__ = ("content", "headers", "open", "status_code", "url")
-
-    def __init__(self, status: int, content: bytes, headers: Mapping[str, str], url: str,
-                 open: aiohttp.ClientResponse | None = None) -> None:
-        self.status_code = status
-        self.content = content
-        self.headers = headers
-        self.url = url
-        self.open = open
-        """A 2xx answer left unread (a stream), else None."""
-
-
-def _keep_open(response: _Answer) -> _Answer:
-    """The ``decode`` of a stream: the answer as it is, still open."""
-    return response
+def _keep_open(data: bytes, reply: aiohttp.ClientResponse) -> aiohttp.ClientResponse:
+    """The ``decode`` of a stream: the answer as it is, still open (its body unread)."""
+    return reply
 
 
 async def _sse_payloads(reply: aiohttp.ClientResponse, limit: int
@@ -814,24 +817,21 @@ _ZLIB_WBITS = zlib.MAX_WBITS
 _RAW_DEFLATE_WBITS = -zlib.MAX_WBITS
 
 
-async def _read_body(reply: aiohttp.ClientResponse, limit: int, deadline: float) -> bytes:
-    """The body of ``reply``, decompressed, or :class:`_TooLarge` as soon as it passes
-    ``limit`` bytes as received or as decompressed (a gzip bomb stops there). Past
-    ``deadline`` (loop time), checked as each piece arrives, a TimeoutError: a server that
-    trickles its answer is cut off without a timer per request."""
+async def _read_body(reply: aiohttp.ClientResponse, chunk: bytes, limit: int, deadline: float
+                     ) -> bytes:
+    """The body of ``reply`` (``chunk``: what was read of it already), decompressed, or
+    :class:`_TooLarge` as soon as it passes ``limit`` bytes as received or as decompressed (a
+    gzip bomb stops there). Past ``deadline`` (``time.perf_counter``), checked as each piece
+    arrives, a TimeoutError: a server that trickles its answer is cut off without a timer per
+    request."""
     stream = reply.content
-    chunk = stream.read_nowait(-1)  # what arrived with the headers: the usual whole answer
-    if (stream.at_eof() and len(chunk) <= limit and "Content-Encoding" not in reply.headers
-            and (reply.content_length or 0) <= limit):
-        return chunk  # without a reader: whole, within the limit, not compressed
     body = _body_for(reply, limit)
-    loop = asyncio.get_running_loop()
     while True:
         if chunk:
             body.feed(chunk)
         if stream.at_eof():
             return body.finish()
-        if loop.time() > deadline:
+        if time.perf_counter() > deadline:
             raise TimeoutError
         chunk = await stream.readany()
 
@@ -910,11 +910,11 @@ def _transport_detail(exc: BaseException, request_timeout: float) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def _decode_json(response: _Answer) -> dict[str, Any]:
+def _decode_json(content: bytes, reply: aiohttp.ClientResponse) -> dict[str, Any]:
     try:
-        data = orjson.loads(response.content)
+        data = orjson.loads(content)
     except orjson.JSONDecodeError as exc:
-        if not response.content.strip():
+        if not content.strip():
             raise _Unreadable("the body is empty") from None
         raise _Unreadable(f"it is not JSON ({exc})") from None
     if not isinstance(data, dict):
@@ -922,9 +922,9 @@ def _decode_json(response: _Answer) -> dict[str, Any]:
     return data
 
 
-def _decode_sse(response: _Answer) -> list[dict[str, Any]]:
-    text = _text(response.content)
-    content_type = response.headers.get("content-type", "")
+def _decode_sse(content: bytes, reply: aiohttp.ClientResponse) -> list[dict[str, Any]]:
+    text = _text(content)
+    content_type = reply.headers.get("content-type", "")
     payloads = [text] if content_type.startswith("application/json") else parse_sse(text)
     events: list[dict[str, Any]] = []
     for payload in payloads:
