@@ -28,33 +28,36 @@ _message: st.SearchStrategy[Message] = st.one_of(
 )
 # Conversations' lives: messages appended between requests, copies taken and continued apart
 # (runs continue copies of one context, sharing its memo), and a foreign memo handed in.
+# Each request names its instruction (the items before the history): the memo must not give
+# one instruction's head to another.
 _step = st.tuples(
     st.sampled_from(["append", "request", "copy", "foreign"]),
     st.integers(min_value=0, max_value=7),
     st.lists(_message, min_size=1, max_size=4),
+    st.sampled_from(["sys", "", "be brief"]),
 )
 
 
-def _check_rendering(conversation: Conversation) -> None:
+def _check_rendering(conversation: Conversation, instruction: str = "sys") -> None:
     messages = conversation.messages
     for _ in range(2):  # the memo's first use, then its reuse
-        assert chat_messages("sys", messages, rendered=conversation.rendered) == \
-            chat_messages("sys", messages)
-        assert responses_input("sys", messages, conversation.rendered) == \
-            responses_input("sys", messages)
+        assert chat_messages(instruction, messages, rendered=conversation.rendered) == \
+            chat_messages(instruction, messages)
+        assert responses_input(instruction, messages, conversation.rendered) == \
+            responses_input(instruction, messages)
 
 
 @settings(max_examples=80, deadline=None)
 @given(st.lists(_step, max_size=14))
 def test_remembered_rendering_equals_a_fresh_one(
-        steps: list[tuple[str, int, list[Message]]]) -> None:
+        steps: list[tuple[str, int, list[Message], str]]) -> None:
     with mock.patch("gramagent._models._wire.REMEMBERED_FROM", 2):  # short histories too
         _live(steps)
 
 
-def _live(steps: list[tuple[str, int, list[Message]]]) -> None:
+def _live(steps: list[tuple[str, int, list[Message], str]]) -> None:
     conversations = [Conversation()]
-    for kind, which, messages in steps:
+    for kind, which, messages, instruction in steps:
         conversation = conversations[which % len(conversations)]
         if kind == "append":
             conversation.extend(messages)
@@ -62,9 +65,9 @@ def _live(steps: list[tuple[str, int, list[Message]]]) -> None:
             conversations.append(conversation.copy())
         elif kind == "foreign":  # a memo built for other messages is not taken for these
             other = Conversation(messages)
-            _check_rendering(other)
+            _check_rendering(other, instruction)
             conversation.rendered.update(other.rendered)
-        _check_rendering(conversation)
+        _check_rendering(conversation, instruction)
     for conversation in conversations:
         assert Conversation(conversation.messages) == conversation
 
@@ -85,3 +88,16 @@ def test_short_histories_are_not_remembered() -> None:
     conversation = Conversation([UserMessage(content=str(n)) for n in range(3)])
     chat_messages("", conversation.messages, rendered=conversation.rendered)
     assert conversation.rendered == {}
+
+
+@mock.patch("gramagent._models._wire.REMEMBERED_FROM", 1)
+def test_a_history_sent_as_a_list_then_a_tuple_renders_whole() -> None:
+    """The memo compares sequences of either kind (a list never equals a tuple): the same
+    messages given as a list after a tuple are rendered from their common prefix."""
+    messages = (UserMessage(content="hi"), AssistantMessage(content="hello"))
+    rendered: dict[str, object] = {}
+    first = chat_messages("sys", messages, rendered=rendered)
+    grown = [*messages, UserMessage(content="again")]
+    assert chat_messages("sys", grown, rendered=rendered) == chat_messages("sys", grown)
+    assert chat_messages("sys", messages, rendered=rendered) == first
+    assert responses_input("sys", grown, rendered) == responses_input("sys", grown)

@@ -64,48 +64,60 @@ def sse(events: Sequence[Any], *, named: bool = False, done: bool = True) -> byt
     return b"".join(parts)
 
 
-def render_history(messages: Sequence[Message], rendered: dict[str, Any] | None,
+def render_history(head: list[Any], messages: Sequence[Message], rendered: dict[str, Any] | None,
                    wire_format: str, render: Callable[[Sequence[Message], list[Any]], None]
                    ) -> list[Any]:
-    """The wire items of ``messages`` (``render(messages, out)`` appends their items).
+    """``head`` (a new list of the items before the history: the system instruction), then
+    the wire items of ``messages`` (``render(messages, out)`` appends their items).
 
     With ``rendered`` (the conversation's memo, ``ModelRequest.rendered``, shared by the
     conversation and its copies), the items of the longest prefix of ``messages`` that the
-    last request of the conversation (or of a copy) also sent are taken from it, and only the
-    messages after that prefix are rendered: a long history costs a list copy per request,
-    not new dicts per message. The memo holds ``(messages, items, ends)`` per wire format,
-    ``ends[i]`` being the number of items of ``messages[:i + 1]``. Items are shared between
-    request bodies: read-only, never extended in place. Histories shorter than
-    :data:`REMEMBERED_FROM` messages are rendered afresh.
+    last request of the conversation (or of a copy) also sent after an equal head are taken
+    from it, and only the messages after that prefix are rendered: a long history costs a
+    list copy per request, not new dicts per message. The memo holds ``(head, messages,
+    items, ends)`` per wire format, ``items`` being the whole list sent (the head's items
+    first) and ``ends[i]`` the number of items up to ``messages[i]`` included. Items, and
+    the list itself when nothing was added, are shared between request bodies: read-only,
+    never extended in place. Histories shorter than :data:`REMEMBERED_FROM` messages are
+    rendered afresh (into ``head``).
     """
     # A short history renders faster than its memo pays for itself: the memo is held until
     # the conversation ends, and at concurrency 100 every object a run holds across its waits
     # costs collections (bench/RESULTS.md, "Per call and per message").
     if rendered is None or len(messages) < REMEMBERED_FROM:
-        out: list[Any] = []
-        render(messages, out)
-        return out
-    memo: tuple[Sequence[Message], list[Any], list[int]] = rendered.get(wire_format,
-                                                                        _NOTHING_RENDERED)
-    before, items, ends = memo
-    common = min(len(messages), len(before))
-    # Equal slices: the same conversation, grown (compared by identity first, at C speed).
-    if common and messages[:common] != before[:common]:
-        # Another branch (a run continuing the same context): find where they part.
-        common = next(n for n, (a, b) in enumerate(zip(messages, before, strict=False))
-                      if a is not b)
-    if common == len(messages) == len(before):
-        return items
-    kept = ends[common - 1] if common else 0
-    items, ends = items[:kept], ends[:common]
+        render(messages, head)
+        return head
+    memo: tuple[list[Any], Sequence[Message], list[Any], list[int]] = rendered.get(
+        wire_format, _NOTHING_RENDERED)
+    before_head, before, items, ends = memo
+    common = 0
+    if head == before_head:
+        # Equal prefixes: the same conversation, grown (compared by identity first, at C
+        # speed; one slice, of the longer one).
+        shown, sent = len(messages), len(before)
+        common = min(shown, sent)
+        if common and (messages[:sent] != before if shown > sent
+                       else messages != before[:shown] if shown < sent
+                       else messages != before):
+            # Another branch (a run continuing the same context): find where they part.
+            common = next((n for n, (a, b) in enumerate(zip(messages, before, strict=False))
+                           if a is not b), common)
+        if common == shown == sent:
+            return items
+    if common:
+        items, ends = items[:ends[common - 1]], ends[:common]
+    else:
+        items, ends, head = head, [], head[:]  # the memo keeps the head as it was
     for message in messages[common:]:
         render((message,), items)
         ends.append(len(items))
-    rendered[wire_format] = (messages, items, ends)
+    rendered[wire_format] = (head, messages, items, ends)
     return items
 
 
-_NOTHING_RENDERED: tuple[Sequence[Message], list[Any], list[int]] = ((), [], [])
+_NOTHING_RENDERED: tuple[list[Any], Sequence[Message], list[Any], list[int]] = (
+    [None], (), [], [])
+"""No memo yet: a head no request sends (so nothing is taken from it)."""
 
 
 def new_call_id() -> str:

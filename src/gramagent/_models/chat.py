@@ -342,14 +342,11 @@ def chat_messages(
 ) -> list[dict[str, Any]]:
     """The ``messages`` list: the system instruction first, then the history (``rendered``:
     the conversation's memo of earlier requests, see :func:`render_history`)."""
-    out: list[dict[str, Any]] = []
-    if instruction:
-        out.append({"role": "system", "content": instruction})
+    out: list[dict[str, Any]] = [{"role": "system", "content": instruction}] if instruction else []
     if legacy:
         out.extend(_legacy_history(list(messages)))
         return out
-    out.extend(render_history(messages, rendered, "chat", _append_chat))
-    return out
+    return render_history(out, messages, rendered, "chat", _append_chat)
 
 
 def _append_chat(messages: Sequence[Message], out: list[Any]) -> None:
@@ -485,19 +482,22 @@ def parse_chat_reply(
         raise ReplyError("the reply's first choice has no message")
     content = message.get("content")
     text = content if content is None or isinstance(content, str) else _content_text(content)
-    calls = _native_calls(message)
-    if not calls and text is not None:
-        if tool_call_mode == "constrained":
-            text, calls = read_tool_step(text, tool_names)
-        elif tool_call_mode == "text":
-            text, calls = extract_json_calls(text, tool_names)
+    raw_calls = message.get("tool_calls")
+    calls = (_native_calls(raw_calls, message) if raw_calls or "function_call" in message
+             else ())
     finish = choice.get("finish_reason")
+    if not calls:
+        if text is not None and tool_call_mode != "native":
+            if tool_call_mode == "constrained":
+                text, calls = read_tool_step(text, tool_names)
+            elif tool_call_mode == "text":
+                text, calls = extract_json_calls(text, tool_names)
+        refusal = message.get("refusal")
+        if not calls and refusal and isinstance(refusal, str):
+            # The model declined: its refusal is the answer's text, and says how it ended.
+            text, finish = (text or refusal), "refusal"
     if finish == "function_call":
         finish = "tool_calls"
-    refusal = message.get("refusal")
-    if isinstance(refusal, str) and refusal and not calls:
-        # The model declined: its refusal is the answer's text, and says how it ended.
-        text, finish = (text or refusal), "refusal"
     cut_off: tuple[ToolCall, ...] = ()
     if finish == "length":
         calls, cut_off = split_cut_off(calls)
@@ -520,32 +520,37 @@ def _content_text(content: Any) -> str | None:
     return str(content)
 
 
-def _native_calls(message: Mapping[str, Any]) -> tuple[ToolCall, ...]:
-    raw_calls = message.get("tool_calls")
+def _native_calls(raw_calls: Any, message: Mapping[str, Any]) -> tuple[ToolCall, ...]:
+    """The calls of a reply's ``message`` (``raw_calls``: its ``tool_calls``), or its legacy
+    ``function_call``."""
     calls: list[ToolCall] = []
     if isinstance(raw_calls, list):
         for raw in raw_calls:
             if not isinstance(raw, dict):
                 continue
             fn = raw.get("function")
-            fn = fn if isinstance(fn, dict) else {}
+            if isinstance(fn, dict):
+                name = fn.get("name")
+                arguments = fn.get("arguments")
+            else:
+                name = arguments = None
             call_id = raw.get("id")
-            name = fn.get("name")
-            arguments = fn.get("arguments")
             calls.append(new_tool_call(
-                id=call_id if isinstance(call_id, str) and call_id else new_call_id(),
+                id=call_id if call_id and isinstance(call_id, str) else new_call_id(),
                 name=name if isinstance(name, str) else "",
                 arguments=arguments if isinstance(arguments, str) else arguments_text(arguments),
             ))
+        if calls:
+            return tuple(calls)
     legacy = message.get("function_call")
-    if not calls and isinstance(legacy, dict):
+    if isinstance(legacy, dict):
         name = legacy.get("name")
-        calls.append(new_tool_call(
+        return (new_tool_call(
             id=new_call_id(),
             name=name if isinstance(name, str) else "",
             arguments=arguments_text(legacy.get("arguments")),
-        ))
-    return tuple(calls)
+        ),)
+    return ()
 
 
 def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

@@ -215,11 +215,9 @@ def responses_input(instruction: str, messages: Sequence[Message],
                     rendered: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The ``input`` items: the system instruction, then the history (``rendered``: the
     conversation's memo of earlier requests, see :func:`render_history`)."""
-    items: list[dict[str, Any]] = []
-    if instruction:
-        items.append({"role": "system", "content": instruction})
-    items.extend(render_history(messages, rendered, "responses", _append_items))
-    return items
+    items: list[dict[str, Any]] = ([{"role": "system", "content": instruction}] if instruction
+                                   else [])
+    return render_history(items, messages, rendered, "responses", _append_items)
 
 
 def _append_items(messages: Sequence[Message], items: list[Any]) -> None:
@@ -282,19 +280,13 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
             continue
         kind = item.get("type")
         if kind == "message":
-            for part in item.get("content") or ():
-                if isinstance(part, dict):
-                    if part.get("type") == "output_text" and isinstance(part.get("text"), str):
-                        texts.append(part["text"])
-                    elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
-                        texts.append(part["refusal"])
-                        refused = True
+            refused = _message_text(item, texts) or refused
         elif kind == "function_call":
             call_id = item.get("call_id") or item.get("id")
             name = item.get("name")
             arguments = item.get("arguments")
             calls.append(new_tool_call(
-                id=call_id if isinstance(call_id, str) and call_id else new_call_id(),
+                id=call_id if call_id and isinstance(call_id, str) else new_call_id(),
                 name=name if isinstance(name, str) else "",
                 arguments=arguments if isinstance(arguments, str) else arguments_text(arguments),
             ))
@@ -308,7 +300,10 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
         finish = "refusal"
     else:
         finish = "stop"
-    whole, cut_off = split_cut_off(tuple(calls)) if finish == "length" else (tuple(calls), ())
+    whole: tuple[ToolCall, ...] = tuple(calls) if calls else ()
+    cut_off: tuple[ToolCall, ...] = ()
+    if finish == "length":
+        whole, cut_off = split_cut_off(whole)
     return new_turn(
         text="".join(texts) if texts else None,
         tool_calls=whole,
@@ -317,6 +312,25 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
         finish_reason=finish,
         raw=data,
     )
+
+
+def _message_text(item: Mapping[str, Any], texts: list[str]) -> bool:
+    """Append the text of a ``message`` output item to ``texts``; whether it holds a
+    refusal."""
+    refused = False
+    for part in item.get("content") or ():
+        if isinstance(part, dict):
+            kind = part.get("type")
+            if kind == "output_text":
+                piece = part.get("text")
+                if isinstance(piece, str):
+                    texts.append(piece)
+            elif kind == "refusal":
+                piece = part.get("refusal")
+                if isinstance(piece, str):
+                    texts.append(piece)
+                    refused = True
+    return refused
 
 
 # -- replies as a server sends them (used by the scripted server) ----------------------------
