@@ -207,7 +207,7 @@ class ChatCompletionsModel(HTTPAdapter):
             data = assemble_chat_chunks(await self.http.post_sse(CHAT_PATH, body))
         else:
             data = await self.http.post_json(CHAT_PATH, body)
-        names = _readable_tool_names(request, mode)
+        names = () if mode == "native" else _readable_tool_names(request, mode)
         try:
             return parse_chat_reply(data, tool_call_mode=mode, tool_names=names)
         except ReplyError as exc:
@@ -293,7 +293,8 @@ def build_chat_body(
     in constrained mode a ``tool_choice`` given in settings passes through untouched.
     ``tools_payload`` is :func:`chat_tools` of ``request.tools``, when the caller has it.
     """
-    body: dict[str, Any] = dict(request.settings)
+    settings = request.settings
+    body: dict[str, Any] = dict(settings) if settings else {}
     body["model"] = request.model
     tools = request.tools
     instruction = request.instruction
@@ -321,7 +322,7 @@ def build_chat_body(
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
-    else:
+    elif settings:
         body.pop("stream", None)
         body.pop("stream_options", None)
     return body

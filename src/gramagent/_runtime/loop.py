@@ -386,6 +386,8 @@ class _Run(ToolCalls):
             with budget:  # the end of the wall time cuts the request short (TimeoutError)
                 if self.tracer is not None:
                     turn = await self._traced_request(request)
+                elif self.hooks is None:  # the usual run: the model's own coroutine
+                    turn = await self.model.request(request)
                 else:
                     turn = await self._send(request)
         except TimeoutError:
@@ -398,7 +400,7 @@ class _Run(ToolCalls):
             exc.usage = budget.usage
             raise
         budget.count(request, turn)
-        if turn.usage is not None and self.info_logs:
+        if self.info_logs and turn.usage is not None:
             log_usage(turn.usage, model=self.model_name)
         if turn.tool_calls or turn.cut_off_calls:
             # A model may repeat a call id, within a reply or across turns, or send none: every
