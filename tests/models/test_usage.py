@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gramagent._messages import Usage
 from gramagent._models._wire import MAX_REPORTED_TOKENS, usage_from
@@ -38,3 +40,22 @@ def test_plausible_counts_are_kept(data: dict[str, Any], expected: tuple[int, in
 def test_no_usage() -> None:
     assert usage_from(None, "a", "b") is None
     assert usage_from({}, "a", "b") is None
+
+
+_count = st.none() | st.integers(min_value=-(2**70), max_value=2**70) | st.sampled_from(
+    [0, MAX_REPORTED_TOKENS, MAX_REPORTED_TOKENS + 1, -1])
+
+
+@settings(max_examples=200, deadline=None)
+@given(_count, _count)
+def test_counts_are_believed_exactly_when_plausible(inp: int | None, out: int | None) -> None:
+    """Whatever two counts a server reports: kept when neither is negative nor beyond the bound
+    (a missing one counts 0), no usage at all when both are missing, else not believed."""
+    usage = usage_from({"prompt_tokens": inp, "completion_tokens": out},
+                       "prompt_tokens", "completion_tokens")
+    if inp is None and out is None:
+        assert usage is None
+    elif all(v is None or 0 <= v <= MAX_REPORTED_TOKENS for v in (inp, out)):
+        assert usage == Usage(input_tokens=inp or 0, output_tokens=out or 0, requests=1)
+    else:
+        assert usage is None

@@ -95,7 +95,7 @@ def render_history(head: list[Any], messages: Sequence[Message], rendered: dict[
         # Equal prefixes: the same conversation, grown (compared by identity first, at C
         # speed; one slice, of the longer one).
         shown, sent = len(messages), len(before)
-        common = min(shown, sent)
+        common = shown if shown < sent else sent  # not min(): a builtin parsing keywords
         if common and (messages[:sent] != before if shown > sent
                        else messages != before[:shown] if shown < sent
                        else messages != before):
@@ -183,8 +183,10 @@ def usage_from(data: Any, input_key: str, output_key: str) -> Usage | None:
         return None
     inp = data.get(input_key)
     out = data.get(output_key)
-    if (type(inp) is int and type(out) is int  # the usual reply
-            and 0 <= inp <= MAX_REPORTED_TOKENS and 0 <= out <= MAX_REPORTED_TOKENS):
+    # The usual reply: two counts, neither negative (``inp | out`` is negative if one is) nor
+    # beyond the bound.
+    if (type(inp) is int and type(out) is int and (inp | out) >= 0
+            and inp <= MAX_REPORTED_TOKENS >= out):
         return new_usage(input_tokens=inp, output_tokens=out, requests=1)
     if inp is None and out is None:
         return None
