@@ -299,6 +299,21 @@ async def test_oversized_plain_body_is_refused_while_reading(hostile: Any, annou
     assert len(server.requests) == 1
 
 
+async def test_a_whole_json_body_short_of_its_announced_length_is_never_a_reply(
+        hostile: Any) -> None:
+    """A body that parses as a reply but is shorter than its Content-Length (over the limit)
+    fails: the usual answer is taken whole only when it ended where its length said."""
+    body = chat_reply("too short")
+
+    async def behave(_: bytes, writer: Writer) -> None:
+        writer.write(head(length=1 << 20) + body)
+        await writer.drain()
+
+    async with hostile(behave) as server:
+        with pytest.raises(ModelAPIError):
+            await post(server, max_retries=1, max_response_bytes=1 << 10)
+
+
 async def test_unasked_content_encoding_is_refused(hostile: Any) -> None:
     async with hostile(answer(b"\x00\x01", extra="Content-Encoding: br\r\n")) as server:
         with pytest.raises(ModelAPIError, match="Content-Encoding"):

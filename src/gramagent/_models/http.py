@@ -539,10 +539,12 @@ class HTTPClient:
                 else:
                     try:
                         stream = reply.content
-                        data = stream.read_nowait(-1)  # what came with the headers: the usual
-                        if not (stream.at_eof() and len(data) <= limit  # whole answer
-                                and "Content-Encoding" not in reply.headers
-                                and (reply.content_length or 0) <= limit):
+                        # What came with the headers: the usual answer, whole (at its end,
+                        # aiohttp has checked its Content-Length, or raised: a declared length
+                        # cannot differ from what arrived).
+                        data = stream.read_nowait(-1)
+                        if not (stream.at_eof() and len(data) <= limit
+                                and "Content-Encoding" not in reply.headers):
                             data = await _read_body(reply, data, limit,
                                                     started + self._request_timeout)
                     finally:
