@@ -251,6 +251,7 @@ def _new_run(agent: Agent | BoundAgent, start: str | dict[str, Decision],
         # Checked once per run, not per call: a disabled logger costs nothing then.
         info_logs=_tool_log.isEnabledFor(logging.INFO) or _usage_log.isEnabledFor(logging.INFO),
         approve=options.get("approve"), decisions=None if isinstance(start, str) else start,
+        call_ids=set() if context is None else None,  # a new conversation holds no call yet
     )
 
 
@@ -297,7 +298,8 @@ class _Run(ToolCalls):
     provider: str = ""
     """The model's provider, for the spans."""
     call_ids: set[str] | None = None
-    """The ids of the conversation's calls (made on the first reply with calls)."""
+    """The ids of the conversation's calls (read from a given conversation on the first reply
+    with calls; empty from the start for a new one)."""
 
     async def traced(self, start: str | dict[str, Decision], provider: str) -> AgentResponse:
         """:meth:`run` inside its ``invoke_agent`` span (whose usage is this part's: a run
