@@ -176,8 +176,10 @@ def build_responses_body(
 
     ``tools_payload`` is :func:`responses_tools` of ``request.tools``, when the caller has it.
     """
-    body: dict[str, Any] = dict(request.settings)
-    if body:
+    settings = request.settings
+    body: dict[str, Any] = {}
+    if settings:
+        body.update(settings)
         if "max_tokens" in body:
             body.setdefault("max_output_tokens", body.pop("max_tokens"))
         body.pop("stream", None)

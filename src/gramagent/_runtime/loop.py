@@ -235,9 +235,7 @@ def _new_run(agent: Agent | BoundAgent, start: str | dict[str, Decision],
                     else conversation_for(context))
     if isinstance(start, str) and context is not None and conversation.unanswered_calls():
         raise ValidationError(_waiting_message(conversation))
-    resolved, model_name, owned = model_for(
-        options.get("model"), bound.agent, api=options.get("api"),
-        base_url=options.get("base_url"), api_key=options.get("api_key"))
+    resolved, model_name, owned = model_for(options, bound.agent)
     events = options.get("events")
     return _Run(
         bound=bound, model=resolved, model_name=model_name, owned=owned,
@@ -410,7 +408,8 @@ class _Run(ToolCalls):
             used = self.call_ids
             if used is None:  # the ids of the conversation so far, gathered once per run
                 used = self.call_ids = self.conversation.call_ids()
-            calls = turn.tool_calls + turn.cut_off_calls
+            cut_off = turn.cut_off_calls
+            calls = turn.tool_calls + cut_off if cut_off else turn.tool_calls
             unique = unique_call_ids(calls, used)
             if unique is not calls:
                 n = len(turn.tool_calls)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gramagent._messages import Conversation, Message
@@ -36,24 +36,26 @@ def bind(agent: Agent | BoundAgent, library: ToolLibrary | None, *, dry_run: boo
     return library.bind(agent)
 
 
-def model_for(model: Model | str | ModelRef | None, agent: Agent, *, api: str | None,
-              base_url: str | None, api_key: str | None) -> tuple[Model, str, bool]:
+def model_for(options: Mapping[str, Any], agent: Agent) -> tuple[Model, str, bool]:
     """The model a run talks to, the model name it sends, and whether the run owns (closes) it.
 
-    A :class:`Model` is used as is, under the name of the model it was made for (its
-    ``model_name``: the adapters of ``resolve_model`` and the embedded model know it), else the
-    agent's model name; a reference (or None: the agent's own) is resolved with ``api``,
-    ``base_url`` and ``api_key``.
+    ``options`` are the run's (``model``, and ``api``, ``base_url``, ``api_key`` read only
+    when a reference is resolved). A :class:`Model` is used as is, under the name of the model
+    it was made for (its ``model_name``: the adapters of ``resolve_model`` and the embedded
+    model know it), else the agent's model name; a reference (or None: the agent's own) is
+    resolved with ``api``, ``base_url`` and ``api_key``.
 
     Raises:
         ConfigurationError: the reference cannot be resolved.
     """
+    model = options.get("model")
     # A tuple, not ``str | ModelRef``, which would build a union object on every run.
     if model is not None and not isinstance(model, (str, ModelRef)):
         return model, getattr(model, "model_name", None) or agent.model.name, False
     ref = (model if isinstance(model, ModelRef)
            else ModelRef.parse(model) if isinstance(model, str) else agent.model)
-    return resolve_model(ref, api=api, base_url=base_url, api_key=api_key), ref.name, True
+    return resolve_model(ref, api=options.get("api"), base_url=options.get("base_url"),
+                         api_key=options.get("api_key")), ref.name, True
 
 
 def conversation_for(context: Conversation | Iterable[Message] | None) -> Conversation:
