@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
 from unittest import mock
 
 from hypothesis import given, settings
@@ -15,6 +17,7 @@ from gramagent._messages import (
     ToolResultMessage,
     UserMessage,
 )
+from gramagent._models import chat
 from gramagent._models.chat import chat_messages
 from gramagent._models.responses import responses_input
 
@@ -94,10 +97,32 @@ def test_short_histories_are_not_remembered() -> None:
 def test_a_history_sent_as_a_list_then_a_tuple_renders_whole() -> None:
     """The memo compares sequences of either kind (a list never equals a tuple): the same
     messages given as a list after a tuple are rendered from their common prefix."""
-    messages = (UserMessage(content="hi"), AssistantMessage(content="hello"))
+    messages: tuple[Message, ...] = (UserMessage(content="hi"), AssistantMessage(content="hello"))
     rendered: dict[str, object] = {}
     first = chat_messages("sys", messages, rendered=rendered)
-    grown = [*messages, UserMessage(content="again")]
+    grown: list[Message] = [*messages, UserMessage(content="again")]
     assert chat_messages("sys", grown, rendered=rendered) == chat_messages("sys", grown)
     assert chat_messages("sys", messages, rendered=rendered) == first
     assert responses_input("sys", grown, rendered) == responses_input("sys", grown)
+
+
+def test_another_instruction_reuses_the_rendered_history() -> None:
+    """Requests alternating instructions (hybrid mode's constrained step adds a hint) render
+    each history message once, and every body is a fresh rendering's."""
+    history = [UserMessage(content=str(i)) if i % 2 == 0 else AssistantMessage(content=str(i))
+               for i in range(40)]
+    conversation = Conversation(history)
+    instructions = ("A", "B", "A", "", "B")
+    fresh = [chat_messages(instruction, history) for instruction in instructions]
+    rendered_messages: list[int] = []
+    real = chat._append_chat
+
+    def counted(messages: Sequence[Message], out: list[Any]) -> None:
+        rendered_messages.append(len(messages))
+        real(messages, out)
+
+    with mock.patch.object(chat, "_append_chat", counted):
+        bodies = [chat_messages(instruction, conversation.messages,
+                                rendered=conversation.rendered) for instruction in instructions]
+    assert bodies == fresh
+    assert sum(rendered_messages) == len(history)

@@ -72,14 +72,16 @@ def render_history(head: list[Any], messages: Sequence[Message], rendered: dict[
 
     With ``rendered`` (the conversation's memo, ``ModelRequest.rendered``, shared by the
     conversation and its copies), the items of the longest prefix of ``messages`` that the
-    last request of the conversation (or of a copy) also sent after an equal head are taken
-    from it, and only the messages after that prefix are rendered: a long history costs a
-    list copy per request, not new dicts per message. The memo holds ``(head, messages,
-    items, ends)`` per wire format, ``items`` being the whole list sent (the head's items
-    first) and ``ends[i]`` the number of items up to ``messages[i]`` included. Items, and
-    the list itself when nothing was added, are shared between request bodies: read-only,
-    never extended in place. Histories shorter than :data:`REMEMBERED_FROM` messages are
-    rendered afresh (into ``head``).
+    last request of the conversation (or of a copy) also sent are taken from it, and only the
+    messages after that prefix are rendered: a long history costs a list copy per request, not
+    new dicts per message. The memo holds ``(head, messages, items, ends)`` per wire format,
+    ``items`` being the whole list sent (the head's items first) and ``ends[i]`` the number of
+    history items up to ``messages[i]`` included. A request with the same head as the last
+    one continues that list (no copy into the body: the list itself is sent, and sent again
+    when nothing was added); another head (an instruction that changed, e.g. a constrained
+    step's hint) takes the history's items after its own. Items, and lists, are shared between
+    request bodies: read-only, never extended in place. Histories shorter than
+    :data:`REMEMBERED_FROM` messages are rendered afresh (into ``head``).
     """
     # A short history renders faster than its memo pays for itself: the memo is held until
     # the conversation ends, and at concurrency 100 every object a run holds across its waits
@@ -90,34 +92,38 @@ def render_history(head: list[Any], messages: Sequence[Message], rendered: dict[
     memo: tuple[list[Any], Sequence[Message], list[Any], list[int]] = rendered.get(
         wire_format, _NOTHING_RENDERED)
     before_head, before, items, ends = memo
-    common = 0
+    # Equal prefixes: the same conversation, grown (compared by identity first, at C speed;
+    # one slice, of the longer one).
+    shown, sent = len(messages), len(before)
+    common = shown if shown < sent else sent  # not min(): a builtin parsing keywords
+    if common and (messages[:sent] != before if shown > sent
+                   else messages != before[:shown] if shown < sent
+                   else messages != before):
+        # Another branch (a run continuing the same context): find where they part.
+        common = next((n for n, (a, b) in enumerate(zip(messages, before, strict=False))
+                       if a is not b), common)
+    size = len(head)
     if head == before_head:
-        # Equal prefixes: the same conversation, grown (compared by identity first, at C
-        # speed; one slice, of the longer one).
-        shown, sent = len(messages), len(before)
-        common = shown if shown < sent else sent  # not min(): a builtin parsing keywords
-        if common and (messages[:sent] != before if shown > sent
-                       else messages != before[:shown] if shown < sent
-                       else messages != before):
-            # Another branch (a run continuing the same context): find where they part.
-            common = next((n for n, (a, b) in enumerate(zip(messages, before, strict=False))
-                           if a is not b), common)
         if common == shown == sent:
             return items
-    if common:
-        items, ends = items[:ends[common - 1]], ends[:common]
-    else:
-        items, ends, head = head, [], head[:]  # the memo keeps the head as it was
+        if common:
+            items, head = items[:size + ends[common - 1]], before_head
+    elif common:  # the same history after another head: its items after this one
+        offset = len(before_head)
+        items = head + items[offset:offset + ends[common - 1]]
+    if not common:
+        items, head = head, head[:]  # the memo keeps the head as it was sent
+    ends = ends[:common]
     for message in messages[common:]:
         render((message,), items)
-        ends.append(len(items))
+        ends.append(len(items) - size)
     rendered[wire_format] = (head, messages, items, ends)
     return items
 
 
 _NOTHING_RENDERED: tuple[list[Any], Sequence[Message], list[Any], list[int]] = (
     [None], (), [], [])
-"""No memo yet: a head no request sends (so nothing is taken from it)."""
+"""No memo yet: a head no request sends, and no history."""
 
 
 def new_call_id() -> str:
