@@ -25,6 +25,7 @@ __all__ = [
     "tool_parameters",
     "MAX_REPORTED_TOKENS",
     "usage_from",
+    "usage_sum",
 ]
 
 
@@ -178,6 +179,14 @@ def tool_parameters(tool: ToolDefinition, strict: bool) -> tuple[dict[str, Any],
 MAX_REPORTED_TOKENS = 100_000_000
 """The most tokens one request can plausibly report in either direction (no context holds
 more); a larger count, like a negative one, is not believed."""
+
+
+def usage_sum(first: Usage | None, second: Usage | None) -> Usage | None:
+    """The usage of two requests that made one turn; the one reported when the other is not
+    (None when neither is)."""
+    if first is None or second is None:
+        return second or first
+    return first + second
 
 
 def usage_from(data: Any, input_key: str, output_key: str) -> Usage | None:

@@ -37,7 +37,12 @@ non-streamed reply shape and read by the same parser, so both paths give the sam
     :func:`~gramagent._models.jsoncalls.tool_step_schema`, and no ``tool_choice`` /
     ``function_call`` / ``parallel_tool_calls``: the choice is expressed in the schema. When
     the schema allows several calls (a list), the system instruction gets
-    :data:`~gramagent._models.jsoncalls.SEVERAL_CALLS_HINT` as a last paragraph. History
+    :data:`~gramagent._models.jsoncalls.SEVERAL_CALLS_HINT` as a last paragraph. With
+    ``continue_lone_calls``, a reply that is one call where a list was allowed is asked once
+    more: the same request under
+    :func:`~gramagent._models.jsoncalls.continued_list_schema`, a list opening with that call,
+    so the model itself chooses between ``]`` (that call alone) and ``,`` (more calls); the
+    server's prompt cache makes that the cost of the call's tokens again. History
     and ``tools`` are still sent in native form so chat templates render them. Native
     ``tool_calls`` in the reply are taken as they are (llama.cpp answers a request holding both
     ``tools`` and a schema through its generic JSON handler, which may return either); otherwise
@@ -59,6 +64,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Literal, TypeAlias, Unpack, get_args
 
 from gramagent import _json as exact_json
@@ -82,6 +88,7 @@ from gramagent._models._wire import (
     sse,
     tool_parameters,
     usage_from,
+    usage_sum,
 )
 from gramagent._models.base import (
     ModelRequest,
@@ -97,7 +104,10 @@ from gramagent._models.jsoncalls import (
     SEVERAL_CALLS_HINT,
     StepTextStream,
     allows_several_calls,
+    continued_calls,
+    continued_list_response_format,
     extract_json_calls,
+    lone_call,
     read_tool_step,
     tool_step_content,
     tool_step_response_format,
@@ -140,6 +150,11 @@ class ChatCompletionsModel(HTTPAdapter):
         stream: Ask for an SSE stream and assemble it.
         strict: Send tools with ``strict: true`` and their strict-compiled schema (tools whose
             strict schema was not compiled are sent non-strict).
+        continue_lone_calls: In ``constrained`` mode (and the constrained steps of
+            ``hybrid``), a reply that is one call where a list was allowed is asked once more,
+            as the opening of a list the model may go on with (see the module docs). Needs a
+            server that enforces ``prefixItems`` and ``const`` (llama.cpp with llguidance, as
+            embedded); the embedded model turns it on.
         http: Share an existing :class:`~gramagent._models.http.HTTPClient` (its pool) instead
             of creating one; transport options then belong to that client.
         **http_options: Transport options, see :class:`~gramagent._models.http.HTTPOptions`.
@@ -157,6 +172,7 @@ class ChatCompletionsModel(HTTPAdapter):
         tool_call_mode: ToolCallMode = "native",
         stream: bool = False,
         strict: bool = False,
+        continue_lone_calls: bool = False,
         http: HTTPClient | None = None,
         **http_options: Unpack[HTTPOptions],
     ) -> None:
@@ -173,6 +189,7 @@ class ChatCompletionsModel(HTTPAdapter):
         self.tool_call_mode: ToolCallMode = tool_call_mode
         self.stream = stream
         self.strict = strict
+        self.continue_lone_calls = continue_lone_calls
         self._tools = ToolsMemo(self._tools_payload)
 
     def __repr__(self) -> str:
@@ -203,15 +220,44 @@ class ChatCompletionsModel(HTTPAdapter):
             strict=self.strict,
             tools_payload=self._tools.get(request.tools),
         )
-        if self.stream:
-            data = assemble_chat_chunks(await self.http.post_sse(CHAT_PATH, body))
-        else:
-            data = await self.http.post_json(CHAT_PATH, body)
+        data = await self._post(body)
+        turn = self._read(data, request, mode)
+        if mode == "constrained" and self.continue_lone_calls:
+            turn = await self._continued(request, body, data, turn)
+        return turn
+
+    async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Send ``body`` (streamed when it says so) and return the reply, assembled."""
+        if body.get("stream") is True:
+            return assemble_chat_chunks(await self.http.post_sse(CHAT_PATH, body))
+        return await self.http.post_json(CHAT_PATH, body)
+
+    def _read(self, data: Mapping[str, Any], request: ModelRequest, mode: WireMode
+              ) -> ModelTurn:
         names = () if mode == "native" else _readable_tool_names(request, mode)
         try:
             return parse_chat_reply(data, tool_call_mode=mode, tool_names=names)
         except ReplyError as exc:
             raise self.reply_error(CHAT_PATH, exc, body=data, model=request.model) from exc
+
+    async def _continued(self, request: ModelRequest, body: dict[str, Any],
+                         data: Mapping[str, Any], turn: ModelTurn) -> ModelTurn:
+        """A constrained reply that is one call, where the schema allowed a list, asked once
+        more with :func:`~gramagent._models.jsoncalls.continued_list_schema`: the same
+        request, answered by a list that opens with that call, so the model chooses whether
+        more calls follow. Any other reply is returned as it is; so is the lone call when the
+        continuation cannot be read as one opening with it."""
+        if (len(turn.tool_calls) != 1 or turn.finish_reason == "length"
+                or not allows_several_calls(request.tools, request.tool_choice)):
+            return turn
+        written = lone_call(_reply_content(data), [t.name for t in request.tools])
+        if written is None:
+            return turn
+        more_body = dict(body, response_format=continued_list_response_format(
+            request.tools, written))
+        more = self._read(await self._post(more_body), request, "constrained")
+        return replace(turn, tool_calls=continued_calls(turn.tool_calls[0], more),
+                       usage=usage_sum(turn.usage, more.usage))
 
     async def stream_request(self, request: ModelRequest, on_text: TextSink) -> ModelTurn:
         """:meth:`request`, streamed: the text pieces go to ``on_text`` as they arrive.
@@ -249,11 +295,9 @@ class ChatCompletionsModel(HTTPAdapter):
                     sent.append(piece)
                     on_text(piece)
         data = assemble_chat_chunks(events)
-        names = _readable_tool_names(request, mode)
-        try:
-            turn = parse_chat_reply(data, tool_call_mode=mode, tool_names=names)
-        except ReplyError as exc:
-            raise self.reply_error(CHAT_PATH, exc, body=data, model=request.model) from exc
+        turn = self._read(data, request, mode)
+        if mode == "constrained" and self.continue_lone_calls:
+            turn = await self._continued(request, body, data, turn)
         streamed = "".join(sent)
         if turn.text and turn.text != streamed and turn.text.startswith(streamed):
             on_text(turn.text[len(streamed):])  # what could not be streamed (see above)
@@ -261,6 +305,16 @@ class ChatCompletionsModel(HTTPAdapter):
 
     def _tools_payload(self, tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
         return chat_tools(tools, functions=self.functions, strict=self.strict)
+
+
+def _reply_content(data: Mapping[str, Any]) -> str | None:
+    """The ``content`` of a reply's first choice (as :func:`parse_chat_reply` reads it)."""
+    choices = data.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        message = choices[0].get("message")
+        if isinstance(message, dict) and isinstance(message.get("content"), str):
+            return str(message["content"])
+    return None
 
 
 def _content_delta(chunk: Mapping[str, Any]) -> str | None:

@@ -40,9 +40,13 @@ __all__ = [
     "SEVERAL_CALLS_HINT",
     "STEP_SCHEMA_NAME",
     "StepTextStream",
-    "call_names_in",
-    "extract_json_calls",
     "allows_several_calls",
+    "call_names_in",
+    "continued_calls",
+    "continued_list_response_format",
+    "continued_list_schema",
+    "extract_json_calls",
+    "lone_call",
     "read_tool_step",
     "tool_step_content",
     "tool_step_response_format",
@@ -105,8 +109,7 @@ def tool_step_schema(tools: Sequence[ToolDefinition], tool_choice: ToolChoice) -
         variants, defs = [_FINAL_VARIANT], {}
     else:
         variants, defs = _tool_variants(tools)
-        one_call = variants[0] if len(variants) == 1 else {"anyOf": list(variants)}
-        variants.append({"type": "array", "items": one_call, "minItems": 1})
+        variants.append({"type": "array", "items": _one_call(variants), "minItems": 1})
         if tool_choice != "required":
             variants.append(_FINAL_VARIANT)
     schema: dict[str, Any] = dict(variants[0]) if len(variants) == 1 else {"anyOf": variants}
@@ -115,18 +118,52 @@ def tool_step_schema(tools: Sequence[ToolDefinition], tool_choice: ToolChoice) -
     return schema
 
 
+def continued_list_schema(tools: Sequence[ToolDefinition], written: Any) -> dict[str, Any]:
+    """The JSON Schema of a list of calls that opens with the call ``written``.
+
+    A JSON list whose first item is ``written`` (``prefixItems`` with a ``const``: the call
+    exactly as the model wrote it, decoded) and whose further items, if any, are calls to any
+    of ``tools``. Asked after a reply that was one call (:func:`lone_call`), it lets the model
+    itself choose between closing the list (``]``: that one call) and going on (``,``: more
+    calls), having seen its first call written as the opening of a list: small models asked
+    for several things at once often write only the first (bench/RESULTS.md, "BFCL").
+    """
+    variants, defs = _tool_variants(tools)
+    schema: dict[str, Any] = {
+        "type": "array",
+        "prefixItems": [{"const": written}],
+        "items": _one_call(variants),
+        "minItems": 1,
+    }
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
+def continued_list_response_format(tools: Sequence[ToolDefinition], written: Any
+                                   ) -> dict[str, Any]:
+    """The ``response_format`` carrying :func:`continued_list_schema` (as
+    :func:`tool_step_response_format`)."""
+    return _response_format(continued_list_schema(tools, written))
+
+
+def _one_call(variants: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The schema of one call to any of the tools whose ``variants`` these are."""
+    return variants[0] if len(variants) == 1 else {"anyOf": list(variants)}
+
+
 def tool_step_response_format(
     tools: Sequence[ToolDefinition], tool_choice: ToolChoice
 ) -> dict[str, Any]:
     """The ``response_format`` carrying :func:`tool_step_schema` (OpenAI's ``json_schema`` form,
     which llama.cpp's server reads as ``response_format.json_schema.schema``)."""
+    return _response_format(tool_step_schema(tools, tool_choice))
+
+
+def _response_format(schema: dict[str, Any]) -> dict[str, Any]:
     return {
         "type": "json_schema",
-        "json_schema": {
-            "name": STEP_SCHEMA_NAME,
-            "strict": False,
-            "schema": tool_step_schema(tools, tool_choice),
-        },
+        "json_schema": {"name": STEP_SCHEMA_NAME, "strict": False, "schema": schema},
     }
 
 
@@ -168,14 +205,9 @@ def read_tool_step(
       recovered when the text shows one (else ``""``, an unknown tool) and the arguments are the
       raw text (malformed JSON, reported as such).
     """
-    if content is None:
-        return None, ()
-    body = content.strip()
-    if body[:1] not in ("{", "["):
-        fenced = _FENCE.search(body)
-        if fenced is None or fenced.group(1).strip()[:1] not in ("{", "["):
-            return content, ()
-        body = fenced.group(1).strip()
+    body = _step_json(content)
+    if body is None:
+        return content, ()
     try:
         value = exact_json.loads(body)
     except ValueError:
@@ -196,6 +228,67 @@ def read_tool_step(
     if not texts:
         return None, (_broken_call(body),)
     return "\n".join(texts), ()
+
+
+def _step_json(content: str | None) -> str | None:
+    """The JSON text of a constrained step (``content`` stripped, or the inside of its code
+    fence), or None when ``content`` does not look like JSON (prose)."""
+    if content is None:
+        return None
+    body = content.strip()
+    if body[:1] not in ("{", "["):
+        fenced = _FENCE.search(body)
+        if fenced is None or fenced.group(1).strip()[:1] not in ("{", "["):
+            return None
+        body = fenced.group(1).strip()
+    return body
+
+
+def lone_call(content: str | None, tool_names: Collection[str]) -> dict[str, Any] | None:
+    """The call of a constrained step that is one call object, decoded; else None.
+
+    One call: a JSON object ``{"name": N, "arguments": {...}}`` with ``N`` in ``tool_names``
+    and arguments that are an object, not inside a list. A list (the model already chose how
+    many calls), the final answer, prose and JSON that cannot be read are None: only a lone
+    call is worth asking whether more calls follow (:func:`continued_list_schema`).
+    """
+    body = _step_json(content)
+    if body is None or not body.startswith("{"):
+        return None
+    try:
+        value = exact_json.loads(body)
+    except ValueError:
+        return None
+    if (isinstance(value, dict) and value.keys() == {"name", "arguments"}
+            and value["name"] in tool_names and value["name"] != FINAL_ANSWER
+            and isinstance(value["arguments"], dict)):
+        return value
+    return None
+
+
+def continued_calls(first: ToolCall, turn: ModelTurn) -> tuple[ToolCall, ...]:
+    """The calls of a reply to :func:`continued_list_schema` that opens with ``first``.
+
+    ``first`` (the lone call the model wrote before), then the further calls of ``turn``. When
+    ``turn``'s first call is not ``first`` (same name and the same arguments, decoded), as
+    from a server that did not enforce the ``const``, or its JSON could not be read (a reply
+    cut off by the token limit, a model repeating one call until it), ``first`` alone: the lone
+    call stands.
+    """
+    calls = turn.tool_calls
+    if turn.cut_off_calls or not calls or not _same_call(calls[0], first):
+        return (first,)
+    return (first, *calls[1:])
+
+
+def _same_call(call: ToolCall, other: ToolCall) -> bool:
+    if call.name != other.name:
+        return False
+    try:
+        return bool(exact_json.loads(call.arguments or "{}")
+                    == exact_json.loads(other.arguments or "{}"))
+    except ValueError:
+        return False
 
 
 def _read_step(step: Any, tool_names: Collection[str]) -> ToolCall | str | None:

@@ -488,8 +488,9 @@ class LocalModel:
 
         if self._chat is None or self._chat_url != server.base_url:
             await self.aclose()
+            options = {"continue_lone_calls": True, **self._chat_options}
             self._chat = ChatCompletionsModel(
-                server.base_url, None, tool_call_mode=self.tool_call_mode, **self._chat_options)
+                server.base_url, None, tool_call_mode=self.tool_call_mode, **options)
             self._chat_url = server.base_url
         return self._chat
 
@@ -524,7 +525,8 @@ def local_model(ref: ModelRef | str, **options: Any) -> LocalModel:
             see :mod:`gramagent._models.hybrid`), ``settings`` (request defaults, e.g.
             ``{"max_tokens": 256}``; temperature is 0 unless set), ``start_timeout``,
             ``progress``, ``cache_dir``; any other option goes to the Chat Completions
-            adapter.
+            adapter (``continue_lone_calls`` is on unless set to False: a lone call is asked
+            whether more calls follow).
 
     Raises:
         ConfigurationError: an unknown model name, a base URL or API key (the server is
