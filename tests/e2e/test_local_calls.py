@@ -2,8 +2,11 @@
 
 The step schema lets a reply hold a list of calls; these check that the real model uses it
 when a request asks for two things at once, and that each call reaches the caller as a call
-of its own, as parallel calls come from an API. ``tool_call_mode="hybrid"`` lets the model
-decline a function that does not fit, which constrained mode never does.
+of its own, as parallel calls come from an API. Where the model writes one call for a
+two-item request, asking it whether more calls follow (``continue_lone_calls``, on for the
+embedded model) brings the second; a one-item request stays one call.
+``tool_call_mode="hybrid"`` lets the model decline a function that does not fit, which
+constrained mode never does.
 """
 
 from __future__ import annotations
@@ -32,6 +35,21 @@ EM_FORCE = ToolDefinition(
             "d_time": {"type": "integer", "description": "The change in time in seconds."},
         },
         "required": ["b_field", "area", "d_time"],
+    },
+)
+
+
+HOUSE_PRICE = ToolDefinition(
+    name="ml.predict_house_price",
+    description="Predict house price using Machine Learning model given the house size and "
+    "location",
+    parameters={
+        "type": "object",
+        "properties": {
+            "location": {"type": "string", "description": "Location of the house"},
+            "size": {"type": "integer", "description": "Size of the house in square feet"},
+        },
+        "required": ["location", "size"],
     },
 )
 
@@ -88,3 +106,38 @@ async def test_a_two_call_request_yields_two_calls() -> None:
     assert len({c.id for c in turn.tool_calls}) == 2
     times = sorted(json.loads(c.arguments)["d_time"] for c in turn.tool_calls)
     assert times == [4, 10]
+
+
+async def test_a_lone_call_is_continued_to_the_calls_asked_for() -> None:
+    """BFCL's ``parallel_11`` (two houses): the 0.5B writes one call, for the first house;
+    asked whether more calls follow, it adds the second. Without the continuation the same
+    request gets the first call only."""
+    request = ModelRequest(
+        model="qwen2.5-coder-0.5b", instruction=INSTRUCTION,
+        messages=[UserMessage(content="Predict house price for a house of size 3000 sq ft. in "
+                              "location New York and 4000 sq ft. in Los Angeles using Machine "
+                              "Learning Model.")],
+        tools=[HOUSE_PRICE], tool_choice="auto")
+    async with local_model("qwen2.5-coder-0.5b") as model:
+        turn = await model.request(request)
+    async with local_model("qwen2.5-coder-0.5b", continue_lone_calls=False) as model:
+        alone = await model.request(request)
+    houses = sorted((json.loads(c.arguments)["size"], json.loads(c.arguments)["location"])
+                    for c in turn.tool_calls)
+    assert houses == [(3000, "New York"), (4000, "Los Angeles")], turn.tool_calls
+    assert len({c.id for c in turn.tool_calls}) == 2
+    assert turn.usage is not None and turn.usage.requests == 2
+    assert len(alone.tool_calls) == 1, alone.tool_calls
+
+
+async def test_a_one_item_request_stays_one_call() -> None:
+    """Asked for one thing, the model closes the list it is offered: one call, as before."""
+    request = ModelRequest(
+        model="qwen2.5-coder-0.5b", instruction=INSTRUCTION,
+        messages=[UserMessage(content="Predict the price of a 2500 sq ft. house in Boston.")],
+        tools=[HOUSE_PRICE], tool_choice="auto")
+    async with local_model("qwen2.5-coder-0.5b") as model:
+        turn = await model.request(request)
+    assert [json.loads(c.arguments) for c in turn.tool_calls] == [
+        {"location": "Boston", "size": 2500}], turn.tool_calls
+    assert turn.usage is not None and turn.usage.requests == 2

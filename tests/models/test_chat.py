@@ -3,6 +3,7 @@ constrained/text tool-call modes, over real HTTP against the scripted server."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -440,6 +441,79 @@ async def test_constrained_several_calls_in_one_reply(serve, make_request):
         assert turn.text is None
         assert [(c.name, c.arguments) for c in turn.tool_calls] == expected
         assert len({c.id for c in turn.tool_calls}) == 2
+
+
+def _continuation(body: dict[str, Any]) -> Any:
+    """The call a continuation request opens its list with (None for any other request)."""
+    schema = body["response_format"]["json_schema"]["schema"]
+    return schema["prefixItems"][0]["const"] if "prefixItems" in schema else None
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+async def test_continue_lone_calls_asks_whether_more_calls_follow(serve, make_request, tools,
+                                                                   stream):
+    """With ``continue_lone_calls``, a lone call is asked again as the opening of a list: the
+    same request with a schema whose first item is that call; the calls the model adds
+    follow it in the turn, whose usage counts both requests."""
+    alice = call("sayHello", {"name": "Alice"})
+    srv = serve([alice, calls(alice, call("getTime", {"city": "Oslo"}))])
+    async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="constrained",
+                                    continue_lone_calls=True, stream=stream) as model:
+        turn = await (model.stream_request(make_request(), lambda piece: None) if stream
+                      else model.request(make_request()))
+    assert [(c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [
+        ("sayHello", {"name": "Alice"}), ("getTime", {"city": "Oslo"})]
+    assert len({c.id for c in turn.tool_calls}) == 2
+    first, more = (r.body for r in srv.requests)
+    assert _continuation(first) is None
+    assert _continuation(more) == {"name": "sayHello", "arguments": {"name": "Alice"}}
+    schema = more["response_format"]["json_schema"]["schema"]
+    say, get = _variant("sayHello", tools[0].parameters), _variant("getTime", tools[1].parameters)
+    assert schema == {"type": "array", "prefixItems": [{"const": _continuation(more)}],
+                      "items": {"anyOf": [say, get]}, "minItems": 1}
+    assert more["messages"] == first["messages"]  # the server's prompt cache holds it
+    assert {k: v for k, v in more.items() if k != "response_format"} == {
+        k: v for k, v in first.items() if k != "response_format"}
+    assert turn.usage is not None and turn.usage.requests == 2
+
+
+async def test_continued_lone_call_that_closes_or_strays_stays_alone(serve, make_request):
+    """The model closing the list (``]``) leaves the lone call; so does a continuation that
+    does not open with it (a server that ignores ``const``)."""
+    alice = call("sayHello", {"name": "Alice"})
+    srv = serve([alice, calls(alice),
+                 alice, calls(call("getTime", {"city": "Oslo"}), alice)])
+    async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="constrained",
+                                    continue_lone_calls=True) as model:
+        for _ in range(2):
+            turn = await model.request(make_request())
+            assert [(c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [
+                ("sayHello", {"name": "Alice"})]
+    assert len(srv.requests) == 4
+
+
+@pytest.mark.parametrize(
+    ("script", "options"),
+    [
+        ([call("sayHello", {"name": "Alice"})], {"continue_lone_calls": False}),
+        ([calls(call("sayHello", {"name": "Alice"}), call("getTime", {"city": "Oslo"}))], {}),
+        ([reply("Hello!")], {}),
+        ([call("sayHello", {"name": "Alice"})], {"tool_choice": NamedToolChoice("sayHello")}),
+        ([reply('{"name": "sayHello", "arguments": {"name": "Al', raw=True)], {}),
+        ([reply('{"name": "nope", "arguments": {}}', raw=True)], {}),
+    ],
+    ids=["off", "a-list", "text", "named-tool", "broken", "not-offered"],
+)
+async def test_no_continuation_where_the_model_had_no_list_to_go_on_with(
+        serve, make_request, script, options):
+    """Only a readable lone call to an offered tool, where the schema allowed a list, is
+    continued, and only when asked for: one request otherwise."""
+    srv = serve(script)
+    on = options.pop("continue_lone_calls", True)
+    async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="constrained",
+                                    continue_lone_calls=on) as model:
+        await model.request(make_request(**options))
+    assert len(srv.requests) == 1
 
 
 async def test_constrained_list_with_a_broken_item_is_one_error_call(serve, make_request):

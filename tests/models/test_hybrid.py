@@ -54,6 +54,24 @@ async def test_several_valid_calls_are_taken(serve, make_request):
     assert len({c.id for c in turn.tool_calls}) == 2
 
 
+async def test_a_lone_free_call_is_continued_when_the_adapter_continues(serve, make_request):
+    """With ``continue_lone_calls``, a lone valid call of the free reply is asked whether more
+    calls follow (a constrained list opening with it), and the calls added follow it."""
+    srv = serve([reply('{"name": "getTime", "arguments": {"city": "Oslo"}}'),
+                 calls(call("getTime", {"city": "Oslo"}), call("getTime", {"city": "Rome"}))])
+    async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="hybrid",
+                                    continue_lone_calls=True) as model:
+        turn = await model.request(make_request())
+    assert [json.loads(c.arguments) for c in turn.tool_calls] == [{"city": "Oslo"},
+                                                                  {"city": "Rome"}]
+    free, more = (r.body for r in srv.requests)
+    assert "response_format" not in free
+    assert _schema(more)["prefixItems"] == [{"const": {"name": "getTime",
+                                                       "arguments": {"city": "Oslo"}}}]
+    assert more["messages"] == free["messages"]
+    assert turn.usage is not None and turn.usage.requests == 2
+
+
 @pytest.mark.parametrize("prose", ["It is noon in Paris.", "Use a sayHelloWorld function."])
 async def test_prose_is_the_answer(serve, make_request, prose):
     srv = serve([reply(prose)])

@@ -6,13 +6,17 @@ from __future__ import annotations
 import json
 
 import jsonschema
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gramagent._messages import ToolCall
 from gramagent._models.base import ModelTurn
 from gramagent._models.jsoncalls import (
+    continued_calls,
+    continued_list_schema,
     extract_json_calls,
+    lone_call,
     read_tool_step,
     tool_step_content,
     tool_step_schema,
@@ -143,3 +147,78 @@ def test_huge_integers_stay_valid_json():
     for reader in (extract_json_calls, read_tool_step):
         _, calls = reader(content, NAMES)
         assert json.loads(calls[0].arguments) == {"n": -9223372036854775809}
+
+
+# -- a lone call continued as a list ---------------------------------------------------------
+
+OSLO = {"name": "ship", "arguments": {"to": {"city": "Oslo"}}}
+
+
+def test_continued_list_schema_opens_with_the_written_call():
+    """The continuation accepts the written call alone or followed by any calls, and nothing
+    that does not open with it; the tools' $defs still resolve."""
+    schema = continued_list_schema([ADDRESS_TOOL, PING], OSLO)
+    assert schema["prefixItems"] == [{"const": OSLO}] and "Address" in schema["$defs"]
+    validator = jsonschema.Draft202012Validator(schema)
+    assert validator.is_valid([OSLO])
+    assert validator.is_valid([OSLO, {"name": "ping", "arguments": {}},
+                               {"name": "ship", "arguments": {"to": {"city": "Rome"}}}])
+    assert not validator.is_valid([])
+    assert not validator.is_valid(OSLO)
+    assert not validator.is_valid([{"name": "ship", "arguments": {"to": {"city": "Rome"}}}])
+    assert not validator.is_valid([{"name": "ping", "arguments": {}}, OSLO])
+    assert not validator.is_valid([OSLO, {"text": "done"}])
+    assert not validator.is_valid([OSLO, {"name": "ship", "arguments": {"to": {}}}])
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (json.dumps(OSLO), OSLO),
+        ("```json\n" + json.dumps(OSLO) + "\n```", OSLO),
+        ('  {"name": "ping", "arguments": {}}\n', {"name": "ping", "arguments": {}}),
+        ("[" + json.dumps(OSLO) + "]", None),  # a list: the model chose how many
+        ('{"text": "done"}', None),
+        ('{"name": "final_answer", "arguments": {"text": "done"}}', None),
+        ('{"name": "rm", "arguments": {}}', None),  # not an offered tool
+        ('{"name": "ping", "arguments": "x"}', None),
+        ('{"name": "ping", "arguments": {}, "id": "7"}', None),
+        ('{"name": "ping", "arguments": {', None),  # cut off
+        ("Shipped.", None),
+        (None, None),
+    ],
+)
+def test_lone_call_is_one_call_object_to_an_offered_tool(content, expected):
+    assert lone_call(content, ["ship", "ping"]) == expected
+
+
+def _turn(*items: tuple[str, str], cut_off: tuple[str, str] | None = None) -> ModelTurn:
+    made = tuple(ToolCall(id=f"c{i}", name=n, arguments=a) for i, (n, a) in enumerate(items))
+    cut = () if cut_off is None else (ToolCall(id="cut", name=cut_off[0], arguments=cut_off[1]),)
+    return ModelTurn(tool_calls=made, cut_off_calls=cut)
+
+
+arguments_objects = st.dictionaries(st.sampled_from(["a", "b", "to"]),
+                                    st.integers() | st.text(max_size=5), max_size=3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(arguments_objects, st.lists(st.tuples(st.sampled_from(NAMES), arguments_objects),
+                                   max_size=3),
+       st.sampled_from([(", ", ": "), (",", ":"), (",\n  ", ":  ")]))
+def test_continued_calls_keep_the_first_call_and_add_the_rest(arguments, more, separators):
+    """The continuation's further calls follow the lone call (kept as it was, id included),
+    however the server spaced the call it repeated; a continuation that does not open with
+    the lone call, or was cut off, leaves the lone call alone."""
+    first = ToolCall(id="lone", name="ship", arguments=json.dumps(arguments))
+    rest = [(n, json.dumps(a)) for n, a in more]
+    echoed = ("ship", json.dumps(arguments, separators=separators))
+    got = continued_calls(first, _turn(echoed, *rest))
+    assert got[0] is first
+    assert [(c.name, json.loads(c.arguments)) for c in got[1:]] == [
+        (n, json.loads(a)) for n, a in rest]
+    assert continued_calls(first, _turn(("ping", echoed[1]), *rest)) == (first,)
+    assert continued_calls(first, _turn(("ship", json.dumps({**arguments, "x": 1})),
+                                        *rest)) == (first,)
+    assert continued_calls(first, _turn(echoed, cut_off=("ping", '{"a": '))) == (first,)
+    assert continued_calls(first, _turn()) == (first,)

@@ -207,7 +207,7 @@ class ChatCompletionsModel(HTTPAdapter):
             ConfigurationError: a constrained ``tool_choice`` naming a tool not offered.
         """
         if self.tool_call_mode == "hybrid":
-            return hybrid_turn(request, self._exchange)
+            return hybrid_turn(request, self._exchange, self._continued)
         return self._exchange(request, self.tool_call_mode)
 
     async def _exchange(self, request: ModelRequest, mode: WireMode) -> ModelTurn:
@@ -222,8 +222,8 @@ class ChatCompletionsModel(HTTPAdapter):
         )
         data = await self._post(body)
         turn = self._read(data, request, mode)
-        if mode == "constrained" and self.continue_lone_calls:
-            turn = await self._continued(request, body, data, turn)
+        if mode == "constrained":
+            turn = await self._continued(request, turn, _reply_content(data) or "")
         return turn
 
     async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -240,22 +240,29 @@ class ChatCompletionsModel(HTTPAdapter):
         except ReplyError as exc:
             raise self.reply_error(CHAT_PATH, exc, body=data, model=request.model) from exc
 
-    async def _continued(self, request: ModelRequest, body: dict[str, Any],
-                         data: Mapping[str, Any], turn: ModelTurn) -> ModelTurn:
-        """A constrained reply that is one call, where the schema allowed a list, asked once
+    async def _continued(self, request: ModelRequest, turn: ModelTurn,
+                         content: str | None = None) -> ModelTurn:
+        """A reply that is one call, where the constrained schema allows a list, asked once
         more with :func:`~gramagent._models.jsoncalls.continued_list_schema`: the same
         request, answered by a list that opens with that call, so the model chooses whether
-        more calls follow. Any other reply is returned as it is; so is the lone call when the
-        continuation cannot be read as one opening with it."""
-        if (len(turn.tool_calls) != 1 or turn.finish_reason == "length"
+        more calls follow. ``content``: the constrained reply as written (a list of one call
+        is not continued: the model closed it); None for a call read from free text (hybrid).
+        Any other reply is returned as it is; so is the lone call when the continuation cannot
+        be read as a list opening with it."""
+        if (not self.continue_lone_calls or len(turn.tool_calls) != 1
+                or turn.finish_reason == "length"
                 or not allows_several_calls(request.tools, request.tool_choice)):
             return turn
-        written = lone_call(_reply_content(data), [t.name for t in request.tools])
+        written = lone_call(tool_step_content(turn) if content is None else content,
+                            [t.name for t in request.tools])
         if written is None:
             return turn
-        more_body = dict(body, response_format=continued_list_response_format(
-            request.tools, written))
-        more = self._read(await self._post(more_body), request, "constrained")
+        body = build_chat_body(
+            request, functions=self.functions, tool_call_mode="constrained", stream=self.stream,
+            strict=self.strict, tools_payload=self._tools.get(request.tools),
+        )
+        body["response_format"] = continued_list_response_format(request.tools, written)
+        more = self._read(await self._post(body), request, "constrained")
         return replace(turn, tool_calls=continued_calls(turn.tool_calls[0], more),
                        usage=usage_sum(turn.usage, more.usage))
 
@@ -272,7 +279,7 @@ class ChatCompletionsModel(HTTPAdapter):
             ConfigurationError: as :meth:`request`.
         """
         if self.tool_call_mode == "hybrid":
-            turn = await hybrid_turn(request, self._exchange)
+            turn = await hybrid_turn(request, self._exchange, self._continued)
             if turn.text:
                 on_text(turn.text)
             return turn
@@ -296,8 +303,8 @@ class ChatCompletionsModel(HTTPAdapter):
                     on_text(piece)
         data = assemble_chat_chunks(events)
         turn = self._read(data, request, mode)
-        if mode == "constrained" and self.continue_lone_calls:
-            turn = await self._continued(request, body, data, turn)
+        if mode == "constrained":
+            turn = await self._continued(request, turn, _reply_content(data) or "")
         streamed = "".join(sent)
         if turn.text and turn.text != streamed and turn.text.startswith(streamed):
             on_text(turn.text[len(streamed):])  # what could not be streamed (see above)

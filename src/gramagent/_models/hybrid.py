@@ -11,7 +11,8 @@ as the safety net for calls:
    with the constrained mode's sentence about lists of calls (without it the 1.5B wrote one
    call where BFCL's ``parallel`` asks for several).
 2. Calls to offered tools whose arguments are a JSON object valid against the tool's schema
-   are the turn, as they are.
+   are the turn, as they are (a lone call is asked whether more follow, when the adapter
+   continues lone calls).
 3. A call to an offered tool with arguments that do not parse or validate, or a call whose
    JSON is broken (an offered name in a ``"name"`` field that could not be read), is asked
    again under the constrained step schema: that tool's variant when one call was meant, every
@@ -52,6 +53,9 @@ WireMode: TypeAlias = Literal["native", "constrained", "text"]
 Send: TypeAlias = Callable[[ModelRequest, WireMode], Awaitable[ModelTurn]]
 """Sends one request in one wire mode and reads the reply."""
 
+More: TypeAlias = Callable[[ModelRequest, ModelTurn], Awaitable[ModelTurn]]
+"""Takes a request and the calls read from its free reply; returns the turn to keep."""
+
 FreeKind: TypeAlias = Literal["calls", "retry", "declined", "text"]
 
 
@@ -90,8 +94,11 @@ def read_free_reply(turn: ModelTurn, tools: Sequence[ToolDefinition]) -> FreeRep
     return FreeReply("text")
 
 
-async def hybrid_turn(request: ModelRequest, send: Send) -> ModelTurn:
-    """One hybrid step (see the module docs): one to two requests through ``send``.
+async def hybrid_turn(request: ModelRequest, send: Send, more: More | None = None
+                      ) -> ModelTurn:
+    """One hybrid step (see the module docs): one to two requests through ``send``; valid
+    calls of the free reply then go through ``more`` (the adapter asks a lone call whether
+    more calls follow).
 
     Raises:
         ModelAPIError: as ``send``.
@@ -104,7 +111,8 @@ async def hybrid_turn(request: ModelRequest, send: Send) -> ModelTurn:
     free = await send(replace(request, instruction=instruction), "text")
     reply = read_free_reply(free, request.tools)
     if reply.kind == "calls":
-        return replace(free, tool_calls=reply.calls, cut_off_calls=())
+        turn = replace(free, tool_calls=reply.calls, cut_off_calls=())
+        return turn if more is None else await more(request, turn)
     if reply.kind == "text":
         return free
     if reply.kind == "declined":
