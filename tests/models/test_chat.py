@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gramagent._messages import ToolCall
+from gramagent._messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from gramagent._models.base import ModelTurn, NamedToolChoice
 from gramagent._models.chat import (
     ChatCompletionsModel,
@@ -443,6 +443,14 @@ async def test_constrained_several_calls_in_one_reply(serve, make_request):
         assert len({c.id for c in turn.tool_calls}) == 2
 
 
+AFTER_RESULT = (
+    UserMessage(content="Greet Alice"),
+    AssistantMessage(content=None, tool_calls=(
+        ToolCall(id="a", name="sayHello", arguments='{"name": "Alice"}'),)),
+    ToolResultMessage(call_id="a", name="sayHello", content="Hello, Alice!"),
+)
+
+
 def _continuation(body: dict[str, Any]) -> Any:
     """The call a continuation request opens its list with (None for any other request)."""
     schema = body["response_format"]["json_schema"]["schema"]
@@ -501,13 +509,14 @@ async def test_continued_lone_call_that_closes_or_strays_stays_alone(serve, make
         ([call("sayHello", {"name": "Alice"})], {"tool_choice": NamedToolChoice("sayHello")}),
         ([reply('{"name": "sayHello", "arguments": {"name": "Al', raw=True)], {}),
         ([reply('{"name": "nope", "arguments": {}}', raw=True)], {}),
+        ([call("sayHello", {"name": "Alice"})], {"messages": AFTER_RESULT}),
     ],
-    ids=["off", "a-list", "text", "named-tool", "broken", "not-offered"],
+    ids=["off", "a-list", "text", "named-tool", "broken", "not-offered", "after-results"],
 )
 async def test_no_continuation_where_the_model_had_no_list_to_go_on_with(
         serve, make_request, script, options):
-    """Only a readable lone call to an offered tool, where the schema allowed a list, is
-    continued, and only when asked for: one request otherwise."""
+    """Only a readable lone call to an offered tool, in reply to the user's message, where the
+    schema allowed a list, is continued, and only when asked for: one request otherwise."""
     srv = serve(script)
     on = options.pop("continue_lone_calls", True)
     async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="constrained",

@@ -247,11 +247,15 @@ class ChatCompletionsModel(HTTPAdapter):
         request, answered by a list that opens with that call, so the model chooses whether
         more calls follow. ``content``: the constrained reply as written (a list of one call
         is not continued: the model closed it); None for a call read from free text (hybrid).
-        Any other reply is returned as it is; so is the lone call when the continuation cannot
-        be read as a list opening with it."""
+        Only the reply to a user's message is continued: after tool results the loop gives
+        the model another turn for its next call anyway, and each continuation costs the
+        call's tokens again (bench/RESULTS.md, "BFCL"). Any other reply is returned as it
+        is; so is the lone call when the continuation cannot be read as a list opening with
+        it."""
         if (not self.continue_lone_calls or len(turn.tool_calls) != 1
                 or turn.finish_reason == "length"
-                or not allows_several_calls(request.tools, request.tool_choice)):
+                or not allows_several_calls(request.tools, request.tool_choice)
+                or not request.messages or not isinstance(request.messages[-1], UserMessage)):
             return turn
         written = lone_call(tool_step_content(turn) if content is None else content,
                             [t.name for t in request.tools])
