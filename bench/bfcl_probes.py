@@ -24,6 +24,15 @@ embedded llama.cpp server directly with a variant of the constrained request.
 ``decide-first``
     Every variant opens with ``"a_function_fits"``: ``true`` before a call, ``false`` before
     the final answer, so the first choice the model makes is a yes/no question.
+``first-bracket``
+    The ordinary constrained request with ``logprobs``: prints the probability the model gave
+    the first token opening a list (``[``, ``[\n``) and an object (``{``, ``{"``, ``{\n``),
+    as llama.cpp reports it, to see whether the model's own preference tells a several-call
+    request from a one-call one. Scores the reply as it is.
+``continue-lists``
+    A reply that is a list of calls is asked again under a schema whose first items are its
+    calls (``prefixItems`` with ``const``) and whose further items are free: does the model
+    go on where it closed a list a call short? Scores the continued list.
 ``ask-first``
     A first constrained request asks the question outright: the conversation plus a user
     message ``ASK_FIRST`` (or ``--question``), answered by ``{"answer": "yes" | "no"}``; "no"
@@ -40,6 +49,8 @@ Usage::
         --model local/qwen2.5-coder-1.5b
     python bench/bfcl_probes.py thought-first --category irrelevance --limit 10
     python bench/bfcl_probes.py decide-first --category simple_python --limit 10
+    python bench/bfcl_probes.py first-bracket --category parallel --limit 12
+    python bench/bfcl_probes.py continue-lists --category parallel --limit 12
     python bench/bfcl_probes.py ask-first --category irrelevance --limit 6 \
         --model local/qwen2.5-coder-1.5b
 """
@@ -57,7 +68,7 @@ from typing import Any
 
 from gramagent._models.chat import build_chat_body, parse_chat_reply
 from gramagent._models.http import HTTPClient
-from gramagent._models.jsoncalls import FINAL_ANSWER
+from gramagent._models.jsoncalls import FINAL_ANSWER, continued_list_schema
 from gramagent._models.local import local_model
 from gramagent._spec.model import ModelRef
 
@@ -104,6 +115,16 @@ def _p_no(choice: dict[str, Any]) -> float:
     return 0.0
 
 
+def _first_brackets(choice: dict[str, Any]) -> str:
+    """The reported probabilities of the first token opening a list and an object."""
+    first = ((choice.get("logprobs") or {}).get("content") or [{}])[0]
+    tops = {t["token"]: math.exp(t["logprob"]) for t in first.get("top_logprobs", [])}
+    opens_list = sum(p for token, p in tops.items() if token.strip().startswith("["))
+    opens_object = sum(p for token, p in tops.items() if token.strip().startswith("{"))
+    best = max(tops, key=tops.__getitem__) if tops else None
+    return f"p([) {opens_list:.3f}  p({{) {opens_object:.3f}  top {best!r}"
+
+
 async def probe(kind: str, case: dict[str, Any], category: str, api: HTTPClient,
                 root: HTTPClient, question: str = ASK_FIRST,
                 decline_on: str = "no") -> tuple[bool, str]:
@@ -137,6 +158,25 @@ async def probe(kind: str, case: dict[str, Any], category: str, api: HTTPClient,
             return category.endswith("irrelevance"), decided.get("content") or ""
         data = await api.post_json("/chat/completions", body)
         raw = data["choices"][0]["message"].get("content") or ""
+    elif kind == "first-bracket":
+        data = await api.post_json("/chat/completions", dict(body, logprobs=True,
+                                                             top_logprobs=8))
+        raw = data["choices"][0]["message"].get("content") or ""
+        print(f"  {_first_brackets(data['choices'][0])}", file=sys.stderr, flush=True)
+    elif kind == "continue-lists":
+        data = await api.post_json("/chat/completions", body)
+        raw = data["choices"][0]["message"].get("content") or ""
+        if raw.lstrip().startswith("["):
+            written = json.loads(raw)
+            continued = continued_list_schema(request.tools, written[0])
+            continued["prefixItems"] = [{"const": item} for item in written]
+            more = dict(body, response_format=dict(
+                body["response_format"], json_schema=dict(
+                    body["response_format"]["json_schema"], schema=continued)))
+            data = await api.post_json("/chat/completions", more)
+            added = data["choices"][0]["message"].get("content") or ""
+            print(f"  a list of {len(written)} continued to {len(json.loads(added))}",
+                  file=sys.stderr, flush=True)
     elif kind in ("thought-first", "decide-first"):
         variants = schema["anyOf"]
         for i, variant in enumerate(variants):
@@ -201,6 +241,7 @@ async def main_async(args: argparse.Namespace) -> None:
                       file=sys.stderr, flush=True)
         decided = "declined" if args.category.endswith("irrelevance") else "correct"
         what = {"free-name": "named an offered function", "named-final": decided,
+                "first-bracket": decided, "continue-lists": decided,
                 "thought-first": decided, "decide-first": decided, "ask-first": decided,
                 "fence": "correct", "tag": "correct"}[args.kind]
         print(f"{args.kind} {args.model} {args.category} cases {len(cases)}: {what} {good}"
@@ -214,7 +255,8 @@ async def main_async(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kind", choices=("fence", "tag", "free-name", "named-final",
-                                         "thought-first", "decide-first", "ask-first"))
+                                         "thought-first", "decide-first", "ask-first",
+                                         "first-bracket", "continue-lists"))
     parser.add_argument("--model", default="local/qwen2.5-coder-0.5b")
     parser.add_argument("--category", default="simple_python")
     parser.add_argument("--limit", type=int, default=50)

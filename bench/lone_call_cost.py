@@ -5,8 +5,8 @@ bench/RESULTS.md "BFCL", issue 19): one more request whose schema is a list open
 call, so the model chooses between ``]`` and ``,``. A reply that is one call, like the
 hello-world agent's ``sayHello``, pays for that request. This runs the hello-world agent on
 "Hi, I'm Alice" with the continuation on and off, alternating, on one embedded server (both
-models share it), and prints the median seconds of the whole run and of its first model
-request (the call), with the ratio on/off, and the tokens of each.
+models share it), and prints the median seconds of a run with the ratio on/off, and the
+steps, calls and tokens of a run.
 
 Usage::
 
@@ -30,12 +30,14 @@ from gramagent.tools import builtin_library
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "hello_world.gram"
 
 
-async def one_run(agent: Any, model: LocalModel) -> tuple[float, int, int]:
-    """Seconds of the whole run, its requests, and the calls it made."""
+async def one_run(agent: Any, model: LocalModel) -> tuple[float, str]:
+    """Seconds of the whole run, and what it did (steps, calls, tokens)."""
     start = time.perf_counter()
     response = await run_agent(agent, "Hi, I'm Alice", library=builtin_library(), model=model)
     seconds = time.perf_counter() - start
-    return seconds, response.usage.requests, len(response.tool_invocations)
+    usage = response.usage
+    return seconds, (f"{usage.requests} model steps, {len(response.tool_invocations)} tool "
+                     f"calls, {usage.input_tokens} + {usage.output_tokens} tokens")
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -45,23 +47,21 @@ async def main_async(args: argparse.Namespace) -> None:
         "off": local_model(agent.model, threads=args.threads, continue_lone_calls=False),
     }
     times: dict[str, list[float]] = {"on": [], "off": []}
-    shape: dict[str, tuple[int, int]] = {}
+    shape: dict[str, str] = {}
     try:
         for model in models.values():
             await model.start()
             await one_run(agent, model)  # warm the prompt cache and the pages
         for _ in range(args.rounds):
             for name, model in models.items():
-                seconds, requests, calls = await one_run(agent, model)
+                seconds, shape[name] = await one_run(agent, model)
                 times[name].append(seconds)
-                shape[name] = (requests, calls)
     finally:
         for model in models.values():
             await model.aclose()
     for name in ("off", "on"):
-        requests, calls = shape[name]
         print(f"continuation {name:<3}: median {statistics.median(times[name]):.2f} s per run "
-              f"({args.rounds} runs; {requests} requests, {calls} tool calls a run)")
+              f"({args.rounds} runs; the last: {shape[name]})")
     ratio = statistics.median(times["on"]) / statistics.median(times["off"])
     print(f"ratio on/off: {ratio:.2f}")
 
