@@ -38,7 +38,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, TypeAlias
 
-from gramagent._messages import ToolCall, Usage, UserMessage
+from gramagent._messages import ToolCall, UserMessage
+from gramagent._models._wire import usage_sum
 from gramagent._models.base import ModelRequest, ModelTurn, NamedToolChoice
 from gramagent._models.jsoncalls import SEVERAL_CALLS_HINT, call_names_in
 from gramagent._spec.definition import ToolDefinition
@@ -122,7 +123,7 @@ async def hybrid_turn(request: ModelRequest, send: Send, more: More | None = Non
     else:
         again = replace(request, tool_choice="required")
     turn = await send(again, "constrained")
-    return replace(turn, usage=_sum(free.usage, turn.usage))
+    return replace(turn, usage=usage_sum(free.usage, turn.usage))
 
 
 def _is_a_decision(request: ModelRequest) -> bool:
@@ -160,10 +161,4 @@ def _valid_arguments(call: ToolCall, tool: ToolDefinition) -> bool:
         return compile_validator(tool.parameters).is_valid(arguments)
     except SchemaError:
         return True  # a schema the validator cannot compile: the tool will say
-
-
-def _sum(first: Usage | None, second: Usage | None) -> Usage | None:
-    if first is None or second is None:
-        return second or first
-    return first + second
 
