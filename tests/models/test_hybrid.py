@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from gramagent._messages import ToolCall, Usage
 from gramagent._models.base import ModelTurn, NamedToolChoice
 from gramagent._models.chat import ChatCompletionsModel, parse_chat_reply
-from gramagent._models.hybrid import read_free_reply
+from gramagent._models.hybrid import CALL_RATHER_THAN_SOLVE, read_free_reply
 from gramagent._models.jsoncalls import SEVERAL_CALLS_HINT, tool_step_schema
 from gramagent.testing import call, calls, http_response, reply
 
@@ -32,15 +32,17 @@ async def _hybrid(srv, request, *, stream: bool = False):
 
 
 async def test_valid_call_to_an_offered_tool_is_taken_from_one_free_request(serve, make_request):
-    """The first request is unconstrained (no response_format, tool_choice auto, the hint about
-    lists); a valid call in its reply is the turn, and nothing more is asked."""
+    """The first request is unconstrained (no response_format, tool_choice auto, the hints about
+    lists and about calling rather than solving); a valid call in its reply is the turn, and
+    nothing more is asked."""
     srv = serve([reply('```json\n{"name": "getTime", "arguments": {"city": "Oslo"}}\n```')])
     turn = await _hybrid(srv, make_request())
     assert len(srv.requests) == 1
     body = srv.requests[0].body
     assert "response_format" not in body
     assert body["tool_choice"] == "auto"
-    assert body["messages"][0]["content"] == f"You greet people.\n\n{SEVERAL_CALLS_HINT}"
+    assert body["messages"][0]["content"] == (
+        f"You greet people.\n\n{SEVERAL_CALLS_HINT}\n\n{CALL_RATHER_THAN_SOLVE}")
     assert [(c.name, c.arguments) for c in turn.tool_calls] == [("getTime", '{"city":"Oslo"}')]
     assert turn.text is None
 

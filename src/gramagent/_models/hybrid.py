@@ -9,7 +9,8 @@ as the safety net for calls:
 
 1. The request goes out unconstrained (``text`` mode: calls written as JSON are recovered),
    with the constrained mode's sentence about lists of calls (without it the 1.5B wrote one
-   call where BFCL's ``parallel`` asks for several).
+   call where BFCL's ``parallel`` asks for several) and :data:`CALL_RATHER_THAN_SOLVE` (without
+   it the 1.5B solved a quadratic itself when offered a quadratic solver).
 2. Calls to offered tools whose arguments are a JSON object valid against the tool's schema
    are the turn, as they are (a lone call is asked whether more follow, when the adapter
    continues lone calls).
@@ -46,7 +47,16 @@ from gramagent._spec.definition import ToolDefinition
 from gramagent._spec.validate import compile_validator
 from gramagent.errors import SchemaError
 
-__all__ = ["FreeReply", "WireMode", "hybrid_turn", "read_free_reply"]
+__all__ = ["CALL_RATHER_THAN_SOLVE", "FreeReply", "WireMode", "hybrid_turn", "read_free_reply"]
+
+CALL_RATHER_THAN_SOLVE = (
+    "Whenever one of the provided functions can compute or look up what the user asks, call "
+    "it instead of working the answer out yourself; answer in text only when no provided "
+    "function fits the request."
+)
+"""The free step's last paragraph: left free, the 1.5B worked out in prose what an offered
+function computes (roots of a quadratic, a free-fall speed); told this, it calls the function
+and still answers in prose where none fits (bench/RESULTS.md, "BFCL", issue 19)."""
 
 WireMode: TypeAlias = Literal["native", "constrained", "text"]
 """The modes one request goes out in (``hybrid`` is made of ``text`` and ``constrained``)."""
@@ -107,8 +117,8 @@ async def hybrid_turn(request: ModelRequest, send: Send, more: More | None = Non
     """
     if not _is_a_decision(request):
         return await send(request, "constrained")
-    instruction = (f"{request.instruction}\n\n{SEVERAL_CALLS_HINT}" if request.instruction
-                   else SEVERAL_CALLS_HINT)
+    hints = f"{SEVERAL_CALLS_HINT}\n\n{CALL_RATHER_THAN_SOLVE}"
+    instruction = f"{request.instruction}\n\n{hints}" if request.instruction else hints
     free = await send(replace(request, instruction=instruction), "text")
     reply = read_free_reply(free, request.tools)
     if reply.kind == "calls":
