@@ -70,7 +70,10 @@ async def test_a_lone_free_call_is_continued_when_the_adapter_continues(serve, m
     assert "response_format" not in free
     assert _schema(more)["prefixItems"] == [{"const": {"name": "getTime",
                                                        "arguments": {"city": "Oslo"}}}]
-    assert more["messages"] == free["messages"]
+    # the constrained request's instruction (the hint about lists, without the free step's
+    # sentence about calling rather than solving), then the same conversation
+    assert more["messages"][0]["content"] == f"You greet people.\n\n{SEVERAL_CALLS_HINT}"
+    assert more["messages"][1:] == free["messages"][1:]
     assert turn.usage is not None and turn.usage.requests == 2
 
 
