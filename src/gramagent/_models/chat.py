@@ -226,11 +226,15 @@ class ChatCompletionsModel(HTTPAdapter):
             turn = await self._continued(request, turn, _reply_content(data) or "")
         return turn
 
-    async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Send ``body`` (streamed when it says so) and return the reply, assembled."""
+    def _post(self, body: dict[str, Any]) -> Coroutine[Any, Any, dict[str, Any]]:
+        """Send ``body`` (streamed when it says so); to be awaited for the reply, assembled
+        (the request's own coroutine when not streamed: no coroutine of its own around it)."""
         if body.get("stream") is True:
-            return assemble_chat_chunks(await self.http.post_sse(CHAT_PATH, body))
-        return await self.http.post_json(CHAT_PATH, body)
+            return self._post_streamed(body)
+        return self.http.post_json(CHAT_PATH, body)
+
+    async def _post_streamed(self, body: dict[str, Any]) -> dict[str, Any]:
+        return assemble_chat_chunks(await self.http.post_sse(CHAT_PATH, body))
 
     def _read(self, data: Mapping[str, Any], request: ModelRequest, mode: WireMode
               ) -> ModelTurn:
