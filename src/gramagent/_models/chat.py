@@ -220,11 +220,20 @@ class ChatCompletionsModel(HTTPAdapter):
             strict=self.strict,
             tools_payload=self._tools.get(request.tools),
         )
-        data = await self._post(body)
-        turn = self._read(data, request, mode)
-        if mode == "constrained":
-            turn = await self._continued(request, turn, _reply_content(data) or "")
-        return turn
+        if mode != "native":
+            data = await self._post(body)
+            turn = self._read(data, request, mode)
+            if mode == "constrained":
+                turn = await self._continued(request, turn, _reply_content(data) or "")
+            return turn
+        # The usual request, in the fewest frames (each costs measurably per request:
+        # bench/RESULTS.md, issue 18): what _post and _read do, in line.
+        data = await (self._post_streamed(body) if self.stream
+                      else self.http.post_json(CHAT_PATH, body))
+        try:
+            return parse_chat_reply(data, tool_call_mode=mode, tool_names=())
+        except ReplyError as exc:
+            raise self.reply_error(CHAT_PATH, exc, body=data, model=request.model) from exc
 
     def _post(self, body: dict[str, Any]) -> Coroutine[Any, Any, dict[str, Any]]:
         """Send ``body`` (streamed when it says so); to be awaited for the reply, assembled
