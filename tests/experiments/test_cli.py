@@ -129,8 +129,15 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path: Path) -> No
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
         command = [sys.executable, "-m", "gramagent", "experiment", "run", str(path), "-c", "2"]
-        child = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
+        # A shell that starts the suite in the background has it ignore SIGINT, and a child
+        # inherits an ignored signal: start the command as from a terminal, where Ctrl-C
+        # means what it means (a Python handler is not inherited: the child gets the default).
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            child = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        finally:
+            signal.signal(signal.SIGINT, previous)
         store = tmp_path / "greetings.sqlite"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and child.poll() is None:
