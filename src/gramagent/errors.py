@@ -275,11 +275,6 @@ class LimitExceeded(RunError):
                 "observed": self.observed}
 
 
-def _rebuild(cls: type[Exception], args: tuple[Any, ...], state: dict[str, Any]) -> Exception:
-    """Unpickle an error whose constructor takes keyword-only state."""
-    return cls(*args, **state)
-
-
 class ApprovalError(RunError):
     """The ``approve`` callback of a run raised; its exception is ``__cause__``.
 
@@ -288,3 +283,9 @@ class ApprovalError(RunError):
     :func:`~gramagent.resume_agent`, giving a decision for each of those calls (``True`` for
     one that needs no approval runs it as it would have run).
     """
+
+
+def _rebuild(cls: type[Exception], args: tuple[Any, ...], state: dict[str, Any]) -> Exception:
+    """Unpickle an error whose constructor takes keyword-only state."""
+    return cls(*args, **state)
+

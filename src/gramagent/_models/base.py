@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from gramagent._frozen import constructor
-from gramagent._messages import Message, ToolCall, Usage
+from gramagent._messages import Message, ToolCall, Usage, UserMessage
 from gramagent._spec.definition import ToolDefinition
 
 __all__ = [
@@ -57,6 +57,12 @@ class ModelRequest:
     rendered: dict[str, Any] | None = None
     """Where an adapter may keep its rendering of ``messages`` for the next request of the same
     conversation (:attr:`~gramagent._messages.Conversation.rendered`); None: render them all."""
+
+    @property
+    def replies_to_user(self) -> bool:
+        """Whether the reply answers the user's message (the last one), not tool results."""
+        messages = self.messages
+        return bool(messages) and isinstance(messages[-1], UserMessage)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

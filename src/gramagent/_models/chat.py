@@ -238,7 +238,7 @@ class ChatCompletionsModel(HTTPAdapter):
     def _post(self, body: dict[str, Any]) -> Coroutine[Any, Any, dict[str, Any]]:
         """Send ``body`` (streamed when it says so); to be awaited for the reply, assembled
         (the request's own coroutine when not streamed: no coroutine of its own around it)."""
-        if body.get("stream") is True:
+        if self.stream:
             return self._post_streamed(body)
         return self.http.post_json(CHAT_PATH, body)
 
@@ -268,7 +268,7 @@ class ChatCompletionsModel(HTTPAdapter):
         if (not self.continue_lone_calls or len(turn.tool_calls) != 1
                 or turn.finish_reason == "length"
                 or not allows_several_calls(request.tools, request.tool_choice)
-                or not request.messages or not isinstance(request.messages[-1], UserMessage)):
+                or not request.replies_to_user):
             return turn
         written = lone_call(tool_step_content(turn) if content is None else content,
                             [t.name for t in request.tools])

@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, TypeAlias
 
-from gramagent._messages import ToolCall, UserMessage
+from gramagent._messages import ToolCall
 from gramagent._models._wire import usage_sum
 from gramagent._models.base import ModelRequest, ModelTurn, NamedToolChoice
 from gramagent._models.jsoncalls import SEVERAL_CALLS_HINT, call_names_in
@@ -141,8 +141,7 @@ def _is_a_decision(request: ModelRequest) -> bool:
     offered, ``tool_choice="auto"``, and a user message last (after tool results the step
     goes out constrained: left free there, the 0.5B repeats its last call until ``max_tokens``,
     bench/RESULTS.md)."""
-    return (bool(request.tools) and request.tool_choice == "auto"
-            and bool(request.messages) and isinstance(request.messages[-1], UserMessage))
+    return bool(request.tools) and request.tool_choice == "auto" and request.replies_to_user
 
 
 def _mentions(text: str | None, name: str) -> bool:

@@ -447,13 +447,14 @@ class ToolCalls:
         assert tool is not None and isinstance(c.arguments, dict)
         if self.tracer is not None or self.dry_run:
             return self._execute(c, remaining)
-        ctx = None if tool.context_param is None else self._prepare(tool, c, remaining)[1]
-        ran = run_inline(tool, c.arguments, context=ctx,
+        prepared = None if tool.context_param is None else self._prepare(tool, c, remaining)
+        ran = run_inline(tool, c.arguments, context=None if prepared is None else prepared[1],
                          max_output_chars=self.budget.limits.max_tool_output_chars,
                          done=partial(self._finished, c) if self.sinks else None)
         if isinstance(ran, Outcome):
             return ran
-        return ran(self._prepare(tool, c, remaining)[0])  # an awaitable: under the timeout
+        # An awaitable: under the timeout.
+        return ran((prepared or self._prepare(tool, c, remaining))[0])
 
     def _finished(self, c: _Call, outcome: Outcome) -> None:
         self._emit_result(c, outcome.error_type, outcome.event_message)
