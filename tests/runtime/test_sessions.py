@@ -6,12 +6,17 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from runtime_support import ModelFactory, Tools, user_texts
 
 from gramagent._messages import AssistantMessage, Conversation, UserMessage
@@ -160,3 +165,36 @@ def test_default_path_follows_the_environment(monkeypatch: pytest.MonkeyPatch,
     assert default_store_path() == tmp_path / "gramagent" / "sessions.sqlite3"
     monkeypatch.setenv("GRAMAGENT_DATA_DIR", str(tmp_path / "d"))
     assert default_store_path() == tmp_path / "d" / "sessions.sqlite3"
+
+
+_INT64 = st.integers(-(2**63), 2**63 - 1)  # what orjson and SQLite take
+_JSON_LEAF = st.none() | st.booleans() | _INT64 | st.floats(allow_nan=False) | st.text(max_size=5)
+_JSON = st.recursive(_JSON_LEAF, lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.sampled_from(
+                         ["kind", "content", "tool_calls", "call_id", "name", "id", "arguments",
+                          "x"]), inner, max_size=4), max_leaves=10)
+_BODIES = st.one_of(
+    _JSON.map(lambda v: orjson.dumps(v).decode()),
+    st.sampled_from(["{", "", "not json", '{"kind": "user"}', '{"kind": "user", "content": 5}',
+                     '{"kind": "assistant", "tool_calls": [{"id": 1}]}']),
+    st.binary(max_size=8), _INT64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(body=_BODIES)
+def test_a_damaged_message_is_a_configuration_error(body: Any) -> None:
+    """Whatever a stored message row holds, loading the session gives its conversation or a
+    ConfigurationError naming the store, the session and the message: never another error
+    (the CLI would call it a bug in gramagent)."""
+    with tempfile.TemporaryDirectory() as folder:
+        store = SessionStore(Path(folder) / "s.sqlite3")
+        store.save("s", Conversation([UserMessage(content="Hi")], id="c"))
+        with sqlite3.connect(store.path) as db:
+            db.execute("INSERT INTO messages VALUES ('s', 1, ?)", (body,))
+        try:
+            loaded = store.load("s")
+        except ConfigurationError as exc:
+            assert "message 1 of session 's' cannot be read" in str(exc)
+            assert str(store.path) in str(exc)
+            return
+        assert loaded is not None and len(loaded) == 2

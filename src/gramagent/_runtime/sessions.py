@@ -155,15 +155,28 @@ class SessionStore:
         return StoredSession(self, name)
 
     def load(self, name: str) -> Conversation | None:
-        """The stored conversation of ``name``, or None when there is no such session."""
+        """The stored conversation of ``name``, or None when there is no such session.
+
+        Raises:
+            ConfigurationError: a stored message cannot be read back (the file was damaged or
+                written by something else); the error names the session and the message.
+        """
         with self._db() as db:
             row = db.execute("SELECT conversation_id FROM sessions WHERE name = ?",
                              (name,)).fetchone()
             if row is None:
                 return None
-            bodies = db.execute("SELECT body FROM messages WHERE session = ? ORDER BY seq",
+            bodies = db.execute("SELECT seq, body FROM messages WHERE session = ? ORDER BY seq",
                                 (name,)).fetchall()
-        return Conversation((message_from_dict(orjson.loads(b)) for (b,) in bodies), id=row[0])
+        messages = []
+        for seq, body in bodies:
+            try:
+                messages.append(message_from_dict(orjson.loads(body)))
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                raise ConfigurationError(
+                    f"session store {self.path}: message {seq} of session {name!r} cannot be "
+                    f"read: {type(exc).__name__}: {exc}") from None
+        return Conversation(messages, id=row[0])
 
     def save(self, name: str, conversation: Conversation, *, agent: str | None = None,
              stored: int = 0, paused: AgentResponse | None = None) -> None:
