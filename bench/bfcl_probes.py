@@ -33,6 +33,15 @@ embedded llama.cpp server directly with a variant of the constrained request.
     A reply that is a list of calls is asked again under a schema whose first items are its
     calls (``prefixItems`` with ``const``) and whose further items are free: does the model
     go on where it closed a list a call short? Scores the continued list.
+``enumerate-v1``
+    Issue 19, grounding the count: the step schema becomes ``{"requests": [...], "calls":
+    [...]}`` (the separate results the user asks for, short strings, then a list of calls) or
+    the final answer, with ``ENUMERATE_HINT`` in place of the sentence about lists. Scores the
+    calls; prints the requests.
+``enumerate-v2``
+    The same in two requests: first ``{"requests": [...]}`` alone (``LIST_HINT``), then the
+    call request with the N requests named in the instruction and a list of exactly N calls
+    (``minItems = maxItems = N``; for N = 1 the one-call variants and the final answer).
 ``ask-first``
     A first constrained request asks the question outright: the conversation plus a user
     message ``ASK_FIRST`` (or ``--question``), answered by ``{"answer": "yes" | "no"}``; "no"
@@ -53,6 +62,7 @@ Usage::
     python bench/bfcl_probes.py continue-lists --category parallel --limit 12
     python bench/bfcl_probes.py ask-first --category irrelevance --limit 6 \
         --model local/qwen2.5-coder-1.5b
+    python bench/bfcl_probes.py enumerate-v1 --category parallel --ids 2,5,7 -v
 """
 
 from __future__ import annotations
@@ -63,6 +73,7 @@ import importlib.util
 import json
 import math
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +97,22 @@ def _bfcl_eval() -> Any:
 
 be = _bfcl_eval()
 SETTINGS = {"temperature": 0.0, "max_tokens": 512}
+EXAMPLE = ('For example, "the weather in Paris and Rome" asks for two results, "weather in '
+           'Paris" and "weather in Rome"; "the distance from Paris to Rome" asks for one.')
+ENUMERATE_HINT = (
+    'To call functions, reply with a JSON object: first "requests", the list of the separate '
+    'results the user asks for, one short phrase for each with its own values; then "calls", '
+    "the list of calls, one call for each request. " + EXAMPLE)
+LIST_HINT = (
+    "Before answering, list the separate results the user asks for, one short phrase for each "
+    'with its own values, as a JSON object {"requests": [...]}. ' + EXAMPLE)
+
+
+def _requests(max_length: int) -> dict[str, Any]:
+    """The schema of the list of requests: short strings, at most 8."""
+    return {"type": "array", "items": {"type": "string", "maxLength": max_length},
+            "minItems": 1, "maxItems": 8}
+
 ASK_FIRST = ("Can one of the provided functions do what I asked? Answer yes or no.")
 
 
@@ -127,7 +154,8 @@ def _first_brackets(choice: dict[str, Any]) -> str:
 
 async def probe(kind: str, case: dict[str, Any], category: str, api: HTTPClient,
                 root: HTTPClient, question: str = ASK_FIRST,
-                decline_on: str = "no") -> tuple[bool, str]:
+                decline_on: str = "no", max_length: int = 120,
+                example: bool = True) -> tuple[bool, str]:
     """One case: (counted as a success, what the model wrote)."""
     request = be._request(case, "local", SETTINGS)
     offered = {t.name for t in request.tools}
@@ -158,6 +186,9 @@ async def probe(kind: str, case: dict[str, Any], category: str, api: HTTPClient,
             return category.endswith("irrelevance"), decided.get("content") or ""
         data = await api.post_json("/chat/completions", body)
         raw = data["choices"][0]["message"].get("content") or ""
+    elif kind in ("enumerate-v1", "enumerate-v2"):
+        raw = await _enumerate(kind, request, body, schema, api, max_length, example)
+        data = {"choices": [{"message": {"role": "assistant", "content": raw}}]}
     elif kind == "first-bracket":
         data = await api.post_json("/chat/completions", dict(body, logprobs=True,
                                                              top_logprobs=8))
@@ -223,6 +254,75 @@ async def probe(kind: str, case: dict[str, Any], category: str, api: HTTPClient,
     return _verdict(case, category, _decoded(turn), offered), raw
 
 
+def _with_instruction(body: dict[str, Any], hint: str) -> dict[str, Any]:
+    """``body`` with its system instruction's last paragraph (the sentence about lists)
+    replaced by ``hint``."""
+    messages = list(body["messages"])
+    base = messages[0]["content"].rsplit("\n\n", 1)[0]
+    messages[0] = dict(messages[0], content=f"{base}\n\n{hint}")
+    return dict(body, messages=messages)
+
+
+def _format(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"name": "tool_step", "strict": False,
+                                                   "schema": schema}}
+
+
+async def _enumerate(kind: str, request: Any, body: dict[str, Any], schema: dict[str, Any],
+                     api: HTTPClient, max_length: int = 120, example: bool = True) -> str:
+    """The two enumerate variants; returns the reply as a constrained step (calls as a list
+    or one call, or the final answer)."""
+    variants = schema["anyOf"]
+    defs = schema.get("$defs")
+    calls_schema = next(v for v in variants if v.get("type") == "array")
+    call_variants = [v for v in variants if "name" in v.get("properties", {})]
+    final = next(v for v in variants if "text" in v.get("properties", {}))
+    requests_schema = _requests(max_length)
+    cut = "" if example else " " + EXAMPLE
+    if kind == "enumerate-v1":
+        shaped: dict[str, Any] = {"anyOf": [{
+            "type": "object",
+            "properties": {"requests": requests_schema, "calls": dict(calls_schema, maxItems=8)},
+            "required": ["requests", "calls"], "additionalProperties": False}, final]}
+        if defs:
+            shaped["$defs"] = defs
+        sent = dict(_with_instruction(body, ENUMERATE_HINT.removesuffix(cut)),
+                    response_format=_format(shaped))
+        raw = (await api.post_json("/chat/completions", sent))["choices"][0]["message"]
+        content = raw.get("content") or ""
+        try:
+            value = json.loads(content)
+        except ValueError:
+            return content
+        print(f"  requests {value.get('requests')}", file=sys.stderr, flush=True)
+        return json.dumps(value["calls"]) if "calls" in value else content
+    listing = {"type": "object", "properties": {"requests": requests_schema},
+               "required": ["requests"], "additionalProperties": False}
+    sent = dict(_with_instruction(body, LIST_HINT.removesuffix(cut)),
+                response_format=_format(listing))
+    reply = (await api.post_json("/chat/completions", sent))["choices"][0]["message"]
+    try:
+        items = [str(i) for i in json.loads(reply.get("content") or "")["requests"]]
+    except (ValueError, KeyError, TypeError):
+        items = []
+    print(f"  requests {items}", file=sys.stderr, flush=True)
+    n = len(items)
+    if n <= 1:
+        shaped = {"anyOf": [*call_variants, final]} if len(call_variants) > 1 else {
+            "anyOf": [call_variants[0], final]}
+        hint = "Reply with one call."
+    else:
+        named = "; ".join(f"{i + 1}. {item}" for i, item in enumerate(items))
+        shaped = dict(calls_schema, minItems=n, maxItems=n)
+        hint = (f"The user asks for {n} results: {named}. Reply with a JSON list of {n} "
+                "calls, one for each.")
+    if defs:
+        shaped["$defs"] = defs
+    sent = dict(_with_instruction(body, hint), response_format=_format(shaped))
+    reply = (await api.post_json("/chat/completions", sent))["choices"][0]["message"]
+    return str(reply.get("content") or "")
+
+
 async def main_async(args: argparse.Namespace) -> None:
     model = local_model(ModelRef.parse(args.model), threads=args.threads)
     server = await model.start()
@@ -230,19 +330,25 @@ async def main_async(args: argparse.Namespace) -> None:
     root = HTTPClient(server.base_url.removesuffix("/v1"))
     try:
         cases = be.load_cases(args.category)[args.offset:args.offset + args.limit]
+        if args.ids:
+            wanted = {f"{args.category}_{i}" for i in args.ids.split(",")}
+            cases = [c for c in be.load_cases(args.category) if c["id"] in wanted]
         good = wrapped = 0
         for case in cases:
+            start = time.perf_counter()
             ok, raw = await probe(args.kind, case, args.category, api, root, args.question,
-                                  args.decline_on)
+                                  args.decline_on, args.max_length, not args.no_example)
             good += ok
             wrapped += raw.lstrip().startswith(("```", "<tool_call>"))
             if args.verbose:
-                print(f"{'ok  ' if ok else 'miss'} {case['id']:<22} {raw[:70]!r}",
+                print(f"{'ok  ' if ok else 'miss'} {case['id']:<22} "
+                      f"{time.perf_counter() - start:5.1f}s {raw[:150]!r}",
                       file=sys.stderr, flush=True)
         decided = "declined" if args.category.endswith("irrelevance") else "correct"
         what = {"free-name": "named an offered function", "named-final": decided,
                 "first-bracket": decided, "continue-lists": decided,
-                "thought-first": decided, "decide-first": decided, "ask-first": decided,
+                "thought-first": decided, "enumerate-v1": decided,
+                "enumerate-v2": decided, "decide-first": decided, "ask-first": decided,
                 "fence": "correct", "tag": "correct"}[args.kind]
         print(f"{args.kind} {args.model} {args.category} cases {len(cases)}: {what} {good}"
               + (f", wrapped {wrapped}" if args.kind in ("fence", "tag") else ""))
@@ -256,15 +362,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kind", choices=("fence", "tag", "free-name", "named-final",
                                          "thought-first", "decide-first", "ask-first",
-                                         "first-bracket", "continue-lists"))
+                                         "first-bracket", "continue-lists", "enumerate-v1",
+                                         "enumerate-v2"))
     parser.add_argument("--model", default="local/qwen2.5-coder-0.5b")
     parser.add_argument("--category", default="simple_python")
     parser.add_argument("--limit", type=int, default=50)
     parser.add_argument("--offset", type=int, default=0)
+    parser.add_argument("--ids", default=None,
+                        help="only these case numbers of the category (e.g. 2,5,7)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--question", default=ASK_FIRST, help="ask-first: the question")
     parser.add_argument("--decline-on", choices=("yes", "no"), default="no",
                         help="ask-first: the answer that declines")
+    parser.add_argument("--max-length", type=int, default=120,
+                        help="enumerate-*: the longest request string")
+    parser.add_argument("--no-example", action="store_true",
+                        help="enumerate-*: leave the example out of the instruction")
     parser.add_argument("-v", "--verbose", action="store_true")
     asyncio.run(main_async(parser.parse_args()))
 
