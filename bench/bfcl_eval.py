@@ -391,8 +391,6 @@ async def evaluate(args: argparse.Namespace) -> list[Outcome]:
         options["threads"] = args.threads
     if args.tool_call_mode:
         options["tool_call_mode"] = args.tool_call_mode
-    if args.list_requests is not None:
-        options["list_requests"] = args.list_requests
     model = resolve_model(ref, **options)
     settings = {"temperature": 0.0, "max_tokens": args.max_tokens}
     outcomes = []
@@ -510,8 +508,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--threads", type=int, default=None,
                         help="llama.cpp threads for local models (default: all cores)")
-    parser.add_argument("--list-requests", action=argparse.BooleanOptionalAction, default=None,
-                        help="the adapter's list_requests option (default: the model's own)")
     parser.add_argument("--tool-call-mode", choices=("native", "constrained", "text", "hybrid"),
                         default=None, help="the adapter's mode (default: the provider's; "
                         "constrained for local models)")

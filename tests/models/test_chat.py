@@ -17,7 +17,7 @@ from gramagent._models.chat import (
     render_chat_chunks,
     render_chat_completion,
 )
-from gramagent._models.jsoncalls import LIST_REQUESTS_HINT, SEVERAL_CALLS_HINT
+from gramagent._models.jsoncalls import SEVERAL_CALLS_HINT
 from gramagent.errors import ConfigurationError, ModelAPIError
 from gramagent.testing import call, calls, http_response, reply
 
@@ -523,105 +523,6 @@ async def test_no_continuation_where_the_model_had_no_list_to_go_on_with(
                                     continue_lone_calls=on) as model:
         await model.request(make_request(**options))
     assert len(srv.requests) == 1
-
-
-LISTED = ('{"requests": ["greet Alice", "the time in Oslo"], "calls": ['
-          '{"name": "sayHello", "arguments": {"name": "Alice"}}, '
-          '{"name": "getTime", "arguments": {"city": "Oslo"}}]}')
-
-
-@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
-async def test_list_requests_asks_for_the_requests_before_the_calls(serve, make_request, tools,
-                                                                    stream):
-    """With ``list_requests``, the reply to the user's message goes out under the listed
-    schema (requests, then calls, or the final answer) with its sentence in place of the one
-    about lists; the calls are the turn, the requests are not, and a listed reply is not
-    continued (one request, continuation on)."""
-    srv = serve([reply(LISTED, raw=True)])
-    async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="constrained",
-                                    list_requests=True, continue_lone_calls=True,
-                                    stream=stream) as model:
-        turn = await (model.stream_request(make_request(), lambda piece: None) if stream
-                      else model.request(make_request()))
-    assert turn.text is None
-    assert [(c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [
-        ("sayHello", {"name": "Alice"}), ("getTime", {"city": "Oslo"})]
-    (sent,) = (r.body for r in srv.requests)
-    assert sent["messages"][0]["content"] == f"You greet people.\n\n{LIST_REQUESTS_HINT}"
-    schema = sent["response_format"]["json_schema"]["schema"]
-    say, get = _variant("sayHello", tools[0].parameters), _variant("getTime", tools[1].parameters)
-    listed, final = schema["anyOf"]
-    assert final == FINAL
-    assert list(listed["properties"]) == ["requests", "calls"]
-    assert listed["properties"]["calls"]["items"] == {"anyOf": [say, get]}
-
-
-async def test_list_requests_keeps_the_answer_and_a_lone_listed_call(serve, make_request):
-    """The final answer of a listed request is the turn's text; a listed step of one call is
-    that call, not asked again."""
-    one = ('{"requests": ["greet Alice"], "calls": '
-           '[{"name": "sayHello", "arguments": {"name": "Al"}}]}')
-    srv = serve([reply('{"text": "It is noon."}', raw=True), reply(one, raw=True)])
-    async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="constrained",
-                                    list_requests=True, continue_lone_calls=True) as model:
-        answer = await model.request(make_request())
-        lone = await model.request(make_request())
-    assert (answer.text, answer.tool_calls) == ("It is noon.", ())
-    assert [(c.name, json.loads(c.arguments)) for c in lone.tool_calls] == [
-        ("sayHello", {"name": "Al"})]
-    assert len(srv.requests) == 2
-
-
-@pytest.mark.parametrize(
-    "options",
-    [{"messages": AFTER_RESULT}, {"tool_choice": "none"},
-     {"tool_choice": NamedToolChoice("sayHello")}, {"tools": ()}],
-    ids=["after-results", "none", "named-tool", "no-tools"],
-)
-async def test_list_requests_only_where_the_user_may_ask_for_several_calls(
-        serve, make_request, options):
-    """After tool results, with a forbidden or forced call, or with no tools, the request is
-    the ordinary constrained step (its schema and instruction as without the option)."""
-    srv = serve([reply("ok"), reply("ok")])
-    for on in (True, False):
-        async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="constrained",
-                                        list_requests=on) as model:
-            await model.request(make_request(**options))
-    with_option, without = (r.body for r in srv.requests)
-    assert with_option == without
-    assert LIST_REQUESTS_HINT not in with_option["messages"][0]["content"]
-
-
-async def test_list_requests_is_off_by_default_and_in_native_mode(serve, make_request):
-    """Without the option a constrained request is the ordinary step; native mode sends no
-    schema at all whatever the option."""
-    srv = serve([reply("ok"), reply("ok")])
-    async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="constrained") as model:
-        await model.request(make_request())
-    async with ChatCompletionsModel(srv.base_url, None, list_requests=True) as model:
-        await model.request(make_request())
-    constrained, native = (r.body for r in srv.requests)
-    assert constrained["messages"][0]["content"].endswith(SEVERAL_CALLS_HINT)
-    assert "requests" not in json.dumps(constrained["response_format"])
-    assert "response_format" not in native
-    assert native["messages"][0]["content"] == "You greet people."
-
-
-async def test_list_requests_cut_off_or_without_calls_is_an_error_call(serve, make_request):
-    """A listed reply cut off by the token limit, or with requests and no calls, gives what
-    an unreadable constrained step gives: no text, no calls run from it, an error the loop
-    answers (a cut-off call, or one call the loop reports as malformed)."""
-    cut = LISTED[:-30]
-    srv = serve([http_response({"choices": [{"index": 0, "finish_reason": "length", "message": {
-        "role": "assistant", "content": cut}}]}),
-        reply('{"requests": ["greet Alice"]}', raw=True)])
-    async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="constrained",
-                                    list_requests=True) as model:
-        cut_off = await model.request(make_request())
-        no_calls = await model.request(make_request())
-    assert cut_off.text is None and cut_off.tool_calls == ()
-    assert [c.name for c in cut_off.cut_off_calls] == ["sayHello"]
-    assert no_calls.text is None and [c.name for c in no_calls.tool_calls] == [""]
 
 
 async def test_constrained_list_with_a_broken_item_is_one_error_call(serve, make_request):

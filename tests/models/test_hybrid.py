@@ -13,12 +13,7 @@ from gramagent._messages import ToolCall, Usage
 from gramagent._models.base import ModelTurn, NamedToolChoice
 from gramagent._models.chat import ChatCompletionsModel, parse_chat_reply
 from gramagent._models.hybrid import CALL_RATHER_THAN_SOLVE, read_free_reply
-from gramagent._models.jsoncalls import (
-    LIST_REQUESTS_HINT,
-    SEVERAL_CALLS_HINT,
-    listed_calls_schema,
-    tool_step_schema,
-)
+from gramagent._models.jsoncalls import SEVERAL_CALLS_HINT, tool_step_schema
 from gramagent.testing import call, calls, http_response, reply
 
 
@@ -168,28 +163,6 @@ async def test_a_broken_call_is_asked_again_under_every_call_shape(serve, make_r
     assert len(srv.requests) == 2
     assert _schema(srv.requests[1].body) == tool_step_schema(tools, "required")
     assert [c.name for c in turn.tool_calls] == ["sayHello", "getTime"]
-
-
-async def test_list_requests_leaves_the_free_step_and_lists_in_the_retry(serve, make_request,
-                                                                          tools):
-    """With the adapter's ``list_requests``, the free step is as without it (unconstrained,
-    the sentence about lists); a broken several-call reply is asked again under the listed
-    schema with a call required, and its calls are the turn."""
-    srv = serve([reply('[{"name": "sayHello", "arguments": {"name": "A"}}, '
-                       '{"name": "getTime", "arguments": {}}]'),
-                 reply('{"requests": ["greet A", "time in B"], "calls": ['
-                       '{"name": "sayHello", "arguments": {"name": "A"}}, '
-                       '{"name": "getTime", "arguments": {"city": "B"}}]}', raw=True)])
-    async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="hybrid",
-                                    list_requests=True) as model:
-        turn = await model.request(make_request())
-    free, again = (r.body for r in srv.requests)
-    assert "response_format" not in free
-    assert SEVERAL_CALLS_HINT in free["messages"][0]["content"]
-    assert _schema(again) == listed_calls_schema(tools, "required")
-    assert again["messages"][0]["content"].endswith(LIST_REQUESTS_HINT)
-    assert [(c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [
-        ("sayHello", {"name": "A"}), ("getTime", {"city": "B"})]
 
 
 @pytest.mark.parametrize("choice", ["none", "required", NamedToolChoice("getTime")],

@@ -16,7 +16,6 @@ from gramagent._models.jsoncalls import (
     continued_calls,
     continued_list_schema,
     extract_json_calls,
-    listed_calls_schema,
     lone_call,
     read_tool_step,
     tool_step_content,
@@ -94,8 +93,8 @@ NAMES = ["ping", "ship"]
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.sampled_from(["name", "arguments", "text", "x", "tool_call",
-                                       "requests", "calls"]), inner, max_size=3),
+    | st.dictionaries(st.sampled_from(["name", "arguments", "text", "x", "tool_call"]), inner,
+                      max_size=3),
     max_leaves=8,
 )
 fragments = st.one_of(
@@ -223,70 +222,3 @@ def test_continued_calls_keep_the_first_call_and_add_the_rest(arguments, more, s
                                         *rest)) == (first,)
     assert continued_calls(first, _turn(echoed, cut_off=("ping", '{"a": '))) == (first,)
     assert continued_calls(first, _turn()) == (first,)
-
-
-# -- the user's requests listed before the calls ---------------------------------------------
-
-
-def test_listed_calls_schema_lists_requests_then_calls():
-    """Requests first, then one or more calls (each any tool, $defs at the root), or the final
-    answer unless a call is required; requests and calls each at most eight."""
-    schema = listed_calls_schema([ADDRESS_TOOL, PING], "auto")
-    listed = schema["anyOf"][0]
-    assert list(listed["properties"]) == ["requests", "calls"]  # the order the model writes
-    assert "Address" in schema["$defs"]
-    validator = jsonschema.Draft202012Validator(schema)
-    assert validator.is_valid({"requests": ["ship to Oslo", "ping"],
-                               "calls": [OSLO, {"name": "ping", "arguments": {}}]})
-    assert validator.is_valid({"text": "done"})
-    assert not validator.is_valid({"requests": ["ship to Oslo"], "calls": []})
-    assert not validator.is_valid({"requests": [], "calls": [OSLO]})
-    assert not validator.is_valid({"requests": ["x"] * 9, "calls": [OSLO]})
-    assert not validator.is_valid({"requests": ["ship"], "calls": [{"text": "done"}]})
-    assert not validator.is_valid({"requests": ["x" * 121], "calls": [OSLO]})
-    assert not validator.is_valid(OSLO)
-    required = jsonschema.Draft202012Validator(listed_calls_schema([ADDRESS_TOOL, PING],
-                                                                   "required"))
-    assert required.is_valid({"requests": ["ship to Oslo"], "calls": [OSLO]})
-    assert not required.is_valid({"text": "done"})
-
-
-@pytest.mark.parametrize(
-    "content",
-    [
-        '{"requests": ["ship to Oslo", "ping"]}',  # requests with no calls
-        '{"requests": ["ship to Oslo"], "calls": []}',
-        '{"requests": ["ship to Oslo"], "calls": {"name": "ship"}}',
-        '{"requests": ["ship to Oslo"], "calls": [{"name": "ship", "arguments": {"to": ',  # cut
-        '{"requests": ["ship to Osl',  # cut off inside the requests
-        '{"requests": ["ship"], "calls": [7]}',
-    ],
-)
-def test_a_listed_step_without_readable_calls_is_one_error_call(content):
-    """A listed step whose calls cannot be read is one call the loop answers with an error
-    (its name recovered where the text shows one), as any unreadable step: never text, never
-    a half-read list, never the requests taken for calls."""
-    text, calls = read_tool_step(content, NAMES)
-    assert text is None and len(calls) == 1
-    assert calls[0].name == ("ship" if '"name": "ship"' in content else "")
-
-
-requests_lists = st.lists(st.text(max_size=20), min_size=1, max_size=8)
-
-
-@settings(max_examples=60, deadline=None)
-@given(requests_lists, st.lists(st.tuples(st.sampled_from(NAMES), arguments_objects),
-                                min_size=1, max_size=8),
-       st.sampled_from([None, 2]))
-def test_listed_step_reads_its_calls_whatever_the_requests(requests, written, indent):
-    """The calls of a listed step read back as a list of calls does, in order, whatever the
-    requests say (names of tools, JSON, as many or fewer than the calls) and however the
-    server spaced it; the requests never become calls or text."""
-    step = {"requests": requests, "calls": [{"name": n, "arguments": a} for n, a in written]}
-    text, calls = read_tool_step(json.dumps(step, indent=indent), NAMES)
-    assert text is None
-    assert [(c.name, json.loads(c.arguments)) for c in calls] == written
-    assert len({c.id for c in calls}) == len(calls)
-    cut = json.dumps(step)[:-2]  # cut off before the end: one error call, not the list
-    text, calls = read_tool_step(cut, NAMES)
-    assert text is None and len(calls) == 1

@@ -42,14 +42,7 @@ non-streamed reply shape and read by the same parser, so both paths give the sam
     more: the same request under
     :func:`~gramagent._models.jsoncalls.continued_list_schema`, a list opening with that call,
     so the model itself chooses between ``]`` (that call alone) and ``,`` (more calls); the
-    server's prompt cache makes that the cost of the call's tokens again. With
-    ``list_requests``, a request replying to the user's message where several calls are
-    allowed goes out under :func:`~gramagent._models.jsoncalls.listed_calls_schema` instead:
-    ``{"requests": [...], "calls": [...]}`` (or the final answer), the separate things the
-    user asks for written out before the calls, with
-    :data:`~gramagent._models.jsoncalls.LIST_REQUESTS_HINT` for the sentence about lists; the
-    calls are the turn, the requests are dropped, and a listed reply is never continued (its
-    calls are a list). History
+    server's prompt cache makes that the cost of the call's tokens again. History
     and ``tools`` are still sent in native form so chat templates render them. Native
     ``tool_calls`` in the reply are taken as they are (llama.cpp answers a request holding both
     ``tools`` and a schema through its generic JSON handler, which may return either); otherwise
@@ -108,14 +101,12 @@ from gramagent._models.base import (
 from gramagent._models.http import HTTPAdapter, HTTPClient, HTTPOptions
 from gramagent._models.hybrid import WireMode, hybrid_turn
 from gramagent._models.jsoncalls import (
-    LIST_REQUESTS_HINT,
     SEVERAL_CALLS_HINT,
     StepTextStream,
     allows_several_calls,
     continued_calls,
     continued_list_response_format,
     extract_json_calls,
-    listed_calls_response_format,
     lone_call,
     read_tool_step,
     tool_step_content,
@@ -164,10 +155,6 @@ class ChatCompletionsModel(HTTPAdapter):
             as the opening of a list the model may go on with (see the module docs). Needs a
             server that enforces ``prefixItems`` and ``const`` (llama.cpp with llguidance, as
             embedded); the embedded model turns it on.
-        list_requests: In ``constrained`` mode (and the constrained steps of ``hybrid``), a
-            reply to the user's message where several calls are allowed lists the user's
-            separate requests before its calls (see the module docs). Needs a server that
-            keeps the schema's key order (llama.cpp with llguidance, as embedded).
         http: Share an existing :class:`~gramagent._models.http.HTTPClient` (its pool) instead
             of creating one; transport options then belong to that client.
         **http_options: Transport options, see :class:`~gramagent._models.http.HTTPOptions`.
@@ -186,7 +173,6 @@ class ChatCompletionsModel(HTTPAdapter):
         stream: bool = False,
         strict: bool = False,
         continue_lone_calls: bool = False,
-        list_requests: bool = False,
         http: HTTPClient | None = None,
         **http_options: Unpack[HTTPOptions],
     ) -> None:
@@ -204,7 +190,6 @@ class ChatCompletionsModel(HTTPAdapter):
         self.stream = stream
         self.strict = strict
         self.continue_lone_calls = continue_lone_calls
-        self.list_requests = list_requests
         self._tools = ToolsMemo(self._tools_payload)
 
     def __repr__(self) -> str:
@@ -234,7 +219,6 @@ class ChatCompletionsModel(HTTPAdapter):
             stream=self.stream,
             strict=self.strict,
             tools_payload=self._tools.get(request.tools),
-            list_requests=self.list_requests,
         )
         if mode != "native":
             data = await self._post(body)
@@ -320,7 +304,6 @@ class ChatCompletionsModel(HTTPAdapter):
         body = build_chat_body(
             request, functions=self.functions, tool_call_mode=mode, stream=True,
             strict=self.strict, tools_payload=self._tools.get(request.tools),
-            list_requests=self.list_requests,
         )
         step = StepTextStream() if mode == "constrained" else None
         live = mode != "text"
@@ -381,29 +364,21 @@ def build_chat_body(
     stream: bool = False,
     strict: bool = False,
     tools_payload: list[dict[str, Any]] | None = None,
-    list_requests: bool = False,
 ) -> dict[str, Any]:
     """The JSON body for ``request`` (pure; see the module docs for the shape).
 
     ``request.settings`` are copied in first, so the fields this function sets win over them;
     in constrained mode a ``tool_choice`` given in settings passes through untouched.
     ``tools_payload`` is :func:`chat_tools` of ``request.tools``, when the caller has it.
-    ``list_requests``: a constrained request replying to the user's message with several
-    calls allowed goes out under
-    :func:`~gramagent._models.jsoncalls.listed_calls_schema`, with
-    :data:`~gramagent._models.jsoncalls.LIST_REQUESTS_HINT` for the sentence about lists.
     """
     settings = request.settings
     body: dict[str, Any] = dict(settings) if settings else {}
     body["model"] = request.model
     tools = request.tools
     instruction = request.instruction
-    several = (tool_call_mode == "constrained"
-               and allows_several_calls(tools, request.tool_choice))
-    listed = several and list_requests and request.replies_to_user
-    if several:
-        hint = LIST_REQUESTS_HINT if listed else SEVERAL_CALLS_HINT
-        instruction = f"{instruction}\n\n{hint}" if instruction else hint
+    if tool_call_mode == "constrained" and allows_several_calls(tools, request.tool_choice):
+        instruction = (f"{instruction}\n\n{SEVERAL_CALLS_HINT}" if instruction
+                       else SEVERAL_CALLS_HINT)
     body["messages"] = chat_messages(instruction, request.messages, legacy=functions,
                                      rendered=request.rendered)
     native_choice = tool_call_mode != "constrained"
@@ -420,9 +395,7 @@ def build_chat_body(
             if native_choice:
                 body["tool_choice"] = choice if isinstance(choice, str) else _tool_choice(choice)
                 body["parallel_tool_calls"] = request.parallel_tool_calls
-    if listed:
-        body["response_format"] = listed_calls_response_format(tools, request.tool_choice)
-    elif tool_call_mode == "constrained":
+    if tool_call_mode == "constrained":
         body["response_format"] = tool_step_response_format(tools, request.tool_choice)
     if stream:
         body["stream"] = True

@@ -37,7 +37,6 @@ from gramagent.errors import ConfigurationError
 
 __all__ = [
     "FINAL_ANSWER",
-    "LIST_REQUESTS_HINT",
     "SEVERAL_CALLS_HINT",
     "STEP_SCHEMA_NAME",
     "StepTextStream",
@@ -47,8 +46,6 @@ __all__ = [
     "continued_list_response_format",
     "continued_list_schema",
     "extract_json_calls",
-    "listed_calls_response_format",
-    "listed_calls_schema",
     "lone_call",
     "read_tool_step",
     "tool_step_content",
@@ -67,23 +64,6 @@ SEVERAL_CALLS_HINT = "To make several calls at once, reply with a JSON list of t
 """Appended to the system instruction of a constrained request that may hold several calls:
 small models write one call object unless told that a list is the way to write several
 (bench/RESULTS.md, "BFCL")."""
-
-LIST_REQUESTS_HINT = (
-    'To call functions, reply with a JSON object: first "requests", the list of the separate '
-    'results the user asks for, one short phrase for each with its own values; then "calls", '
-    "the list of calls, one call for each request. For example, \"the weather in Paris and "
-    'Rome" asks for two results, "weather in Paris" and "weather in Rome"; "the distance '
-    'from Paris to Rome" asks for one.'
-)
-"""The system instruction's last paragraph (in place of :data:`SEVERAL_CALLS_HINT`) of a
-request under :func:`listed_calls_schema`: the model writes out what the user asks for before
-the calls, so their count and values follow the list (bench/RESULTS.md, "BFCL", issue 19)."""
-
-LISTED_REQUESTS_MAX = 8
-"""The most requests (and calls) a listed reply may hold."""
-
-LISTED_REQUEST_LENGTH = 120
-"""The longest request string of a listed reply, in characters."""
 
 _FINAL_VARIANT: dict[str, Any] = {
     "type": "object",
@@ -136,46 +116,6 @@ def tool_step_schema(tools: Sequence[ToolDefinition], tool_choice: ToolChoice) -
     if defs:
         schema["$defs"] = defs
     return schema
-
-
-def listed_calls_schema(tools: Sequence[ToolDefinition], tool_choice: ToolChoice
-                        ) -> dict[str, Any]:
-    """The JSON Schema of a step that lists the user's requests before its calls.
-
-    ``{"requests": [short strings], "calls": [calls to any of tools]}`` (each list one to
-    :data:`LISTED_REQUESTS_MAX` long, each request at most :data:`LISTED_REQUEST_LENGTH`
-    characters; keys in this order, which llguidance keeps), or the final answer
-    ``{"text": ...}`` unless ``tool_choice`` is ``"required"``. For a request that replies to
-    the user's message with several calls allowed (:func:`allows_several_calls`; anything else
-    keeps :func:`tool_step_schema`): writing the requests out first grounds how many calls
-    follow and their values (bench/RESULTS.md, "BFCL", issue 19). :func:`read_tool_step`
-    reads the calls; the requests are not part of the turn.
-    """
-    variants, defs = _tool_variants(tools)
-    listed: dict[str, Any] = {
-        "type": "object",
-        "properties": {
-            "requests": {"type": "array",
-                         "items": {"type": "string", "maxLength": LISTED_REQUEST_LENGTH},
-                         "minItems": 1, "maxItems": LISTED_REQUESTS_MAX},
-            "calls": {"type": "array", "items": _one_call(variants),
-                      "minItems": 1, "maxItems": LISTED_REQUESTS_MAX},
-        },
-        "required": ["requests", "calls"],
-        "additionalProperties": False,
-    }
-    schema: dict[str, Any] = (dict(listed) if tool_choice == "required"
-                              else {"anyOf": [listed, _FINAL_VARIANT]})
-    if defs:
-        schema["$defs"] = defs
-    return schema
-
-
-def listed_calls_response_format(tools: Sequence[ToolDefinition], tool_choice: ToolChoice
-                                 ) -> dict[str, Any]:
-    """The ``response_format`` carrying :func:`listed_calls_schema` (as
-    :func:`tool_step_response_format`)."""
-    return _response_format(listed_calls_schema(tools, tool_choice))
 
 
 def continued_list_schema(tools: Sequence[ToolDefinition], written: Any) -> dict[str, Any]:
@@ -258,9 +198,6 @@ def read_tool_step(
       ``arguments`` keeps its JSON text. ``name == "final_answer"`` with ``{"text": ...}``
       arguments, when no tool has that name, is read as the final answer.
     - ``{"text": T}`` is the final answer ``T``.
-    - ``{"requests": [...], "calls": [...]}`` (:func:`listed_calls_schema`) is its calls, read
-      as a list of calls is; the requests are dropped. Without calls (a reply cut off after
-      the requests, an empty list) it is JSON that cannot be read, as below.
     - Content that does not start with ``{`` or ``[`` (after an optional code fence) is text:
       the server ignored the response format and the model answered in prose.
     - Anything else that looks like JSON but cannot be read (truncated output, a stray shape)
@@ -275,10 +212,6 @@ def read_tool_step(
         value = exact_json.loads(body)
     except ValueError:
         return None, (_broken_call(body),)
-    if isinstance(value, dict) and "calls" in value and "name" not in value:
-        value = value["calls"]  # a listed step: the requests are not calls
-        if not isinstance(value, list):
-            return None, (_broken_call(body),)
     steps = value if isinstance(value, list) else [value]
     calls: list[ToolCall] = []
     texts: list[str] = []
