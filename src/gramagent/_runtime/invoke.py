@@ -94,7 +94,7 @@ async def execute(
     return await _awaited(tool, None, kwargs, started, timeout, max_output_chars)
 
 
-def run_inline(tool: Tool, arguments: dict[str, Any], *, context: ToolContext | None,
+def run_inline(tool: Tool, arguments: dict[str, Any], context: ToolContext | None,
                max_output_chars: int | None = None,
                done: Callable[[Outcome], object] | None = None
                ) -> Outcome | Callable[[float | None], Coroutine[Any, Any, Outcome]]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -180,20 +180,13 @@ class ToolCalls:
         if replay:
             self._replay(turn)
         self._check_call_limit(calls, cut_off)
-        # One call is the usual turn: no list comprehension (a function call of its own).
-        pending = ([self._check(calls[0])] if len(calls) == 1
-                   else [self._check(call) for call in calls])
+        pending = self._check(calls)
         if cut_off:
-            pending.extend(self._check(call, cut_off=True) for call in cut_off)
+            pending.extend(self._check(cut_off, cut_off=True))
         if self.decisions is not None or (self.bound.approval_required and not self.dry_run):
             pending = await self._approve(pending)
         await self._run(self._runnable(pending), remaining)
-        results: list[Message] = []
-        for c in pending:
-            if c.copy_of is not None:
-                self._answer_copy(c)
-            self._record(c, results)
-        self.conversation.extend(results)  # at once: one call, not one per result
+        self.conversation.extend(self._record(pending))  # at once, not one call per result
         if cut_off and not self.awaiting:
             # With calls left waiting the note cannot be added: their results, written on
             # resume, must follow the assistant message directly, and a conversation ending
@@ -235,54 +228,70 @@ class ToolCalls:
 
     # -- check ----------------------------------------------------------------------------
 
-    def _check(self, call: ToolCall, *, cut_off: bool = False) -> _Call:
-        """Parse and check one call. Emits its planned event, and its result if rejected."""
-        self.seq += 1
-        seq = self.seq
+    def _check(self, calls: Sequence[ToolCall], *, cut_off: bool = False) -> list[_Call]:
+        """Parse and check each of ``calls``, in order: payload size, JSON object, known tool,
+        schema, accepted keywords, repetition. Emits each one's planned event, and its result
+        if rejected.
+
+        One pass over a turn's calls: what is the same for every call (the limits, the
+        agent's tools and validators, whether there are event sinks) is read once per turn.
+        """
+        max_bytes = self.budget.limits.max_payload_bytes
+        guard = self.budget.limits.repeat_guard
+        bound, sinks, answered = self.bound, self.sinks, self.answered
+        tools, validators, schemas = bound.tools, bound.validators, bound.schemas
+        announce = bool(sinks or self.info_logs or self.announced)
+        checked: list[_Call] = []
+        for call in calls:
+            self.seq += 1
+            text = call.arguments
+            parsed = parse_object(text, max_bytes)
+            c = _Call(call, self.seq, 0.0, text if parsed is None else parsed, cut_off)
+            checked.append(c)
+            if announce:
+                self._announce(c)
+            if cut_off:
+                c.rejection = _cut_off_rejection(call)
+            elif parsed is None:  # rejected: parse again to say why
+                c.rejection = self._parse_rejection(call, max_bytes)
+            else:
+                arguments = check_arguments(call.name, parsed, validators=validators,
+                                            schemas=schemas, text=text)
+                if isinstance(arguments, CallRejection):
+                    c.rejection = arguments
+                else:
+                    c.arguments = arguments
+                    c.tool = tool = tools[call.name]
+                    if tool.accepts is not None and not tool.accepts.issuperset(arguments):
+                        c.rejection = _unexpected_arguments(tool, arguments)
+                    elif guard:
+                        c.repeat_key = key = call.name + "\x00" + _repeat_form(arguments)
+                        earlier = answered.get(key)
+                        if earlier is not None:
+                            c.rejection = self._answer_repeat(c, *earlier)
+            if sinks and c.rejection is not None:
+                self._emit_result(c, c.rejection.error_type, c.rejection.event_message)
+        return checked
+
+    def _announce(self, c: _Call) -> None:
+        """For events and logs: the call's seq as the run paused on it (a resumed run's),
+        when it was checked, its arguments' hash; its planned event."""
         announced = self.announced
         if announced:  # resumed: a waiting call keeps the seq it had when the run paused
-            seq = announced.get(call.id, seq)
-        max_bytes = self.budget.limits.max_payload_bytes
-        parsed: dict[str, Any] | CallRejection | None = parse_object(call.arguments, max_bytes)
-        if parsed is None:  # rejected: parse again to say why
-            known = call.name in self.bound.tools
-            parsed = parse_arguments(call.arguments, max_bytes=max_bytes,
-                                     tool=f"tool {call.name!r}" if known else "this call")
-        c = _Call(call, seq, time.perf_counter() if self.sinks else 0.0,
-                  call.arguments if isinstance(parsed, CallRejection) else parsed, cut_off)
-        if self.sinks or self.info_logs:
-            c.args_hash = args_preview_hash(c.arguments)
-        if self.sinks and call.id not in announced:
-            emit(self.sinks, ToolCallPlanned(
-                request_id=self.run_id, tool=self._label(call.name),
-                args_preview_hash=c.args_hash or "", seq=c.seq))
-        if cut_off:
-            c.rejection = _cut_off_rejection(call)
-        elif isinstance(parsed, CallRejection):
-            c.rejection = parsed
-        else:
-            c.rejection = self._inspect(c, parsed)
-        if c.rejection is not None and self.sinks:
-            self._emit_result(c, c.rejection.error_type, c.rejection.event_message)
-        return c
+            c.seq = announced.get(c.call.id, c.seq)
+        c.args_hash = args_preview_hash(c.arguments)
+        if self.sinks:
+            c.planned_at = time.perf_counter()
+            if c.call.id not in announced:
+                self._emit_planned(c)
 
-    def _inspect(self, c: _Call, parsed: dict[str, Any]) -> CallRejection | None:
-        """The checks after parsing: known tool, schema, implementation, repetition."""
-        call, bound = c.call, self.bound
-        checked = check_arguments(call.name, parsed, validators=bound.validators,
-                                  schemas=bound.schemas, text=call.arguments)
-        if isinstance(checked, CallRejection):
-            return checked
-        c.arguments = checked
-        c.tool = tool = bound.tools[call.name]
-        if tool.accepts is not None and not tool.accepts.issuperset(checked):
-            return _unexpected_arguments(tool, checked)
-        if self.budget.limits.repeat_guard:
-            c.repeat_key = call.name + "\x00" + _repeat_form(checked)
-            earlier = self.answered.get(c.repeat_key)
-            if earlier is not None:
-                return self._answer_repeat(c, *earlier)
-        return None
+    def _parse_rejection(self, call: ToolCall, max_bytes: int) -> CallRejection:
+        """Why the arguments of ``call`` could not be parsed (a payload limit or JSON)."""
+        known = call.name in self.bound.tools
+        parsed = parse_arguments(call.arguments, max_bytes=max_bytes,
+                                 tool=f"tool {call.name!r}" if known else "this call")
+        assert isinstance(parsed, CallRejection)  # parse_object refused it
+        return parsed
 
     def _answer_repeat(self, c: _Call, result: Any, output: str) -> CallRejection:
         """Answer a repeat of a successful call without running it, and ask for the answer.
@@ -381,46 +390,52 @@ class ToolCalls:
         return runnable
 
     async def _run(self, runnable: list[_Call], remaining: float | None) -> None:
-        """Run the checked calls, concurrently when there are several."""
-        if len(runnable) == 1:  # nothing to run alongside: no gather
-            c = runnable[0]
-            if _runs_inline(c):
-                ran = self._inline(c, remaining)
-                c.outcome = ran if isinstance(ran, Outcome) else await ran
-                return
-            # An async tool still gets its own task (its own copy of the context variables),
-            # as it would among several calls; sync tools run in a copied context anyway.
-            call = self._start(c, remaining)
-            try:
+        """Run the checked calls, concurrently when there are several.
+
+        A plain function declared ``blocking=False`` is run here, without a task: it runs to
+        its end before anything else can anyway, and a task per call was most of what such a
+        call cost (bench/RESULTS.md, "Per call and per message"). The other calls start first
+        (async ones each in its task, blocking ones in worker threads), so they still run
+        alongside. They are awaited in turn, not gathered: they run alongside all the same,
+        and gather's future and callback per call cost as much as a quick call.
+        """
+        if len(runnable) == 1:  # the usual turn: no lists to sort the call into
+            tool = runnable[0].tool
+            assert tool is not None
+            inline, others = ((), runnable) if tool.is_async or tool.blocking else (runnable, ())
+        else:
+            inline, others = _by_kind(runnable)
+        started = [self._start(c, remaining) for c in others] if others else ()
+        try:
+            if inline:
+                await self._run_inline(inline, remaining)
+            for c, call in zip(others, started, strict=True):
                 c.outcome = await call
-            except BaseException:  # cancelled: so is the call
+        except BaseException:  # cancelled: so are the calls still running
+            for call in started:
                 call.cancel()
-                raise
-        elif runnable:
-            # A plain function declared blocking=False is awaited here, without a task: it runs
-            # to its end before anything else can anyway, and a task per call was most of what
-            # such a call cost (bench/RESULTS.md, "Per call and per message"). The other calls
-            # start first (async ones each in its task, blocking ones in worker threads), so
-            # they still run alongside. They are awaited in turn, not gathered: they run
-            # alongside all the same, and gather's future and callback per call cost as much
-            # as a quick call.
-            inline: list[_Call] = []
-            others: list[_Call] = []
-            for c in runnable:
-                tool = c.tool  # as _runs_inline, without its call
-                assert tool is not None
-                (others if tool.is_async or tool.blocking else inline).append(c)
-            started = [self._start(c, remaining) for c in others]
-            try:
-                for c in inline:
-                    ran = self._inline(c, remaining)
-                    c.outcome = ran if isinstance(ran, Outcome) else await ran
-                for c, call in zip(others, started, strict=True):
-                    c.outcome = await call
-            except BaseException:  # cancelled: so are the calls still running
-                for call in started:
-                    call.cancel()
-                raise
+            raise
+
+    async def _run_inline(self, calls: Sequence[_Call], remaining: float | None) -> None:
+        """Run inline calls (plain functions declared ``blocking=False``) one after another,
+        each reporting its result event; a call whose function returned an awaitable is
+        awaited under its timeout before the next one runs. Traced or dry, a call runs through
+        :meth:`_execute`."""
+        if self.tracer is not None or self.dry_run:
+            for c in calls:
+                c.outcome = await self._execute(c, remaining)
+            return
+        max_chars = self.budget.limits.max_tool_output_chars
+        finished = self._finished if self.sinks else None
+        for c in calls:
+            tool = c.tool
+            assert tool is not None and isinstance(c.arguments, dict)
+            prepared = None if tool.context_param is None else self._prepare(tool, c, remaining)
+            ran = run_inline(tool, c.arguments, None if prepared is None else prepared[1],
+                             max_chars, None if finished is None else partial(finished, c))
+            # An awaitable: under the timeout.
+            c.outcome = (ran if isinstance(ran, Outcome)
+                         else await ran((prepared or self._prepare(tool, c, remaining))[0]))
 
     def _start(self, c: _Call, remaining: float | None) -> asyncio.Task[Outcome] | ThreadCall:
         """Start a call that runs alongside: an async tool in its task; a blocking function
@@ -437,24 +452,6 @@ class ToolCalls:
         return start(tool, c.arguments, context=ctx, timeout=timeout,
                      max_output_chars=self.budget.limits.max_tool_output_chars,
                      done=partial(self._finished, c) if self.sinks else None)
-
-    def _inline(self, c: _Call, remaining: float | None
-                ) -> Outcome | Coroutine[Any, Any, Outcome]:
-        """Run an inline call (a plain function declared ``blocking=False``) at once: its
-        outcome, its result event reported; or the coroutine to await when the function
-        returned an awaitable (or runs traced or dry: :meth:`_execute`)."""
-        tool = c.tool
-        assert tool is not None and isinstance(c.arguments, dict)
-        if self.tracer is not None or self.dry_run:
-            return self._execute(c, remaining)
-        prepared = None if tool.context_param is None else self._prepare(tool, c, remaining)
-        ran = run_inline(tool, c.arguments, context=None if prepared is None else prepared[1],
-                         max_output_chars=self.budget.limits.max_tool_output_chars,
-                         done=partial(self._finished, c) if self.sinks else None)
-        if isinstance(ran, Outcome):
-            return ran
-        # An awaitable: under the timeout.
-        return ran((prepared or self._prepare(tool, c, remaining))[0])
 
     def _finished(self, c: _Call, outcome: Outcome) -> None:
         self._emit_result(c, outcome.error_type, outcome.event_message)
@@ -514,41 +511,52 @@ class ToolCalls:
 
     # -- record ---------------------------------------------------------------------------
 
-    def _record(self, c: _Call, results: list[Message]) -> None:
-        """Record one call's result, in call order: its result message (added to
-        ``results``, for the conversation), invocation, log."""
-        call = c.call
-        error_type: ToolErrorType | None
-        event_message: str | None
-        if c.rejection is not None:
-            error_type, text, event_message = (c.rejection.error_type, c.rejection.message,
-                                               c.rejection.event_message)
-            result, latency = c.earlier_result, 0.0
-            if self.tracer is not None:
-                tracing.rejected_tool_span(self.tracer, tool=self._label(call.name),
-                                           call_id=call.id, error_type=error_type)
-            if error_type in INVALID_CALL_TYPES:
-                self.invalid[call.name] = self.invalid.get(call.name, 0) + 1
-        else:
-            outcome = c.outcome
-            assert outcome is not None
-            error_type, text, event_message = (outcome.error_type, outcome.output,
-                                               outcome.event_message)
-            result, latency = outcome.result, outcome.latency
-            if error_type is None and c.repeat_key is not None:
-                self.answered[c.repeat_key] = (result, text)
-        failed = error_type is not None and error_type != "repeated_call"
-        if not c.cut_off:  # a cut-off call is not in the conversation: a note tells of it
-            results.append(new_tool_result(
-                call_id=call.id, name=call.name, content=text, is_error=failed))
-        self.invocations.append(new_invocation(
-            call_id=call.id, name=call.name, arguments=c.arguments, result=result,
-            error=text if failed else None, error_type=error_type,
-            latency=latency, seq=c.seq))
-        if self.info_logs or error_type is not None:  # errors are WARNING records
-            log_tool_call(tool=self._label(call.name), call_id=call.id,
-                          latency_ms=latency * 1000.0, error_type=error_type,
-                          args_hash=c.args_hash, message=event_message)
+    def _record(self, pending: list[_Call]) -> list[Message]:
+        """Record each call's result, in call order: its invocation and log record; returns
+        their result messages, for the conversation (none for a cut-off call)."""
+        results: list[Message] = []
+        invocations, answered, info_logs = self.invocations, self.answered, self.info_logs
+        for c in pending:
+            if c.copy_of is not None:
+                self._answer_copy(c)
+            call = c.call
+            if c.rejection is None:
+                outcome = c.outcome
+                assert outcome is not None
+                error_type, text, result, latency, event_message = (
+                    outcome.error_type, outcome.output, outcome.result, outcome.latency,
+                    outcome.event_message)
+                if error_type is None and c.repeat_key is not None:
+                    answered[c.repeat_key] = (result, text)
+            else:
+                error_type, text, result, latency, event_message = self._rejected(c)
+            failed = error_type is not None and error_type != "repeated_call"
+            if not c.cut_off:  # a cut-off call is not in the conversation: a note tells of it
+                results.append(new_tool_result(
+                    call_id=call.id, name=call.name, content=text, is_error=failed))
+            invocations.append(new_invocation(
+                call_id=call.id, name=call.name, arguments=c.arguments, result=result,
+                error=text if failed else None, error_type=error_type,
+                latency=latency, seq=c.seq))
+            if info_logs or error_type is not None:  # errors are WARNING records
+                log_tool_call(tool=self._label(call.name), call_id=call.id,
+                              latency_ms=latency * 1000.0, error_type=error_type,
+                              args_hash=c.args_hash, message=event_message)
+        return results
+
+    def _rejected(self, c: _Call) -> tuple[ToolErrorType, str, Any, float, str]:
+        """A rejected call's error type, text, result (a repeated call's earlier one), latency
+        (0: it did not run) and event message; it counts against the retry budget if
+        invalid."""
+        rejected = c.rejection
+        assert rejected is not None
+        error_type = rejected.error_type
+        if self.tracer is not None:
+            tracing.rejected_tool_span(self.tracer, tool=self._label(c.call.name),
+                                       call_id=c.call.id, error_type=error_type)
+        if error_type in INVALID_CALL_TYPES:
+            self.invalid[c.call.name] = self.invalid.get(c.call.name, 0) + 1
+        return error_type, rejected.message, c.earlier_result, 0.0, rejected.event_message
 
     def _note_cut_off(self, pending: list[_Call]) -> None:
         """Tell the model which of its calls the token limit cut off (not run, not replayed)."""
@@ -568,6 +576,11 @@ class ToolCalls:
                     f"(last: {c.rejection.error_type if c.rejection else 'unknown'})")
 
     # -- events ---------------------------------------------------------------------------
+
+    def _emit_planned(self, c: _Call) -> None:
+        emit(self.sinks, ToolCallPlanned(
+            request_id=self.run_id, tool=self._label(c.call.name),
+            args_preview_hash=c.args_hash or "", seq=c.seq))
 
     def _emit_result(self, c: _Call, error_type: ToolErrorType | None,
                      message: str | None) -> None:
@@ -631,8 +644,13 @@ def _waiting_seqs(invocations: Sequence[ToolInvocation], waiting: Sequence[str]
     return dict(zip(waiting, free, strict=True))
 
 
-def _runs_inline(c: _Call) -> bool:
-    """Whether the call's tool is a plain function run on the event loop (``blocking=False``)."""
-    tool = c.tool
-    assert tool is not None
-    return not (tool.is_async or tool.blocking)
+def _by_kind(calls: list[_Call]) -> tuple[list[_Call], list[_Call]]:
+    """The calls run inline (plain functions declared ``blocking=False``), and the others
+    (async functions, blocking ones), each in call order."""
+    inline: list[_Call] = []
+    others: list[_Call] = []
+    for c in calls:
+        tool = c.tool
+        assert tool is not None
+        (others if tool.is_async or tool.blocking else inline).append(c)
+    return inline, others
