@@ -605,20 +605,20 @@ def _native_calls(raw_calls: Any, message: Mapping[str, Any]) -> tuple[ToolCall,
     calls: list[ToolCall] = []
     if isinstance(raw_calls, list):
         for raw in raw_calls:
-            if not isinstance(raw, dict):
-                continue
-            fn = raw.get("function")
-            if isinstance(fn, dict):
-                name = fn.get("name")
-                arguments = fn.get("arguments")
+            # The usual call: an object with a non-empty string id and a function object with
+            # a string name and string arguments, read without a method call or isinstance
+            # each; anything else is read field by field (_odd_call).
+            try:
+                fn = raw["function"]
+                call_id, name, arguments = raw["id"], fn["name"], fn["arguments"]
+            except (TypeError, KeyError, IndexError):
+                call = _odd_call(raw)
             else:
-                name = arguments = None
-            call_id = raw.get("id")
-            calls.append(new_tool_call(
-                id=call_id if call_id and isinstance(call_id, str) else new_call_id(),
-                name=name if isinstance(name, str) else "",
-                arguments=arguments if isinstance(arguments, str) else arguments_text(arguments),
-            ))
+                call = (new_tool_call(id=call_id, name=name, arguments=arguments)
+                        if type(call_id) is str and call_id and type(name) is str
+                        and type(arguments) is str else _odd_call(raw))
+            if call is not None:
+                calls.append(call)
         if calls:
             return tuple(calls)
     legacy = message.get("function_call")
@@ -630,6 +630,26 @@ def _native_calls(raw_calls: Any, message: Mapping[str, Any]) -> tuple[ToolCall,
             arguments=arguments_text(legacy.get("arguments")),
         ),)
     return ()
+
+
+def _odd_call(raw: Any) -> ToolCall | None:
+    """A ``tool_calls`` item that is not the usual one, read as far as it goes: a missing or
+    empty id gets a fresh one, a missing name is empty, arguments that are not text are
+    encoded; None for an item that is not an object."""
+    if not isinstance(raw, dict):
+        return None
+    fn = raw.get("function")
+    if isinstance(fn, dict):
+        name = fn.get("name")
+        arguments = fn.get("arguments")
+    else:
+        name = arguments = None
+    call_id = raw.get("id")
+    return new_tool_call(
+        id=call_id if call_id and isinstance(call_id, str) else new_call_id(),
+        name=name if isinstance(name, str) else "",
+        arguments=arguments if isinstance(arguments, str) else arguments_text(arguments),
+    )
 
 
 def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

@@ -185,7 +185,7 @@ class ToolCalls:
             pending.extend(self._check(cut_off, cut_off=True))
         if self.decisions is not None or (self.bound.approval_required and not self.dry_run):
             pending = await self._approve(pending)
-        await self._run(self._runnable(pending), remaining)
+        await self._run(*self._runnable(pending), remaining)
         self.conversation.extend(self._record(pending))  # at once, not one call per result
         if cut_off and not self.awaiting:
             # With calls left waiting the note cannot be added: their results, written on
@@ -242,11 +242,13 @@ class ToolCalls:
         tools, validators, schemas = bound.tools, bound.validators, bound.schemas
         announce = bool(sinks or self.info_logs or self.announced)
         checked: list[_Call] = []
+        seq = self.seq
+        self.seq += len(calls)
         for call in calls:
-            self.seq += 1
+            seq += 1
             text = call.arguments
             parsed = parse_object(text, max_bytes)
-            c = _Call(call, self.seq, 0.0, text if parsed is None else parsed, cut_off)
+            c = _Call(call, seq, 0.0, text if parsed is None else parsed, cut_off)
             checked.append(c)
             if announce:
                 self._announce(c)
@@ -255,8 +257,7 @@ class ToolCalls:
             elif parsed is None:  # rejected: parse again to say why
                 c.rejection = self._parse_rejection(call, max_bytes)
             else:
-                arguments = check_arguments(call.name, parsed, validators=validators,
-                                            schemas=schemas, text=text)
+                arguments = check_arguments(call.name, parsed, validators, schemas, text)
                 if isinstance(arguments, CallRejection):
                     c.rejection = arguments
                 else:
@@ -265,7 +266,11 @@ class ToolCalls:
                     if tool.accepts is not None and not tool.accepts.issuperset(arguments):
                         c.rejection = _unexpected_arguments(tool, arguments)
                     elif guard:
-                        c.repeat_key = key = call.name + "\x00" + _repeat_form(arguments)
+                        try:  # _repeat_form's usual case, without its call
+                            form = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
+                        except TypeError:
+                            form = _repeat_form(arguments)
+                        c.repeat_key = key = call.name + "\x00" + form
                         earlier = answered.get(key)
                         if earlier is not None:
                             c.rejection = self._answer_repeat(c, *earlier)
@@ -367,16 +372,22 @@ class ToolCalls:
 
     # -- run ------------------------------------------------------------------------------
 
-    def _runnable(self, pending: list[_Call]) -> list[_Call]:
-        """The calls of a turn to run: the valid ones, each distinct call once.
+    def _runnable(self, pending: list[_Call]) -> tuple[Sequence[_Call], Sequence[_Call]]:
+        """The calls of a turn to run, each distinct valid call once, in call order: those run
+        inline (plain functions declared ``blocking=False``), and the others (async functions,
+        blocking ones).
 
         A small model may write the same call several times in one reply (dozens, seen with
         the 0.5B in ``text`` mode); with the repeat guard on, copies wait for the first and
         share its outcome instead of running the tool again.
         """
-        if len(pending) == 1:  # the usual turn
-            return pending if pending[0].rejection is None else []
-        runnable: list[_Call] = []
+        if len(pending) == 1:  # the usual turn: no lists to sort it into
+            tool = pending[0].tool
+            if pending[0].rejection is not None or tool is None:
+                return (), ()
+            return ((), pending) if tool.is_async or tool.blocking else (pending, ())
+        inline: list[_Call] = []
+        others: list[_Call] = []
         first: dict[str, _Call] = {}
         for c in pending:
             if c.rejection is not None:
@@ -386,10 +397,13 @@ class ToolCalls:
                 if earlier is not c:
                     c.copy_of = earlier
                     continue
-            runnable.append(c)
-        return runnable
+            tool = c.tool
+            assert tool is not None
+            (others if tool.is_async or tool.blocking else inline).append(c)
+        return inline, others
 
-    async def _run(self, runnable: list[_Call], remaining: float | None) -> None:
+    async def _run(self, inline: Sequence[_Call], others: Sequence[_Call],
+                   remaining: float | None) -> None:
         """Run the checked calls, concurrently when there are several.
 
         A plain function declared ``blocking=False`` is run here, without a task: it runs to
@@ -399,12 +413,6 @@ class ToolCalls:
         alongside. They are awaited in turn, not gathered: they run alongside all the same,
         and gather's future and callback per call cost as much as a quick call.
         """
-        if len(runnable) == 1:  # the usual turn: no lists to sort the call into
-            tool = runnable[0].tool
-            assert tool is not None
-            inline, others = ((), runnable) if tool.is_async or tool.blocking else (runnable, ())
-        else:
-            inline, others = _by_kind(runnable)
         started = [self._start(c, remaining) for c in others] if others else ()
         try:
             if inline:
@@ -523,9 +531,9 @@ class ToolCalls:
             if c.rejection is None:
                 outcome = c.outcome
                 assert outcome is not None
-                error_type, text, result, latency, event_message = (
-                    outcome.error_type, outcome.output, outcome.result, outcome.latency,
-                    outcome.event_message)
+                error_type = outcome.error_type
+                text, result, latency = outcome.output, outcome.result, outcome.latency
+                event_message = outcome.event_message
                 if error_type is None and c.repeat_key is not None:
                     answered[c.repeat_key] = (result, text)
             else:
@@ -642,15 +650,3 @@ def _waiting_seqs(invocations: Sequence[ToolInvocation], waiting: Sequence[str]
     if len(free) != len(waiting):
         free = list(range(len(invocations) + 1, total + 1))
     return dict(zip(waiting, free, strict=True))
-
-
-def _by_kind(calls: list[_Call]) -> tuple[list[_Call], list[_Call]]:
-    """The calls run inline (plain functions declared ``blocking=False``), and the others
-    (async functions, blocking ones), each in call order."""
-    inline: list[_Call] = []
-    others: list[_Call] = []
-    for c in calls:
-        tool = c.tool
-        assert tool is not None
-        (others if tool.is_async or tool.blocking else inline).append(c)
-    return inline, others

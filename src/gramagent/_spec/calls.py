@@ -216,13 +216,13 @@ def check_parsed(
 def check_arguments(
     name: str,
     arguments: dict[str, Any],
-    *,
     validators: Mapping[str, Callable[[Any], Sequence[str]]],
     schemas: Mapping[str, Mapping[str, Any]],
     text: str | None = None,
 ) -> dict[str, Any] | CallRejection:
     """What :func:`check_parsed` checks, giving the arguments to run with (strict-mode nulls
-    removed) instead of a :class:`PreparedCall`: the loop's path, once per call.
+    removed) instead of a :class:`PreparedCall`: the loop's path, once per call (its
+    parameters may be passed by position: matching keywords costs a call more).
 
     ``text``: the JSON text ``arguments`` were parsed from, when known. JSON writes null one
     way only, so arguments whose text has no ``null`` in it hold none, and are not searched

@@ -58,6 +58,21 @@ _TYPE_TESTS: dict[str, Check] = {
 }
 
 
+_INSTANCE_TESTS: dict[Check, type] = {
+    _TYPE_TESTS["string"]: str, _TYPE_TESTS["boolean"]: bool, _TYPE_TESTS["array"]: list,
+    _TYPE_TESTS["object"]: dict}
+"""The type tests that are ``isinstance`` with one class (not ``integer`` or ``number``: a
+bool is not one, and a float may be an integer)."""
+
+
+def _test_of(check: Check) -> Check | type | None:
+    """How :meth:`_FastCompiler.object` tests a property: None for anything, the class for a
+    plain ``isinstance`` test, else the predicate."""
+    if check is _always:
+        return None
+    return _INSTANCE_TESTS.get(check, check)
+
+
 def _always(_: Any) -> bool:
     return True
 
@@ -124,17 +139,17 @@ class _FastCompiler:
     def object(self, node: JSONSchema) -> Check:
         """An object schema of ``properties``, ``required`` and ``additionalProperties``
         alone (the usual arguments schema) as one predicate: what the keywords' own
-        predicates decide together, in one pass over the instance's keys."""
+        predicates decide together, in one pass over the instance's keys. A property whose
+        schema is a type test alone (``{"type": "string"}`` and the like) is tested with
+        ``isinstance`` there, without a call of its predicate."""
         typed = "type" in node
-        props: dict[str, Check | None] = {}
+        props: dict[str, Check | type | None] = {}
         for name, sub in (node.get("properties") or {}).items():
-            check = self.compile(sub)
-            props[name] = None if check is _always else check
+            props[name] = _test_of(self.compile(sub))
         required = tuple(node.get("required") or ())
-        extra: Check | None = None  # for keys not in properties; None: anything
+        extra: Check | type | None = None  # for keys not in properties; None: anything
         if "additionalProperties" in node:
-            check = self.compile(node["additionalProperties"])
-            extra = None if check is _always else check
+            extra = _test_of(self.compile(node["additionalProperties"]))
         get = props.get
 
         def check_object(x: Any) -> bool:
@@ -145,7 +160,12 @@ class _FastCompiler:
                     return False
             for key, value in x.items():
                 sub = get(key, extra)
-                if sub is not None and not sub(value):
+                if sub is None:
+                    continue
+                if type(sub) is type:
+                    if not isinstance(value, sub):
+                        return False
+                elif not sub(value):
                     return False
             return True
         return check_object
