@@ -185,7 +185,8 @@ class ToolCalls:
             pending.extend(self._check(cut_off, cut_off=True))
         if self.decisions is not None or (self.bound.approval_required and not self.dry_run):
             pending = await self._approve(pending)
-        await self._run(*self._runnable(pending), remaining)
+        inline, others = self._runnable(pending)
+        await self._run(inline, others, remaining)
         self.conversation.extend(self._record(pending))  # at once, not one call per result
         if cut_off and not self.awaiting:
             # With calls left waiting the note cannot be added: their results, written on
@@ -413,7 +414,10 @@ class ToolCalls:
         alongside. They are awaited in turn, not gathered: they run alongside all the same,
         and gather's future and callback per call cost as much as a quick call.
         """
-        started = [self._start(c, remaining) for c in others] if others else ()
+        if not others:  # the usual turn: every call inline
+            await self._run_inline(inline, remaining)
+            return
+        started = [self._start(c, remaining) for c in others]
         try:
             if inline:
                 await self._run_inline(inline, remaining)
