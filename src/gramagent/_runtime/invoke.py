@@ -13,8 +13,10 @@ import inspect
 import sys
 import time
 from collections.abc import Callable, Coroutine, Generator
+from contextvars import copy_context
 from dataclasses import dataclass
 from functools import partial
+from time import perf_counter
 from typing import Any, Final
 
 import orjson
@@ -110,16 +112,16 @@ def run_inline(tool: Tool, arguments: dict[str, Any], context: ToolContext | Non
     # The usual call's arguments go as they are, without a call of _kwargs.
     kwargs = (arguments if not tool.converters and tool.context_param is None
               else _kwargs(tool, arguments, context))
-    started = time.perf_counter()
+    started = perf_counter()
     try:
-        result = contextvars.copy_context().run(tool.invoke, **kwargs)
+        result = copy_context().run(tool.invoke, **kwargs)
     except Exception as exc:
-        outcome = _failure(tool, exc, time.perf_counter() - started)
+        outcome = _failure(tool, exc, perf_counter() - started)
     else:
         if type(result) not in _PLAIN_RESULTS and _maybe_awaitable(result):
             return partial(_awaited, tool, result, kwargs, started,
                            max_output_chars=max_output_chars, done=done)
-        outcome = _finished(tool, result, time.perf_counter() - started, max_output_chars)
+        outcome = _finished(tool, result, perf_counter() - started, max_output_chars)
     if done is not None:
         done(outcome)
     return outcome

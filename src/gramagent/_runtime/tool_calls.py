@@ -393,11 +393,12 @@ class ToolCalls:
         for c in pending:
             if c.rejection is not None:
                 continue
-            if c.repeat_key is not None:
-                earlier = first.setdefault(c.repeat_key, c)
-                if earlier is not c:
-                    c.copy_of = earlier
+            key = c.repeat_key
+            if key is not None:
+                if key in first:
+                    c.copy_of = first[key]
                     continue
+                first[key] = c
             tool = c.tool
             assert tool is not None
             (others if tool.is_async or tool.blocking else inline).append(c)
@@ -442,9 +443,14 @@ class ToolCalls:
         for c in calls:
             tool = c.tool
             assert tool is not None and isinstance(c.arguments, dict)
-            prepared = None if tool.context_param is None else self._prepare(tool, c, remaining)
-            ran = run_inline(tool, c.arguments, None if prepared is None else prepared[1],
-                             max_chars, None if finished is None else partial(finished, c))
+            if tool.context_param is None and finished is None:  # the usual call
+                ran = run_inline(tool, c.arguments, None, max_chars)
+                prepared = None
+            else:
+                prepared = (None if tool.context_param is None
+                            else self._prepare(tool, c, remaining))
+                ran = run_inline(tool, c.arguments, None if prepared is None else prepared[1],
+                                 max_chars, None if finished is None else partial(finished, c))
             # An awaitable: under the timeout.
             c.outcome = (ran if isinstance(ran, Outcome)
                          else await ran((prepared or self._prepare(tool, c, remaining))[0]))
@@ -537,11 +543,10 @@ class ToolCalls:
                 assert outcome is not None
                 error_type = outcome.error_type
                 text, result, latency = outcome.output, outcome.result, outcome.latency
-                event_message = outcome.event_message
                 if error_type is None and c.repeat_key is not None:
                     answered[c.repeat_key] = (result, text)
             else:
-                error_type, text, result, latency, event_message = self._rejected(c)
+                error_type, text, result, latency = self._rejected(c)
             failed = error_type is not None and error_type != "repeated_call"
             if not c.cut_off:  # a cut-off call is not in the conversation: a note tells of it
                 results.append(new_tool_result(
@@ -551,15 +556,19 @@ class ToolCalls:
                 error=text if failed else None, error_type=error_type,
                 latency=latency, seq=c.seq))
             if info_logs or error_type is not None:  # errors are WARNING records
-                log_tool_call(tool=self._label(call.name), call_id=call.id,
-                              latency_ms=latency * 1000.0, error_type=error_type,
-                              args_hash=c.args_hash, message=event_message)
+                self._log(c, error_type, latency)
         return results
 
-    def _rejected(self, c: _Call) -> tuple[ToolErrorType, str, Any, float, str]:
-        """A rejected call's error type, text, result (a repeated call's earlier one), latency
-        (0: it did not run) and event message; it counts against the retry budget if
-        invalid."""
+    def _log(self, c: _Call, error_type: ToolErrorType | None, latency: float) -> None:
+        """The log record of a call (INFO, or WARNING for an error)."""
+        how = c.rejection if c.rejection is not None else c.outcome
+        log_tool_call(tool=self._label(c.call.name), call_id=c.call.id,
+                      latency_ms=latency * 1000.0, error_type=error_type,
+                      args_hash=c.args_hash, message=how.event_message if how else None)
+
+    def _rejected(self, c: _Call) -> tuple[ToolErrorType, str, Any, float]:
+        """A rejected call's error type, text, result (a repeated call's earlier one) and
+        latency (0: it did not run); it counts against the retry budget if invalid."""
         rejected = c.rejection
         assert rejected is not None
         error_type = rejected.error_type
@@ -568,7 +577,7 @@ class ToolCalls:
                                        call_id=c.call.id, error_type=error_type)
         if error_type in INVALID_CALL_TYPES:
             self.invalid[c.call.name] = self.invalid.get(c.call.name, 0) + 1
-        return error_type, rejected.message, c.earlier_result, 0.0, rejected.event_message
+        return error_type, rejected.message, c.earlier_result, 0.0
 
     def _note_cut_off(self, pending: list[_Call]) -> None:
         """Tell the model which of its calls the token limit cut off (not run, not replayed)."""

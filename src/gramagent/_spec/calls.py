@@ -228,19 +228,21 @@ def check_arguments(
     way only, so arguments whose text has no ``null`` in it hold none, and are not searched
     for one.
     """
-    validate = validators.get(name)
-    if validate is None:
+    try:  # subscripts: get() of a read-only mapping (a bound agent's) is a method call more
+        validate = validators[name]
+    except KeyError:
         return unknown_tool(name, validators.keys())
-    schema = schemas.get(name)
-    if schema is not None and (text is None or "null" in text) and _has_null(arguments):
-        arguments = strip_strict_nulls(arguments, schema)
+    if (text is None or "null" in text) and _has_null(arguments):
+        schema = schemas.get(name)
+        if schema is not None:
+            arguments = strip_strict_nulls(arguments, schema)
     problems = validate(arguments)
     if problems:
         listed = "\n".join(f"- {p}" for p in problems)
         return rejection(
             "invalid_arguments",
             f"the arguments for tool {name!r} do not match its schema:\n{listed}\n"
-            f"Expected arguments (JSON Schema): {_schema_text(schema)}",
+            f"Expected arguments (JSON Schema): {_schema_text(schemas.get(name))}",
             f"arguments do not match the schema ({len(problems)} problem"
             f"{'s' if len(problems) != 1 else ''})",
         )
