@@ -158,7 +158,7 @@ async def _awaited(tool: Tool, pending: Any, kwargs: dict[str, Any], started: fl
     return outcome
 
 
-def start_async(tool: Tool, arguments: dict[str, Any], *, context: ToolContext | None,
+def start_async(tool: Tool, arguments: dict[str, Any], context: ToolContext | None,
                 timeout: float | None, max_output_chars: int | None = None,
                 done: Callable[[Outcome], object] | None = None) -> asyncio.Task[Outcome]:
     """Start an async ``tool`` in a task of its own; ``done`` gets the outcome when the call
@@ -167,7 +167,7 @@ def start_async(tool: Tool, arguments: dict[str, Any], *, context: ToolContext |
                                time.perf_counter(), timeout, max_output_chars, done))
 
 
-def start_thread(tool: Tool, arguments: dict[str, Any], *, context: ToolContext | None,
+def start_thread(tool: Tool, arguments: dict[str, Any], context: ToolContext | None,
                  timeout: float | None, max_output_chars: int | None = None,
                  done: Callable[[Outcome], object] | None = None) -> ThreadCall:
     """Start a blocking ``tool`` in a worker thread; await the returned call for its outcome.

@@ -418,7 +418,7 @@ class ToolCalls:
         if not others:  # the usual turn: every call inline
             await self._run_inline(inline, remaining)
             return
-        started = [self._start(c, remaining) for c in others]
+        started = self._start(others, remaining)
         try:
             if inline:
                 await self._run_inline(inline, remaining)
@@ -455,21 +455,26 @@ class ToolCalls:
             c.outcome = (ran if isinstance(ran, Outcome)
                          else await ran((prepared or self._prepare(tool, c, remaining))[0]))
 
-    def _start(self, c: _Call, remaining: float | None) -> asyncio.Task[Outcome] | ThreadCall:
-        """Start a call that runs alongside: an async tool in its task; a blocking function
+    def _start(self, calls: Sequence[_Call], remaining: float | None
+               ) -> list[asyncio.Task[Outcome] | ThreadCall]:
+        """Start the calls that run alongside: an async tool in its task; a blocking function
         in a worker thread without a task (:class:`~gramagent._runtime.invoke.ThreadCall`).
-        Either reports its result event when it finishes. With tracing (its span must be the
-        current one around it) or in a dry run (nothing runs), the call runs in a task of
+        Each reports its result event when it finishes. With tracing (its span must be the
+        current one around it) or in a dry run (nothing runs), a call runs in a task of
         :meth:`_execute`."""
-        tool = c.tool
-        assert tool is not None and isinstance(c.arguments, dict)
         if self.tracer is not None or self.dry_run:
-            return start_task(self._execute(c, remaining))
-        timeout, ctx = self._prepare(tool, c, remaining)
-        start = start_async if tool.is_async else start_thread
-        return start(tool, c.arguments, context=ctx, timeout=timeout,
-                     max_output_chars=self.budget.limits.max_tool_output_chars,
-                     done=partial(self._finished, c) if self.sinks else None)
+            return [start_task(self._execute(c, remaining)) for c in calls]
+        max_chars = self.budget.limits.max_tool_output_chars
+        finished = self._finished if self.sinks else None
+        started: list[asyncio.Task[Outcome] | ThreadCall] = []
+        for c in calls:
+            tool = c.tool
+            assert tool is not None and isinstance(c.arguments, dict)
+            timeout, ctx = self._prepare(tool, c, remaining)
+            start = start_async if tool.is_async else start_thread
+            started.append(start(tool, c.arguments, ctx, timeout, max_chars,
+                                 None if finished is None else partial(finished, c)))
+        return started
 
     def _finished(self, c: _Call, outcome: Outcome) -> None:
         self._emit_result(c, outcome.error_type, outcome.event_message)
@@ -479,7 +484,9 @@ class ToolCalls:
         """A call's timeout (bounded by the time left in the run) and its tool's context."""
         timeout = self.budget.limits.tool_timeout if tool.timeout is INHERIT else tool.timeout
         if remaining is not None:  # the run's wall time bounds every call
-            timeout = max(0.0, remaining) if timeout is None else min(timeout, max(0.0, remaining))
+            left = remaining if remaining > 0.0 else 0.0  # not min() and max(): two calls more
+            if timeout is None or left < timeout:
+                timeout = left
         ctx = None
         if tool.context_param is not None and not self.dry_run:
             ctx = ToolContext(
