@@ -284,14 +284,13 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
         if kind == "message":
             refused = _message_text(item, texts) or refused
         elif kind == "function_call":
-            call_id = item.get("call_id") or item.get("id")
-            name = item.get("name")
-            arguments = item.get("arguments")
-            calls.append(new_tool_call(
-                id=call_id if call_id and isinstance(call_id, str) else new_call_id(),
-                name=name if isinstance(name, str) else "",
-                arguments=arguments if isinstance(arguments, str) else arguments_text(arguments),
-            ))
+            # The usual call (a non-empty string call_id, string name and arguments) read
+            # without a method call or isinstance each; anything else field by field.
+            call_id, name, arguments = (item.get("call_id"), item.get("name"),
+                                        item.get("arguments"))
+            calls.append(new_tool_call(id=call_id, name=name, arguments=arguments)
+                         if type(call_id) is str and call_id and type(name) is str
+                         and type(arguments) is str else _odd_call(item))
     if status == "incomplete":  # even with calls: the last one may be cut off
         details = data.get("incomplete_details")
         reason = details.get("reason") if isinstance(details, dict) else None
@@ -313,6 +312,20 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
         usage=usage_from(data.get("usage"), "input_tokens", "output_tokens"),
         finish_reason=finish,
         raw=data,
+    )
+
+
+def _odd_call(item: Mapping[str, Any]) -> ToolCall:
+    """The call of a ``function_call`` output item that is not the usual one, read as far as
+    it goes: a missing or empty id is the item's ``id`` or a fresh one, a missing name is
+    empty, arguments that are not text are encoded."""
+    call_id = item.get("call_id") or item.get("id")
+    name = item.get("name")
+    arguments = item.get("arguments")
+    return new_tool_call(
+        id=call_id if call_id and isinstance(call_id, str) else new_call_id(),
+        name=name if isinstance(name, str) else "",
+        arguments=arguments if isinstance(arguments, str) else arguments_text(arguments),
     )
 
 
