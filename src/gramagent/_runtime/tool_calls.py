@@ -26,7 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, TypeAlias
 
 import orjson
 
@@ -79,6 +79,11 @@ from gramagent.errors import ApprovalError
 __all__ = ["ToolCalls"]
 
 
+_RepeatKey: TypeAlias = tuple[str, bytes]
+"""What the repeat guard knows a call by: the tool name and :func:`_repeat_form` of its
+arguments (a pair: no string made by joining them, and no decoding of the JSON)."""
+
+
 @dataclass(slots=True)
 class _Call:
     """A call of the current turn, through its checks and execution."""
@@ -95,7 +100,7 @@ class _Call:
     tool: Tool | None = None
     rejection: CallRejection | None = None
     outcome: Outcome | None = None
-    repeat_key: str | None = None
+    repeat_key: _RepeatKey | None = None
     earlier_result: Any = None
     """For a repeated call, the result of the call it repeats."""
     copy_of: _Call | None = None
@@ -123,7 +128,7 @@ class ToolCalls:
     seq: int = 0
     invalid: dict[str, int] = field(default_factory=dict)
     """Invalid calls so far, per tool name."""
-    answered: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    answered: dict[_RepeatKey, tuple[Any, str]] = field(default_factory=dict)
     """Per repeat key, the result and output text of the call that first succeeded with it."""
     force_answer: bool = False
     """Set when the repeat guard answered a call: the next request asks for the answer."""
@@ -165,7 +170,7 @@ class ToolCalls:
             elif error_type is None or error_type == "approval_refused":
                 output = outputs.get(invocation.call_id)
                 if output is not None:  # as _record and _approve remember them
-                    key = invocation.name + "\x00" + _repeat_form(invocation.arguments)
+                    key = (invocation.name, _repeat_form(invocation.arguments))
                     self.answered[key] = (invocation.result, output)
 
     async def run_tool_calls(self, turn: ModelTurn, remaining: float | None, *,
@@ -268,10 +273,10 @@ class ToolCalls:
                         c.rejection = _unexpected_arguments(tool, arguments)
                     elif guard:
                         try:  # _repeat_form's usual case, without its call
-                            form = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
+                            form = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
                         except TypeError:
                             form = _repeat_form(arguments)
-                        c.repeat_key = key = call.name + "\x00" + form
+                        c.repeat_key = key = (call.name, form)
                         earlier = answered.get(key)
                         if earlier is not None:
                             c.rejection = self._answer_repeat(c, *earlier)
@@ -389,7 +394,7 @@ class ToolCalls:
             return ((), pending) if tool.is_async or tool.blocking else (pending, ())
         inline: list[_Call] = []
         others: list[_Call] = []
-        first: dict[str, _Call] = {}
+        first: dict[_RepeatKey, _Call] = {}
         for c in pending:
             if c.rejection is not None:
                 continue
@@ -643,12 +648,13 @@ def _unexpected_arguments(tool: Tool, arguments: dict[str, Any]) -> CallRejectio
         f"{len(extra)} unexpected argument{'s' if len(extra) != 1 else ''}")
 
 
-def _repeat_form(arguments: dict[str, Any]) -> str:
-    """The arguments as sorted-key JSON, to recognise a repeated call (never sent anywhere)."""
+def _repeat_form(arguments: dict[str, Any]) -> bytes:
+    """The arguments as sorted-key JSON (UTF-8), to recognise a repeated call (never sent
+    anywhere)."""
     try:  # orjson directly: exact_json's wrapper cost a third of this on every call
-        return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
+        return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # a big integer, deep nesting or a lone surrogate
-        return exact_json.dumps(arguments, sort_keys=True)
+        return exact_json.dumps(arguments, sort_keys=True).encode()
 
 
 def _seq(invocation: ToolInvocation) -> int:
