@@ -184,14 +184,19 @@ class ToolCalls:
         calls, cut_off = turn.tool_calls, turn.cut_off_calls
         if replay:
             self._replay(turn)
-        self._check_call_limit(calls, cut_off)
+        limit = self.budget.limits.max_tool_calls
+        if limit is not None and self.seq + len(calls) + len(cut_off) > limit:
+            self._stop_at_call_limit(calls, cut_off, limit)
         pending = self._check(calls)
         if cut_off:
             pending.extend(self._check(cut_off, cut_off=True))
         if self.decisions is not None or (self.bound.approval_required and not self.dry_run):
             pending = await self._approve(pending)
         inline, others = self._runnable(pending)
-        await self._run(inline, others, remaining)
+        if others:
+            await self._run(inline, others, remaining)
+        elif inline:  # the usual turn: every call inline (no coroutine of _run around them)
+            await self._run_inline(inline, remaining)
         self.conversation.extend(self._record(pending))  # at once, not one call per result
         if cut_off and not self.awaiting:
             # With calls left waiting the note cannot be added: their results, written on
@@ -219,12 +224,11 @@ class ToolCalls:
         text = turn.text if turn.text is not None or calls else ""
         self.conversation.append(new_assistant_message(content=text, tool_calls=calls))
 
-    def _check_call_limit(self, calls: Sequence[ToolCall], cut_off: Sequence[ToolCall]
-                          ) -> None:
-        limit = self.budget.limits.max_tool_calls
+    def _stop_at_call_limit(self, calls: Sequence[ToolCall], cut_off: Sequence[ToolCall],
+                            limit: int) -> None:
+        """The turn's calls pass ``max_tool_calls``: each gets a result saying so, and the run
+        stops."""
         asked = self.seq + len(calls) + len(cut_off)
-        if limit is None or asked <= limit:
-            return
         for call in calls:
             self.conversation.append(new_tool_result(
                 call_id=call.id, name=call.name, is_error=True,
@@ -411,7 +415,7 @@ class ToolCalls:
 
     async def _run(self, inline: Sequence[_Call], others: Sequence[_Call],
                    remaining: float | None) -> None:
-        """Run the checked calls, concurrently when there are several.
+        """Run the checked calls of a turn that has async or blocking ones, concurrently.
 
         A plain function declared ``blocking=False`` is run here, without a task: it runs to
         its end before anything else can anyway, and a task per call was most of what such a
@@ -420,9 +424,6 @@ class ToolCalls:
         alongside. They are awaited in turn, not gathered: they run alongside all the same,
         and gather's future and callback per call cost as much as a quick call.
         """
-        if not others:  # the usual turn: every call inline
-            await self._run_inline(inline, remaining)
-            return
         started = self._start(others, remaining)
         try:
             if inline:
