@@ -449,14 +449,9 @@ class ToolCalls:
         for c in calls:
             tool = c.tool
             assert tool is not None and isinstance(c.arguments, dict)
-            if tool.context_param is None and finished is None:  # the usual call
-                ran = run_inline(tool, c.arguments, None, max_chars)
-                prepared = None
-            else:
-                prepared = (None if tool.context_param is None
-                            else self._prepare(tool, c, remaining))
-                ran = run_inline(tool, c.arguments, None if prepared is None else prepared[1],
-                                 max_chars, None if finished is None else partial(finished, c))
+            prepared = None if tool.context_param is None else self._prepare(tool, c, remaining)
+            ran = run_inline(tool, c.arguments, None if prepared is None else prepared[1],
+                             max_chars, None if finished is None else partial(finished, c))
             # An awaitable: under the timeout.
             c.outcome = (ran if isinstance(ran, Outcome)
                          else await ran((prepared or self._prepare(tool, c, remaining))[0]))
