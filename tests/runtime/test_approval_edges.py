@@ -255,6 +255,14 @@ _STEP = st.tuples(st.sampled_from(["sendMail", "readMail"]), st.sampled_from(["a
        api=st.sampled_from(PARALLEL_APIS), via=st.sampled_from(["response", "json", "session"]))
 @example(turns=[[("sendMail", "a", "yes"), ("readMail", "b", "yes")]], max_tool_calls=9,
          repeat_guard=True, api="chat", via="response")
+# A retry budget used up in the turn that pauses: the waiting call is decided and run first,
+# as with a callback, whether the budget is its own tool's or another's.
+@example(turns=[[("sendMail", 7, "no"), ("sendMail", 7, "no")],
+                [("sendMail", "a", "yes"), ("sendMail", 7, "no")]], max_tool_calls=4,
+         repeat_guard=False, api="chat", via="response")
+@example(turns=[[("readMail", 7, "yes"), ("readMail", 7, "yes")],
+                [("sendMail", "a", "yes"), ("readMail", 7, "yes")]], max_tool_calls=9,
+         repeat_guard=False, api="chat", via="json")
 async def test_a_pause_among_the_calls_of_a_turn_changes_nothing(
         turns: list[list[_Step]], max_tool_calls: int, repeat_guard: bool, api: str, via: str,
         model_for: ModelFactory) -> None:

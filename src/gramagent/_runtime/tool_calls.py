@@ -203,7 +203,9 @@ class ToolCalls:
             # resume, must follow the assistant message directly, and a conversation ending
             # with a user message has no waiting calls (it could never be resumed).
             self._note_cut_off(pending)
-        if self.invalid:
+        if self.invalid and not self.awaiting:
+            # Paused: the turn is not over. Its waiting calls are decided and run first, as
+            # with an approve callback, and the budget is checked when the turn ends.
             self._check_retry_budget(pending)
 
     def tool_invocations(self) -> tuple[ToolInvocation, ...]:
@@ -593,16 +595,19 @@ class ToolCalls:
         self.conversation.append(UserMessage(content="\n".join(notes)))
 
     def _check_retry_budget(self, pending: list[_Call]) -> None:
+        """Stop the run when a tool has used up its retry budget: the first of the turn's
+        tools in call order, then any counted before a pause (a resumed turn's)."""
         budget = self.budget.limits.max_invalid_calls_per_tool
         if budget is None:
             return
-        for c in pending:
-            count = self.invalid.get(c.call.name, 0)
+        for name in [*(c.call.name for c in pending), *self.invalid]:
+            count = self.invalid.get(name, 0)
             if count >= budget:
+                last = next((i.error_type for i in reversed(self.invocations)
+                             if i.name == name and i.error_type in INVALID_CALL_TYPES), None)
                 raise self.budget.exceeded(
                     "max_invalid_calls_per_tool", budget, count,
-                    f"{count} invalid calls to tool {c.call.name[:100]!r} "
-                    f"(last: {c.rejection.error_type if c.rejection else 'unknown'})")
+                    f"{count} invalid calls to tool {name[:100]!r} (last: {last})")
 
     # -- events ---------------------------------------------------------------------------
 
