@@ -206,9 +206,17 @@ class ChatCompletionsModel(HTTPAdapter):
             ModelAPIError: transport or HTTP failure after retries, or an unreadable reply.
             ConfigurationError: a constrained ``tool_choice`` naming a tool not offered.
         """
-        if self.tool_call_mode == "hybrid":
+        mode = self.tool_call_mode
+        if mode == "native" and not self.stream:
+            # The usual request, in the fewest frames (each costs measurably per request:
+            # bench/RESULTS.md, issue 18): the body built here, the reply read in the HTTP
+            # request's own coroutine, no coroutine of the adapter's around it.
+            body = build_chat_body(request, functions=self.functions, strict=self.strict,
+                                   tools_payload=self._tools.get(request.tools))
+            return self.http.post_read(CHAT_PATH, body, self._native_reply)
+        if mode == "hybrid":
             return hybrid_turn(request, self._exchange, self._continued)
-        return self._exchange(request, self.tool_call_mode)
+        return self._exchange(request, mode)
 
     async def _exchange(self, request: ModelRequest, mode: WireMode) -> ModelTurn:
         """One request in one wire mode (``stream`` as configured), read into a turn."""
@@ -220,20 +228,18 @@ class ChatCompletionsModel(HTTPAdapter):
             strict=self.strict,
             tools_payload=self._tools.get(request.tools),
         )
-        if mode != "native":
-            data = await self._post(body)
-            turn = self._read(data, request, mode)
-            if mode == "constrained":
-                turn = await self._continued(request, turn, _reply_content(data) or "")
-            return turn
-        # The usual request, in the fewest frames (each costs measurably per request:
-        # bench/RESULTS.md, issue 18): what _post and _read do, in line.
-        data = await (self._post_streamed(body) if self.stream
-                      else self.http.post_json(CHAT_PATH, body))
+        data = await self._post(body)
+        turn = self._read(data, request, mode)
+        if mode == "constrained":
+            turn = await self._continued(request, turn, _reply_content(data) or "")
+        return turn
+
+    def _native_reply(self, data: dict[str, Any], body: Mapping[str, Any]) -> ModelTurn:
+        """A native-mode reply read into a turn (``body``: the request's)."""
         try:
-            return parse_chat_reply(data, tool_call_mode=mode, tool_names=())
+            return parse_chat_reply(data)
         except ReplyError as exc:
-            raise self.reply_error(CHAT_PATH, exc, body=data, model=request.model) from exc
+            raise self.reply_error(CHAT_PATH, exc, body=data, model=body["model"]) from exc
 
     def _post(self, body: dict[str, Any]) -> Coroutine[Any, Any, dict[str, Any]]:
         """Send ``body`` (streamed when it says so); to be awaited for the reply, assembled
@@ -372,16 +378,17 @@ def build_chat_body(
     ``tools_payload`` is :func:`chat_tools` of ``request.tools``, when the caller has it.
     """
     settings = request.settings
-    body: dict[str, Any] = dict(settings) if settings else {}
-    body["model"] = request.model
     tools = request.tools
     instruction = request.instruction
-    if tool_call_mode == "constrained" and allows_several_calls(tools, request.tool_choice):
+    native_choice = tool_call_mode != "constrained"
+    if not native_choice and allows_several_calls(tools, request.tool_choice):
         instruction = (f"{instruction}\n\n{SEVERAL_CALLS_HINT}" if instruction
                        else SEVERAL_CALLS_HINT)
-    body["messages"] = chat_messages(instruction, request.messages, legacy=functions,
-                                     rendered=request.rendered)
-    native_choice = tool_call_mode != "constrained"
+    messages = chat_messages(instruction, request.messages, legacy=functions,
+                             rendered=request.rendered)
+    # One dict display, the settings first (fields set here win over them).
+    body: dict[str, Any] = ({**settings, "model": request.model, "messages": messages}
+                            if settings else {"model": request.model, "messages": messages})
     if tools:
         if tools_payload is None:
             tools_payload = chat_tools(tools, functions=functions, strict=strict)
@@ -390,12 +397,13 @@ def build_chat_body(
             body["functions"] = tools_payload
             if native_choice:
                 body["function_call"] = _legacy_function_call(choice, tools)
+        elif native_choice:
+            body["tools"] = tools_payload
+            body["tool_choice"] = choice if isinstance(choice, str) else _tool_choice(choice)
+            body["parallel_tool_calls"] = request.parallel_tool_calls
         else:
             body["tools"] = tools_payload
-            if native_choice:
-                body["tool_choice"] = choice if isinstance(choice, str) else _tool_choice(choice)
-                body["parallel_tool_calls"] = request.parallel_tool_calls
-    if tool_call_mode == "constrained":
+    if not native_choice:
         body["response_format"] = tool_step_response_format(tools, request.tool_choice)
     if stream:
         body["stream"] = True

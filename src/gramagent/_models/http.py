@@ -49,7 +49,7 @@ import urllib.request
 import zlib
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC, datetime
-from typing import Any, Final, Protocol, Self, TypedDict, TypeVar, Unpack
+from typing import Any, Final, Protocol, Self, TypedDict, TypeVar, Unpack, overload
 
 import aiohttp
 import orjson
@@ -90,6 +90,7 @@ ALLOW_INSECURE_ENV: Final = "GRAMAGENT_ALLOW_INSECURE_HTTP"
 """Set to ``1`` to allow sending an API key over plain http to a non-loopback host."""
 
 _T = TypeVar("_T")
+_D = TypeVar("_D")
 
 _USER_AGENT = "gramagent/0.1"
 
@@ -349,6 +350,17 @@ class HTTPClient:
         """
         return self._post(path, body, _decode_json)
 
+    def post_read(self, path: str, body: Mapping[str, Any],
+                  read: Callable[[dict[str, Any], Mapping[str, Any]], _T]
+                  ) -> Coroutine[Any, Any, _T]:
+        """:meth:`post_json`, the decoded object then read by ``read(data, body)`` in the
+        request's own coroutine (an adapter's reply parsing without a coroutine of its own
+        around the request: each layer costs measurably per request, bench/RESULTS.md, issue
+        18). What ``read`` raises passes through, not retried; the exchange hook sees the
+        decoded object, as with :meth:`post_json`.
+        """
+        return self._post(path, body, _decode_json, read)
+
     async def post_sse(self, path: str, body: Mapping[str, Any]) -> list[dict[str, Any]]:
         """POST ``body`` (with ``stream: true``) and return the stream's decoded JSON events.
 
@@ -499,10 +511,25 @@ class HTTPClient:
         self._proxy = _env_proxy(self.base_url)
         return client
 
+    @overload
     async def _post(self, path: str, body: Mapping[str, Any],
-                    decode: Callable[[bytes, aiohttp.ClientResponse], _T], *,
-                    headers: Mapping[str, str] | None = None, keep_open: bool = False) -> _T:
-        """Send with retries; return the decoded body of a 2xx answer. ``headers`` are added to
+                    decode: Callable[[bytes, aiohttp.ClientResponse], _T], read: None = None,
+                    *, headers: Mapping[str, str] | None = None, keep_open: bool = False
+                    ) -> _T: ...
+
+    @overload
+    async def _post(self, path: str, body: Mapping[str, Any],
+                    decode: Callable[[bytes, aiohttp.ClientResponse], _D],
+                    read: Callable[[_D, Mapping[str, Any]], _T], *,
+                    headers: Mapping[str, str] | None = None, keep_open: bool = False
+                    ) -> _T: ...
+
+    async def _post(self, path: str, body: Mapping[str, Any],
+                    decode: Callable[[bytes, aiohttp.ClientResponse], Any],
+                    read: Callable[[Any, Mapping[str, Any]], Any] | None = None, *,
+                    headers: Mapping[str, str] | None = None, keep_open: bool = False) -> Any:
+        """Send with retries; return the decoded body of a 2xx answer (``read(decoded, body)``
+        with ``read``: :meth:`post_read`). ``headers`` are added to
         the pool's (which ask for JSON); ``decode(body, reply)`` raises :class:`_Unreadable`
         for a body it cannot use (an attempt that failed, like a dropped connection). With
         ``keep_open`` a 2xx answer is not read: ``decode`` gets it open (an empty body), the
@@ -567,7 +594,7 @@ class HTTPClient:
                             self._log_attempt(body, attempt, started, status=status)
                         if self.on_exchange is not None and not keep_open:
                             self._notify(body, decoded, status)
-                        return decoded
+                        return decoded if read is None else read(decoded, body)
                 else:
                     failed_body = data
                     failure, retryable, hint = self._refused(body, attempt, started, reply, data)

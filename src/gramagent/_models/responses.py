@@ -32,7 +32,7 @@ ModelAPIError.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, Unpack
 
 from gramagent import _json as exact_json
@@ -103,8 +103,10 @@ class ResponsesModel(HTTPAdapter):
     def __repr__(self) -> str:
         return f"ResponsesModel({self.http.base_url!r}, strict={self.strict})"
 
-    async def request(self, request: ModelRequest) -> ModelTurn:
-        """Send ``request`` to ``/responses`` and return the normalized turn.
+    def request(self, request: ModelRequest) -> Coroutine[Any, Any, ModelTurn]:
+        """Send ``request`` to ``/responses`` and return the normalized turn (to be awaited:
+        the coroutine of the HTTP request itself, which reads the reply, without one of the
+        adapter's around it).
 
         Raises:
             ModelAPIError: transport or HTTP failure after retries, a ``failed`` response, or
@@ -114,11 +116,14 @@ class ResponsesModel(HTTPAdapter):
             request, strict=self.strict,
             tools_payload=self._tools.get(request.tools),
         )
-        data = await self.http.post_json(RESPONSES_PATH, body)
+        return self.http.post_read(RESPONSES_PATH, body, self._reply)
+
+    def _reply(self, data: dict[str, Any], body: Mapping[str, Any]) -> ModelTurn:
+        """A reply read into a turn (``body``: the request's)."""
         try:
             return parse_responses_reply(data)
         except ReplyError as exc:
-            raise self.reply_error(RESPONSES_PATH, exc, body=data, model=request.model) from exc
+            raise self.reply_error(RESPONSES_PATH, exc, body=data, model=body["model"]) from exc
 
     async def stream_request(self, request: ModelRequest, on_text: TextSink) -> ModelTurn:
         """:meth:`request`, streamed (``stream: true``): each ``response.output_text.delta``
@@ -177,19 +182,21 @@ def build_responses_body(
     ``tools_payload`` is :func:`responses_tools` of ``request.tools``, when the caller has it.
     """
     settings = request.settings
-    body: dict[str, Any] = {}
-    if settings:
-        body.update(settings)
+    tools = request.tools
+    body: dict[str, Any] = {
+        "model": request.model,
+        "input": responses_input(request.instruction, request.messages, request.rendered),
+    }
+    if settings:  # first, so the fields set here win over them
+        body = {**settings, **body}
         if "max_tokens" in body:
             body.setdefault("max_output_tokens", body.pop("max_tokens"))
         body.pop("stream", None)
         body.pop("stream_options", None)
         body.pop("previous_response_id", None)
-    body["model"] = request.model
-    body["input"] = responses_input(request.instruction, request.messages, request.rendered)
-    if request.tools:
+    if tools:
         body["tools"] = (tools_payload if tools_payload is not None
-                         else responses_tools(request.tools, strict=strict))
+                         else responses_tools(tools, strict=strict))
         choice = request.tool_choice
         body["tool_choice"] = choice if isinstance(choice, str) else _tool_choice(choice)
         body["parallel_tool_calls"] = request.parallel_tool_calls

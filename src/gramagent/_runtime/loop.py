@@ -318,23 +318,40 @@ class _Run(ToolCalls):
     async def run(self, start: str | dict[str, Decision]) -> AgentResponse:
         """The run from user message ``start``, or resumed with decisions on the calls its
         conversation ends with. Logs the error that ends it; closes an owned model."""
+        conversation = self.conversation
         if isinstance(start, str):
-            self.conversation.append(new_user_message(content=start))
+            conversation.append(new_user_message(content=start))
         hooks = self.hooks
         if hooks is not None:
-            hooks.on_start(self.conversation)
+            hooks.on_start(conversation)
         loop = asyncio.get_running_loop()
         budget = self.budget
         choice = self.tool_choice
+        instruction, tools = self.bound.agent.instruction, self.bound.definitions
+        # The usual run awaits the model's own coroutine: a coroutine layer more per request
+        # costs measurably (bench/RESULTS.md, issue 18).
+        send = (self.model.request if self.tracer is None and hooks is None
+                else self._send if self.tracer is None else self._traced_request)
         budget.arm()
         try:
             if not isinstance(start, str):
-                waiting = ModelTurn(tool_calls=self.conversation.unanswered_calls())
+                waiting = ModelTurn(tool_calls=conversation.unanswered_calls())
                 await self._call_tools(waiting, replay=False)
             while not self.awaiting:
                 budget.check(loop.time())
-                # The repeat guard answered a call: ask for the final answer.
-                turn = await self._ask_model("none" if self.force_answer else choice)
+                request = new_request(
+                    model=self.model_name, instruction=instruction,
+                    messages=conversation.messages, tools=tools,
+                    # The repeat guard answered a call: ask for the final answer.
+                    tool_choice="none" if self.force_answer else choice,
+                    settings=self.settings, rendered=conversation.rendered,
+                )
+                try:
+                    with budget:  # the end of the wall time cuts the request short
+                        turn = await send(request)
+                except (TimeoutError, ModelAPIError) as exc:
+                    raise self._failed(exc)  # noqa: B904  (_failed says how it is chained)
+                turn = self._received(request, turn)
                 if not (turn.tool_calls or turn.cut_off_calls):
                     return self._answer(turn)
                 if choice == "required" or not isinstance(choice, str):
@@ -347,7 +364,7 @@ class _Run(ToolCalls):
                 # (``raw``). Objects held across an await are what the garbage collector finds
                 # in its young generation (a hundred runs' worth at concurrency 100) and they
                 # make it run more often: without them, a third fewer gen-0 collections.
-                del turn
+                del turn, request
             return self._paused()
         except Exception as exc:
             log_run_error(exc, agent=self.bound.agent.name)
@@ -368,38 +385,26 @@ class _Run(ToolCalls):
         if hooks is not None:
             hooks.on_tool_results(self.invocations[answered:])
 
-    async def _ask_model(self, tool_choice: ToolChoice) -> ModelTurn:
-        """One model request with the conversation so far, cut short at the run's deadline.
-
-        Raises:
-            LimitExceeded: the wall time ran out while waiting for the model.
-            ModelAPIError: the model failed; carries the conversation and usage so far.
-        """
-        request = new_request(
-            model=self.model_name, instruction=self.bound.agent.instruction,
-            messages=self.conversation.messages, tools=self.bound.definitions,
-            tool_choice=tool_choice, settings=self.settings,
-            rendered=self.conversation.rendered,
-        )
+    def _failed(self, exc: TimeoutError | ModelAPIError) -> Exception:
+        """What a model request that failed with ``exc`` raises: a ModelAPIError carrying the
+        conversation and usage so far, or LimitExceeded when the run's wall time cut the
+        request short (any other timeout as it is)."""
         budget = self.budget
-        try:
-            with budget:  # the end of the wall time cuts the request short (TimeoutError)
-                if self.tracer is not None:
-                    turn = await self._traced_request(request)
-                elif self.hooks is None:  # the usual run: the model's own coroutine
-                    turn = await self.model.request(request)
-                else:
-                    turn = await self._send(request)
-        except TimeoutError:
-            if not budget.expired:
-                raise
-            now = asyncio.get_running_loop().time()
-            raise budget.wall_time_exceeded(now, " (while waiting for the model)") from None
-        except ModelAPIError as exc:
+        if isinstance(exc, ModelAPIError):
             exc.context = self.conversation.copy()
             exc.usage = budget.usage
-            raise
-        budget.count(request, turn)
+            return exc
+        if not budget.expired:
+            return exc
+        error = budget.wall_time_exceeded(asyncio.get_running_loop().time(),
+                                          " (while waiting for the model)")
+        error.__suppress_context__ = True  # as ``raise ... from None``
+        return error
+
+    def _received(self, request: ModelRequest, turn: ModelTurn) -> ModelTurn:
+        """``turn``, the reply to ``request``, counted against the budget and logged; its calls
+        with ids unique in the conversation."""
+        self.budget.count(request, turn)
         if self.info_logs and turn.usage is not None:
             log_usage(turn.usage, model=self.model_name)
         if turn.tool_calls or turn.cut_off_calls:
