@@ -36,23 +36,25 @@ def constructor(cls: Callable[P, T]) -> Callable[P, T]:
 
     Raises:
         TypeError: ``cls`` is not a frozen dataclass with slots whose fields are all set by
-            its ``__init__``, or it has a ``__post_init__``.
+            its ``__init__``, or it has a ``__post_init__`` or a ``__new__`` of its own.
     """
     if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)
             and cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
             and "__slots__" in cls.__dict__ and "__dict__" not in cls.__dict__
-            and not hasattr(cls, "__post_init__")):
+            and not hasattr(cls, "__post_init__") and cls.__new__ is object.__new__):
         raise TypeError(f"{cls!r} is not a frozen dataclass with slots")
     fields = dataclasses.fields(cls)
     if any(not f.init for f in fields):
         raise TypeError(f"{cls.__name__} has fields its __init__ does not set")
     # The twin keeps object's own __setattr__ and __delattr__ (both: they share one C slot,
-    # so the attribute stores below take the fast path of a plain slotted class).
+    # so the attribute stores below take the fast path of a plain slotted class), and
+    # object's __init__, so that calling it makes an empty instance (a type call costs less
+    # than ``object.__new__(twin)``, whose wrapper packs its arguments into a tuple).
     twin = type(f"_{cls.__name__}Builder", (cls,), {
         "__slots__": (), "__setattr__": object.__setattr__,
-        "__delattr__": object.__delattr__, "__module__": __name__})
-    names: dict[str, Any] = {"_new": object.__new__, "_twin": twin, "_cls": cls,
-                             "_MISSING": dataclasses.MISSING}
+        "__delattr__": object.__delattr__, "__init__": object.__init__,
+        "__module__": __name__})
+    names: dict[str, Any] = {"_twin": twin, "_cls": cls, "_MISSING": dataclasses.MISSING}
     positional: list[str] = []
     keyword: list[str] = []
     body: list[str] = []
@@ -68,7 +70,7 @@ def constructor(cls: Callable[P, T]) -> Callable[P, T]:
             param = f.name
         (keyword if f.kw_only else positional).append(param)
     params = ", ".join(positional + (["*", *keyword] if keyword else []))
-    lines = [f"def build({params}):", *body, "    self = _new(_twin)"]
+    lines = [f"def build({params}):", *body, "    self = _twin()"]
     lines += [f"    self.{f.name} = {f.name}" for f in fields]
     lines += ["    self.__class__ = _cls", "    return self"]
     exec("\n".join(lines), names)  # the way dataclasses writes __init__ itself
