@@ -59,3 +59,30 @@ def test_counts_are_believed_exactly_when_plausible(inp: int | None, out: int | 
         assert usage == Usage(input_tokens=inp or 0, output_tokens=out or 0, requests=1)
     else:
         assert usage is None
+
+
+def _reference(data: Any) -> Usage | None:
+    """The rule, read plainly: an object whose counts are each missing/null or plausible."""
+    if not isinstance(data, dict):
+        return None
+    inp, out = data.get("prompt_tokens"), data.get("completion_tokens")
+    if inp is None and out is None:
+        return None
+    if not all(v is None or (type(v) is int and 0 <= v <= MAX_REPORTED_TOKENS)
+               for v in (inp, out)):
+        return None
+    return Usage(input_tokens=inp or 0, output_tokens=out or 0, requests=1)
+
+
+_json_leaf = (st.none() | st.booleans() | st.floats(allow_nan=False) | st.text(max_size=3)
+              | _count)
+_usage_object = st.dictionaries(
+    st.sampled_from(["prompt_tokens", "completion_tokens", "total_tokens"]), _json_leaf)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_usage_object | st.lists(_json_leaf, max_size=2) | _json_leaf)
+def test_any_usage_value_reads_as_the_plain_rule(data: Any) -> None:
+    """Whatever JSON value a server sends as ``usage`` (an object with counts present or not,
+    of any type, or no object at all), it reads as the plain rule says."""
+    assert usage_from(data, "prompt_tokens", "completion_tokens") == _reference(data)

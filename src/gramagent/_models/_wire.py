@@ -194,16 +194,19 @@ def usage_from(data: Any, input_key: str, output_key: str) -> Usage | None:
     ``output_tokens``); None when the server reported none, or reported a count that cannot be
     true (negative, not an integer, beyond :data:`MAX_REPORTED_TOKENS`): the loop then
     estimates the turn's tokens, so a lying server cannot disable the token budget."""
-    if not isinstance(data, dict):
-        return None
-    inp = data.get(input_key)
-    out = data.get(output_key)
-    # The usual reply: two counts, neither negative (``inp | out`` is negative if one is) nor
-    # beyond the bound.
+    try:  # the usual reply: a dict with both counts
+        inp = data[input_key]
+        out = data[output_key]
+    except (KeyError, TypeError):  # a count missing, or not an object (JSON: no dict)
+        if not isinstance(data, dict):
+            return None
+        inp = data.get(input_key)
+        out = data.get(output_key)
+    # Two counts, neither negative (``inp | out`` is negative if one is) nor beyond the bound.
     if (type(inp) is int and type(out) is int and (inp | out) >= 0
             and inp <= MAX_REPORTED_TOKENS >= out):
         return new_usage(input_tokens=inp, output_tokens=out, requests=1)
-    if inp is None and out is None:
+    if not isinstance(data, dict) or inp is None and out is None:
         return None
     if not all(v is None or (type(v) is int and 0 <= v <= MAX_REPORTED_TOKENS)
                for v in (inp, out)):

@@ -445,7 +445,7 @@ def _append_chat(messages: Sequence[Message], out: list[Any]) -> None:
                 out.append({
                     "role": "assistant",
                     "content": message.content,
-                    "tool_calls": [_call_dict(c) for c in message.tool_calls],
+                    "tool_calls": list(map(_call_dict, message.tool_calls)),  # no listcomp frame
                 })
             else:
                 out.append({"role": "assistant", "content": message.content or ""})

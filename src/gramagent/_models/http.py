@@ -550,10 +550,11 @@ class HTTPClient:
         status: int | None
         while True:
             started = time.perf_counter()
-            retryable = True
-            failed_body: bytes | None = None
-            cause: BaseException | None = None
-            hint: float | None = None
+            # What a failed attempt sets: failure, status, retryable, failed_body, cause, hint
+            # (the usual attempt returns without them).
+            failed_body: bytes | None
+            cause: BaseException | None
+            hint: float | None
             try:
                 pool = self._client
                 if pool is None or self._loop is not asyncio.get_running_loop():
@@ -578,6 +579,7 @@ class HTTPClient:
                         reply.release()
             except (aiohttp.ClientError, TimeoutError, _TooLarge) as exc:
                 status, failure, retryable, cause = self._broken(body, attempt, started, exc)
+                failed_body = hint = None
             else:
                 status = code
                 if 200 <= code < 300:
@@ -586,7 +588,7 @@ class HTTPClient:
                     except _Unreadable as exc:
                         failure = (f"the server answered HTTP {status} with a body that cannot "
                                    f"be read: {exc}")
-                        failed_body = data
+                        failed_body, retryable, cause, hint = data, True, None, None
                         self._log_attempt(body, attempt, started, status=status, error=failure)
                         self._notify(body, self._mask(_text(data)), status)
                     else:
@@ -596,7 +598,7 @@ class HTTPClient:
                             self._notify(body, decoded, status)
                         return decoded if read is None else read(decoded, body)
                 else:
-                    failed_body = data
+                    failed_body, cause = data, None
                     failure, retryable, hint = self._refused(body, attempt, started, reply, data)
             if retryable and attempt < self.max_retries:
                 delay = retry_delay(attempt, hint, base=self._backoff_base)

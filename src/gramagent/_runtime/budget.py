@@ -50,7 +50,14 @@ class Budget(RunDeadline):
                  "requests", "started")
 
     def __init__(self, limits: RunLimits, conversation: Conversation, started: float) -> None:
-        super().__init__(None if limits.wall_time is None else started + limits.wall_time)
+        wall_time = limits.wall_time
+        # RunDeadline's fields, set here (without a call of its __init__: once per run, every
+        # call counts).
+        self.when = None if wall_time is None else started + wall_time
+        self.expired = False
+        self._task = self._watcher = None
+        self._waiting = False
+        self._cancelling = 0
         self.limits = limits
         self.conversation = conversation
         self.started = started
@@ -89,12 +96,14 @@ class Budget(RunDeadline):
         if self.requests >= limits.max_iterations:
             raise self.exceeded("max_iterations", limits.max_iterations, self.requests,
                                 f"the model made {self.requests} requests without answering")
-        if self.when is not None and now >= self.when:
+        when = self.when
+        if when is not None and now >= when:
             raise self.wall_time_exceeded(now)
-        spent = self.input_tokens + self.output_tokens
-        if limits.max_tokens is not None and spent >= limits.max_tokens:
-            raise self.exceeded("max_tokens", limits.max_tokens, spent,
-                                f"the token budget of {limits.max_tokens} is spent "
+        max_tokens = limits.max_tokens
+        if max_tokens is not None and self.input_tokens + self.output_tokens >= max_tokens:
+            spent = self.input_tokens + self.output_tokens
+            raise self.exceeded("max_tokens", max_tokens, spent,
+                                f"the token budget of {max_tokens} is spent "
                                 f"({spent} tokens in {self.requests} requests)")
 
     def count(self, request: ModelRequest, turn: ModelTurn) -> Usage:

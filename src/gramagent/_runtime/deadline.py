@@ -45,6 +45,7 @@ class RunDeadline:
     __slots__ = ("_cancelling", "_task", "_waiting", "_watcher", "expired", "when")
 
     def __init__(self, when: float | None) -> None:
+        # Budget (a RunDeadline) sets these fields itself: keep the two alike.
         self.when = when
         self.expired = False
         """Whether the deadline cancelled an await (which then raised TimeoutError)."""

@@ -30,6 +30,7 @@ import asyncio
 import logging
 from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any, TypedDict
 
 from typing_extensions import Unpack
@@ -72,6 +73,8 @@ _tool_log = logging.getLogger(TOOL_LOGGER)
 _usage_log = logging.getLogger(USAGE_LOGGER)
 
 _DEFAULT_LIMITS = RunLimits()
+_NO_SETTINGS: Mapping[str, Any] = MappingProxyType({})
+"""The settings of a run given none (shared: read-only)."""
 
 _NO_REASON = frozenset({None, "stop", "tool_calls", "function_call"})
 """Finish reasons that say the model finished: an empty answer with one of them is an error."""
@@ -237,13 +240,14 @@ def _new_run(agent: Agent | BoundAgent, start: str | dict[str, Decision],
         raise ValidationError(_waiting_message(conversation))
     resolved, model_name, owned = model_for(options, bound.agent)
     events = options.get("events")
+    settings = options.get("settings")
     return _Run(
         bound=bound, model=resolved, model_name=model_name, owned=owned,
         budget=Budget(options.get("limits") or _DEFAULT_LIMITS, conversation,
                       asyncio.get_running_loop().time()),
         sinks=() if events is None else fan_out(events), dry_run=dry_run,
         tool_choice=options.get("tool_choice", "auto"),
-        settings=dict(options.get("settings") or {}),
+        settings=dict(settings) if settings else _NO_SETTINGS,
         conversation=conversation, run_id=new_id(), hooks=options.get("hooks"),
         tracer=tracing.run_tracer(),
         # Checked once per run, not per call: a disabled logger costs nothing then.
@@ -291,7 +295,7 @@ class _Run(ToolCalls):
     """Whether the run resolved its model itself (and closes it at its end)."""
     tool_choice: ToolChoice
     """For the first request; later ones use ``"auto"`` (or ``"none"`` to ask for the answer)."""
-    settings: dict[str, Any]
+    settings: Mapping[str, Any]
     hooks: RunHooks | None = None
     provider: str = ""
     """The model's provider, for the spans."""
@@ -447,13 +451,25 @@ class _Run(ToolCalls):
             ModelAPIError: the answer is empty and the server gave no reason for it.
         """
         finish = turn.finish_reason
-        if finish in _NO_REASON and not (turn.text and not turn.text.isspace()):
-            raise ModelAPIError(
-                f"the model sent an empty answer (no text, no tool call) and gave no reason "
-                f"(finish_reason {finish!r}); the conversation so far is in .context",
-                model=self.model_name, context=self.conversation.copy(),
-                usage=self.budget.usage)
-        return self._response(turn, "stop" if finish is None or finish in _NO_REASON else finish)
+        text = turn.text
+        if finish is None or finish in _NO_REASON:  # the model finished
+            if not text or text.isspace():
+                raise ModelAPIError(
+                    f"the model sent an empty answer (no text, no tool call) and gave no "
+                    f"reason (finish_reason {finish!r}); the conversation so far is in "
+                    ".context", model=self.model_name, context=self.conversation.copy(),
+                    usage=self.budget.usage)
+            finish = "stop"
+        self.conversation.append(new_assistant_message(content=text))
+        usage = self.budget.usage
+        if self.info_logs:
+            log_usage(usage, model=self.model_name, scope="run")
+        return new_response(
+            content=text or "", tool_invocations=self.tool_invocations(),
+            context=self.conversation, usage=usage,
+            stopped_by="repeated_call" if self.force_answer else None, run_id=self.run_id,
+            finish_reason=finish,
+        )
 
     def _paused(self) -> AgentResponse:
         """The run's result when calls wait for approval: no answer yet."""
@@ -461,18 +477,6 @@ class _Run(ToolCalls):
             content="", tool_invocations=self.tool_invocations(), context=self.conversation,
             usage=self.budget.usage, run_id=self.run_id, finish_reason="approval_required",
             pending_approvals=tuple(self.awaiting or ()))
-
-    def _response(self, turn: ModelTurn, finish: str) -> AgentResponse:
-        self.conversation.append(new_assistant_message(content=turn.text))
-        usage = self.budget.usage
-        if self.info_logs:
-            log_usage(usage, model=self.model_name, scope="run")
-        return new_response(
-            content=turn.text or "", tool_invocations=self.tool_invocations(),
-            context=self.conversation, usage=usage,
-            stopped_by="repeated_call" if self.force_answer else None, run_id=self.run_id,
-            finish_reason=finish,
-        )
 
 
 async def _streamed(model: Model, request: ModelRequest, hooks: RunHooks) -> ModelTurn:
