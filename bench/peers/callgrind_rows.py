@@ -38,6 +38,7 @@ import asyncio
 import collections
 import cProfile
 import ctypes
+import gc
 import hashlib
 import os
 import pstats
@@ -210,6 +211,11 @@ async def measured(contender: str, row: Row, base_url: str, args: argparse.Names
     try:
         for _ in range(args.warmup):
             await checked(c, row)
+        # Each contender starts its measured runs with no garbage pending: a run leaves a few
+        # tracked objects behind (caches, the event loop's), so whether a young-generation
+        # collection (~200k instructions) fell inside the measured runs depended on where the
+        # warm-up left the count, and moved a row by ~1% from one invocation to the next.
+        gc.collect()
         start()
         for _ in range(args.runs):
             await checked(c, row)
