@@ -213,7 +213,7 @@ class ChatCompletionsModel(HTTPAdapter):
             # request's own coroutine, no coroutine of the adapter's around it.
             body = build_chat_body(request, functions=self.functions, strict=self.strict,
                                    tools_payload=self._tools.get(request.tools))
-            return self.http.post_read(CHAT_PATH, body, self._native_reply)
+            return self.http.post_read(CHAT_PATH, body, parse_chat_reply)
         if mode == "hybrid":
             return hybrid_turn(request, self._exchange, self._continued)
         return self._exchange(request, mode)
@@ -233,13 +233,6 @@ class ChatCompletionsModel(HTTPAdapter):
         if mode == "constrained":
             turn = await self._continued(request, turn, _reply_content(data) or "")
         return turn
-
-    def _native_reply(self, data: dict[str, Any], body: Mapping[str, Any]) -> ModelTurn:
-        """A native-mode reply read into a turn (``body``: the request's)."""
-        try:
-            return parse_chat_reply(data)
-        except ReplyError as exc:
-            raise self.reply_error(CHAT_PATH, exc, body=data, model=body["model"]) from exc
 
     def _post(self, body: dict[str, Any]) -> Coroutine[Any, Any, dict[str, Any]]:
         """Send ``body`` (streamed when it says so); to be awaited for the reply, assembled

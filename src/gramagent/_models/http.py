@@ -49,13 +49,14 @@ import urllib.request
 import zlib
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC, datetime
-from typing import Any, Final, Protocol, Self, TypedDict, TypeVar, Unpack, overload
+from typing import Any, Final, Protocol, Self, TypedDict, TypeVar, Unpack
 
 import aiohttp
 import orjson
 
 from gramagent import _json as exact_json
 from gramagent._logs import MODEL_LOGGER, Redactor, log_model_attempt
+from gramagent._models._wire import ReplyError
 from gramagent._models.registry import is_loopback
 from gramagent.errors import AuthenticationError, ConfigurationError, ModelAPIError
 
@@ -91,6 +92,7 @@ ALLOW_INSECURE_ENV: Final = "GRAMAGENT_ALLOW_INSECURE_HTTP"
 
 _T = TypeVar("_T")
 _D = TypeVar("_D")
+_V = TypeVar("_V")
 
 _USER_AGENT = "gramagent/0.1"
 
@@ -348,16 +350,20 @@ class HTTPClient:
                 answer over the size limit. A 2xx answer that is not a JSON object counts as a
                 failed attempt and is retried.
         """
-        return self._post(path, body, _decode_json)
+        return self._post(path, body, _decode_json, _as_is)
 
     def post_read(self, path: str, body: Mapping[str, Any],
-                  read: Callable[[dict[str, Any], Mapping[str, Any]], _T]
-                  ) -> Coroutine[Any, Any, _T]:
-        """:meth:`post_json`, the decoded object then read by ``read(data, body)`` in the
-        request's own coroutine (an adapter's reply parsing without a coroutine of its own
-        around the request: each layer costs measurably per request, bench/RESULTS.md, issue
-        18). What ``read`` raises passes through, not retried; the exchange hook sees the
-        decoded object, as with :meth:`post_json`.
+                  read: Callable[[dict[str, Any]], _T]) -> Coroutine[Any, Any, _T]:
+        """:meth:`post_json`, the decoded object then read by ``read`` (an adapter's reply
+        parser) in the request's own coroutine: no coroutine of the adapter's around the
+        request (each layer costs measurably per request, bench/RESULTS.md, issue 18).
+
+        Raises:
+            ModelAPIError: as :meth:`post_json`; or ``read`` raised
+                :class:`~gramagent._models._wire.ReplyError` (a reply the adapter cannot
+                read, not retried: the error an adapter's ``reply_error`` makes). Anything
+                else ``read`` raises passes through. The exchange hook sees the decoded
+                object, as with :meth:`post_json`.
         """
         return self._post(path, body, _decode_json, read)
 
@@ -370,7 +376,7 @@ class HTTPClient:
         :class:`~gramagent.errors.ModelAPIError` at once. A server that answers with plain
         JSON instead of a stream gives a one-event list.
         """
-        events = await self._post(path, body, _decode_sse, headers=_STREAM_HEADERS)
+        events = await self._post(path, body, _decode_sse, _as_is, headers=_STREAM_HEADERS)
         for event in events:
             if isinstance(event.get("error"), dict):
                 raise self.error(
@@ -393,7 +399,7 @@ class HTTPClient:
         the generator early closes the connection. ``request_timeout`` does not bound a
         stream (it may generate for long); the wait for each piece is bounded by ``timeout``.
         """
-        reply = await self._post(path, body, _keep_open, headers=_STREAM_HEADERS,
+        reply = await self._post(path, body, _keep_open, _as_is, headers=_STREAM_HEADERS,
                                  keep_open=True)
         url, status, model = self.base_url + path, reply.status, _model_of(body)
         events: list[dict[str, Any]] = []
@@ -511,25 +517,13 @@ class HTTPClient:
         self._proxy = _env_proxy(self.base_url)
         return client
 
-    @overload
-    async def _post(self, path: str, body: Mapping[str, Any],
-                    decode: Callable[[bytes, aiohttp.ClientResponse], _T], read: None = None,
-                    *, headers: Mapping[str, str] | None = None, keep_open: bool = False
-                    ) -> _T: ...
-
-    @overload
     async def _post(self, path: str, body: Mapping[str, Any],
                     decode: Callable[[bytes, aiohttp.ClientResponse], _D],
-                    read: Callable[[_D, Mapping[str, Any]], _T], *,
-                    headers: Mapping[str, str] | None = None, keep_open: bool = False
-                    ) -> _T: ...
-
-    async def _post(self, path: str, body: Mapping[str, Any],
-                    decode: Callable[[bytes, aiohttp.ClientResponse], Any],
-                    read: Callable[[Any, Mapping[str, Any]], Any] | None = None, *,
-                    headers: Mapping[str, str] | None = None, keep_open: bool = False) -> Any:
-        """Send with retries; return the decoded body of a 2xx answer (``read(decoded, body)``
-        with ``read``: :meth:`post_read`). ``headers`` are added to
+                    read: Callable[[_D], _T], *,
+                    headers: Mapping[str, str] | None = None, keep_open: bool = False) -> _T:
+        """Send with retries; return the decoded body of a 2xx answer, read: ``read(decoded)``
+        (a :class:`~gramagent._models._wire.ReplyError` it raises is a ModelAPIError, not
+        retried). ``headers`` are added to
         the pool's (which ask for JSON); ``decode(body, reply)`` raises :class:`_Unreadable`
         for a body it cannot use (an attempt that failed, like a dropped connection). With
         ``keep_open`` a 2xx answer is not read: ``decode`` gets it open (an empty body), the
@@ -596,25 +590,37 @@ class HTTPClient:
                             self._log_attempt(body, attempt, started, status=status)
                         if self.on_exchange is not None and not keep_open:
                             self._notify(body, decoded, status)
-                        return decoded if read is None else read(decoded, body)
+                        try:
+                            return read(decoded)
+                        except ReplyError as exc:
+                            shown = decoded if isinstance(decoded, Mapping) else None
+                            raise self.error(str(exc), url=url, status=200, body=shown,
+                                             model=_model_of(body)) from exc
                 else:
                     failed_body, cause = data, None
                     failure, retryable, hint = self._refused(body, attempt, started, reply, data)
-            if retryable and attempt < self.max_retries:
-                delay = retry_delay(attempt, hint, base=self._backoff_base)
-                if delay <= self._max_backoff and waited + delay <= self._max_total_backoff:
-                    await self._sleep(delay)
-                    waited += delay
-                    attempt += 1
-                    continue
-                failure += (
-                    f"; the next retry would wait {delay:.1f} s, beyond the "
-                    f"{self._max_backoff:g} s / {self._max_total_backoff:g} s total allowed"
-                )
+            delay, failure = self._retry(failure, retryable, attempt, hint, waited)
+            if delay is not None:
+                await self._sleep(delay)
+                waited += delay
+                attempt += 1
+                continue
             raise self.error(
                 failure, url=url, status=status, body=failed_body, model=_model_of(body),
                 attempts=attempt + 1,
             ) from cause
+
+    def _retry(self, failure: str, retryable: bool, attempt: int, hint: float | None,
+               waited: float) -> tuple[float | None, str]:
+        """After a failed attempt: the wait before the next one (None: no retry), and the
+        failure as the error will say it (why there is no retry, when the wait is too long)."""
+        if not retryable or attempt >= self.max_retries:
+            return None, failure
+        delay = retry_delay(attempt, hint, base=self._backoff_base)
+        if delay <= self._max_backoff and waited + delay <= self._max_total_backoff:
+            return delay, failure
+        return None, (f"{failure}; the next retry would wait {delay:.1f} s, beyond the "
+                      f"{self._max_backoff:g} s / {self._max_total_backoff:g} s total allowed")
 
     def _broken(self, body: Mapping[str, Any], attempt: int, started: float,
                 exc: BaseException) -> tuple[int | None, str, bool, BaseException | None]:
@@ -712,6 +718,11 @@ class HTTPAdapter:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def _as_is(value: _V) -> _V:
+    """The ``read`` of a decoded body used as it is."""
+    return value
 
 
 def _model_of(body: Mapping[str, Any]) -> str | None:

@@ -116,14 +116,7 @@ class ResponsesModel(HTTPAdapter):
             request, strict=self.strict,
             tools_payload=self._tools.get(request.tools),
         )
-        return self.http.post_read(RESPONSES_PATH, body, self._reply)
-
-    def _reply(self, data: dict[str, Any], body: Mapping[str, Any]) -> ModelTurn:
-        """A reply read into a turn (``body``: the request's)."""
-        try:
-            return parse_responses_reply(data)
-        except ReplyError as exc:
-            raise self.reply_error(RESPONSES_PATH, exc, body=data, model=body["model"]) from exc
+        return self.http.post_read(RESPONSES_PATH, body, parse_responses_reply)
 
     async def stream_request(self, request: ModelRequest, on_text: TextSink) -> ModelTurn:
         """:meth:`request`, streamed (``stream: true``): each ``response.output_text.delta``
