@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -76,7 +77,8 @@ def render_history(head: list[Any], messages: Sequence[Message], rendered: dict[
     last request of the conversation (or of a copy) also sent are taken from it, and only the
     messages after that prefix are rendered: a long history costs a list copy per request, not
     new dicts per message. The memo holds ``(head, messages, items, ends)`` per wire format,
-    ``items`` being the whole list sent (the head's items first) and ``ends[i]`` the number of
+    ``items`` being the whole list sent (the head's items first) and ``ends[i]`` (an array of
+    machine integers: copied per request without a reference count per entry) the number of
     history items up to ``messages[i]`` included. A request with the same head as the last
     one continues that list (no copy into the body: the list itself is sent, and sent again
     when nothing was added); another head (an instruction that changed, e.g. a constrained
@@ -90,7 +92,7 @@ def render_history(head: list[Any], messages: Sequence[Message], rendered: dict[
     if rendered is None or len(messages) < REMEMBERED_FROM:
         render(messages, head)
         return head
-    memo: tuple[list[Any], Sequence[Message], list[Any], list[int]] = rendered.get(
+    memo: tuple[list[Any], Sequence[Message], list[Any], array[int]] = rendered.get(
         wire_format, _NOTHING_RENDERED)
     before_head, before, items, ends = memo
     # Equal prefixes: the same conversation, grown (compared by identity first, at C speed;
@@ -122,8 +124,8 @@ def render_history(head: list[Any], messages: Sequence[Message], rendered: dict[
     return items
 
 
-_NOTHING_RENDERED: tuple[list[Any], Sequence[Message], list[Any], list[int]] = (
-    [None], (), [], [])
+_NOTHING_RENDERED: tuple[list[Any], Sequence[Message], list[Any], array[int]] = (
+    [None], (), [], array("q"))
 """No memo yet: a head no request sends, and no history."""
 
 
