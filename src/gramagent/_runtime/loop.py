@@ -30,7 +30,6 @@ import asyncio
 import logging
 from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass, replace
-from types import MappingProxyType
 from typing import Any, TypedDict
 
 from typing_extensions import Unpack
@@ -73,8 +72,6 @@ _tool_log = logging.getLogger(TOOL_LOGGER)
 _usage_log = logging.getLogger(USAGE_LOGGER)
 
 _DEFAULT_LIMITS = RunLimits()
-_NO_SETTINGS: Mapping[str, Any] = MappingProxyType({})
-"""The settings of a run given none (shared: read-only)."""
 
 _NO_REASON = frozenset({None, "stop", "tool_calls", "function_call"})
 """Finish reasons that say the model finished: an empty answer with one of them is an error."""
@@ -247,7 +244,7 @@ def _new_run(agent: Agent | BoundAgent, start: str | dict[str, Decision],
                       asyncio.get_running_loop().time()),
         sinks=() if events is None else fan_out(events), dry_run=dry_run,
         tool_choice=options.get("tool_choice", "auto"),
-        settings=dict(settings) if settings else _NO_SETTINGS,
+        settings=dict(settings) if settings else {},  # its own: a request pickles with it
         conversation=conversation, run_id=new_id(), hooks=options.get("hooks"),
         tracer=tracing.run_tracer(),
         # Checked once per run, not per call: a disabled logger costs nothing then.
@@ -295,7 +292,7 @@ class _Run(ToolCalls):
     """Whether the run resolved its model itself (and closes it at its end)."""
     tool_choice: ToolChoice
     """For the first request; later ones use ``"auto"`` (or ``"none"`` to ask for the answer)."""
-    settings: Mapping[str, Any]
+    settings: dict[str, Any]
     hooks: RunHooks | None = None
     provider: str = ""
     """The model's provider, for the spans."""
