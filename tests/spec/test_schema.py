@@ -8,7 +8,7 @@ import dataclasses
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gramagent._spec.nulls import strip_strict_nulls
@@ -667,6 +667,51 @@ def test_flat_object_schemas_agree_with_jsonschema(schema: dict[str, Any],
     additionalProperties alone, compiled as one predicate) decides exactly like jsonschema,
     on objects and on everything else."""
     _agrees_with_jsonschema(schema, instances)
+
+
+_TYPE_NAMES = ["string", "integer", "number", "boolean", "null", "array", "object"]
+_NOT_KEYWORDS = st.sampled_from([
+    "$type", "$$type", "ref", "$enum", "$required", "$properties", "$items", "$not",
+    "$anyOf", "x-type"])
+"""Names that look like keywords and are not: jsonschema ignores them (an unknown keyword is
+an annotation), and so must the fast path."""
+_TYPED_LEAVES = st.one_of(
+    st.builds(lambda ts: {"type": ts}, st.lists(st.sampled_from(_TYPE_NAMES), min_size=1,
+                                                 max_size=3, unique=True)),
+    st.builds(lambda t, e: {"type": t, "enum": e}, st.sampled_from(_TYPE_NAMES),
+              st.lists(st.sampled_from([0, 1, 1.0, True, False, None, "a", "1", [1], {}]),
+                       min_size=1, max_size=3)),
+    st.builds(lambda t, c: {"type": t, "const": c}, st.sampled_from(_TYPE_NAMES),
+              st.sampled_from([0, 1, 1.0, True, None, "a", [True], {"a": 1}])),
+    st.builds(lambda name, value: {name: value}, _NOT_KEYWORDS,
+              st.sampled_from(["string", "#/$defs/d", ["a"], [1], {"type": "null"}])),
+)
+_ODD_NUMBERS = st.sampled_from([2**64, -(2**70), 1e300, -0.0, 2.0, 1e-300, 3.0000000000000004])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.builds(lambda body, d: {"$defs": {"d": d}, "allOf": [body]},
+                 st.recursive(_TYPED_LEAVES, _fast_schemas, max_leaves=6), _TYPED_LEAVES),
+       st.lists(st.one_of(_INSTANCES, _ODD_NUMBERS, st.dictionaries(
+           st.sampled_from([*_KEYS, "z"]), st.one_of(_INSTANCES, _ODD_NUMBERS), max_size=3)),
+           min_size=1, max_size=6))
+@example({"$type": "string"}, [5])
+@example({"$type": {"type": "null"}}, [{}])  # compiled as "type" with an object: TypeError
+@example({"ref": "#/$defs/d", "$defs": {"d": {"type": "string"}}}, [1])
+@example({"type": ["integer", "boolean"], "enum": [1, 1.0]}, [True, 1.0, 1])
+def test_type_lists_enums_and_lookalike_keywords_agree_with_jsonschema(
+        schema: Any, instances: list[Any]) -> None:
+    """Type lists, an enum or const beside a type, numbers at the edges (bool against integer,
+    floats that are integers, integers beyond 64 bits) and names that only look like keywords
+    (``$type``, ``ref``): the validator decides each as jsonschema does, fast path or not."""
+    from jsonschema import Draft202012Validator, FormatChecker
+
+    reference = Draft202012Validator(schema, format_checker=FormatChecker(
+        ["date", "email", "ipv4", "ipv6", "uuid", "regex"]))
+    validator = compile_validator(schema)
+    for instance in instances:
+        assert validator.is_valid(instance) == reference.is_valid(instance), instance
+        assert (validator.errors(instance) == []) == reference.is_valid(instance), instance
 
 
 @pytest.mark.parametrize("schema", [

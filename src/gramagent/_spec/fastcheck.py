@@ -128,10 +128,10 @@ class _FastCompiler:
             if key in _BOUNDS:
                 checks.append(_bound(key, value))
                 continue
-            build = getattr(self, "k_" + key.lstrip("$"), None)
+            build = _KEYWORDS.get(key)  # by exact name: "$type" or "ref" is no keyword
             if build is None:
                 raise _Unsupported(key)
-            check = build(value, node)
+            check = build(self, value, node)
             if check is not None:
                 checks.append(check)
         return _all(checks)
@@ -170,7 +170,7 @@ class _FastCompiler:
             return True
         return check_object
 
-    # One method per keyword: k_<keyword>(value, node) -> Check | None.
+    # One method per keyword: k_<keyword>(value, node) -> Check | None, found in _KEYWORDS.
 
     def k_type(self, value: Any, node: JSONSchema) -> Check:
         names = value if isinstance(value, list) else [value]
@@ -262,6 +262,19 @@ class _FastCompiler:
     def k_pattern(self, value: Any, node: JSONSchema) -> Check:
         search = re.compile(value).search
         return lambda x: not isinstance(x, str) or search(x) is not None
+
+
+_KEYWORDS: dict[str, Callable[[_FastCompiler, Any, JSONSchema], Check]] = {
+    "type": _FastCompiler.k_type, "enum": _FastCompiler.k_enum, "const": _FastCompiler.k_const,
+    "properties": _FastCompiler.k_properties, "required": _FastCompiler.k_required,
+    "additionalProperties": _FastCompiler.k_additionalProperties,
+    "items": _FastCompiler.k_items, "prefixItems": _FastCompiler.k_prefixItems,
+    "anyOf": _FastCompiler.k_anyOf, "oneOf": _FastCompiler.k_oneOf,
+    "allOf": _FastCompiler.k_allOf, "not": _FastCompiler.k_not, "$ref": _FastCompiler.k_ref,
+    "format": _FastCompiler.k_format, "pattern": _FastCompiler.k_pattern,
+}
+"""The keywords compiled (besides the bounds), by their exact names: a name that only looks
+like one (``$type``, ``ref``) is an annotation to jsonschema, and is left to it."""
 
 
 def _same(x: Any) -> Any:
