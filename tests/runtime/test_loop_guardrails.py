@@ -32,6 +32,7 @@ from runtime_support import (
 
 from gramagent._messages import Conversation, ToolCall, ToolResultMessage, Usage
 from gramagent._models.base import ModelRequest, ModelTurn
+from gramagent._models.registry import resolve_model
 from gramagent._runtime.events import CaptureSink, ToolCallPlanned, ToolCallResult, ToolMetrics
 from gramagent._runtime.library import ToolLibrary
 from gramagent._runtime.limits import RunLimits
@@ -158,6 +159,61 @@ async def test_wall_time_cuts_a_hanging_model_request(tools: Tools, agent: Agent
     assert exc.limit == "wall_time" and "waiting for the model" in str(exc)
     assert [m.kind for m in exc.context] == ["user", "assistant", "tool_result"]
     assert len(model.requests) == 2
+
+
+def _hanging_tools() -> ToolLibrary:
+    """``later``: an inline tool returning an awaitable that never ends; ``stuck``: an async
+    tool that never ends."""
+    library = ToolLibrary()
+
+    @library.register(blocking=False)
+    def later(n: int) -> Any:
+        """Returns an awaitable that never ends."""
+        return asyncio.Event().wait()
+
+    @library.register
+    async def stuck(n: int) -> str:
+        """Never ends."""
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    return library
+
+
+def _stated_timeout(text: str) -> float:
+    """The seconds a tool_timeout result says the call was given."""
+    return float(text.split("did not finish within ")[1].split(" s")[0])
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.lists(st.sampled_from(["later", "stuck"]), min_size=1, max_size=4).filter(
+    lambda names: "later" in names))
+async def test_inline_awaitables_one_after_another_share_the_wall_time(
+        names: list[str]) -> None:
+    """Inline calls whose functions return awaitables are awaited one after another: each is
+    bounded by the time left in the run when it starts, not when the turn started (three of
+    them took three times the wall time), so their stated timeouts add up to no more than the
+    wall time, and the run stops at it."""
+    library = _hanging_tools()
+    agent = Agent(name="hanging", model="openai/scripted", instruction="x",
+                  tools=tuple(t.spec() for t in library))
+    wall = 0.3
+    with ScriptedServer() as srv:
+        srv.add(calls(*(call(name, {"n": i}, id=f"c{i}") for i, name in enumerate(names))),
+                reply("done"))
+        model = resolve_model("openai/scripted", api="chat", base_url=srv.base_url)
+        try:
+            with pytest.raises(LimitExceeded) as info:
+                await run_agent(agent, "Go", library=library, model=model,
+                                limits=RunLimits(wall_time=wall, tool_timeout=60))
+        finally:
+            await model.aclose()
+    assert info.value.limit == "wall_time"
+    results = [m for m in info.value.context if isinstance(m, ToolResultMessage)]
+    assert [r.call_id for r in results] == [f"c{i}" for i in range(len(names))]
+    inline = [_stated_timeout(r.content) for r, name in zip(results, names, strict=True)
+              if name == "later"]
+    assert sum(inline) <= wall
 
 
 async def test_a_callers_own_timeout_is_not_the_wall_time(tools: Tools, agent: Agent) -> None:

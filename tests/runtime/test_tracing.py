@@ -10,12 +10,15 @@ from typing import Any
 import pytest
 from runtime_support import ModelFactory, Tools, script
 from test_approval import GRAM, Mail
+from test_loop_guardrails import _hanging_tools, _stated_timeout
 
 from gramagent import Refused, resume_agent, run_agent
+from gramagent._messages import ToolResultMessage
+from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.tracing import run_tracer
 from gramagent._spec.gram import load_gram
 from gramagent._spec.model import Agent, ModelRef
-from gramagent.errors import ModelAPIError
+from gramagent.errors import LimitExceeded, ModelAPIError
 from gramagent.testing import ScriptedServer, call, calls, error, reply
 
 trace = pytest.importorskip("opentelemetry.trace")
@@ -165,3 +168,22 @@ async def test_spans_of_a_paused_and_resumed_run(spans: InMemorySpanExporter,
         done.usage.input_tokens)
     assert run.attributes["gen_ai.usage.input_tokens"] == (
         done.usage.input_tokens - paused.usage.input_tokens)
+
+
+async def test_traced_inline_awaitables_share_the_wall_time(spans: InMemorySpanExporter,
+                                                            server: ScriptedServer,
+                                                            model_for: ModelFactory) -> None:
+    """Traced, inline calls run one after another through their spans: each awaitable is
+    bounded by the time left when it starts, as untraced (their timeouts add up to no more
+    than the wall time)."""
+    library = _hanging_tools()
+    agent = Agent(name="hanging", model="openai/scripted", instruction="x",
+                  tools=tuple(t.spec() for t in library))
+    script(server, calls(call("later", {"n": 1}, id="c1"), call("later", {"n": 2}, id="c2"),
+                         call("later", {"n": 3}, id="c3")), reply("done"))
+    with pytest.raises(LimitExceeded) as info:
+        await run_agent(agent, "Go", library=library, model=model_for(server, "chat"),
+                        limits=RunLimits(wall_time=0.3, tool_timeout=60))
+    results = [m for m in info.value.context if isinstance(m, ToolResultMessage)]
+    assert len(results) == 3 and sum(_stated_timeout(r.content) for r in results) <= 0.3
+    assert [s.name for s in spans.get_finished_spans()].count("execute_tool later") == 3

@@ -196,7 +196,7 @@ class ToolCalls:
         if others:
             await self._run(inline, others, remaining)
         elif inline:  # the usual turn: every call inline (no coroutine of _run around them)
-            await self._run_inline(inline, remaining)
+            await self._run_inline(inline)
         self.conversation.extend(self._record(pending))  # at once, not one call per result
         if cut_off and not self.awaiting:
             # With calls left waiting the note cannot be added: their results, written on
@@ -429,7 +429,7 @@ class ToolCalls:
         started = self._start(others, remaining)
         try:
             if inline:
-                await self._run_inline(inline, remaining)
+                await self._run_inline(inline)
             for c, call in zip(others, started, strict=True):
                 c.outcome = await call
         except BaseException:  # cancelled: so are the calls still running
@@ -437,26 +437,28 @@ class ToolCalls:
                 call.cancel()
             raise
 
-    async def _run_inline(self, calls: Sequence[_Call], remaining: float | None) -> None:
+    async def _run_inline(self, calls: Sequence[_Call]) -> None:
         """Run inline calls (plain functions declared ``blocking=False``) one after another,
-        each reporting its result event; a call whose function returned an awaitable is
-        awaited under its timeout before the next one runs. Traced or dry, a call runs through
-        :meth:`_execute`."""
+        each reporting its result event. A call whose function returned an awaitable is
+        awaited before the next one runs, under its timeout bounded by the time left in the
+        run at that moment (the calls before it used some). Traced or dry, a call runs
+        through :meth:`_execute`."""
         if self.tracer is not None or self.dry_run:
             for c in calls:
-                c.outcome = await self._execute(c, remaining)
+                c.outcome = await self._execute(c, self._time_left())
             return
         max_chars = self.budget.limits.max_tool_output_chars
         finished = self._finished if self.sinks else None
         for c in calls:
             tool = c.tool
             assert tool is not None and isinstance(c.arguments, dict)
-            prepared = None if tool.context_param is None else self._prepare(tool, c, remaining)
-            ran = run_inline(tool, c.arguments, None if prepared is None else prepared[1],
-                             max_chars, None if finished is None else partial(finished, c))
-            # An awaitable: under the timeout.
-            c.outcome = (ran if isinstance(ran, Outcome)
-                         else await ran((prepared or self._prepare(tool, c, remaining))[0]))
+            ctx = None if tool.context_param is None else self._context(tool, c)
+            ran = run_inline(tool, c.arguments, ctx, max_chars,
+                             None if finished is None else partial(finished, c))
+            if isinstance(ran, Outcome):
+                c.outcome = ran
+            else:  # an awaitable, run by ran(timeout)
+                c.outcome = await ran(self._timeout(tool, self._time_left()))
 
     def _start(self, calls: Sequence[_Call], remaining: float | None
                ) -> list[asyncio.Task[Outcome] | ThreadCall]:
@@ -473,37 +475,43 @@ class ToolCalls:
         for c in calls:
             tool = c.tool
             assert tool is not None and isinstance(c.arguments, dict)
-            timeout, ctx = self._prepare(tool, c, remaining)
+            ctx = None if tool.context_param is None else self._context(tool, c)
             start = start_async if tool.is_async else start_thread
-            started.append(start(tool, c.arguments, ctx, timeout, max_chars,
-                                 None if finished is None else partial(finished, c)))
+            started.append(start(tool, c.arguments, ctx, self._timeout(tool, remaining),
+                                 max_chars, None if finished is None else partial(finished, c)))
         return started
 
     def _finished(self, c: _Call, outcome: Outcome) -> None:
         self._emit_result(c, outcome.error_type, outcome.event_message)
 
-    def _prepare(self, tool: Tool, c: _Call, remaining: float | None
-                 ) -> tuple[float | None, ToolContext | None]:
-        """A call's timeout (bounded by the time left in the run) and its tool's context."""
+    def _timeout(self, tool: Tool, remaining: float | None) -> float | None:
+        """A call's timeout: its tool's (or the run's tool timeout), bounded by ``remaining``,
+        the seconds left in the run."""
         timeout = self.budget.limits.tool_timeout if tool.timeout is INHERIT else tool.timeout
         if remaining is not None:  # the run's wall time bounds every call
             left = remaining if remaining > 0.0 else 0.0  # not min() and max(): two calls more
             if timeout is None or left < timeout:
                 timeout = left
-        ctx = None
-        if tool.context_param is not None and not self.dry_run:
-            ctx = ToolContext(
-                conversation_id=self.conversation.id, run_id=self.run_id, call_id=c.call.id,
-                tool=tool.name,
-                state=self.bound.library.conversation_state(self.conversation.id))
-        return timeout, ctx
+        return timeout
+
+    def _time_left(self) -> float | None:
+        """Seconds left in the run now (None without a wall time)."""
+        return self.budget.remaining(asyncio.get_running_loop().time())
+
+    def _context(self, tool: Tool, c: _Call) -> ToolContext | None:
+        """The context a tool that declares one gets (none in a dry run: nothing runs)."""
+        if tool.context_param is None or self.dry_run:
+            return None
+        return ToolContext(
+            conversation_id=self.conversation.id, run_id=self.run_id, call_id=c.call.id,
+            tool=tool.name, state=self.bound.library.conversation_state(self.conversation.id))
 
     async def _execute(self, c: _Call, remaining: float | None) -> Outcome:
         """Run one checked call; emits its result event as soon as it finishes."""
         tool = c.tool
         assert tool is not None and isinstance(c.arguments, dict)
         limits = self.budget.limits
-        timeout, ctx = self._prepare(tool, c, remaining)
+        timeout, ctx = self._timeout(tool, remaining), self._context(tool, c)
         if self.tracer is None:
             outcome = await execute(tool, c.arguments, context=ctx, timeout=timeout,
                                     dry_run=self.dry_run,
