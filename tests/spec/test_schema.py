@@ -749,6 +749,44 @@ def test_fallback_still_validates() -> None:
     assert validator.errors({"n": 3}) == ["n: 3 is not a multiple of 2"]
 
 
+@pytest.mark.parametrize("schema", [
+    {"$ref": "#"},
+    {"type": "object", "allOf": [{"$ref": "#"}]},
+    {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"anyOf": [{"type": "string"},
+                                                          {"$ref": "#/$defs/a"}]}},
+     "type": "object", "properties": {"x": {"$ref": "#/$defs/a"}}},
+    {"$defs": {"a": {"not": {"$ref": "#/$defs/a"}}}, "properties": {"x": {"$ref": "#/$defs/a"}}},
+], ids=["root", "allOf-root", "defs-through-anyOf", "not"])
+def test_ref_loops_that_never_reach_a_part_are_refused(schema: dict[str, Any]) -> None:
+    """A $ref that leads back to itself through keywords applied to the same instance
+    (allOf, anyOf, oneOf, not, if/then/else) would recurse without end on every call: the
+    schema is refused when compiled, with a SchemaError, not a RecursionError per call."""
+    with pytest.raises(SchemaError) as info:
+        compile_validator(schema)
+    assert info.value.keyword == "$ref"
+
+
+_REF_LEAVES = st.one_of(_FAST_LEAVES, st.sampled_from([{"$ref": "#"}, {"$ref": "#/$defs/d"}]))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.builds(lambda body, d: {"$defs": {"d": d}, "allOf": [body]},
+                 st.recursive(_REF_LEAVES, _fast_schemas, max_leaves=6),
+                 st.recursive(_REF_LEAVES, _fast_schemas, max_leaves=4)),
+       st.lists(_INSTANCES, min_size=1, max_size=4))
+def test_schemas_with_refs_anywhere_compile_to_a_validator_that_ends_or_are_refused(
+        schema: Any, instances: list[Any]) -> None:
+    """References to the root and to a definition anywhere (in place or under a property or
+    an item): the schema is refused with a SchemaError, or every instance is decided."""
+    try:
+        validator = compile_validator(schema)
+    except SchemaError as exc:
+        assert exc.keyword == "$ref"
+        return
+    for instance in instances:
+        assert (validator.errors(instance) == []) == validator.is_valid(instance)
+
+
 def test_recursive_refs_on_the_fast_path() -> None:
     """A recursive schema ($ref to the root and to a definition) compiles and validates."""
     tree = {"type": "object", "properties": {"v": {"type": "integer"},

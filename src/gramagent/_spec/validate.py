@@ -54,6 +54,10 @@ class SchemaValidator:
             if resolve_local(schema, ref) is None:
                 raise SchemaError(f"$ref {ref!r} cannot be resolved: only references inside "
                                   "the schema ('#/$defs/...') are supported", keyword="$ref")
+        loop = _ref_loop(schema)
+        if loop is not None:
+            raise SchemaError(f"$ref {loop!r} leads back to itself without reaching a property "
+                              "or an item: checking any value would never end", keyword="$ref")
         self.schema = schema
         """The schema validated against (a private copy)."""
         self._validator = Draft202012Validator(schema, format_checker=FORMAT_CHECKER)
@@ -98,6 +102,40 @@ def _refs(node: Any) -> Iterable[Any]:
     elif isinstance(node, list):
         for value in node:
             yield from _refs(value)
+
+
+def _ref_loop(schema: JSONSchema) -> str | None:
+    """A ``$ref`` that leads back to itself through subschemas applied to the same instance
+    (validation would recurse without end, whatever the instance), or None.
+
+    A reference under ``properties``, ``items`` and the like applies to a part of the
+    instance, which is smaller: recursion there ends (a tree's schema).
+    """
+    for ref in set(_refs(schema)):
+        followed: set[str] = set()
+        stack = [resolve_local(schema, ref)]
+        while stack:
+            node = stack.pop()
+            if not isinstance(node, dict):
+                continue
+            target = node.get("$ref")
+            if target == ref:
+                return str(ref)
+            if isinstance(target, str) and target not in followed:
+                followed.add(target)
+                stack.append(resolve_local(schema, target))
+            stack.extend(_in_place(node))
+    return None
+
+
+def _in_place(node: dict[str, Any]) -> list[Any]:
+    """The subschemas of ``node`` applied to the instance itself, not to a part of it."""
+    subs: list[Any] = []
+    for key in ("allOf", "anyOf", "oneOf"):
+        subs.extend(node.get(key) or ())
+    subs.extend(node[key] for key in ("not", "if", "then", "else") if key in node)
+    subs.extend((node.get("dependentSchemas") or {}).values())
+    return subs
 
 
 def _format_error(error: js_exceptions.ValidationError) -> str:
