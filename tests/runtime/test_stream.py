@@ -22,10 +22,11 @@ from gramagent import (
     run_agent,
     run_agent_stream,
 )
+from gramagent._runtime.events import CaptureSink, ToolCallResult
 from gramagent._runtime.stream import INTERRUPTED_RESULT, settle_interrupted
 from gramagent._spec.model import Agent
 from gramagent.errors import ModelAPIError
-from gramagent.testing import ScriptedServer, call, error, reply
+from gramagent.testing import ScriptedServer, call, calls, error, reply
 
 ANSWER = "Hi Alice, welcome! I greeted you with the sayHello tool; anything else?"
 
@@ -174,3 +175,61 @@ def test_the_streaming_example_runs() -> None:
     final = next(line for line in lines if line.startswith("[final] "))
     assert len(deltas) > 1 and repr("".join(deltas)) in final
     assert lines[0].startswith("[call] sayHello")
+
+
+@pytest.mark.parametrize("order", [("send", "wait"), ("quick", "wait"), ("wait", "block"),
+                                   ("send", "quick", "block", "wait")])
+async def test_an_interrupted_turn_keeps_the_results_of_the_calls_that_finished(
+        order: tuple[str, ...], server: ScriptedServer, model_for: ModelFactory) -> None:
+    """Interrupted while a call of the turn still runs: the calls that finished before (an
+    inline one, an async one awaited already, a thread that finished while an earlier call
+    was awaited) keep their results in the settled conversation; only the unfinished call
+    is answered as not run (the model was told a call that ran was not run, and would make
+    it again: a mail sent twice)."""
+    library = ToolLibrary()
+    ran: list[str] = []
+    started = asyncio.Event()
+
+    @library.register(blocking=False)
+    def send(n: int) -> str:
+        """Inline."""
+        ran.append("send")
+        return "sent"
+
+    @library.register
+    async def quick(n: int) -> str:
+        """Async, finishes."""
+        ran.append("quick")
+        return "quick done"
+
+    @library.register
+    def block(n: int) -> str:
+        """In a thread, finishes."""
+        ran.append("block")
+        return "block done"
+
+    @library.register
+    async def wait(n: int) -> str:
+        """Never finishes."""
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    agent = make_agent(library)
+    script(server, calls(*(call(name, {"n": 1}, id=name) for name in order)))
+    sink = CaptureSink()
+    async with run_agent_stream(agent, "Go", library=library, events=sink,
+                                model=model_for(server, "chat")) as stream:
+        async for event in stream:
+            if isinstance(event, ToolCallRequested):
+                await started.wait()
+                async with asyncio.timeout(20):  # a guard against a hang, not a measurement
+                    # Each call but "wait" finishes (its result event: its outcome is there).
+                    while len(ran) < len(order) - 1 or sum(
+                            isinstance(e, ToolCallResult) for e in sink.events) < len(ran):
+                        await asyncio.sleep(0.01)
+                break
+    results = {m.call_id: m.content for m in stream.context if isinstance(m, ToolResultMessage)}
+    expected = {"send": "sent", "quick": "quick done", "block": "block done",
+                "wait": INTERRUPTED_RESULT}
+    assert results == {name: expected[name] for name in order}

@@ -28,8 +28,8 @@ from gramagent._runtime.library import Tool, ToolContext
 from gramagent._runtime.threads import hand_off, tool_threads
 from gramagent._spec.calls import ToolErrorType, error_text
 
-__all__ = ["DRY_RUN_RESULT", "Outcome", "ThreadCall", "execute", "render_output", "run_inline",
-           "start_async", "start_task", "start_thread"]
+__all__ = ["DRY_RUN_RESULT", "Outcome", "ThreadCall", "execute", "finished", "render_output",
+           "run_inline", "start_async", "start_task", "start_thread"]
 
 DRY_RUN_RESULT: Final = {"ok": True}
 """What every call returns in dry-run mode (the no-op executor of the ADR)."""
@@ -216,6 +216,10 @@ class ThreadCall:
     def __await__(self) -> Generator[Any, None, Outcome]:
         return self._future.__await__()
 
+    def finished(self) -> Outcome | None:
+        """The call's outcome if it has ended (None while it runs, or once abandoned)."""
+        return _ended(self._future)
+
     def cancel(self) -> None:
         """Abandon the call (the run was cancelled): its outcome is dropped, its thread runs
         on to its end."""
@@ -283,6 +287,18 @@ class ThreadCall:
             self._watcher = None
         if self._waiter is not None and not self._waiter.done():
             self._waiter.cancel()
+
+
+def finished(call: asyncio.Task[Outcome] | ThreadCall) -> Outcome | None:
+    """The outcome of a call started alongside others if it has ended (None while it runs,
+    or if it was cancelled)."""
+    return call.finished() if isinstance(call, ThreadCall) else _ended(call)
+
+
+def _ended(future: asyncio.Future[Outcome]) -> Outcome | None:
+    if future.done() and not future.cancelled() and future.exception() is None:
+        return future.result()
+    return None
 
 
 def start_task(work: Coroutine[Any, Any, Outcome]) -> asyncio.Task[Outcome]:

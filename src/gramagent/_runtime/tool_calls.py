@@ -57,6 +57,7 @@ from gramagent._runtime.invoke import (
     Outcome,
     ThreadCall,
     execute,
+    finished,
     run_inline,
     start_async,
     start_task,
@@ -193,10 +194,14 @@ class ToolCalls:
         if self.decisions is not None or (self.bound.approval_required and not self.dry_run):
             pending = await self._approve(pending)
         inline, others = self._runnable(pending)
-        if others:
-            await self._run(inline, others, remaining)
-        elif inline:  # the usual turn: every call inline (no coroutine of _run around them)
-            await self._run_inline(inline)
+        try:
+            if others:
+                await self._run(inline, others, remaining)
+            elif inline:  # the usual turn: every call inline (no coroutine of _run around them)
+                await self._run_inline(inline)
+        except BaseException:  # interrupted: the calls that finished keep their results
+            self.conversation.extend(self._record([c for c in pending if _decided(c)]))
+            raise
         self.conversation.extend(self._record(pending))  # at once, not one call per result
         if cut_off and not self.awaiting:
             # With calls left waiting the note cannot be added: their results, written on
@@ -433,7 +438,9 @@ class ToolCalls:
             for c, call in zip(others, started, strict=True):
                 c.outcome = await call
         except BaseException:  # cancelled: so are the calls still running
-            for call in started:
+            for c, call in zip(others, started, strict=True):
+                if c.outcome is None:  # a call that finished unawaited keeps its outcome
+                    c.outcome = finished(call)
                 call.cancel()
             raise
 
@@ -664,6 +671,12 @@ def _repeat_form(arguments: dict[str, Any]) -> bytes:
         return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # a big integer, deep nesting or a lone surrogate
         return exact_json.dumps(arguments, sort_keys=True).encode()
+
+
+def _decided(c: _Call) -> bool:
+    """Whether a call's result is known: rejected, run to its end, or a copy of one run."""
+    return (c.rejection is not None or c.outcome is not None
+            or (c.copy_of is not None and c.copy_of.outcome is not None))
 
 
 def _seq(invocation: ToolInvocation) -> int:
