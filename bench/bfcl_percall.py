@@ -16,6 +16,7 @@ import argparse
 import importlib.util
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,16 +44,24 @@ def _outcomes(files: list[str]) -> dict[str, dict[str, Any]]:
     return outcomes
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("jsonl", nargs="+", help="--json files of bench/bfcl_eval.py runs")
-    parser.add_argument("--category", default="parallel")
-    parser.add_argument("--p", type=float, default=None,
-                        help="a per-call accuracy (e.g. simple_python's) for the reference")
-    args = parser.parse_args()
-    be = _bfcl_eval()
-    cases = {c["id"]: c for c in be.load_cases(args.category)}
-    outcomes = _outcomes(args.jsonl)
+@dataclass(frozen=True)
+class PerCall:
+    """What :func:`per_call` counts over a set of cases."""
+
+    cases: int
+    right: int
+    expected: int
+    written: int
+    matched: int
+    reference: float | None
+    """The share of cases right if every call were right with ``p``, independently."""
+
+
+def per_call(be: Any, cases: dict[str, Any], outcomes: dict[str, dict[str, Any]],
+             p: float | None = None) -> PerCall:
+    """Count ``outcomes`` (saved rows of ``bench/bfcl_eval.py``) against their ``cases``:
+    each expected call matched on its own by one of the reply's calls (BFCL's checker via
+    ``be.bfcl_verdict``, each reply call matching at most one expected call)."""
     expected = matched = written = right = 0
     reference = 0.0
     for case_id, outcome in outcomes.items():
@@ -69,14 +78,28 @@ def main() -> None:
                     matched += 1
                     used.add(i)
                     break
-        if args.p is not None:
-            reference += args.p ** len(case["answer"])
+        if p is not None:
+            reference += p ** len(case["answer"])
     n = len(outcomes)
-    print(f"{args.category}: {n} cases, {right} right ({right / n:.1%})")
-    print(f"expected calls {expected}, written {written}, "
-          f"matched {matched} ({matched / expected:.1%})")
-    if args.p is not None:
-        print(f"each call right with p={args.p} independently: {reference / n:.1%} of the cases")
+    return PerCall(n, right, expected, written, matched,
+                   None if p is None or not n else reference / n)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("jsonl", nargs="+", help="--json files of bench/bfcl_eval.py runs")
+    parser.add_argument("--category", default="parallel")
+    parser.add_argument("--p", type=float, default=None,
+                        help="a per-call accuracy (e.g. simple_python's) for the reference")
+    args = parser.parse_args()
+    be = _bfcl_eval()
+    cases = {c["id"]: c for c in be.load_cases(args.category)}
+    r = per_call(be, cases, _outcomes(args.jsonl), args.p)
+    print(f"{args.category}: {r.cases} cases, {r.right} right ({r.right / r.cases:.1%})")
+    print(f"expected calls {r.expected}, written {r.written}, "
+          f"matched {r.matched} ({r.matched / r.expected:.1%})")
+    if r.reference is not None:
+        print(f"each call right with p={args.p} independently: {r.reference:.1%} of the cases")
 
 
 if __name__ == "__main__":

@@ -194,3 +194,39 @@ def test_an_empty_list_for_an_optional_list_is_right_as_bfcl_has_it(
         assert _check(be, case, {**base, "ingredients": []}, json_numbers=json_numbers) is None
         assert _check(be, case, {**base, "ingredients": ["rice"]},
                       json_numbers=json_numbers) is not None
+
+
+PERCALL = BENCH.with_name("bfcl_percall.py")
+
+
+@pytest.fixture(scope="module")
+def percall() -> Any:
+    spec = importlib.util.spec_from_file_location("bfcl_percall_bench", PERCALL)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _expected_calls(case: dict[str, Any]) -> list[dict[str, Any]]:
+    """The case's expected calls, each with the first of its possible values."""
+    return [{"name": name, "arguments": {k: v[0] for k, v in params.items() if v and v[0] != ""}}
+            for answer in case["answer"] for name, params in answer.items()]
+
+
+def test_per_call_counts_each_expected_call_once(be: Any, percall: Any) -> None:
+    case = next(c for c in be.load_cases("parallel") if c["id"] == "parallel_1")
+    cases = {case["id"]: case}
+    right = _expected_calls(case)
+    assert len(right) == 2
+    whole = percall.per_call(be, cases, {"parallel_1": {"ok": True, "calls": right}}, p=0.5)
+    assert (whole.expected, whole.written, whole.matched) == (2, 2, 2)
+    assert whole.reference == 0.25
+    # The first call twice: it matches one expected call, not both.
+    twice = percall.per_call(be, cases, {"parallel_1": {"ok": False,
+                                                         "calls": [right[0], right[0]]}})
+    assert (twice.written, twice.matched, twice.right) == (2, 1, 0)
+    # A wrong value in the second call: one of two matched.
+    wrong = [right[0], {**right[1], "arguments": {k: "nowhere" for k in right[1]["arguments"]}}]
+    assert percall.per_call(be, cases, {"parallel_1": {"ok": False, "calls": wrong}}).matched == 1
