@@ -97,6 +97,11 @@ def _bfcl_eval() -> Any:
 
 be = _bfcl_eval()
 SETTINGS = {"temperature": 0.0, "max_tokens": 512}
+EXAMPLE_QUESTION = "What is the population of Lyon, of Nice and of Lille in 2020 and 2021?"
+EXAMPLE_ANSWER = json.dumps([
+    {"name": "population", "arguments": {"city": city, "year": year}}
+    for city in ("Lyon", "Nice", "Lille") for year in (2020, 2021)])
+"""example-turns: the worked example (six calls, one for each city and year)."""
 EXAMPLE = ('For example, "the weather in Paris and Rome" asks for two results, "weather in '
            'Paris" and "weather in Rome"; "the distance from Paris to Rome" asks for one.')
 ENUMERATE_HINT = (
@@ -152,6 +157,21 @@ def _first_brackets(choice: dict[str, Any]) -> str:
     return f"p([) {opens_list:.3f}  p({{) {opens_object:.3f}  top {best!r}"
 
 
+async def _free_name(body: dict[str, Any], offered: set[str], api: HTTPClient
+                     ) -> tuple[bool, str]:
+    """free-name: the request under ``{"name": string}`` (which function it would call)."""
+    body["response_format"]["json_schema"]["schema"] = {
+        "type": "object", "properties": {"name": {"type": "string"}},
+        "required": ["name"], "additionalProperties": False}
+    content = (await api.post_json("/chat/completions", body))["choices"][0]["message"]
+    text = content.get("content") or ""
+    try:
+        name = json.loads(text).get("name")
+    except (ValueError, AttributeError):
+        name = None
+    return name in offered, text
+
+
 async def probe(kind: str, case: dict[str, Any], category: str, api: HTTPClient,
                 root: HTTPClient, question: str = ASK_FIRST,
                 decline_on: str = "no", max_length: int = 120,
@@ -162,16 +182,7 @@ async def probe(kind: str, case: dict[str, Any], category: str, api: HTTPClient,
     body = build_chat_body(request, tool_call_mode="constrained")
     schema = body["response_format"]["json_schema"]["schema"]
     if kind == "free-name":
-        body["response_format"]["json_schema"]["schema"] = {
-            "type": "object", "properties": {"name": {"type": "string"}},
-            "required": ["name"], "additionalProperties": False}
-        content = (await api.post_json("/chat/completions", body))["choices"][0]["message"]
-        text = content.get("content") or ""
-        try:
-            name = json.loads(text).get("name")
-        except (ValueError, AttributeError):
-            name = None
-        return name in offered, text
+        return await _free_name(body, offered, api)
     if kind == "ask-first":
         ask = dict(body, messages=[*body["messages"], {"role": "user", "content": question}],
                    response_format={"type": "json_schema", "json_schema": {
@@ -208,6 +219,18 @@ async def probe(kind: str, case: dict[str, Any], category: str, api: HTTPClient,
             added = data["choices"][0]["message"].get("content") or ""
             print(f"  a list of {len(written)} continued to {len(json.loads(added))}",
                   file=sys.stderr, flush=True)
+    elif kind == "example-turns":
+        # A worked example as earlier turns of the conversation (not as a sentence of the
+        # instruction): a question about three items answered with a list of three calls.
+        messages = body["messages"]
+        head = 1 if messages and messages[0]["role"] == "system" else 0
+        shown = [{"role": "user", "content": EXAMPLE_QUESTION},
+                   {"role": "assistant", "content": EXAMPLE_ANSWER},
+                   {"role": "user", "content": "Thanks."},
+                   {"role": "assistant", "content": '{"text": "You are welcome."}'}]
+        sent = dict(body, messages=[*messages[:head], *shown, *messages[head:]])
+        data = await api.post_json("/chat/completions", sent)
+        raw = data["choices"][0]["message"].get("content") or ""
     elif kind in ("thought-first", "decide-first"):
         variants = schema["anyOf"]
         for i, variant in enumerate(variants):
@@ -363,7 +386,7 @@ def main() -> None:
     parser.add_argument("kind", choices=("fence", "tag", "free-name", "named-final",
                                          "thought-first", "decide-first", "ask-first",
                                          "first-bracket", "continue-lists", "enumerate-v1",
-                                         "enumerate-v2"))
+                                         "enumerate-v2", "example-turns"))
     parser.add_argument("--model", default="local/qwen2.5-coder-0.5b")
     parser.add_argument("--category", default="simple_python")
     parser.add_argument("--limit", type=int, default=50)
