@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gramagent._models._wire import sse
 from gramagent._models.base import ModelRequest, ModelTurn, StreamingModel
 from gramagent._models.chat import ChatCompletionsModel
 from gramagent._models.harmony import HarmonyModel
@@ -19,7 +20,7 @@ from gramagent._models.http import SSEDecoder, parse_sse
 from gramagent._models.jsoncalls import StepTextStream, read_tool_step
 from gramagent._models.responses import ResponsesModel
 from gramagent.errors import ModelAPIError
-from gramagent.testing import call, calls, completion, http_response, reply
+from gramagent.testing import ScriptedServer, call, calls, completion, http_response, reply
 
 ANSWER = 'It is 10:00 in Paris. "Quoted", \\ back-slashed, ünïcödé 😀, and\na new line.'
 
@@ -187,3 +188,40 @@ def test_sse_decoder_matches_parse_sse_however_split(payloads, cuts, newline):
         i += 1
     out.extend(decoder.close())
     assert out == clean
+
+
+# A hostile stream: events of any JSON shape, with the fields the readers look at (a
+# ``choices`` that is no list, a ``type`` that is a list, a call's name that is a number...).
+_KEYS = ["choices", "index", "delta", "message", "content", "refusal", "tool_calls",
+         "function_call", "function", "name", "arguments", "id", "finish_reason", "usage",
+         "type", "response", "output", "status", "text"]
+_json_value = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.floats(-2, 2) | st.text(max_size=3)
+    | st.sampled_from(["response.output_text.delta", "response.completed", "function"]),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(_KEYS), inner, max_size=4),
+    max_leaves=12)
+_hostile_events = st.lists(st.dictionaries(st.sampled_from(_KEYS), _json_value, max_size=4),
+                           min_size=1, max_size=4)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(events=_hostile_events, api=st.sampled_from(["chat", "responses"]),
+       live=st.booleans())
+async def test_a_hostile_stream_gives_a_turn_or_a_typed_error(make_request, events, api, live):
+    """Whatever shape a streamed event has, a streamed request (read whole, or passed on
+    live) ends in a turn or a ModelAPIError, never another exception."""
+    body = sse(events, named=api == "responses", done=api == "chat")
+    with ScriptedServer([http_response(body, content_type="text/event-stream")]) as srv:
+        adapter = (ChatCompletionsModel(srv.base_url, stream=True, max_retries=0)
+                   if api == "chat" else ResponsesModel(srv.base_url, max_retries=0))
+        async with adapter as model:
+            try:
+                if live or api == "responses":
+                    turn = await model.stream_request(make_request(), lambda _: None)
+                else:
+                    turn = await model.request(make_request())
+            except ModelAPIError:
+                return
+    assert isinstance(turn, ModelTurn)

@@ -343,7 +343,8 @@ def _reply_content(data: Mapping[str, Any]) -> str | None:
 def _content_delta(chunk: Mapping[str, Any]) -> str | None:
     """The content piece of a streamed chunk's first choice (as :func:`assemble_chat_chunks`
     reads it), or None."""
-    for choice in chunk.get("choices") or ():
+    choices = chunk.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
         if isinstance(choice, dict) and choice.get("index", 0) == 0:
             delta = choice.get("delta") or choice.get("message")
             if isinstance(delta, dict):
@@ -674,7 +675,8 @@ def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             meta = {k: chunk[k] for k in ("id", "created", "model") if k in chunk}
         if chunk.get("usage"):
             usage = chunk["usage"]
-        for choice in chunk.get("choices") or ():
+        choices = chunk.get("choices")  # anything but a list: no choice (a hostile server)
+        for choice in choices if isinstance(choices, list) else ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
             seen = True
@@ -711,15 +713,23 @@ def _fold_delta(delta: Mapping[str, Any], texts: dict[str, list[str]],
         piece = delta.get(key)
         if isinstance(piece, str):
             pieces.append(piece)
-    for raw in delta.get("tool_calls") or ():
+    raw_calls = delta.get("tool_calls")
+    for raw in raw_calls if isinstance(raw_calls, list) else ():
         if isinstance(raw, dict):
             _merge_call_delta(calls, raw)
     fc = delta.get("function_call")
     if isinstance(fc, dict):
         legacy = legacy or {"name": "", "arguments": ""}
-        legacy["name"] += fc.get("name") or ""
-        legacy["arguments"] += fc.get("arguments") or ""
+        legacy["name"] += _piece(fc.get("name"))
+        args = fc.get("arguments")
+        legacy["arguments"] += (args if isinstance(args, str) else ""
+                                if args is None else arguments_text(args))
     return legacy
+
+
+def _piece(value: Any) -> str:
+    """A streamed name or arguments piece; anything but a string adds nothing."""
+    return value if isinstance(value, str) else ""
 
 
 def _merge_call_delta(calls: dict[int, dict[str, Any]], raw: Mapping[str, Any]) -> None:
@@ -735,7 +745,7 @@ def _merge_call_delta(calls: dict[int, dict[str, Any]], raw: Mapping[str, Any]) 
         slot["id"] = raw["id"]
     fn = raw.get("function")
     if isinstance(fn, dict):
-        slot["function"]["name"] += fn.get("name") or ""
+        slot["function"]["name"] += _piece(fn.get("name"))
         args = fn.get("arguments")
         if isinstance(args, str):
             slot["function"]["arguments"] += args

@@ -134,6 +134,8 @@ class ResponsesModel(HTTPAdapter):
         final: Any = None
         async for event in self.http.stream_sse(RESPONSES_PATH, body):
             kind = event.get("type")
+            if not isinstance(kind, str):  # a hostile event (a list is not even hashable)
+                continue
             if kind in _TEXT_DELTAS:
                 piece = event.get("delta")
                 if isinstance(piece, str) and piece:
