@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gramagent._models._wire import sse
@@ -190,35 +190,58 @@ def test_sse_decoder_matches_parse_sse_however_split(payloads, cuts, newline):
     assert out == clean
 
 
-# A hostile stream: events of any JSON shape, with the fields the readers look at (a
-# ``choices`` that is no list, a ``type`` that is a list, a call's name that is a number...).
+# A hostile server: replies and stream events of any JSON shape, with the fields the readers
+# look at (a ``choices`` that is no list, a ``type`` that is a list, a message's content that
+# is a number, a call's name that is a number...).
 _KEYS = ["choices", "index", "delta", "message", "content", "refusal", "tool_calls",
-         "function_call", "function", "name", "arguments", "id", "finish_reason", "usage",
-         "type", "response", "output", "status", "text"]
+         "function_call", "function", "name", "arguments", "id", "call_id", "finish_reason",
+         "usage", "type", "response", "output", "status", "text", "incomplete_details"]
 _json_value = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 5) | st.floats(-2, 2) | st.text(max_size=3)
-    | st.sampled_from(["response.output_text.delta", "response.completed", "function"]),
+    | st.sampled_from(["response.output_text.delta", "response.completed", "function",
+                       "message", "output_text", "function_call", "refusal", "completed",
+                       "incomplete"]),
     lambda inner: st.lists(inner, max_size=3)
     | st.dictionaries(st.sampled_from(_KEYS), inner, max_size=4),
     max_leaves=12)
-_hostile_events = st.lists(st.dictionaries(st.sampled_from(_KEYS), _json_value, max_size=4),
-                           min_size=1, max_size=4)
+_hostile_object = st.dictionaries(st.sampled_from(_KEYS), _json_value, max_size=4)
+_HOSTILE_ADAPTERS: dict[str, Callable[[str, bool], Any]] = {
+    "chat": lambda url, stream: ChatCompletionsModel(url, stream=stream, max_retries=0),
+    "responses": lambda url, _: ResponsesModel(url, max_retries=0),
+    "harmony": lambda url, stream: HarmonyModel(url, stream=stream, max_retries=0),
+}
 
 
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(events=_hostile_events, api=st.sampled_from(["chat", "responses"]),
-       live=st.booleans())
-async def test_a_hostile_stream_gives_a_turn_or_a_typed_error(make_request, events, api, live):
-    """Whatever shape a streamed event has, a streamed request (read whole, or passed on
-    live) ends in a turn or a ModelAPIError, never another exception."""
-    body = sse(events, named=api == "responses", done=api == "chat")
-    with ScriptedServer([http_response(body, content_type="text/event-stream")]) as srv:
-        adapter = (ChatCompletionsModel(srv.base_url, stream=True, max_retries=0)
-                   if api == "chat" else ResponsesModel(srv.base_url, max_retries=0))
-        async with adapter as model:
+@given(events=st.lists(_hostile_object, min_size=1, max_size=4),
+       api=st.sampled_from(list(_HOSTILE_ADAPTERS)),
+       how=st.sampled_from(["whole", "streamed", "live"]))
+@example(events=[{"type": []}], api="responses", how="live")
+@example(events=[{"choices": 1}], api="chat", how="streamed")
+@example(events=[{"choices": True}], api="chat", how="live")
+@example(events=[{"choices": [{"delta": {"tool_calls": 2}}]}], api="chat", how="streamed")
+@example(events=[{"choices": [{"delta": {"tool_calls": [{"function": {"name": 5}}]}}]}],
+         api="chat", how="streamed")
+@example(events=[{"choices": [{"delta": {"function_call": {"name": 5, "arguments": {}}}}]}],
+         api="chat", how="streamed")
+@example(events=[{"status": "completed", "output": [{"type": "message", "content": 5}]}],
+         api="responses", how="whole")
+@example(events=[{"choices": 1.5}], api="harmony", how="streamed")
+@example(events=[{"choices": True}], api="harmony", how="live")
+async def test_a_hostile_reply_gives_a_turn_or_a_typed_error(make_request, events, api, how):
+    """Whatever shape a reply (``whole``: its first object) or a streamed event has, a request
+    (streamed and read whole, or passed on ``live``) ends in a turn or a ModelAPIError,
+    never another exception."""
+    if how == "whole":
+        answer = http_response(events[0])
+    else:
+        answer = http_response(sse(events, named=api == "responses", done=api != "responses"),
+                               content_type="text/event-stream")
+    with ScriptedServer([answer]) as srv:
+        async with _HOSTILE_ADAPTERS[api](srv.base_url, how == "streamed") as model:
             try:
-                if live or api == "responses":
+                if how == "live":
                     turn = await model.stream_request(make_request(), lambda _: None)
                 else:
                     turn = await model.request(make_request())

@@ -221,7 +221,8 @@ class HarmonyModel(HTTPAdapter):
 
 def _text_piece(event: Mapping[str, Any]) -> str | None:
     """The text of a streamed completion event's first choice, or None."""
-    for choice in event.get("choices") or ():
+    choices = event.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
         if isinstance(choice, dict) and choice.get("index", 0) == 0:
             text = choice.get("text")
             return text if isinstance(text, str) else None
@@ -404,7 +405,8 @@ def _assemble(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     for event in events:
         if isinstance(event.get("usage"), dict):
             usage = event["usage"]
-        for choice in event.get("choices") or ():
+        choices = event.get("choices")  # anything but a list: no choice (a hostile server)
+        for choice in choices if isinstance(choices, list) else ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
             if isinstance(choice.get("text"), str):

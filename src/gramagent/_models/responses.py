@@ -335,7 +335,8 @@ def _message_text(item: Mapping[str, Any], texts: list[str]) -> bool:
     """Append the text of a ``message`` output item to ``texts``; whether it holds a
     refusal."""
     refused = False
-    for part in item.get("content") or ():
+    parts = item.get("content")
+    for part in parts if isinstance(parts, list) else ():  # anything else: no text
         if isinstance(part, dict):
             kind = part.get("type")
             if kind == "output_text":
