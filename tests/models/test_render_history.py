@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 from unittest import mock
@@ -34,23 +35,30 @@ _message: st.SearchStrategy[Message] = st.one_of(
 # Each request names its instruction (the items before the history): the memo must not give
 # one instruction's head to another.
 _step = st.tuples(
-    st.sampled_from(["append", "request", "copy", "foreign"]),
+    st.sampled_from(["append", "request", "copy", "foreign", "list"]),
     st.integers(min_value=0, max_value=7),
     st.lists(_message, min_size=1, max_size=4),
     st.sampled_from(["sys", "", "be brief"]),
 )
 
 
-def _check_rendering(conversation: Conversation, instruction: str = "sys") -> None:
-    messages = conversation.messages
+def _check_rendering(conversation: Conversation, instruction: str = "sys", *,
+                     as_list: bool = False) -> list[Any]:
+    """Check the memo's bodies against fresh ones (the history as the conversation holds it,
+    or as a list: a caller's own sequence); return them, each with a deep copy."""
+    messages: Sequence[Message] = (list(conversation.messages) if as_list
+                                   else conversation.messages)
+    sent: list[Any] = []
     for _ in range(2):  # the memo's first use, then its reuse
-        assert chat_messages(instruction, messages, rendered=conversation.rendered) == \
-            chat_messages(instruction, messages)
-        assert responses_input(instruction, messages, conversation.rendered) == \
-            responses_input(instruction, messages)
+        body = chat_messages(instruction, messages, rendered=conversation.rendered)
+        assert body == chat_messages(instruction, messages)
+        items = responses_input(instruction, messages, conversation.rendered)
+        assert items == responses_input(instruction, messages)
+        sent += [(body, copy.deepcopy(body)), (items, copy.deepcopy(items))]
+    return sent
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(_step, max_size=14))
 def test_remembered_rendering_equals_a_fresh_one(
         steps: list[tuple[str, int, list[Message], str]]) -> None:
@@ -60,6 +68,7 @@ def test_remembered_rendering_equals_a_fresh_one(
 
 def _live(steps: list[tuple[str, int, list[Message], str]]) -> None:
     conversations = [Conversation()]
+    sent: list[Any] = []
     for kind, which, messages, instruction in steps:
         conversation = conversations[which % len(conversations)]
         if kind == "append":
@@ -68,11 +77,14 @@ def _live(steps: list[tuple[str, int, list[Message], str]]) -> None:
             conversations.append(conversation.copy())
         elif kind == "foreign":  # a memo built for other messages is not taken for these
             other = Conversation(messages)
-            _check_rendering(other, instruction)
+            sent += _check_rendering(other, instruction)
             conversation.rendered.update(other.rendered)
-        _check_rendering(conversation, instruction)
+        sent += _check_rendering(conversation, instruction, as_list=kind == "list")
     for conversation in conversations:
         assert Conversation(conversation.messages) == conversation
+    # A body once sent is never changed by a later request (of this conversation or a copy).
+    for body, as_sent in sent:
+        assert body == as_sent
 
 
 @mock.patch("gramagent._models._wire.REMEMBERED_FROM", 1)
