@@ -353,6 +353,7 @@ class _Run(ToolCalls):
                 except (TimeoutError, ModelAPIError) as exc:
                     raise self._failed(exc)  # noqa: B904  (_failed says how it is chained)
                 turn = self._received(request, turn)
+                del request  # not held while the tools run (see below)
                 if not (turn.tool_calls or turn.cut_off_calls):
                     return self._answer(turn)
                 if choice == "required" or not isinstance(choice, str):
@@ -361,11 +362,12 @@ class _Run(ToolCalls):
                     await self.run_tool_calls(turn, budget.remaining(loop.time()))
                 else:
                     await self._call_tools(turn)
-                # Not kept through the next request: a turn holds its whole decoded reply
-                # (``raw``). Objects held across an await are what the garbage collector finds
-                # in its young generation (a hundred runs' worth at concurrency 100) and they
-                # make it run more often: without them, a third fewer gen-0 collections.
-                del turn, request
+                # Not kept through the next request (nor the request through the tool calls):
+                # a turn holds its whole decoded reply (``raw``). Objects held across an await
+                # are what the garbage collector finds in its young generation (a hundred
+                # runs' worth at concurrency 100) and they make it run more often: without
+                # them, a third fewer gen-0 collections.
+                del turn
             return self._paused()
         except Exception as exc:
             log_run_error(exc, agent=self.bound.agent.name)
