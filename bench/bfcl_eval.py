@@ -33,7 +33,9 @@ Usage::
 Prints one line per case to stderr with ``-v`` and a summary (accuracy, seconds per case) to
 stdout; ``--json FILE`` writes every case's outcome as it goes, and ``--report FILE...``
 summarizes such files (for a category run in chunks with ``--offset``/``--limit``), checking
-the saved calls again with the current checkers.
+the saved calls again with the current checkers. For cases that expect several calls the
+summary also counts the calls: expected, written, and matched one by one (each expected call
+checked on its own against the reply's calls).
 """
 
 from __future__ import annotations
@@ -90,6 +92,11 @@ class Outcome:
     def category(self) -> str:
         """The BFCL category, read from the case id (``parallel_multiple_7``)."""
         return _case_number(self.id)[0]
+
+    @property
+    def pairs(self) -> list[tuple[str, Any]]:
+        """The calls as (name, arguments), as the checkers take them."""
+        return [(c["name"], c["arguments"]) for c in self.calls]
 
 
 # -- BFCL's own checker ----------------------------------------------------------------------
@@ -421,15 +428,17 @@ async def evaluate(args: argparse.Namespace) -> list[Outcome]:
     return outcomes
 
 
+@functools.cache
+def _cases_by_id(category: str) -> dict[str, dict[str, Any]]:
+    """The category's cases by id, read once per process (not to be changed)."""
+    return {c["id"]: c for c in load_cases(category)}
+
+
 def rescore(outcomes: Sequence[Outcome]) -> list[Outcome]:
     """Check saved outcomes again from their calls with the current checkers (no model)."""
-    cases: dict[str, dict[str, Any]] = {}
-    for category in sorted({o.category for o in outcomes}):
-        cases.update((c["id"], c) for c in load_cases(category))
     out = []
     for o in outcomes:
-        reason, ours, by_value = score(
-            cases[o.id], o.category, [(c["name"], c["arguments"]) for c in o.calls])
+        reason, ours, by_value = score(_cases_by_id(o.category)[o.id], o.category, o.pairs)
         out.append(replace(o, ok=reason is None, reason=reason or "ok", ok_by_value=by_value,
                            ok_ours=ours))
     return out
@@ -491,10 +500,44 @@ def _summarize_category(outcomes: Sequence[Outcome], model: str, category: str) 
         by_value = sum(bool(o.ok_by_value) for o in outcomes)
         lines.append(f"accuracy {by_value}/{n} = {by_value / max(n, 1):.1%}   "
                      "(our checker by value: JSON numbers, 1 == 1.0 in lists too)")
+    calls = _calls_line(outcomes, category)
+    if calls:
+        lines.append(calls)
     failures = Counter(failure_kind(o.reason) for o in outcomes if not o.ok)
     if failures:
         lines.append("failures: " + ", ".join(f"{k} x{v}" for k, v in failures.most_common()))
     return "\n".join(lines)
+
+
+def matched_calls(case: Mapping[str, Any], calls: Sequence[tuple[str, Any]]) -> int:
+    """How many of ``case``'s expected calls one of ``calls`` matches on its own: BFCL's
+    checker on each expected call as a one-call case, each call matching at most one."""
+    used: set[int] = set()
+    for answer in case["answer"]:
+        one = {"function": case["function"], "answer": [answer]}
+        for i, call in enumerate(calls):
+            if i not in used and bfcl_verdict(one, "simple_python", [call]) is None:
+                used.add(i)
+                break
+    return len(used)
+
+
+def _calls_line(outcomes: Sequence[Outcome], category: str) -> str | None:
+    """For cases that expect several calls (``parallel``, ``parallel_multiple``): the expected
+    calls (by how many a case expects), the calls written, and the expected calls matched one
+    by one (:func:`matched_calls`), as printed; None for other categories."""
+    cases = _cases_by_id(category) if outcomes else {}
+    if not outcomes or not all("answer" in cases[o.id] for o in outcomes):
+        return None
+    sizes = Counter(len(cases[o.id]["answer"]) for o in outcomes)
+    if max(sizes) < 2:
+        return None
+    expected = sum(k * n for k, n in sizes.items())
+    written = sum(len(o.calls) for o in outcomes)
+    matched = sum(matched_calls(cases[o.id], o.pairs) for o in outcomes)
+    per_case = ", ".join(f"{k} x{n}" for k, n in sorted(sizes.items()))
+    return (f"calls: {expected} expected ({per_case} per case), {written} written, "
+            f"{matched} matched one by one ({matched / expected:.1%})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -196,37 +196,32 @@ def test_an_empty_list_for_an_optional_list_is_right_as_bfcl_has_it(
                       json_numbers=json_numbers) is not None
 
 
-PERCALL = BENCH.with_name("bfcl_percall.py")
 
-
-@pytest.fixture(scope="module")
-def percall() -> Any:
-    spec = importlib.util.spec_from_file_location("bfcl_percall_bench", PERCALL)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def _expected_calls(case: dict[str, Any]) -> list[dict[str, Any]]:
+def _expected_calls(case: dict[str, Any]) -> list[tuple[str, Any]]:
     """The case's expected calls, each with the first of its possible values."""
-    return [{"name": name, "arguments": {k: v[0] for k, v in params.items() if v and v[0] != ""}}
+    return [(name, {k: v[0] for k, v in params.items() if v and v[0] != ""})
             for answer in case["answer"] for name, params in answer.items()]
 
 
-def test_per_call_counts_each_expected_call_once(be: Any, percall: Any) -> None:
+def test_matched_calls_counts_each_expected_call_once(be: Any) -> None:
     case = next(c for c in be.load_cases("parallel") if c["id"] == "parallel_1")
-    cases = {case["id"]: case}
     right = _expected_calls(case)
     assert len(right) == 2
-    whole = percall.per_call(be, cases, {"parallel_1": {"ok": True, "calls": right}}, p=0.5)
-    assert (whole.expected, whole.written, whole.matched) == (2, 2, 2)
-    assert whole.reference == 0.25
+    assert be.matched_calls(case, right) == 2
     # The first call twice: it matches one expected call, not both.
-    twice = percall.per_call(be, cases, {"parallel_1": {"ok": False,
-                                                         "calls": [right[0], right[0]]}})
-    assert (twice.written, twice.matched, twice.right) == (2, 1, 0)
+    assert be.matched_calls(case, [right[0], right[0]]) == 1
     # A wrong value in the second call: one of two matched.
-    wrong = [right[0], {**right[1], "arguments": {k: "nowhere" for k in right[1]["arguments"]}}]
-    assert percall.per_call(be, cases, {"parallel_1": {"ok": False, "calls": wrong}}).matched == 1
+    wrong = (right[1][0], {k: "nowhere" for k in right[1][1]})
+    assert be.matched_calls(case, [right[0], wrong]) == 1
+
+
+def test_the_summary_counts_the_calls_of_cases_that_expect_several(be: Any) -> None:
+    case = next(c for c in be.load_cases("parallel") if c["id"] == "parallel_1")
+    right = _expected_calls(case)
+    outcome = be.Outcome(id="parallel_1", ok=False, reason="x", seconds=1.0,
+                         calls=[{"name": right[0][0], "arguments": right[0][1]}], text=None)
+    summary = be.summarize([outcome], "m")
+    assert "calls: 2 expected (2 x1 per case), 1 written, 1 matched one by one (50.0%)" in summary
+    simple = be.Outcome(id="simple_python_0", ok=True, reason="ok", seconds=1.0, calls=[],
+                        text=None)
+    assert "calls:" not in be.summarize([simple], "m")
