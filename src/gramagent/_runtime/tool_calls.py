@@ -283,11 +283,7 @@ class ToolCalls:
                     if tool.accepts is not None and not tool.accepts.issuperset(arguments):
                         c.rejection = _unexpected_arguments(tool, arguments)
                     elif guard:
-                        try:  # _repeat_form's usual case, without its call
-                            form = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
-                        except TypeError:
-                            form = _repeat_form(arguments)
-                        c.repeat_key = key = (call.name, form)
+                        c.repeat_key = key = (call.name, _repeat_form(arguments))
                         earlier = answered.get(key)
                         if earlier is not None:
                             c.rejection = self._answer_repeat(c, *earlier)
