@@ -540,6 +540,30 @@ def _calls_line(outcomes: Sequence[Outcome], category: str) -> str | None:
             f"{matched} matched one by one ({matched / expected:.1%})")
 
 
+def read_outcomes(paths: Sequence[Path]) -> list[Outcome]:
+    """The outcomes saved in ``--json`` files, in case order; a case saved twice (a chunk
+    restarted mid-way) counts once, the last.
+
+    Raises:
+        SystemExit: a file that cannot be read, or a line that is not a saved outcome (the
+            message names the file and the line).
+    """
+    by_id: dict[str, Outcome] = {}
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                numbered = [(n, line) for n, line in enumerate(f, 1) if line.strip()]
+        except OSError as exc:
+            raise SystemExit(f"{path}: {exc.strerror or exc}") from None
+        for number, line in numbered:
+            try:
+                outcome = Outcome(**json.loads(line))
+            except (ValueError, TypeError) as exc:
+                raise SystemExit(f"{path}:{number}: not a saved outcome: {exc}") from None
+            by_id[outcome.id] = outcome
+    return sorted(by_id.values(), key=lambda o: _case_number(o.id))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="local/qwen2.5-coder-0.5b")
@@ -566,12 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     if args.report:
-        by_id = {}  # a case saved twice (a chunk restarted mid-way) counts once, the last
-        for path in args.report:
-            for line in _lines(path):
-                outcome = Outcome(**json.loads(line))
-                by_id[outcome.id] = outcome
-        outcomes = rescore(sorted(by_id.values(), key=lambda o: _case_number(o.id)))
+        outcomes = rescore(read_outcomes(args.report))
         recorded = sorted({o.model for o in outcomes if o.model})
         print(summarize(outcomes, ", ".join(recorded) or args.model))
         return 0

@@ -225,3 +225,16 @@ def test_the_summary_counts_the_calls_of_cases_that_expect_several(be: Any) -> N
     simple = be.Outcome(id="simple_python_0", ok=True, reason="ok", seconds=1.0, calls=[],
                         text=None)
     assert "calls:" not in be.summarize([simple], "m")
+
+
+def test_a_report_of_a_damaged_file_names_the_file_and_line(be: Any, tmp_path: Path) -> None:
+    saved = tmp_path / "run.jsonl"
+    good = {"id": "simple_python_0", "ok": True, "reason": "ok", "seconds": 1.0, "calls": [],
+            "text": None}
+    saved.write_text(json.dumps(good) + "\n\n" + '{"id": "simple_python_1"}\n', encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"run\.jsonl:3: not a saved outcome"):
+        be.read_outcomes([saved])
+    with pytest.raises(SystemExit, match="No such file"):
+        be.read_outcomes([tmp_path / "missing.jsonl"])
+    saved.write_text(json.dumps(good) + "\n", encoding="utf-8")
+    assert [o.id for o in be.read_outcomes([saved, saved])] == ["simple_python_0"]
