@@ -25,7 +25,8 @@ Rows (every run's answer is checked; both contenders send the same requests):
     as ``call1`` with 20 declared tools (sayHello and 19 that are never called).
 
 ``--keep DIR`` keeps each child's callgrind file (``callgrind_annotate DIR/ROW.CONTENDER.out``
-gives the C-level cost per function); ``--cprofile ROW`` instead profiles gramagent's runs
+gives the C-level cost per function; without it they go to a temporary directory removed at
+the end); ``--cprofile ROW`` instead profiles gramagent's runs
 of one row with cProfile (no valgrind) and prints the top functions; ``--opcodes ROW`` counts
 the bytecodes gramagent's own functions execute per run (``sys.settrace``), and for a row of
 several calls, per extra call (the row minus ``call1``, over the extra calls).
@@ -323,8 +324,17 @@ def main() -> None:
         with ScriptedServer(partial(answer, n=ROWS[args.cprofile].calls), record=False) as server:
             cprofile(args, server.base_url)
         return
-    keep = args.keep or Path(tempfile.mkdtemp(prefix="gramagent-callgrind-"))
-    keep.mkdir(parents=True, exist_ok=True)
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        print_rows(args, args.keep)
+        return
+    with tempfile.TemporaryDirectory(prefix="gramagent-callgrind-") as scratch:
+        print_rows(args, Path(scratch))
+
+
+def print_rows(args: argparse.Namespace, keep: Path) -> None:
+    """Measure each row of ``--rows`` and print it beside its floor(s); callgrind files in
+    ``keep``."""
     floors: dict[Row, float] = {}
     print(f"{'row':<18} {'floor':>10} {'gramagent':>10} {'ratio':>6}  "
           f"{'concurrent floor':>17} {'ratio':>6}  (instructions/run)")

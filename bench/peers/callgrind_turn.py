@@ -110,9 +110,12 @@ def main() -> None:
     if args.child:
         child(args.child, args.turns, args.warmup)
         return
-    keep = args.keep or Path(tempfile.mkdtemp(prefix="gramagent-callgrind-"))
-    keep.mkdir(parents=True, exist_ok=True)
-    one, eight = measure(1, args, keep), measure(8, args, keep)
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        one, eight = measure(1, args, args.keep), measure(8, args, args.keep)
+    else:
+        with tempfile.TemporaryDirectory(prefix="gramagent-callgrind-") as scratch:
+            one, eight = measure(1, args, Path(scratch)), measure(8, args, Path(scratch))
     print(f"turn of 1 call: {one:,.0f}  turn of 8 calls: {eight:,.0f}  "
           f"per extra call: {(eight - one) / 7:,.0f}  (instructions)")
 
