@@ -6,8 +6,10 @@ Through the installed console script, against the scripted OpenAI-compatible ser
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import pytest
 from cli_support import run_gramagent
 
 from gramagent.testing import ScriptedServer, error, reply
@@ -79,6 +81,20 @@ def test_a_directory_is_not_called_a_missing_file(tmp_path: Path) -> None:
     done = run_gramagent("run", str(tmp_path), "Hi", cwd=tmp_path)
     assert done.returncode == 1
     assert f"{tmp_path}: is a directory" in done.stderr
+
+
+@pytest.mark.parametrize("command", [["run", "{path}", "Hi"], ["schema", "{path}"],
+                                     ["harmony", "render", "{path}", "Hi"]])
+def test_a_path_that_is_not_a_regular_file_is_named_for_what_it_is(
+        tmp_path: Path, command: list[str]) -> None:
+    fifo = tmp_path / "agent.gram"
+    os.mkfifo(fifo)  # a reader would block on it: refused before it is opened
+    for path, what in [(fifo, "is not a regular file"), (tmp_path, "is a directory"),
+                       (tmp_path / "missing.gram", "no such file")]:
+        done = run_gramagent(*[part.format(path=path) for part in command], cwd=tmp_path)
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.startswith(f"ConfigurationError: {path}: {what}; expected ")
+        assert "Traceback" not in done.stderr
 
 
 def test_a_tool_without_implementation_points_at_tools_and_dry_run(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import functools
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import typer
@@ -35,6 +36,7 @@ __all__ = [
     "main",
     "print_error",
     "read_stdin",
+    "require_file",
 ]
 
 EXIT_ERROR: Final = 1
@@ -137,6 +139,24 @@ def read_stdin() -> str:
         raise ConfigurationError(
             f"<stdin>: not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
         ) from None
+
+
+def require_file(path: Path, expected: str) -> None:
+    """Refuse a ``path`` that is not a regular file, saying what it is instead.
+
+    Args:
+        path: The file named on the command line.
+        expected: What the command wanted there (``"an agent's .gram file"``), for the message.
+
+    Raises:
+        ConfigurationError: ``path`` does not exist, is a directory, or is not a regular file
+            (a device, a pipe).
+    """
+    if path.is_file():
+        return
+    what = ("is a directory" if path.is_dir() else "is not a regular file" if path.exists()
+            else "no such file")
+    raise ConfigurationError(f"{path}: {what}; expected {expected}")
 
 
 def _describe(exc: BaseException) -> str:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gramagent._cli._app import app, handle_errors, read_stdin
+from gramagent._cli._app import app, handle_errors, read_stdin, require_file
 from gramagent.errors import ConfigurationError
 
 __all__ = ["harmony_app", "parse", "render"]
@@ -88,8 +88,7 @@ def render(
         raise ConfigurationError(
             f"unknown reasoning effort {reasoning!r}; expected low, medium or high"
         )
-    if not agent_file.is_file():
-        raise ConfigurationError(f"{agent_file}: no such file")
+    require_file(agent_file, "an agent's .gram file")
     spec = load_agent(agent_file, agent)
     request = ModelRequest(
         model=spec.model.name,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from gramagent._cli._app import app, err_console, handle_errors, print_error
+from gramagent._cli._app import app, err_console, handle_errors, print_error, require_file
 from gramagent._models.registry import api_names
 from gramagent.errors import ConfigurationError, RunError, ToolError
 
@@ -199,10 +199,7 @@ class Session:
             session._closers.append(setup_tracing(options.otel))
         # The key given on the command line and the environment as it is now.
         add_secret(options.api_key, *env_secrets(os.environ))
-        if not options.agent_file.is_file():
-            what = "is a directory" if options.agent_file.is_dir() else "no such file"
-            raise ConfigurationError(f"{options.agent_file}: {what}; expected an agent's "
-                                     ".gram file")
+        require_file(options.agent_file, "an agent's .gram file")
         session.agent = load_agent(options.agent_file, options.agent_name)
         if options.dry_run:
             # No tool runs: the specs' schemas check the calls, no implementation is needed.

@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 
-from gramagent._cli._app import app, handle_errors, read_stdin
+from gramagent._cli._app import app, handle_errors, read_stdin, require_file
 from gramagent.errors import ConfigurationError, Diagnostic, SchemaError, SpecError
 
 __all__ = ["check", "examples", "fmt", "schema", "signature"]
@@ -181,10 +181,7 @@ def _file_schemas(path: Path, tool: str | None) -> dict[str, Any]:
     """The schemas of the tools of a gram file (stand-alone and agents'), by name."""
     from gramagent._spec.gram import load_file
 
-    if not path.is_file():
-        raise ConfigurationError(
-            f"{path}: no such file" + ("" if not path.exists() else " (it is a directory)")
-            + "; give a gram file or a signature such as '(x::String)==>(::String)'")
+    require_file(path, "a gram file or a signature such as '(x::String)==>(::String)'")
     document = load_file(path)
     specs = {t.name: t for t in [*document.tools, *(t for a in document.agents
                                                     for t in a.tools)]}
