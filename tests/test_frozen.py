@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import pickle
 from typing import Any
 
@@ -11,9 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gramagent._frozen import constructor
+from gramagent._frozen import builds
 from gramagent._messages import (
     AssistantMessage,
+    Conversation,
     ToolCall,
     ToolResultMessage,
     Usage,
@@ -24,9 +26,8 @@ from gramagent._messages import (
     new_usage,
     new_user_message,
 )
-from gramagent._models.base import ModelRequest, ModelTurn, new_request, new_turn
+from gramagent._models.base import ModelTurn, new_request, new_turn
 from gramagent._runtime.results import (
-    AgentResponse,
     ToolInvocation,
     new_invocation,
     new_response,
@@ -83,13 +84,16 @@ def test_builds_the_same_object_as_the_class(cls: Any, build: Any, kwargs: Any,
 @pytest.mark.parametrize("build", [c[1] for c in CASES] + [new_request, new_response],
                          ids=[c[0].__name__ for c in CASES] + ["ModelRequest", "AgentResponse"])
 def test_what_it_builds_is_immutable(build: Any) -> None:
-    required: dict[str, dict[str, Any]] = {"ToolCall": {"id": "1", "name": "n", "arguments": "{}"},
-                "UserMessage": {"content": "hi"},
-                "ToolResultMessage": {"call_id": "1", "name": "n", "content": "x"},
-                "ToolInvocation": {"call_id": "1", "name": "n", "arguments": {}},
-                "ModelRequest": {"model": "m", "instruction": "i", "messages": ()},
-                "AgentResponse": {"content": "x"}}
-    built = build(**required.get(build.__name__.removeprefix("new_"), {}))
+    required: dict[Any, dict[str, Any]] = {
+        new_tool_call: {"id": "1", "name": "n", "arguments": "{}"},
+        new_user_message: {"content": "hi"},
+        new_tool_result: {"call_id": "1", "name": "n", "content": "x"},
+        new_invocation: {"call_id": "1", "name": "n", "arguments": {}},
+        new_request: {"model": "m", "instruction": "i", "messages": (), "tools": (),
+                      "tool_choice": "auto", "settings": {}},
+        new_response: {"content": "x", "tool_invocations": (), "context": Conversation(),
+                       "usage": Usage()}}
+    built = build(**required.get(build, {}))
     name = dataclasses.fields(built)[0].name
     with pytest.raises(dataclasses.FrozenInstanceError):
         setattr(built, name, None)
@@ -101,25 +105,60 @@ def test_what_it_builds_is_immutable(build: Any) -> None:
         built.not_a_field = 1
 
 
-def test_default_factories_give_each_object_its_own_value() -> None:
-    first = new_request(model="m", instruction="i", messages=())
-    second = new_request(model="m", instruction="i", messages=())
-    assert first.settings == {} and first.settings is not second.settings
-    assert first == ModelRequest(model="m", instruction="i", messages=())
-    response = new_response(content="x")
-    assert response.context is not new_response(content="x").context
-    assert response.usage == Usage()
-    assert new_response(content="x", usage=new_usage(input_tokens=3)) == AgentResponse(
-        content="x", usage=Usage(input_tokens=3), context=response.context)
+BUILDERS = [new_tool_call, new_usage, new_user_message, new_assistant_message, new_tool_result,
+            new_request, new_turn, new_invocation, new_response]
 
 
-def test_the_signature_is_the_classes() -> None:
+@pytest.mark.parametrize("build", BUILDERS, ids=[b.__name__ for b in BUILDERS])
+def test_by_position_as_its_reference_does(build: Any) -> None:
+    """Each builder takes its arguments by position in the order of its reference function
+    (the decorated one, which builds the object through the class), with its defaults."""
+    parameters = inspect.signature(build.__wrapped__).parameters.values()
+    values = [f"v{i}" for i, p in enumerate(parameters) if p.default is p.empty]
+    made, built = build.__wrapped__(*values), build(*values)
+    assert type(built) is type(made) and built == made and repr(built) == repr(made)
+
+
+def test_factory_fields_are_passed() -> None:
+    """A field whose default is a factory has no default in its builder: each object gets
+    the value it is given (never one shared between objects)."""
     with pytest.raises(TypeError):
-        new_usage(1, 2)  # type: ignore[call-arg]  # keyword-only, as Usage(1, 2) is
+        new_request("m", "i", (), (), "auto")  # type: ignore[call-arg]  # no settings
     with pytest.raises(TypeError):
-        new_tool_call(id="1", name="n")  # type: ignore[call-arg]
+        new_response("x")  # type: ignore[call-arg]
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Holder:
+        items: list[int] = dataclasses.field(default_factory=list)
+
     with pytest.raises(TypeError):
-        new_user_message(content="x", other=1)  # type: ignore[call-arg]
+        @builds(Holder)
+        def new_holder(items: list[int] = []) -> Holder:  # noqa: B006  (the case refused)
+            return Holder(items)
+
+
+def test_the_parameters_are_the_fields() -> None:
+    """A builder takes exactly its class's fields, with the fields' defaults."""
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    class Pair:
+        a: int
+        b: int = 0
+
+    @builds(Pair)
+    def new_pair(b: int, a: int) -> Pair:  # any order; a default may be left out
+        return Pair(a=a, b=b)
+
+    assert new_pair(2, 1) == Pair(a=1, b=2) and type(new_pair(2, 1)) is Pair
+    refused: list[Any] = [
+        lambda a: Pair(a=a),  # b missing
+        lambda a, b, c=0: Pair(a=a, b=b),  # another name
+        lambda a, b=1: Pair(a=a, b=b),  # not b's default
+        lambda a, *b: Pair(a=a),  # *args
+        lambda a, **b: Pair(a=a),  # **kwargs
+    ]
+    for reference in refused:
+        with pytest.raises(TypeError):
+            builds(Pair)(reference)
     prepared = check_parsed("t", {"a": 1}, validators={"t": lambda _: ()}, schemas={})
     assert type(prepared) is PreparedCall and prepared == PreparedCall("t", {"a": 1})
 
@@ -142,4 +181,4 @@ def test_refuses_what_it_cannot_build() -> None:
 
     for cls in (NoSlots, NotFrozen, PostInit, dict):
         with pytest.raises(TypeError):
-            constructor(cls)
+            builds(cls)

@@ -16,7 +16,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from gramagent._frozen import constructor
+from gramagent._frozen import builds
 
 __all__ = [
     "AssistantMessage",
@@ -163,13 +163,43 @@ class ToolResultMessage:
 
 Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
 
-# The same objects as the classes make, built the cheap way (the loop and the adapters make
-# several per run; gramagent._frozen says why).
-new_tool_call = constructor(ToolCall)
-new_usage = constructor(Usage)
-new_user_message = constructor(UserMessage)
-new_assistant_message = constructor(AssistantMessage)
-new_tool_result = constructor(ToolResultMessage)
+# The same objects as the classes make, built the cheap way and taking their arguments by
+# position too (the loop and the adapters make several per run; gramagent._frozen says why).
+
+
+@builds(ToolCall)
+def new_tool_call(id: str, name: str, arguments: str) -> ToolCall:
+    """A :class:`ToolCall` (:func:`gramagent._frozen.builds`)."""
+    return ToolCall(id=id, name=name, arguments=arguments)
+
+
+@builds(Usage)
+def new_usage(input_tokens: int = 0, output_tokens: int = 0, requests: int = 0) -> Usage:
+    """A :class:`Usage` (:func:`gramagent._frozen.builds`)."""
+    return Usage(input_tokens=input_tokens, output_tokens=output_tokens, requests=requests)
+
+
+@builds(UserMessage)
+def new_user_message(content: str, kind: Literal["user"] = "user") -> UserMessage:
+    """A :class:`UserMessage` (:func:`gramagent._frozen.builds`)."""
+    return UserMessage(content=content, kind=kind)
+
+
+@builds(AssistantMessage)
+def new_assistant_message(content: str | None = None, tool_calls: tuple[ToolCall, ...] = (),
+                          interrupted: bool = False,
+                          kind: Literal["assistant"] = "assistant") -> AssistantMessage:
+    """An :class:`AssistantMessage` (:func:`gramagent._frozen.builds`)."""
+    return AssistantMessage(content=content, tool_calls=tool_calls, interrupted=interrupted,
+                            kind=kind)
+
+
+@builds(ToolResultMessage)
+def new_tool_result(call_id: str, name: str, content: str, is_error: bool = False,
+                    kind: Literal["tool_result"] = "tool_result") -> ToolResultMessage:
+    """A :class:`ToolResultMessage` (:func:`gramagent._frozen.builds`)."""
+    return ToolResultMessage(call_id=call_id, name=name, content=content, is_error=is_error,
+                             kind=kind)
 
 
 def message_from_dict(data: Mapping[str, Any]) -> Message:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-from gramagent._frozen import constructor
+from gramagent._frozen import builds
 from gramagent._messages import Message, ToolCall, Usage, UserMessage
 from gramagent._spec.definition import ToolDefinition
 
@@ -87,9 +87,28 @@ class ModelTurn:
     """The decoded wire response, for debugging (``-v``); never read by the loop."""
 
 
-# The same objects as the classes make, built the cheap way (gramagent._frozen says why).
-new_request = constructor(ModelRequest)
-new_turn = constructor(ModelTurn)
+# The same objects as the classes make, built the cheap way and taking their arguments by
+# position too (gramagent._frozen says why).
+
+
+@builds(ModelRequest)
+def new_request(model: str, instruction: str, messages: Sequence[Message],
+                tools: Sequence[ToolDefinition], tool_choice: ToolChoice,
+                settings: Mapping[str, Any], rendered: dict[str, Any] | None = None,
+                parallel_tool_calls: bool = True) -> ModelRequest:
+    """A :class:`ModelRequest` (:func:`gramagent._frozen.builds`)."""
+    return ModelRequest(model=model, instruction=instruction, messages=messages, tools=tools,
+                        tool_choice=tool_choice, settings=settings, rendered=rendered,
+                        parallel_tool_calls=parallel_tool_calls)
+
+
+@builds(ModelTurn)
+def new_turn(text: str | None = None, tool_calls: tuple[ToolCall, ...] = (),
+             usage: Usage | None = None, finish_reason: str | None = None,
+             cut_off_calls: tuple[ToolCall, ...] = (), raw: Any = None) -> ModelTurn:
+    """A :class:`ModelTurn` (:func:`gramagent._frozen.builds`)."""
+    return ModelTurn(text=text, tool_calls=tool_calls, usage=usage, finish_reason=finish_reason,
+                     cut_off_calls=cut_off_calls, raw=raw)
 
 
 @runtime_checkable

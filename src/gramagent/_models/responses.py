@@ -290,7 +290,7 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
             # without a method call or isinstance each; anything else field by field.
             call_id, name, arguments = (item.get("call_id"), item.get("name"),
                                         item.get("arguments"))
-            calls.append(new_tool_call(id=call_id, name=name, arguments=arguments)
+            calls.append(new_tool_call(call_id, name, arguments)
                          if type(call_id) is str and call_id and type(name) is str
                          and type(arguments) is str else _odd_call(item))
     if status == "incomplete":  # even with calls: the last one may be cut off
@@ -307,14 +307,9 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
     cut_off: tuple[ToolCall, ...] = ()
     if finish == "length":
         whole, cut_off = split_cut_off(whole)
-    return new_turn(
-        text="".join(texts) if texts else None,
-        tool_calls=whole,
-        cut_off_calls=cut_off,
-        usage=usage_from(data.get("usage"), "input_tokens", "output_tokens"),
-        finish_reason=finish,
-        raw=data,
-    )
+    text = "".join(texts) if texts else None
+    usage = usage_from(data.get("usage"), "input_tokens", "output_tokens")
+    return new_turn(text, whole, usage, finish, cut_off, data)  # by position, as new_turn's
 
 
 def _odd_call(item: Mapping[str, Any]) -> ToolCall:

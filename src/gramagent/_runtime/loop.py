@@ -321,7 +321,7 @@ class _Run(ToolCalls):
         conversation ends with. Logs the error that ends it; closes an owned model."""
         conversation = self.conversation
         if isinstance(start, str):
-            conversation.append(new_user_message(content=start))
+            conversation.append(new_user_message(start))
         hooks = self.hooks
         if hooks is not None:
             hooks.on_start(conversation)
@@ -340,13 +340,12 @@ class _Run(ToolCalls):
                 await self._call_tools(waiting, replay=False)
             while not self.awaiting:
                 budget.check(loop.time())
-                request = new_request(
-                    model=self.model_name, instruction=instruction,
-                    messages=conversation.messages, tools=tools,
-                    # The repeat guard answered a call: ask for the final answer.
-                    tool_choice="none" if self.force_answer else choice,
-                    settings=self.settings, rendered=conversation.rendered,
-                )
+                # The repeat guard answered a call: ask for the final answer.
+                asked = "none" if self.force_answer else choice
+                # By position (model, instruction, messages, tools, tool_choice, settings,
+                # rendered): a keyword costs measurably per request.
+                request = new_request(self.model_name, instruction, conversation.messages,
+                                      tools, asked, self.settings, conversation.rendered)
                 try:
                     with budget:  # the end of the wall time cuts the request short
                         turn = await send(request)
@@ -459,16 +458,15 @@ class _Run(ToolCalls):
                     ".context", model=self.model_name, context=self.conversation.copy(),
                     usage=self.budget.usage)
             finish = "stop"
-        self.conversation.append(new_assistant_message(content=text))
+        self.conversation.append(new_assistant_message(text))
         usage = self.budget.usage
         if self.info_logs:
             log_usage(usage, model=self.model_name, scope="run")
-        return new_response(
-            content=text or "", tool_invocations=self.tool_invocations(),
-            context=self.conversation, usage=usage,
-            stopped_by="repeated_call" if self.force_answer else None, run_id=self.run_id,
-            finish_reason=finish,
-        )
+        stopped_by = "repeated_call" if self.force_answer else None
+        # By position (content, tool_invocations, context, usage, stopped_by, run_id,
+        # finish_reason): a keyword costs measurably per run.
+        return new_response(text or "", self.tool_invocations(), self.conversation, usage,
+                            stopped_by, self.run_id, finish)
 
     def _paused(self) -> AgentResponse:
         """The run's result when calls wait for approval: no answer yet."""

@@ -229,7 +229,7 @@ class ToolCalls:
         # A reply of one cut-off call leaves neither text nor calls: an empty text keeps the
         # roles alternating for chat templates that require it.
         text = turn.text if turn.text is not None or calls else ""
-        self.conversation.append(new_assistant_message(content=text, tool_calls=calls))
+        self.conversation.append(new_assistant_message(text, calls))
 
     def _stop_at_call_limit(self, calls: Sequence[ToolCall], cut_off: Sequence[ToolCall],
                             limit: int) -> None:
@@ -570,12 +570,12 @@ class ToolCalls:
                 error_type, text, result, latency = self._rejected(c)
             failed = error_type is not None and error_type != "repeated_call"
             if not c.cut_off:  # a cut-off call is not in the conversation: a note tells of it
-                results.append(new_tool_result(
-                    call_id=call.id, name=call.name, content=text, is_error=failed))
-            invocations.append(new_invocation(
-                call_id=call.id, name=call.name, arguments=c.arguments, result=result,
-                error=text if failed else None, error_type=error_type,
-                latency=latency, seq=c.seq))
+                results.append(new_tool_result(call.id, call.name, text, failed))
+            error = text if failed else None
+            # By position, in new_invocation's order (call_id, name, arguments, result, error,
+            # error_type, latency, seq): a keyword costs measurably per call.
+            invocations.append(new_invocation(call.id, call.name, c.arguments, result, error,
+                                              error_type, latency, c.seq))
             if info_logs or error_type is not None:  # errors are WARNING records
                 self._log(c, error_type, latency)
         return results

@@ -17,7 +17,7 @@ from typing import Any, Final, Literal, TypeAlias
 import orjson
 
 from gramagent import _json as exact_json
-from gramagent._frozen import constructor
+from gramagent._frozen import builds
 from gramagent._spec.nulls import strip_strict_nulls
 
 __all__ = [
@@ -82,8 +82,10 @@ class PreparedCall:
     arguments: dict[str, Any]
 
 
-_new_prepared = constructor(PreparedCall)
-"""Builds a :class:`PreparedCall` (every checked call makes one) the cheap way."""
+@builds(PreparedCall)
+def _new_prepared(name: str, arguments: dict[str, Any]) -> PreparedCall:
+    """A :class:`PreparedCall` (every checked call makes one), built the cheap way."""
+    return PreparedCall(name, arguments)
 
 
 def error_text(error_type: ToolErrorType, detail: str) -> str:
