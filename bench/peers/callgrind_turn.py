@@ -66,7 +66,7 @@ def turn(bound: BoundAgent, data: dict[str, object], limits: RunLimits, n: int) 
     calls = ToolCalls(bound=bound, budget=Budget(limits, conversation, 0.0),
                       conversation=conversation, sinks=(), run_id="run", dry_run=False,
                       info_logs=False)
-    work = calls.run_tool_calls(parse_chat_reply(data), None)
+    work = calls.run_tool_calls(parse_chat_reply(data))
     try:
         work.send(None)
     except StopIteration:

@@ -358,7 +358,7 @@ class _Run(ToolCalls):
                 if choice == "required" or not isinstance(choice, str):
                     choice = "auto"  # a forced choice applies to the first request only
                 if hooks is None:
-                    await self.run_tool_calls(turn, budget.remaining(loop.time()))
+                    await self.run_tool_calls(turn)
                 else:
                     await self._call_tools(turn)
                 # Not kept through the next request (nor the request through the tool calls):
@@ -379,11 +379,10 @@ class _Run(ToolCalls):
     async def _call_tools(self, turn: ModelTurn, *, replay: bool = True) -> None:
         """:meth:`run_tool_calls`, with the hooks told of the calls and their results."""
         hooks = self.hooks
-        remaining = self.budget.remaining(asyncio.get_running_loop().time())
         answered = len(self.invocations)
         if hooks is not None:
             hooks.on_tool_calls(turn.tool_calls)
-        await self.run_tool_calls(turn, remaining, replay=replay)
+        await self.run_tool_calls(turn, replay=replay)
         if hooks is not None:
             hooks.on_tool_results(self.invocations[answered:])
 

@@ -174,10 +174,9 @@ class ToolCalls:
                     key = (invocation.name, _repeat_form(invocation.arguments))
                     self.answered[key] = (invocation.result, output)
 
-    async def run_tool_calls(self, turn: ModelTurn, remaining: float | None, *,
-                             replay: bool = True) -> None:
-        """Check, run and record the calls of ``turn``; ``remaining``: seconds left in the run.
-        ``replay=False``: the calls are in the conversation already (a resumed run's).
+    async def run_tool_calls(self, turn: ModelTurn, *, replay: bool = True) -> None:
+        """Check, run and record the calls of ``turn``. ``replay=False``: the calls are in the
+        conversation already (a resumed run's).
 
         Raises:
             LimitExceeded: ``max_tool_calls`` or a tool's retry budget stops the run.
@@ -196,7 +195,7 @@ class ToolCalls:
         inline, others = self._runnable(pending)
         try:
             if others:
-                await self._run(inline, others, remaining)
+                await self._run(inline, others)
             elif inline:  # the usual turn: every call inline (no coroutine of _run around them)
                 await self._run_inline(inline)
         except BaseException:  # interrupted: the calls that finished keep their results
@@ -416,8 +415,7 @@ class ToolCalls:
             (others if tool.is_async or tool.blocking else inline).append(c)
         return inline, others
 
-    async def _run(self, inline: Sequence[_Call], others: Sequence[_Call],
-                   remaining: float | None) -> None:
+    async def _run(self, inline: Sequence[_Call], others: Sequence[_Call]) -> None:
         """Run the checked calls of a turn that has async or blocking ones, concurrently.
 
         A plain function declared ``blocking=False`` is run here, without a task: it runs to
@@ -425,9 +423,10 @@ class ToolCalls:
         call cost (bench/RESULTS.md, "Per call and per message"). The other calls start first
         (async ones each in its task, blocking ones in worker threads), so they still run
         alongside. They are awaited in turn, not gathered: they run alongside all the same,
-        and gather's future and callback per call cost as much as a quick call.
+        and gather's future and callback per call cost as much as a quick call. Each call's
+        timeout is bounded by the time left in the run when they start.
         """
-        started = self._start(others, remaining)
+        started = self._start(others, self._time_left())
         try:
             if inline:
                 await self._run_inline(inline)
