@@ -156,7 +156,7 @@ async def run_agent(
     """
     if not isinstance(user_input, str) or not user_input.strip():
         raise ValidationError("user input must not be empty")
-    if clean_text(user_input) is not user_input:
+    if not user_input.isascii() and clean_text(user_input) is not user_input:  # ASCII: no call
         raise ValidationError("user input holds a lone surrogate (U+D800-U+DFFF), which no "
                               "request can carry: decode the text strictly, or replace them")
     run = _new_run(agent, user_input, context, options)
