@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pickle
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gramagent._messages import (
@@ -85,6 +85,9 @@ _turns = st.lists(st.lists(st.sampled_from(["a", "b", "c", "d", "e~2", ""]), max
 
 @settings(max_examples=40, deadline=None)
 @given(history=_turns, branches=st.lists(st.tuples(st.integers(0, 50), _turns), max_size=4))
+# A copy cut short and grown back to the memo's length with other calls: the memo's messages
+# and the copy's are compared whole (no slice), and differ.
+@example(history=[["a"]] * 6, branches=[(15, [["b"]])])
 def test_call_ids_remembered_are_those_of_the_messages(
         history: list[list[str]], branches: list[tuple[int, list[list[str]]]]) -> None:
     """However copies of a conversation grow and part ways (runs continuing one context), the

@@ -254,7 +254,7 @@ class Conversation:
 
     __slots__ = ("_messages", "id", "rendered")
 
-    def __init__(self, messages: Iterable[Message] = (), *, id: str | None = None) -> None:
+    def __init__(self, messages: Iterable[Message] = (), id: str | None = None) -> None:
         self._messages: list[Message] = list(messages)
         self.id: str = id if id is not None else uuid.uuid4().hex
         """Identifies the conversation across runs (tools keep per-conversation state under
@@ -282,7 +282,9 @@ class Conversation:
 
     def copy(self) -> Conversation:
         """A new list of the same messages, with the same :attr:`id` (and rendering memo)."""
-        copy = Conversation(self._messages, id=self.id)
+        # By position: a class called with a keyword packs it into a dict (once per run: each
+        # run continues a copy).
+        copy = Conversation(self._messages, self.id)
         copy.rendered = self.rendered  # a memo of renderings of both (never of their value)
         return copy
 
@@ -301,9 +303,13 @@ class Conversation:
         memo = self.rendered.get(_CALL_IDS)
         if memo is not None:
             before, known = memo
-            if len(before) <= len(messages) and messages[:len(before)] == before:
+            # Lists of one length (runs that continue one context, each with its own message)
+            # are compared without a slice made first.
+            shared = len(before)
+            if shared <= len(messages) and before == (
+                    messages if shared == len(messages) else messages[:shared]):
                 ids.update(known)
-                start = len(before)
+                start = shared
         for index in range(start, len(messages)):
             message = messages[index]
             if isinstance(message, AssistantMessage):

@@ -231,7 +231,7 @@ def _new_run(agent: Agent | BoundAgent, start: str | dict[str, Decision],
     # run, and at that rate every call counts.
     bound = (agent if isinstance(agent, BoundAgent)
              else bind(agent, options.get("library"), dry_run=dry_run))
-    conversation = (Conversation(id=new_id()) if context is None
+    conversation = (Conversation((), new_id()) if context is None
                     else conversation_for(context))
     if isinstance(start, str) and context is not None and conversation.unanswered_calls():
         raise ValidationError(_waiting_message(conversation))

@@ -61,7 +61,7 @@ def model_for(options: Mapping[str, Any], agent: Agent) -> tuple[Model, str, boo
 def conversation_for(context: Conversation | Iterable[Message] | None) -> Conversation:
     """A new conversation, or a copy of ``context`` to continue (never modified)."""
     if context is None:
-        return Conversation(id=new_id())
+        return Conversation((), new_id())
     if isinstance(context, Conversation):
         return context.copy()
     return Conversation(context)
