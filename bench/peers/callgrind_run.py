@@ -117,12 +117,19 @@ def main() -> None:
     if args.child:
         asyncio.run(runs(args.history, args.runs, args.warmup))
         return
-    keep = args.keep or Path(tempfile.mkdtemp(prefix="gramagent-callgrind-"))
-    keep.mkdir(parents=True, exist_ok=True)
     shown = [True] if args.history else [False, True]
-    figures = [f"{'100-message history' if h else 'call1'}: {measure(h, args, keep):,.0f}"
-               for h in shown]
-    print("  ".join(figures) + "  (instructions per run, HTTP stubbed)")
+
+    def figures(keep: Path) -> list[str]:
+        return [f"{'100-message history' if h else 'call1'}: {measure(h, args, keep):,.0f}"
+                for h in shown]
+
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        printed = figures(args.keep)
+    else:  # the callgrind files in a directory removed at the end
+        with tempfile.TemporaryDirectory(prefix="gramagent-callgrind-") as scratch:
+            printed = figures(Path(scratch))
+    print("  ".join(printed) + "  (instructions per run, HTTP stubbed)")
 
 
 if __name__ == "__main__":
