@@ -238,18 +238,25 @@ def instructions(out_file: Path) -> int:
     raise SystemExit(f"no totals in {out_file}")
 
 
-def measure(row: str, contender: str, base_url: str, args: argparse.Namespace,
-            keep: Path) -> float:
-    out = keep / f"{row}.{contender}.out"
+def callgrind(out: Path, script: str, child_args: list[str], what: str) -> int:
+    """The instructions ``script --child CHILD_ARGS`` counts under callgrind (the child
+    switches the instrumentation on and off itself), its callgrind file written to ``out``;
+    ``what`` names it when it fails. The callgrind scripts of bench/peers share it."""
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-           f"--callgrind-out-file={out}", sys.executable, __file__, "--child",
-           "--row", row, "--contender", contender, "--base-url", base_url,
-           "--runs", str(args.runs), "--warmup", str(args.warmup)]
+           f"--callgrind-out-file={out}", sys.executable, script, "--child", *child_args]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"{row} {contender} failed:\n{done.stderr[-3000:]}")
-    return instructions(out) / args.runs
+        raise SystemExit(f"{what} failed:\n{done.stderr[-3000:]}")
+    return instructions(out)
+
+
+def measure(row: str, contender: str, base_url: str, args: argparse.Namespace,
+            keep: Path) -> float:
+    child_args = ["--row", row, "--contender", contender, "--base-url", base_url,
+                  "--runs", str(args.runs), "--warmup", str(args.warmup)]
+    return callgrind(keep / f"{row}.{contender}.out", __file__, child_args,
+                     f"{row} {contender}") / args.runs
 
 
 def cprofile(args: argparse.Namespace, base_url: str) -> None:

@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Coroutine, Mapping
@@ -32,7 +30,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import gramagent_peer  # noqa: E402
 from _harness import EXPECTED, INSTRUCTION, USER_MESSAGE  # noqa: E402
-from callgrind_rows import ROWS, _helper, history, instructions  # noqa: E402
+from callgrind_rows import ROWS, _helper, callgrind, history  # noqa: E402
 
 from gramagent._messages import Conversation  # noqa: E402
 from gramagent._models.chat import ChatCompletionsModel  # noqa: E402
@@ -92,17 +90,11 @@ async def runs(with_history: bool, count: int, warmup: int) -> None:
 
 
 def measure(with_history: bool, args: argparse.Namespace, keep: Path) -> float:
-    out = keep / f"run{'-history' if with_history else ''}.out"
-    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-           f"--callgrind-out-file={out}", sys.executable, __file__, "--child",
-           "--runs", str(args.runs), "--warmup", str(args.warmup)]
+    child_args = ["--runs", str(args.runs), "--warmup", str(args.warmup)]
     if with_history:
-        cmd.append("--history")
-    done = subprocess.run(cmd, env={**os.environ, "PYTHONHASHSEED": "0"},
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"the runs failed:\n{done.stderr[-3000:]}")
-    return instructions(out) / args.runs
+        child_args.append("--history")
+    out = keep / f"run{'-history' if with_history else ''}.out"
+    return callgrind(out, __file__, child_args, "the runs") / args.runs
 
 
 def main() -> None:

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -31,7 +29,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import gramagent_peer  # noqa: E402
 from _harness import INSTRUCTION  # noqa: E402
-from callgrind_rows import PEOPLE, _helper, instructions  # noqa: E402
+from callgrind_rows import PEOPLE, _helper, callgrind  # noqa: E402
 
 from gramagent._messages import Conversation  # noqa: E402
 from gramagent._models.chat import parse_chat_reply  # noqa: E402
@@ -89,15 +87,9 @@ def child(n: int, turns: int, warmup: int) -> None:
 
 
 def measure(n: int, args: argparse.Namespace, keep: Path) -> float:
-    out = keep / f"turn{n}.out"
-    cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-           f"--callgrind-out-file={out}", sys.executable, __file__, "--child", str(n),
-           "--turns", str(args.turns), "--warmup", str(args.warmup)]
-    done = subprocess.run(cmd, env={**os.environ, "PYTHONHASHSEED": "0"},
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"a turn of {n} failed:\n{done.stderr[-3000:]}")
-    return instructions(out) / args.turns
+    child_args = [str(n), "--turns", str(args.turns), "--warmup", str(args.warmup)]
+    return callgrind(keep / f"turn{n}.out", __file__, child_args,
+                     f"a turn of {n}") / args.turns
 
 
 def main() -> None:
