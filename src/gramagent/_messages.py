@@ -292,10 +292,12 @@ class Conversation:
         """The ids of every tool call in the conversation (a new set, the caller's to grow).
 
         A conversation of :data:`REMEMBERED_FROM` messages or more keeps them in its memo
-        (:attr:`rendered`, shared with its copies), with the messages they were read from: the
-        next run of the same conversation, or of a copy of it, reads only the messages after
-        the prefix it shares with those (compared by identity first, at C speed), instead of
-        going through the whole history once per run.
+        (:attr:`rendered`, shared with its copies), with the messages they were read from, up
+        to the last one holding calls: the next run of the same conversation, or of a copy of
+        it, reads only the messages after the prefix it shares with those (compared by identity
+        first, at C speed), instead of going through the whole history once per run. Ending
+        the prefix there keeps it shared by runs that each continue one context with messages
+        of their own (their user message first).
         """
         messages = self._messages
         ids: set[str] = set()
@@ -303,20 +305,18 @@ class Conversation:
         memo = self.rendered.get(_CALL_IDS)
         if memo is not None:
             before, known = memo
-            # Lists of one length (runs that continue one context, each with its own message)
-            # are compared without a slice made first.
-            shared = len(before)
-            if shared <= len(messages) and before == (
-                    messages if shared == len(messages) else messages[:shared]):
+            if len(before) <= len(messages) and messages[:len(before)] == before:
                 ids.update(known)
-                start = shared
+                start = len(before)
+        last = -1  # the last message read here that holds calls
         for index in range(start, len(messages)):
             message = messages[index]
-            if isinstance(message, AssistantMessage):
+            if isinstance(message, AssistantMessage) and message.tool_calls:
                 for call in message.tool_calls:
                     ids.add(call.id)
-        if len(messages) >= REMEMBERED_FROM and start < len(messages):
-            self.rendered[_CALL_IDS] = (messages[:], frozenset(ids))
+                last = index
+        if len(messages) >= REMEMBERED_FROM and last >= 0:
+            self.rendered[_CALL_IDS] = (messages[:last + 1], frozenset(ids))
         return ids
 
     def unanswered_calls(self) -> tuple[ToolCall, ...]:
