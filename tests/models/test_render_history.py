@@ -88,6 +88,19 @@ def _live(steps: list[tuple[str, int, list[Message], str]]) -> None:
 
 
 @mock.patch("gramagent._models._wire.REMEMBERED_FROM", 1)
+def test_copies_that_part_at_their_last_shared_message() -> None:
+    """Runs that each continue one context with a message of their own (copies sharing its
+    memo): each body is the fresh one, the context's items taken from the memo."""
+    context = Conversation([UserMessage(content="a"), AssistantMessage(content="b")])
+    runs = [context.copy() for _ in range(3)]
+    runs[0].append(UserMessage(content="c"))
+    runs[1].append(UserMessage(content="d"))  # as long as the memo's: they part at its end
+    runs[2].extend([UserMessage(content="e"), AssistantMessage(content="f")])  # longer
+    for run in runs:
+        _check_rendering(run)
+
+
+@mock.patch("gramagent._models._wire.REMEMBERED_FROM", 1)
 def test_a_rendering_is_never_extended_in_place() -> None:
     """An earlier request's body keeps the history it was sent with."""
     conversation = Conversation([UserMessage(content="hi")])

@@ -102,9 +102,14 @@ def render_history(head: list[Any], messages: Sequence[Message], rendered: dict[
     if common and (messages[:sent] != before if shown > sent
                    else messages != before[:shown] if shown < sent
                    else messages != before):
-        # Another branch (a run continuing the same context): find where they part.
-        common = next((n for n, (a, b) in enumerate(zip(messages, before, strict=False))
-                       if a is not b), common)
+        # Another branch. Runs that each continue one context with a message of their own part
+        # at the last message both hold: checked first, at C speed; else found one by one.
+        last = common - 1
+        if messages[:last] == before[:last]:
+            common = last
+        else:
+            common = next((n for n, (a, b) in enumerate(zip(messages, before, strict=False))
+                           if a is not b), common)
     size = len(head)
     if head == before_head:
         if common == shown == sent:
