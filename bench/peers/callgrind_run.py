@@ -9,6 +9,10 @@ does. Nothing waits, so the event loop never polls: the counts repeat to a few h
 instructions per run, where the rows move by up to 2% with the loop's wake-ups. It is the
 figure to judge a change of the loop, run setup, body building, reply reading or the deadline
 by, before measuring the rows; aiohttp's share (the same for the floor) is not in it.
+
+``--own-messages``: each run continues the context with a message of its own (the rows repeat
+one message, which a memo may then take for the one before it): an experiment of many
+questions over one context.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ class CannedHTTP:
         return read(orjson.loads(ANSWER if answered else CALL))
 
 
-async def runs(with_history: bool, count: int, warmup: int) -> None:
+async def runs(with_history: bool, count: int, warmup: int, own_messages: bool) -> None:
     say_hello = gramagent_peer.say_hello_inline
     agent = Agent(name="hello", model=ModelRef.parse("openai/gpt-4o-mini"),
                   instruction=INSTRUCTION, tools=(say_hello.spec(),))
@@ -74,8 +78,13 @@ async def runs(with_history: bool, count: int, warmup: int) -> None:
     model.http = CannedHTTP()  # type: ignore[assignment]  # the stand-in, duck-typed
     context = Conversation(history(ROWS["history-chat"])) if with_history else None
 
+    asked = 0
+
     async def run() -> None:
-        response = await run_agent(bound, USER_MESSAGE, model=model, context=context)
+        nonlocal asked
+        asked += 1
+        message = f"{USER_MESSAGE} (question {asked})" if own_messages else USER_MESSAGE
+        response = await run_agent(bound, message, model=model, context=context)
         if EXPECTED not in response.content:
             raise SystemExit(f"the run answered {response.content!r}")
 
@@ -93,6 +102,8 @@ def measure(with_history: bool, args: argparse.Namespace, keep: Path) -> float:
     child_args = ["--runs", str(args.runs), "--warmup", str(args.warmup)]
     if with_history:
         child_args.append("--history")
+    if args.own_messages:
+        child_args.append("--own-messages")
     out = keep / f"run{'-history' if with_history else ''}.out"
     return callgrind(out, __file__, child_args, "the runs") / args.runs
 
@@ -103,11 +114,13 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=50)
     p.add_argument("--history", action="store_true",
                    help="only the runs continuing the 100-message history")
+    p.add_argument("--own-messages", action="store_true",
+                   help="each run asks a question of its own (the rows repeat one)")
     p.add_argument("--keep", type=Path, help="keep the callgrind files in this directory")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        asyncio.run(runs(args.history, args.runs, args.warmup))
+        asyncio.run(runs(args.history, args.runs, args.warmup, args.own_messages))
         return
     shown = [True] if args.history else [False, True]
 
