@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -218,6 +219,75 @@ async def test_inline_awaitables_one_after_another_share_the_wall_time(
     # in the run when they start, not by the tool timeout of 60 s.
     assert all(_stated_timeout(r.content) <= wall
                for r, name in zip(results, names, strict=True) if name == "stuck")
+
+
+def _late_start_tools() -> ToolLibrary:
+    """``slow``: an inline function, and ``hog``: an async tool that blocks before its first
+    await, each holding the event loop past a wall time of a second; ``quick``: an async
+    tool that would finish at once if it were allowed to start."""
+    library = ToolLibrary()
+
+    @library.register(blocking=False)
+    def slow(n: int) -> str:
+        """Holds the event loop."""
+        time.sleep(1.3)
+        return "slow"
+
+    @library.register
+    async def hog(n: int) -> str:
+        """Holds the event loop before its first await."""
+        time.sleep(1.3)
+        return "hog"
+
+    @library.register
+    async def quick(n: int) -> str:
+        """Done after one short wait."""
+        await asyncio.sleep(0.05)
+        return "quick"
+
+    @library.register
+    def pause(n: int) -> str:
+        """Done after one short wait, in a worker thread."""
+        time.sleep(0.05)
+        return "pause"
+
+    return library
+
+
+async def late_start_run(before: str, after: str) -> tuple[str, ToolResultMessage]:
+    """A run whose one turn calls ``before`` (holding the event loop past the wall time),
+    then ``after``: the wall time's stop, and ``before``'s and ``after``'s results."""
+    library = _late_start_tools()
+    agent = Agent(name="late", model="openai/scripted", instruction="x",
+                  tools=tuple(t.spec() for t in library))
+    with ScriptedServer() as srv:
+        srv.add(calls(call(before, {"n": 0}, id="c0"), call(after, {"n": 1}, id="c1")),
+                reply("done"))
+        model = resolve_model("openai/scripted", api="chat", base_url=srv.base_url)
+        try:
+            with pytest.raises(LimitExceeded) as info:
+                await run_agent(agent, "Go", library=library, model=model,
+                                limits=RunLimits(wall_time=1.0, tool_timeout=60))
+        finally:
+            await model.aclose()
+    assert info.value.limit == "wall_time"
+    results = {m.call_id: m for m in info.value.context if isinstance(m, ToolResultMessage)}
+    return results["c0"].content, results["c1"]
+
+
+@pytest.mark.parametrize("before", ["slow", "hog"])
+async def test_an_async_call_that_starts_late_is_bounded_by_the_end_of_the_run(
+        before: str) -> None:
+    """An async call that can only start once another call of its turn let go of the event
+    loop (an inline function, an async tool that blocks before its first await) is bounded
+    by the end of the run's wall time, not by the time that was left when the turn's calls
+    were started: its run is over by then, so it times out instead of running on. (A call in
+    a worker thread starts at once, alongside: it finishes in time.)"""
+    ran, late = await late_start_run(before, "quick")
+    assert ran == before  # it ran to its end: nothing could interrupt it
+    assert late.is_error and "did not finish within" in late.content
+    ran, alongside = await late_start_run(before, "pause")
+    assert ran == before and not alongside.is_error and alongside.content == "pause"
 
 
 async def test_a_callers_own_timeout_is_not_the_wall_time(tools: Tools, agent: Agent) -> None:

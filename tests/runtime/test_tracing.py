@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from runtime_support import ModelFactory, Tools, script
 from test_approval import GRAM, Mail
-from test_loop_guardrails import _hanging_tools, _stated_timeout
+from test_loop_guardrails import _hanging_tools, _stated_timeout, late_start_run
 
 from gramagent import Refused, resume_agent, run_agent
 from gramagent._messages import ToolResultMessage
@@ -187,3 +187,15 @@ async def test_traced_inline_awaitables_share_the_wall_time(spans: InMemorySpanE
     results = [m for m in info.value.context if isinstance(m, ToolResultMessage)]
     assert len(results) == 3 and sum(_stated_timeout(r.content) for r in results) <= 0.3
     assert [s.name for s in spans.get_finished_spans()].count("execute_tool later") == 3
+
+
+@pytest.mark.parametrize("after", ["quick", "pause"])
+async def test_traced_a_call_that_starts_late_is_bounded_by_the_end_of_the_run(
+        spans: InMemorySpanExporter, after: str) -> None:
+    """Traced, each call alongside others runs in a task that first runs after an inline call
+    held the event loop past the wall time: an async call, or one in a worker thread, is
+    bounded by the end of the run there too (it reads the time left when its task runs)."""
+    ran, late = await late_start_run("slow", after)
+    assert ran == "slow"
+    assert late.is_error and "did not finish within" in late.content
+    assert [s.name for s in spans.get_finished_spans()].count(f"execute_tool {after}") == 1

@@ -129,14 +129,20 @@ def run_inline(tool: Tool, arguments: dict[str, Any], context: ToolContext | Non
 
 async def _awaited(tool: Tool, pending: Any, kwargs: dict[str, Any], started: float,
                    timeout: float | None, max_output_chars: int | None,
-                   done: Callable[[Outcome], object] | None = None) -> Outcome:
+                   done: Callable[[Outcome], object] | None = None,
+                   until: float | None = None) -> Outcome:
     """Await an async tool's call (``pending`` None: ``tool.invoke(**kwargs)``) or the
-    awaitable a plain function returned, under the call's timeout; ``done`` gets the outcome
-    when there is one."""
+    awaitable a plain function returned, under the call's timeout, and never past ``until``
+    (the end of the run, on the event loop's clock); ``done`` gets the outcome when there is
+    one."""
     # Not asyncio.timeout: a timer per call (set, then cancelled) was a fifth of what an async
     # call cost. A RunDeadline shares its event loop's one timer with every run and call.
-    deadline = RunDeadline(None if timeout is None
-                           else asyncio.get_running_loop().time() + timeout)
+    now = asyncio.get_running_loop().time()
+    when = None if timeout is None else now + timeout
+    if until is not None and (when is None or until < when):
+        # Started late (calls before it held the event loop): the run's end bounds it still.
+        when, timeout = until, (until - now if until > now else 0.0)
+    deadline = RunDeadline(when)
     deadline.arm()
     try:
         with deadline:
@@ -160,11 +166,15 @@ async def _awaited(tool: Tool, pending: Any, kwargs: dict[str, Any], started: fl
 
 def start_async(tool: Tool, arguments: dict[str, Any], context: ToolContext | None,
                 timeout: float | None, max_output_chars: int | None = None,
-                done: Callable[[Outcome], object] | None = None) -> asyncio.Task[Outcome]:
+                done: Callable[[Outcome], object] | None = None,
+                until: float | None = None) -> asyncio.Task[Outcome]:
     """Start an async ``tool`` in a task of its own; ``done`` gets the outcome when the call
-    finishes (what :func:`execute` does, without its coroutine around the call's)."""
+    finishes (what :func:`execute` does, without its coroutine around the call's). The
+    timeout counts from when the task first runs, which may be later (before Python 3.12, or
+    after calls that hold the event loop): ``until``, on the event loop's clock, bounds it
+    wherever it starts."""
     return start_task(_awaited(tool, None, _kwargs(tool, arguments, context),
-                               time.perf_counter(), timeout, max_output_chars, done))
+                               time.perf_counter(), timeout, max_output_chars, done, until))
 
 
 def start_thread(tool: Tool, arguments: dict[str, Any], context: ToolContext | None,

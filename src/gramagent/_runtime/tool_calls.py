@@ -470,17 +470,26 @@ class ToolCalls:
         current one around it) or in a dry run (nothing runs), a call runs in a task of
         :meth:`_execute`."""
         if self.tracer is not None or self.dry_run:
-            return [start_task(self._execute(c, remaining)) for c in calls]
+            # A task may first run after calls that hold the event loop: each reads the time
+            # left in the run when it does.
+            return [start_task(self._execute(c, None, fresh=True)) for c in calls]
         max_chars = self.budget.limits.max_tool_output_chars
         finished = self._finished if self.sinks else None
+        until = self.budget.when  # the end of the run: bounds an async call that starts late
         started: list[asyncio.Task[Outcome] | ThreadCall] = []
         for c in calls:
             tool = c.tool
             assert tool is not None and isinstance(c.arguments, dict)
             ctx = None if tool.context_param is None else self._context(tool, c)
-            start = start_async if tool.is_async else start_thread
-            started.append(start(tool, c.arguments, ctx, self._timeout(tool, remaining),
-                                 max_chars, None if finished is None else partial(finished, c)))
+            done = None if finished is None else partial(finished, c)
+            if tool.is_async:
+                started.append(start_async(tool, c.arguments, ctx,
+                                           self._timeout(tool, remaining), max_chars, done,
+                                           until))
+            else:  # a worker thread starts now, or after an async call's eager first step
+                started.append(start_thread(tool, c.arguments, ctx,
+                                            self._timeout(tool, self._time_left()), max_chars,
+                                            done))
         return started
 
     def _finished(self, c: _Call, outcome: Outcome) -> None:
@@ -508,10 +517,14 @@ class ToolCalls:
             conversation_id=self.conversation.id, run_id=self.run_id, call_id=c.call.id,
             tool=tool.name, state=self.bound.library.conversation_state(self.conversation.id))
 
-    async def _execute(self, c: _Call, remaining: float | None) -> Outcome:
-        """Run one checked call; emits its result event as soon as it finishes."""
+    async def _execute(self, c: _Call, remaining: float | None, *, fresh: bool = False
+                       ) -> Outcome:
+        """Run one checked call; emits its result event as soon as it finishes. ``fresh``:
+        ``remaining`` is read now (the call runs in a task that may start late)."""
         tool = c.tool
         assert tool is not None and isinstance(c.arguments, dict)
+        if fresh:
+            remaining = self._time_left()
         limits = self.budget.limits
         timeout, ctx = self._timeout(tool, remaining), self._context(tool, c)
         if self.tracer is None:
