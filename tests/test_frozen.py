@@ -163,6 +163,27 @@ def test_the_parameters_are_the_fields() -> None:
     assert type(prepared) is PreparedCall and prepared == PreparedCall("t", {"a": 1})
 
 
+DEFAULTS = [0, 0.0, -0.0, False, 1, 1.0, True, "", (), (0,), (0.0,), (False,), None]
+
+
+@settings(max_examples=60, deadline=None)
+@given(field_default=st.sampled_from(DEFAULTS), builder_default=st.sampled_from(DEFAULTS))
+def test_a_default_is_the_fields_own(field_default: Any, builder_default: Any) -> None:
+    """A builder's default that only compares equal to the field's (``0`` for ``0.0``,
+    ``False`` for ``0``, ``-0.0`` for ``0.0``) is refused: an object built with it would not
+    be the one the class builds (another repr, another type in its field, another JSON)."""
+    cls = dataclasses.make_dataclass(
+        "Holder", [("value", Any, dataclasses.field(default=field_default))],
+        frozen=True, slots=True, kw_only=True)
+    try:
+        build = builds(cls)(lambda value=builder_default: cls(value=value))
+    except TypeError:
+        assert repr(builder_default) != repr(field_default)
+        return
+    made, built = cls(), build()
+    assert type(built.value) is type(made.value) and repr(built) == repr(made)
+
+
 def test_refuses_what_it_cannot_build() -> None:
     @dataclasses.dataclass(frozen=True)
     class NoSlots:

@@ -84,7 +84,12 @@ def _check_params(cls: type, fields: dict[str, dataclasses.Field[Any]],
         if p.default is inspect.Parameter.empty:
             continue
         default = fields[p.name].default
-        if default is dataclasses.MISSING or not (p.default is default or p.default == default):
+        # The same value, not one that only compares equal (0 for 0.0, False for 0, -0.0):
+        # an object built with it would print and serialize otherwise than the class's.
+        if default is dataclasses.MISSING or not (
+                p.default is default or (type(p.default) is type(default)
+                                         and p.default == default
+                                         and repr(p.default) == repr(default))):
             raise TypeError(f"the builder's default for {cls.__name__}.{p.name} is not the "
                             "field's (a field with a default factory has none: pass it)")
 
