@@ -32,7 +32,7 @@ from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.loop import AgentResponse, run_agent_sync
 from gramagent._spec.calls import INVALID_CALL_TYPES
 from gramagent._spec.model import Agent
-from gramagent.errors import RunError
+from gramagent.errors import RunError, ValidationError
 from gramagent.testing import ScriptedServer, call, calls, reply
 
 # -- strategies -------------------------------------------------------------------------------
@@ -247,3 +247,28 @@ def test_call_ids_repeated_across_turns_are_made_unique(api: str, turns: list[li
     assert len(wire) == len(set(wire))
     sent = [i for i, _ in sent_results(last) if i is not None]
     assert len(sent) == len(set(sent))
+
+
+_USER_TEXT = st.lists(st.one_of(st.characters(max_codepoint=0x7F), st.characters(),
+                                st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)),
+                      min_size=1, max_size=12).map("".join).filter(str.strip)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_USER_TEXT)
+def test_user_input_is_refused_with_a_lone_surrogate_and_sent_as_it_is_otherwise(
+        text: str) -> None:
+    """A user message holding a lone surrogate (a pair too: in a ``str`` its halves are two
+    code points, which UTF-8 cannot carry) is a ValidationError before any request; any other
+    text, ASCII or not, is sent exactly as given."""
+    agent = Agent(name="echo", model="openai/scripted", instruction="x")
+    lone = any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+    with ScriptedServer([reply("ok")]) as server:
+        if lone:
+            with pytest.raises(ValidationError, match="lone surrogate"):
+                run_agent_sync(agent, text, library=ToolLibrary(), base_url=server.base_url)
+            assert server.requests == []
+            return
+        response = run_agent_sync(agent, text, library=ToolLibrary(), base_url=server.base_url)
+    assert response.content == "ok"
+    assert server.requests[0].body["messages"][-1] == {"role": "user", "content": text}
