@@ -176,12 +176,24 @@ def test_a_default_is_the_fields_own(field_default: Any, builder_default: Any) -
         "Holder", [("value", Any, dataclasses.field(default=field_default))],
         frozen=True, slots=True, kw_only=True)
     try:
-        build = builds(cls)(lambda value=builder_default: cls(value=value))
+        build: Any = builds(cls)(lambda value=builder_default: cls(value=value))
     except TypeError:
         assert repr(builder_default) != repr(field_default)
         return
     made, built = cls(), build()
     assert type(built.value) is type(made.value) and repr(built) == repr(made)
+
+
+@pytest.mark.parametrize("name", ["self", "_twin", "_cls"])
+def test_a_field_named_as_the_builders_own_names_is_refused(name: str) -> None:
+    """The builder's code names the object it fills, the twin class and the class: a field
+    of one of those names would shadow it (every build then failed, or filled the wrong
+    object), so such a class is refused when the builder is made."""
+    cls = dataclasses.make_dataclass("Odd", [(name, int), ("other", int)], frozen=True,
+                                     slots=True, kw_only=True)
+    reference = eval(f"lambda {name}, other: cls({name}={name}, other=other)", {"cls": cls})
+    with pytest.raises(TypeError, match=name):
+        builds(cls)(reference)
 
 
 def test_refuses_what_it_cannot_build() -> None:

@@ -59,6 +59,10 @@ def builds(cls: type[T]) -> Callable[[Callable[P, T]], Callable[P, T]]:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     if any(not f.init for f in fields.values()):
         raise TypeError(f"{cls.__name__} has fields its __init__ does not set")
+    clash = _OWN_NAMES.intersection(fields)
+    if clash:  # a parameter of that name would shadow the builder's own
+        raise TypeError(f"{cls.__name__} has a field named {sorted(clash)[0]!r}, a name the "
+                        "builder's code uses itself")
 
     def decorate(reference: Callable[P, T]) -> Callable[P, T]:
         params = list(inspect.signature(reference).parameters.values())
@@ -69,6 +73,9 @@ def builds(cls: type[T]) -> Callable[[Callable[P, T]], Callable[P, T]]:
 
     return decorate
 
+
+_OWN_NAMES = frozenset({"self", "_twin", "_cls"})
+"""The names :func:`_compile`'s code uses (the object it fills, the twin, the class)."""
 
 _ALLOWED_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
