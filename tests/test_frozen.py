@@ -175,8 +175,11 @@ def test_a_default_is_the_fields_own(field_default: Any, builder_default: Any) -
     cls = dataclasses.make_dataclass(
         "Holder", [("value", Any, dataclasses.field(default=field_default))],
         frozen=True, slots=True, kw_only=True)
+    def reference(value: Any = builder_default) -> Any:
+        return cls(value=value)
+
     try:
-        build: Any = builds(cls)(lambda value=builder_default: cls(value=value))
+        build: Any = builds(cls)(reference)
     except TypeError:
         assert repr(builder_default) != repr(field_default)
         return
