@@ -100,6 +100,18 @@ def test_errors_are_one_line_without_traceback(tmp_path: Path, runner: CliRunner
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("rate", ["nan", "inf", "0", "-2", "fast"])
+def test_a_rate_that_is_not_a_positive_finite_number_is_refused(
+        tmp_path: Path, runner: CliRunner, monkeypatch: pytest.MonkeyPatch, rate: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = write_experiment(tmp_path, names=["ann"], base_url="http://127.0.0.1:9/v1")
+    result = runner.invoke(app, ["experiment", "run", str(path), "--rate",
+                                 f"openai/scripted={rate}"])
+    assert result.exit_code == 1, result.output
+    assert f"--rate 'openai/scripted={rate}': expected MODEL=PER_SECOND" in result.stderr
+    assert not list(tmp_path.glob("*.sqlite"))  # refused before any run or store
+
+
 def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path: Path) -> None:
     import dataclasses
     import itertools

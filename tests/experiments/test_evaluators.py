@@ -99,7 +99,9 @@ def test_bad_specs_are_named() -> None:
         "pattern)"
     assert problems[1].startswith("evaluator 'x': bad pattern:")
     assert EvaluatorSpec(name="y", kind="latency_under", options={"ms": -1}).problems() == [
-        "evaluator 'y': ms must be a positive number"]
+        "evaluator 'y': ms must be positive (got -1)"]
+    assert EvaluatorSpec(name="y", kind="latency_under", options={"ms": float("nan")}
+                         ).problems() == ["evaluator 'y': ms must be finite (got nan)"]
 
 
 async def test_the_judge_grades_through_a_model() -> None:

@@ -44,7 +44,7 @@ def test_every_problem_of_a_bad_file_is_positioned(tmp_path: Path) -> None:
         '  colour: "blue"\n'                                          # 5
         '} |\n'                                                       # 6
         '  [A:Variant {library: "ab_libs:polite", api: "soap"}],\n'   # 7
-        '  [B:Variant {library: "ab_libs:planted", limits: {max_loops: 3}}],\n'  # 8
+        '  [B:Variant {library: "ab_libs:planted", limits: {max_loops: 3, wall_time: 0}}],\n'  # 8
         '  [x:Evaluator {kind: "sometimes"}],\n'                      # 9
         '  [y:Evaluator {kind: "regex"}]\n'                           # 10
         ']\n')
@@ -55,9 +55,11 @@ def test_every_problem_of_a_bad_file_is_positioned(tmp_path: Path) -> None:
     assert lines[1].startswith(f"{path}:5:3: experiment: unknown property 'colour'")
     assert lines[2].startswith(f"{path}:7:47: variant 'A': api must be one of")
     assert lines[3].startswith(f"{path}:8:3: variant 'B': unknown limit 'max_loops'")
-    assert lines[4].startswith(f"{path}:9:16: evaluator 'x': unknown kind 'sometimes'")
-    assert lines[5].startswith(f"{path}:10:16: evaluator 'y': regex needs option 'pattern'")
-    assert len(lines) == 6
+    assert lines[4].startswith(f"{path}:8:3: variant 'B': invalid RunLimits: wall_time must be "
+                               "positive (got 0)")
+    assert lines[5].startswith(f"{path}:9:16: evaluator 'x': unknown kind 'sometimes'")
+    assert lines[6].startswith(f"{path}:10:16: evaluator 'y': regex needs option 'pattern'")
+    assert len(lines) == 7
 
 
 def test_syntax_errors_and_bad_references_are_positioned(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from rich.progress import (
 )
 
 from gramagent._cli._app import app, err_console, handle_errors
+from gramagent._runtime.limits import limit_problem
 from gramagent.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -176,7 +177,8 @@ def _with_rates(experiment: Experiment, rates: list[str] | None) -> Experiment:
     limits = dict(experiment.rate_limits)
     for item in rates:
         model, sep, value = item.rpartition("=")
-        if not sep or not model or not _is_number(value) or float(value) <= 0:
+        if (not sep or not model or not _is_number(value)
+                or limit_problem("rate", float(value), optional=False)):
             raise ConfigurationError(f"--rate {item!r}: expected MODEL=PER_SECOND, e.g. "
                                      "openai/gpt-4o-mini=5")
         limits[model] = float(value)

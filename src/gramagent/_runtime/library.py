@@ -36,7 +36,7 @@ from types import MappingProxyType
 from typing import Any, Literal, overload
 
 from gramagent._runtime.introspect import describe_function
-from gramagent._runtime.limits import INHERIT, Inherit
+from gramagent._runtime.limits import INHERIT, Inherit, limit_problem
 from gramagent._spec.calls import near_names
 from gramagent._spec.definition import ToolDefinition
 from gramagent._spec.model import Agent, Param, Signature, ToolSpec
@@ -129,6 +129,10 @@ class Tool:
         if not callable(self.invoke):
             raise ToolError(f"tool {self.name!r}: invoke must be callable, got "
                             f"{type(self.invoke).__name__}")
+        if self.timeout is not INHERIT:
+            problem = limit_problem("timeout", self.timeout)
+            if problem is not None:
+                raise ToolError(f"tool {self.name!r}: {problem}")
         object.__setattr__(self, "is_async", _is_coroutine_function(self.invoke))
         if self.context_param is None:
             object.__setattr__(self, "context_param", _find_context_param(self.invoke))

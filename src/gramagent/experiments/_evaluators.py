@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from gramagent._runtime.limits import limit_problem
 from gramagent.errors import ConfigurationError
 from gramagent.experiments._cases import Case
 from gramagent.experiments._imports import import_object
@@ -76,10 +77,9 @@ class EvaluatorSpec:
         out += [f"evaluator {self.name!r}: {self.kind} has no option {key!r} (it takes "
                 f"{', '.join(sorted(required | optional)) or 'none'})"
                 for key in sorted(set(self.options) - required - optional)]
-        ms = self.options.get("ms")
         if self.kind == "latency_under" and "ms" in self.options and (
-                isinstance(ms, bool) or not isinstance(ms, (int, float)) or ms <= 0):
-            out.append(f"evaluator {self.name!r}: ms must be a positive number")
+                problem := limit_problem("ms", self.options["ms"], optional=False)):
+            out.append(f"evaluator {self.name!r}: {problem}")
         pattern = self.options.get("pattern")
         if self.kind == "regex" and pattern is not None:
             try:

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from gramagent import Agent, to_gram
+from gramagent._runtime.limits import limit_problem
 from gramagent.errors import ConfigurationError
 from gramagent.experiments._cases import Dataset
 from gramagent.experiments._evaluators import EvaluatorSpec
@@ -82,9 +83,8 @@ class Experiment:
             out.append("repeats must be a positive integer")
         if not 0.0 < self.alpha < 1.0:
             out.append("alpha must be between 0 and 1")
-        for model, rate in self.rate_limits.items():
-            if not isinstance(rate, (int, float)) or isinstance(rate, bool) or rate <= 0:
-                out.append(f"rate limit of {model!r} must be a positive number")
+        out += [problem for model, rate in self.rate_limits.items()
+                if (problem := limit_problem(f"rate limit of {model!r}", rate, optional=False))]
         return out
 
     def add_search_path(self) -> None:

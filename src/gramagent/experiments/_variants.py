@@ -59,6 +59,10 @@ class Variant:
         if unknown:
             out.append(f"variant {self.name!r}: unknown limit {', '.join(map(repr, unknown))} "
                        f"(known: {', '.join(sorted(_LIMIT_NAMES))})")
+        try:  # the values of the known ones, checked as a run would
+            RunLimits(**{k: v for k, v in self.limits.items() if k in _LIMIT_NAMES})
+        except ConfigurationError as exc:
+            out.append(f"variant {self.name!r}: {exc}")
         if self.tool_call_mode is not None and self.tool_call_mode not in TOOL_CALL_MODES:
             out.append(f"variant {self.name!r}: tool_call_mode must be one of "
                        f"{', '.join(TOOL_CALL_MODES)}")
