@@ -263,3 +263,30 @@ async def test_call_tasks_are_made_by_the_loops_task_factory() -> None:
     finally:
         loop.set_task_factory(None)
     assert (await start_task(work())).result == "42" and len(made) == 1
+
+
+async def test_with_no_time_left_a_tool_is_not_called_at_all() -> None:
+    """A timeout of 0 (what a call gets once the run's wall time is up) starts neither a
+    worker thread nor an async tool: a tool whose result would be thrown away must not act
+    (write, send, spend) either. The call's result says it was not run."""
+    called: list[str] = []
+
+    @tool
+    def in_thread(n: int) -> str:
+        """Records its call."""
+        called.append("thread")
+        return "ran"
+
+    @tool
+    async def in_task(n: int) -> str:
+        """Records its call."""
+        called.append("async")
+        return "ran"
+
+    for t in (in_thread, in_task):
+        outcome = await execute(t, {"n": 1}, context=None, timeout=0)
+        assert outcome.error_type == "tool_timeout" and not outcome.executed
+        assert f"tool {t.name!r} was not run: the run's time was up" in outcome.output
+        assert (await execute(t, {"n": 1}, context=None, timeout=5)).result == "ran"
+    await asyncio.sleep(0.05)  # a thread started by mistake would have recorded by now
+    assert called == ["thread", "async"]  # the runs with time left, only

@@ -142,6 +142,11 @@ async def _awaited(tool: Tool, pending: Any, kwargs: dict[str, Any], started: fl
     if until is not None and (when is None or until < when):
         # Started late (calls before it held the event loop): the run's end bounds it still.
         when, timeout = until, (until - now if until > now else 0.0)
+    if pending is None and when is not None and when <= now:
+        outcome = _not_started(tool)  # no time left: the tool is not called at all
+        if done is not None:
+            done(outcome)
+        return outcome
     deadline = RunDeadline(when)
     deadline.arm()
     try:
@@ -217,10 +222,13 @@ class ThreadCall:
         self._waiter: asyncio.Task[None] | None = None
         self._watcher: Watcher | None = None
         self.when = None if timeout is None else loop.time() + timeout
+        self._started = time.perf_counter()
+        if timeout is not None and timeout <= 0:  # no time left: the tool is not called at all
+            self._settle(_not_started(tool))
+            return
         if self.when is not None:
             self._watcher = watcher(loop)
             self._watcher.add(self)
-        self._started = time.perf_counter()
         tool_threads().submit(self)
 
     def __await__(self) -> Generator[Any, None, Outcome]:
@@ -404,6 +412,14 @@ def _timed_out(tool: Tool, timeout: float | None, latency: float) -> Outcome:
         error_text("tool_timeout", f"tool {tool.name!r} did not finish within "
                    f"{_seconds(timeout)}. Try simpler arguments, or answer without it."),
         "tool_timeout", f"did not finish within {_seconds(timeout)}", latency)
+
+
+def _not_started(tool: Tool) -> Outcome:
+    return Outcome(
+        None,
+        error_text("tool_timeout", f"tool {tool.name!r} was not run: the run's time was up "
+                   "before it could start."),
+        "tool_timeout", "not started: the run's time was up", 0.0, executed=False)
 
 
 def _seconds(timeout: float | None) -> str:
