@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 import socket
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gramagent._models.chat import ChatCompletionsModel
 from gramagent._models.harmony import HarmonyModel
@@ -353,3 +356,32 @@ def test_parse_sse():
     text = 'event: x\ndata: {"a":\ndata: 1}\n\nid: 3\ndata: [DONE]\n\ndata: {"late": 1}\n\n'
     assert parse_sse(text) == ['{"a":\n1}']
     assert parse_sse('data:{"no-space":1}') == ['{"no-space":1}']
+
+
+_SECONDS_OPTIONS = ("timeout", "connect_timeout", "request_timeout", "backoff_base",
+                    "max_backoff", "max_total_backoff")
+_COUNT_OPTIONS = ("max_connections", "max_response_bytes")
+
+
+@settings(max_examples=120, deadline=None)
+@given(name=st.sampled_from(("max_retries", *_SECONDS_OPTIONS, *_COUNT_OPTIONS)),
+       value=st.one_of(st.none(), st.booleans(), st.integers(-2, 10**9),
+                       st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=2)))
+def test_transport_options_are_checked_when_the_client_is_made(name: str, value: Any) -> None:
+    """A timeout of nan or inf, a pool of 0 connections, a negative retry count, ... are
+    refused at once, the option named, as a ConfigurationError (max_retries was a bare
+    ValueError, the rest unchecked: nan compares false with every time, so a nan timeout
+    never fired)."""
+    number = type(value) in (int, float) and math.isfinite(value)
+    if name == "max_retries":
+        good = type(value) is int and value >= 0
+    elif name in _COUNT_OPTIONS:
+        good = type(value) is int and value > 0
+    else:
+        good = number and value > 0
+    if good:
+        assert HTTPClient("http://127.0.0.1:9/v1", **{name: value}).base_url
+    else:
+        with pytest.raises(ConfigurationError,
+                           match=f"^invalid transport options: {name} must be"):
+            HTTPClient("http://127.0.0.1:9/v1", **{name: value})

@@ -27,7 +27,7 @@ from rich.progress import (
 )
 
 from gramagent._cli._app import app, err_console, handle_errors
-from gramagent._runtime.limits import limit_problem
+from gramagent._limit_values import limit_problem
 from gramagent.errors import ConfigurationError
 
 if TYPE_CHECKING:

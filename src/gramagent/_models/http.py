@@ -55,6 +55,7 @@ import aiohttp
 import orjson
 
 from gramagent import _json as exact_json
+from gramagent._limit_values import limit_problem
 from gramagent._logs import MODEL_LOGGER, Redactor, log_model_attempt
 from gramagent._models._wire import ReplyError
 from gramagent._models.registry import is_loopback
@@ -267,6 +268,24 @@ class SSEDecoder:
             self._data.append(value[1:] if value.startswith(" ") else value)
 
 
+_WHOLE_OPTIONS: Final = frozenset({"max_connections", "max_response_bytes"})
+
+
+def _check_options(max_retries: int, **values: float) -> None:
+    """Refuse transport options no server could be talked to with: ``max_retries`` a whole
+    number, 0 or more; the counts positive whole numbers; the seconds positive and finite.
+
+    Raises:
+        ConfigurationError: every bad option, named.
+    """
+    problems = [limit_problem("max_retries", max_retries, whole=True, optional=False, zero=True)]
+    problems += [limit_problem(name, value, whole=name in _WHOLE_OPTIONS, optional=False)
+                 for name, value in values.items()]
+    if any(problems):
+        raise ConfigurationError("invalid transport options: "
+                                 + "; ".join(p for p in problems if p))
+
+
 class HTTPClient:
     """A pooled, retrying JSON-over-HTTP client for one model server.
 
@@ -297,8 +316,10 @@ class HTTPClient:
         allow_insecure_http: bool = False,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        if max_retries < 0:
-            raise ValueError("max_retries must be >= 0")
+        _check_options(max_retries=max_retries, timeout=timeout, connect_timeout=connect_timeout,
+                       request_timeout=request_timeout, backoff_base=backoff_base,
+                       max_backoff=max_backoff, max_total_backoff=max_total_backoff,
+                       max_connections=max_connections, max_response_bytes=max_response_bytes)
         if api_key:
             _check_key_transport(base_url, allow_insecure_http)
         self.base_url = base_url.rstrip("/")

@@ -35,8 +35,9 @@ from dataclasses import KW_ONLY, dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, overload
 
+from gramagent._limit_values import limit_problem
 from gramagent._runtime.introspect import describe_function
-from gramagent._runtime.limits import INHERIT, Inherit, limit_problem
+from gramagent._runtime.limits import INHERIT, Inherit
 from gramagent._spec.calls import near_names
 from gramagent._spec.definition import ToolDefinition
 from gramagent._spec.model import Agent, Param, Signature, ToolSpec

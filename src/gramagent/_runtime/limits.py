@@ -8,14 +8,14 @@ truncated output the model sees.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Final
 
+from gramagent._limit_values import limit_problem
 from gramagent.errors import ConfigurationError
 
-__all__ = ["INHERIT", "Inherit", "RunLimits", "limit_problem"]
+__all__ = ["INHERIT", "Inherit", "RunLimits"]
 
 
 class Inherit(Enum):
@@ -82,25 +82,3 @@ class RunLimits:
 
 _SECONDS = frozenset({"tool_timeout", "wall_time"})
 """The limits counted in seconds (any positive number); the others count things."""
-
-
-def limit_problem(name: str, value: object, *, whole: bool = False,
-                  optional: bool = True) -> str | None:
-    """What is wrong with ``value`` as the limit ``name``, or None if nothing is.
-
-    A limit is a positive number: a whole one where ``whole``, else any finite one (not
-    ``nan``, which compares false with everything and so would silently lift the limit, nor
-    ``inf``); or None (no limit) where ``optional``. ``True`` and ``False`` are not numbers
-    here.
-    """
-    if value is None and optional:
-        return None
-    kinds = (int,) if whole else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        what = "a positive whole number" if whole else "a positive number"
-        return f"{name} must be {what}{' or None' if optional else ''} (got {value!r})"
-    if not math.isfinite(value):
-        return f"{name} must be finite (got {value!r}{'; None means no limit' if optional else ''})"
-    if value <= 0:
-        return f"{name} must be positive (got {value!r})"
-    return None

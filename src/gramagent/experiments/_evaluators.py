@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from gramagent._runtime.limits import limit_problem
+from gramagent._limit_values import limit_problem
 from gramagent.errors import ConfigurationError
 from gramagent.experiments._cases import Case
 from gramagent.experiments._imports import import_object

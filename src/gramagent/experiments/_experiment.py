@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from gramagent import Agent, to_gram
-from gramagent._runtime.limits import limit_problem
+from gramagent._limit_values import limit_problem
 from gramagent.errors import ConfigurationError
 from gramagent.experiments._cases import Dataset
 from gramagent.experiments._evaluators import EvaluatorSpec
