@@ -19,7 +19,7 @@ from mcp_servers import clock_server
 from mcp_support import TIME_AGENT, fault_server
 
 from gramagent import Agent, ToolSpec, load_agent, run_agent
-from gramagent.errors import MCPServerError
+from gramagent.errors import ConfigurationError, MCPServerError
 from gramagent.mcp import MCPClient, mcp_library, running_http
 from gramagent.testing import ScriptedServer, call, reply
 
@@ -145,3 +145,14 @@ def test_the_cli_exits_with_one_line_when_the_server_never_answers() -> None:
     assert done.stderr.startswith("MCPServerError: MCP server")
     assert "within 2 s" in done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+@pytest.mark.parametrize(("option", "value"), [("timeout", float("nan")), ("timeout", 0),
+                                               ("connect_timeout", float("inf")),
+                                               ("connect_timeout", -1.0)])
+def test_a_timeout_that_could_never_fire_or_never_wait_is_refused(option: str,
+                                                                   value: float) -> None:
+    """A nan timeout compares false with every time (it would never fire), inf never fires,
+    0 or less never waits: refused when the client is made, the option named."""
+    with pytest.raises(ConfigurationError, match=f"^MCPClient: {option} must be"):
+        MCPClient("mcp:http://127.0.0.1:9/mcp", **{option: value})
