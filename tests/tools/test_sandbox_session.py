@@ -7,6 +7,7 @@ from extras import require
 require("tools")
 
 import logging
+import math
 import os
 import sys
 from pathlib import Path
@@ -14,6 +15,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tools_support import FAST_LIMITS, fast_config, start_or_skip
 
 import gramagent.tools.sandbox._session as session_module
@@ -26,6 +29,7 @@ from gramagent.tools.sandbox import (
     ReplResult,
     SandboxConfig,
     SandboxError,
+    SandboxLimits,
 )
 
 
@@ -256,3 +260,25 @@ def test_syscall_filter_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         SandboxConfig.from_env()
     with pytest.raises(ConfigurationError, match="syscall_filter must be one of on, required"):
         SandboxConfig(syscall_filter="yes")  # type: ignore[arg-type]
+
+
+@settings(max_examples=120, deadline=None)
+@given(name=st.sampled_from(["timeout", "cpu_seconds", "session_cpu_seconds", "memory_bytes",
+                             "max_open_files", "max_file_bytes", "max_output_chars"]),
+       value=st.one_of(st.none(), st.booleans(), st.integers(-2, 1 << 40),
+                       st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=2)))
+def test_sandbox_limits_are_positive_finite_numbers(name: str, value: object) -> None:
+    """A limit that is not a positive number never reaches the worker: -1 would be
+    RLIM_INFINITY to setrlimit (memory_bytes=-1 was no memory limit at all), a nan timeout
+    would never fire. Refused when the limits are made, the field named."""
+    if name == "timeout":
+        good = type(value) in (int, float) and math.isfinite(value) and value > 0  # type: ignore[arg-type, operator]
+    else:
+        good = type(value) is int and value > 0  # type: ignore[operator]
+    if good:
+        assert getattr(SandboxLimits(**{name: value}), name) == value  # type: ignore[arg-type]
+    else:
+        with pytest.raises(ConfigurationError, match=f"^invalid SandboxLimits: {name} must be"):
+            SandboxLimits(**{name: value})  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="SandboxConfig.startup_timeout must be"):
+        SandboxConfig(startup_timeout=float("nan"))

@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 import site
 import sysconfig
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
+from gramagent._limit_values import limit_problem
 from gramagent.errors import ConfigurationError, SandboxError, SandboxErrorKind
 
 __all__ = [
@@ -58,6 +59,15 @@ class SandboxLimits:
     max_output_chars: int = 20_000
     """Printed output and result values returned per call, longer text is cut with a marker."""
 
+    def __post_init__(self) -> None:
+        # A limit that is not a positive number must not reach the worker: -1 is RLIM_INFINITY
+        # to setrlimit (no limit at all), a nan timeout never fires.
+        problems = [limit_problem(f.name, getattr(self, f.name), whole=f.name != "timeout",
+                                  optional=False) for f in fields(self)]
+        if any(problems):
+            raise ConfigurationError("invalid SandboxLimits: "
+                                     + "; ".join(p for p in problems if p))
+
     def to_dict(self) -> dict[str, int]:
         """The numbers the worker applies."""
         return {
@@ -91,6 +101,9 @@ class SandboxConfig:
     it; ``off`` does not install it."""
 
     def __post_init__(self) -> None:
+        problem = limit_problem("startup_timeout", self.startup_timeout, optional=False)
+        if problem is not None:
+            raise ConfigurationError(f"SandboxConfig.{problem}")
         if self.syscall_filter not in get_args(SyscallFilterMode):
             raise ConfigurationError(
                 f"SandboxConfig.syscall_filter must be one of "
