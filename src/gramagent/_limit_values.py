@@ -1,6 +1,6 @@
 """What the value of a limit may be: one check for every numeric setting of every layer (run
-limits, tool timeouts, transport options, experiment rates), so they refuse the same values
-with the same words.
+limits, tool timeouts, transport and MCP timeouts, sandbox limits, experiment rates), so they
+refuse the same values with the same words.
 
 A leaf module: it imports nothing of gramagent.
 """
