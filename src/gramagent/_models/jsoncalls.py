@@ -68,9 +68,9 @@ small models write one call object unless told that a list is the way to write s
 (bench/RESULTS.md, "BFCL")."""
 
 STATED_VALUES_HINT = (
-    "Fill in a parameter only with what the user said for that call, in the words the user "
-    "used. Leave out every optional parameter the user did not mention (do not guess dates, "
-    "years or other details), so that its default applies."
+    "Give each call only the values the user stated for it, and leave out every optional "
+    "parameter the user did not mention (do not guess dates, years or other details), so that "
+    "its default applies."
 )
 """Sent as a system message after the conversation in a constrained request that may hold a
 call: small models fill optional parameters the user never mentioned with invented values (a
