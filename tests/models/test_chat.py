@@ -17,7 +17,7 @@ from gramagent._models.chat import (
     render_chat_chunks,
     render_chat_completion,
 )
-from gramagent._models.jsoncalls import SEVERAL_CALLS_HINT, STATED_VALUES_HINT
+from gramagent._models.jsoncalls import SEVERAL_CALLS_HINT
 from gramagent.errors import ConfigurationError, ModelAPIError
 from gramagent.testing import call, calls, http_response, reply
 
@@ -371,8 +371,7 @@ def _call_list(*variants: dict[str, Any]) -> dict[str, Any]:
 async def test_constrained_body(serve, make_request, tools):
     """Constrained mode adds the tool_step json_schema (one variant per tool, a list of calls
     and the final answer), still sends tools and native history, tells the model how to write
-    several calls (in the instruction) and to give only the values the user stated (a system
-    message after the conversation), and leaves the choice to the schema."""
+    several calls, and leaves the choice to the schema."""
     srv = serve([reply("ok")])
     async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="constrained") as model:
         await model.request(make_request())
@@ -389,7 +388,6 @@ async def test_constrained_body(serve, make_request, tools):
     assert [t["function"]["name"] for t in body["tools"]] == ["sayHello", "getTime"]
     messages = _native_messages()
     messages[0]["content"] += "\n\n" + SEVERAL_CALLS_HINT
-    messages.append({"role": "system", "content": STATED_VALUES_HINT})
     assert body["messages"] == messages
     assert "tool_choice" not in body
     assert "parallel_tool_calls" not in body
@@ -408,8 +406,7 @@ async def test_constrained_body(serve, make_request, tools):
 async def test_constrained_schema_follows_tool_choice(serve, make_request, tools, choice,
                                                       expected):
     """"none" allows only the final answer, a named tool only its variant, "required" only
-    tool variants; the sentence about lists goes with the list, the one about stated values
-    with any call."""
+    tool variants."""
     srv = serve([reply("ok")])
     async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="constrained") as model:
         await model.request(make_request(tool_choice=choice))
@@ -421,38 +418,8 @@ async def test_constrained_schema_follows_tool_choice(serve, make_request, tools
         assert schema == get
     else:
         assert schema == {"anyOf": [say, get, _call_list(say, get)]}
-    messages = srv.requests[0].body["messages"]
-    assert messages[0]["content"].endswith(SEVERAL_CALLS_HINT) == (expected == "tools")
-    last = {"role": "system", "content": STATED_VALUES_HINT}
-    assert (messages[-1] == last) == (expected != "final")
-    assert messages[:-1].count(last) == 0
-
-
-async def test_stated_values_hint_stays_out_of_the_remembered_history(serve, make_request,
-                                                                      monkeypatch):
-    """The sentence about stated values follows the conversation in each constrained request
-    and never enters the conversation's memo of rendered history: a later request of the
-    same conversation has it once, at the end (also when nothing was added to the history,
-    where the memo's list itself is sent again)."""
-    monkeypatch.setattr("gramagent._models._wire.REMEMBERED_FROM", 1)
-    srv = serve([reply("ok"), reply("ok"), reply("ok")])
-    rendered: dict[str, Any] = {}
-    first_request = make_request(rendered=rendered)
-    last = {"role": "system", "content": STATED_VALUES_HINT}
-    async with ChatCompletionsModel(srv.base_url, None, tool_call_mode="constrained") as model:
-        await model.request(first_request)
-        first = srv.requests[0].body["messages"]
-        grown = [*first_request.messages, AssistantMessage(content="It is noon."),
-                 UserMessage(content="And in Rome?")]
-        await model.request(make_request(messages=grown, rendered=rendered))
-        await model.request(make_request(messages=grown, rendered=rendered))  # nothing added
-    second, third = (r.body["messages"] for r in srv.requests[1:])
-    assert rendered  # the memo was used
-    assert first[-1] == last and first.count(last) == 1
-    assert second[-1] == last and second.count(last) == 1
-    assert third == second
-    assert second[-3:-1] == [{"role": "assistant", "content": "It is noon."},
-                             {"role": "user", "content": "And in Rome?"}]
+    hinted = srv.requests[0].body["messages"][0]["content"].endswith(SEVERAL_CALLS_HINT)
+    assert hinted == (expected == "tools")
 
 
 async def test_constrained_several_calls_in_one_reply(serve, make_request):

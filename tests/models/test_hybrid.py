@@ -13,11 +13,7 @@ from gramagent._messages import ToolCall, Usage
 from gramagent._models.base import ModelTurn, NamedToolChoice
 from gramagent._models.chat import ChatCompletionsModel, parse_chat_reply
 from gramagent._models.hybrid import CALL_RATHER_THAN_SOLVE, read_free_reply
-from gramagent._models.jsoncalls import (
-    SEVERAL_CALLS_HINT,
-    STATED_VALUES_HINT,
-    tool_step_schema,
-)
+from gramagent._models.jsoncalls import SEVERAL_CALLS_HINT, tool_step_schema
 from gramagent.testing import call, calls, http_response, reply
 
 
@@ -75,12 +71,9 @@ async def test_a_lone_free_call_is_continued_when_the_adapter_continues(serve, m
     assert _schema(more)["prefixItems"] == [{"const": {"name": "getTime",
                                                        "arguments": {"city": "Oslo"}}}]
     # the constrained request's instruction (the hint about lists, without the free step's
-    # sentence about calling rather than solving), then the same conversation, then the
-    # constrained step's sentence about stated values (not in the free step)
+    # sentence about calling rather than solving), then the same conversation
     assert more["messages"][0]["content"] == f"You greet people.\n\n{SEVERAL_CALLS_HINT}"
-    assert more["messages"][1:-1] == free["messages"][1:]
-    assert more["messages"][-1] == {"role": "system", "content": STATED_VALUES_HINT}
-    assert free["messages"][-1]["role"] == "user"
+    assert more["messages"][1:] == free["messages"][1:]
     assert turn.usage is not None and turn.usage.requests == 2
 
 

@@ -37,10 +37,7 @@ non-streamed reply shape and read by the same parser, so both paths give the sam
     :func:`~gramagent._models.jsoncalls.tool_step_schema`, and no ``tool_choice`` /
     ``function_call`` / ``parallel_tool_calls``: the choice is expressed in the schema. When
     the schema allows several calls (a list), the system instruction gets
-    :data:`~gramagent._models.jsoncalls.SEVERAL_CALLS_HINT` as a last paragraph; when it
-    allows a call, a system message holding
-    :data:`~gramagent._models.jsoncalls.STATED_VALUES_HINT` follows the conversation (only in
-    the request: never in the history). With
+    :data:`~gramagent._models.jsoncalls.SEVERAL_CALLS_HINT` as a last paragraph. With
     ``continue_lone_calls``, a reply that is one call where a list was allowed is asked once
     more: the same request under
     :func:`~gramagent._models.jsoncalls.continued_list_schema`, a list opening with that call,
@@ -105,9 +102,7 @@ from gramagent._models.http import HTTPAdapter, HTTPClient, HTTPOptions
 from gramagent._models.hybrid import WireMode, hybrid_turn
 from gramagent._models.jsoncalls import (
     SEVERAL_CALLS_HINT,
-    STATED_VALUES_HINT,
     StepTextStream,
-    allows_calls,
     allows_several_calls,
     continued_calls,
     continued_list_response_format,
@@ -385,10 +380,6 @@ def build_chat_body(
                        else SEVERAL_CALLS_HINT)
     messages = chat_messages(instruction, request.messages, legacy=functions,
                              rendered=request.rendered)
-    if not native_choice and allows_calls(tools, request.tool_choice):
-        # after the conversation, where the model writes its calls; a new list, since the
-        # history's list may be shared with other requests (render_history)
-        messages = [*messages, {"role": "system", "content": STATED_VALUES_HINT}]
     # One dict display, the settings first (fields set here win over them).
     body: dict[str, Any] = ({**settings, "model": request.model, "messages": messages}
                             if settings else {"model": request.model, "messages": messages})

@@ -38,10 +38,8 @@ from gramagent.errors import ConfigurationError
 __all__ = [
     "FINAL_ANSWER",
     "SEVERAL_CALLS_HINT",
-    "STATED_VALUES_HINT",
     "STEP_SCHEMA_NAME",
     "StepTextStream",
-    "allows_calls",
     "allows_several_calls",
     "call_names_in",
     "continued_calls",
@@ -66,17 +64,6 @@ SEVERAL_CALLS_HINT = "To make several calls at once, reply with a JSON list of t
 """Appended to the system instruction of a constrained request that may hold several calls:
 small models write one call object unless told that a list is the way to write several
 (bench/RESULTS.md, "BFCL")."""
-
-STATED_VALUES_HINT = (
-    "Give each call only the values the user stated for it, and leave out every optional "
-    "parameter the user did not mention (do not guess dates, years or other details), so that "
-    "its default applies."
-)
-"""Sent as a system message after the conversation in a constrained request that may hold a
-call: small models fill optional parameters the user never mentioned with invented values (a
-date for "next Friday") and copy one item's values into another item's call. In the system
-instruction, before the tools, the 1.5B model did not heed it; as the last message it did
-(bench/RESULTS.md, "issue 19, session 8")."""
 
 _FINAL_VARIANT: dict[str, Any] = {
     "type": "object",
@@ -345,11 +332,6 @@ def _broken_call(body: str) -> ToolCall:
     args_match = _ARGUMENTS_FIELD.search(body)
     arguments = body[args_match.end():] if args_match is not None else body
     return new_tool_call(id=new_call_id(), name=name, arguments=arguments)
-
-
-def allows_calls(tools: Sequence[ToolDefinition], tool_choice: ToolChoice) -> bool:
-    """Whether :func:`tool_step_schema` lets a reply hold a call (not only the final answer)."""
-    return bool(tools) and tool_choice != "none"
 
 
 def allows_several_calls(tools: Sequence[ToolDefinition], tool_choice: ToolChoice) -> bool:
