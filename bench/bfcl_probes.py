@@ -48,6 +48,18 @@ embedded llama.cpp server directly with a variant of the constrained request.
     (or ``--decline-on yes``, for a question asked the other way round) is a decline, the other
     answer is followed by the ordinary constrained step (scored as usual). Prints the
     probability the model gave "no" (``logprobs``) for each case.
+``example-turns``
+    A worked example given as earlier turns of the conversation (a question about three
+    cities and two years answered by a list of six calls), before the user's message.
+``decompose``
+    Issue 19, each item asked alone: the case goes through the embedded model as gramagent
+    runs it (constrained, the continuation of lone calls). When that reply is a list of 2+
+    calls, a fresh request (``SPLIT_INSTRUCTION``, the functions' names and descriptions, the
+    user's message; no tools) asks under a JSON list of two to eight strings for the separate
+    requests, each complete on its own; then each request is asked
+    alone, as the only user message, under the one-call variants (no list, no text answer,
+    no sentence about lists): one call each, and those calls replace the list. Lone calls and
+    text answers are scored as they are. Prints the requests and the calls.
 
 Usage::
 
@@ -63,12 +75,15 @@ Usage::
     python bench/bfcl_probes.py ask-first --category irrelevance --limit 6 \
         --model local/qwen2.5-coder-1.5b
     python bench/bfcl_probes.py enumerate-v1 --category parallel --ids 2,5,7 -v
+    python bench/bfcl_probes.py decompose --category parallel --ids 7,18 -v \
+        --model local/qwen2.5-coder-1.5b
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import importlib.util
 import json
 import math
@@ -77,9 +92,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gramagent._messages import UserMessage
+from gramagent._models.base import Model
 from gramagent._models.chat import build_chat_body, parse_chat_reply
 from gramagent._models.http import HTTPClient
-from gramagent._models.jsoncalls import FINAL_ANSWER, continued_list_schema
+from gramagent._models.jsoncalls import FINAL_ANSWER, SEVERAL_CALLS_HINT, continued_list_schema
 from gramagent._models.local import local_model
 from gramagent._spec.model import ModelRef
 
@@ -117,6 +134,21 @@ def _requests(max_length: int) -> dict[str, Any]:
     """The schema of the list of requests: short strings, at most 8."""
     return {"type": "array", "items": {"type": "string", "maxLength": max_length},
             "minItems": 1, "maxItems": 8}
+
+SPLIT_INSTRUCTION = (
+    "Split the user's message into the separate requests it makes, one for each call of the "
+    "function it needs. Write each request in plain words as a complete request on its own, as "
+    "the user would ask it alone: repeat in it what it shares with the others (places, dates, "
+    "amounts, ...) and give it only its own values. Do not write function calls. Reply with a "
+    'JSON list of the requests. For example, "the weather in Paris and Rome in Celsius" is '
+    '["What is the weather in Paris in Celsius?", "What is the weather in Rome in Celsius?"].'
+    "\n\nThe functions:\n")
+"""decompose: the instruction of the splitting request (the functions' names and
+descriptions follow it, one a line)."""
+SPLIT_SCHEMA = {"type": "array", "items": {"type": "string", "pattern": "^[^{}\\[\\]()=:]{1,300}$"},
+                "minItems": 2, "maxItems": 8}
+"""decompose: two to eight requests in plain words (no brackets, parentheses, ``=`` or ``:``:
+the 1.5B otherwise writes calls, JSON or Python, as its requests)."""
 
 ASK_FIRST = ("Can one of the provided functions do what I asked? Answer yes or no.")
 
@@ -170,6 +202,53 @@ async def _free_name(body: dict[str, Any], offered: set[str], api: HTTPClient
     except (ValueError, AttributeError):
         name = None
     return name in offered, text
+
+
+def _one_call_only(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` asking for exactly one call: the tool variants of its step schema (no list, no
+    final answer) and its instruction without the sentence about lists."""
+    schema = body["response_format"]["json_schema"]["schema"]
+    calls = [v for v in schema.get("anyOf", [schema]) if "name" in v.get("properties", {})]
+    shaped: dict[str, Any] = dict(calls[0]) if len(calls) == 1 else {"anyOf": calls}
+    if "$defs" in schema:
+        shaped["$defs"] = schema["$defs"]
+    messages = list(body["messages"])
+    messages[0] = dict(messages[0], content=messages[0]["content"].removesuffix(
+        f"\n\n{SEVERAL_CALLS_HINT}"))
+    return dict(body, messages=messages, response_format=_format(shaped))
+
+
+async def _decompose(case: dict[str, Any], category: str, model: Model, api: HTTPClient
+                     ) -> tuple[bool, str]:
+    """decompose: gramagent's reply; a list of 2+ calls is replaced by one call per request
+    the model splits the user's message into (a fresh request: ``SPLIT_INSTRUCTION``, the
+    functions, the user's message), each asked alone."""
+    request = be._request(case, "local", SETTINGS)
+    offered = {t.name for t in request.tools}
+    calls = _decoded(await model.request(request))
+    if len(calls) >= 2:
+        functions = "\n".join(f"- {t.name}: {t.description}" for t in request.tools)
+        ask = {**SETTINGS, "messages": [
+            {"role": "system", "content": SPLIT_INSTRUCTION + functions},
+            {"role": "user", "content": request.messages[-1].content}],
+            "response_format": _format(SPLIT_SCHEMA)}
+        reply = (await api.post_json("/chat/completions", ask))["choices"][0]["message"]
+        try:
+            parts = [str(p) for p in json.loads(reply.get("content") or "")]
+        except (ValueError, TypeError):
+            parts = []
+        print(f"  list of {len(calls)} -> requests {parts}", file=sys.stderr, flush=True)
+        if parts:
+            calls = []
+            for part in parts:
+                alone = dataclasses.replace(request, messages=[UserMessage(content=part)])
+                sent = _one_call_only(build_chat_body(alone, tool_call_mode="constrained"))
+                data = await api.post_json("/chat/completions", sent)
+                turn = parse_chat_reply(data, tool_call_mode="constrained",
+                                        tool_names=sorted(offered))
+                calls.extend(_decoded(turn))
+    return _verdict(case, category, calls, offered), json.dumps(
+        [{"name": n, "arguments": a} for n, a in calls])
 
 
 async def probe(kind: str, case: dict[str, Any], category: str, api: HTTPClient,
@@ -354,24 +433,30 @@ async def main_async(args: argparse.Namespace) -> None:
     try:
         cases = be.load_cases(args.category)[args.offset:args.offset + args.limit]
         if args.ids:
-            wanted = {f"{args.category}_{i}" for i in args.ids.split(",")}
-            cases = [c for c in be.load_cases(args.category) if c["id"] in wanted]
+            by_id = {c["id"]: c for c in be.load_cases(args.category)}
+            cases = [by_id[f"{args.category}_{i}"] for i in args.ids.split(",")]  # in that order
         good = wrapped = 0
+        width = 600 if args.kind == "decompose" else 150
         for case in cases:
             start = time.perf_counter()
-            ok, raw = await probe(args.kind, case, args.category, api, root, args.question,
-                                  args.decline_on, args.max_length, not args.no_example)
+            if args.kind == "decompose":
+                ok, raw = await _decompose(case, args.category, model, api)
+            else:
+                ok, raw = await probe(args.kind, case, args.category, api, root,
+                                      args.question, args.decline_on, args.max_length,
+                                      not args.no_example)
             good += ok
             wrapped += raw.lstrip().startswith(("```", "<tool_call>"))
             if args.verbose:
                 print(f"{'ok  ' if ok else 'miss'} {case['id']:<22} "
-                      f"{time.perf_counter() - start:5.1f}s {raw[:150]!r}",
+                      f"{time.perf_counter() - start:5.1f}s {raw[:width]!r}",
                       file=sys.stderr, flush=True)
         decided = "declined" if args.category.endswith("irrelevance") else "correct"
         what = {"free-name": "named an offered function", "named-final": decided,
                 "first-bracket": decided, "continue-lists": decided,
                 "thought-first": decided, "enumerate-v1": decided,
                 "enumerate-v2": decided, "decide-first": decided, "ask-first": decided,
+                "example-turns": decided, "decompose": decided,
                 "fence": "correct", "tag": "correct"}[args.kind]
         print(f"{args.kind} {args.model} {args.category} cases {len(cases)}: {what} {good}"
               + (f", wrapped {wrapped}" if args.kind in ("fence", "tag") else ""))
@@ -386,7 +471,7 @@ def main() -> None:
     parser.add_argument("kind", choices=("fence", "tag", "free-name", "named-final",
                                          "thought-first", "decide-first", "ask-first",
                                          "first-bracket", "continue-lists", "enumerate-v1",
-                                         "enumerate-v2", "example-turns"))
+                                         "enumerate-v2", "example-turns", "decompose"))
     parser.add_argument("--model", default="local/qwen2.5-coder-0.5b")
     parser.add_argument("--category", default="simple_python")
     parser.add_argument("--limit", type=int, default=50)
