@@ -99,6 +99,7 @@ from gramagent._models.http import HTTPClient
 from gramagent._models.jsoncalls import FINAL_ANSWER, SEVERAL_CALLS_HINT, continued_list_schema
 from gramagent._models.local import local_model
 from gramagent._spec.model import ModelRef
+from gramagent.errors import ModelAPIError
 
 
 def _bfcl_eval() -> Any:
@@ -232,10 +233,11 @@ async def _decompose(case: dict[str, Any], category: str, model: Model, api: HTT
             {"role": "system", "content": SPLIT_INSTRUCTION + functions},
             {"role": "user", "content": request.messages[-1].content}],
             "response_format": _format(SPLIT_SCHEMA)}
-        reply = (await api.post_json("/chat/completions", ask))["choices"][0]["message"]
         try:
+            reply = (await api.post_json("/chat/completions", ask))["choices"][0]["message"]
             parts = [str(p) for p in json.loads(reply.get("content") or "")]
-        except (ValueError, TypeError):
+        except (ModelAPIError, ValueError, TypeError) as error:  # the list is kept
+            print(f"  no split: {error}", file=sys.stderr, flush=True)
             parts = []
         print(f"  list of {len(calls)} -> requests {parts}", file=sys.stderr, flush=True)
         if parts:
