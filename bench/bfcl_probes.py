@@ -427,16 +427,25 @@ async def _enumerate(kind: str, request: Any, body: dict[str, Any], schema: dict
     return str(reply.get("content") or "")
 
 
+def _chosen_cases(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The cases of ``--ids`` in the order given, else ``--offset``/``--limit``."""
+    cases: list[dict[str, Any]] = be.load_cases(args.category)
+    if not args.ids:
+        return cases[args.offset:args.offset + args.limit]
+    by_id = {c["id"]: c for c in cases}
+    wanted = [f"{args.category}_{i.strip()}" for i in args.ids.split(",")]
+    if missing := [name for name in wanted if name not in by_id]:
+        raise SystemExit(f"--ids: no such case in {args.category}: {', '.join(missing)}")
+    return [by_id[name] for name in wanted]
+
+
 async def main_async(args: argparse.Namespace) -> None:
+    cases = _chosen_cases(args)  # before the model starts: a bad --ids is said at once
     model = local_model(ModelRef.parse(args.model), threads=args.threads)
     server = await model.start()
     api = HTTPClient(server.base_url)
     root = HTTPClient(server.base_url.removesuffix("/v1"))
     try:
-        cases = be.load_cases(args.category)[args.offset:args.offset + args.limit]
-        if args.ids:
-            by_id = {c["id"]: c for c in be.load_cases(args.category)}
-            cases = [by_id[f"{args.category}_{i}"] for i in args.ids.split(",")]  # in that order
         good = wrapped = 0
         width = 600 if args.kind == "decompose" else 150
         for case in cases:
