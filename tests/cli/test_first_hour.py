@@ -126,3 +126,9 @@ def test_a_limit_speaks_to_the_command_line_user(tmp_path: Path) -> None:
 def test_timeout_help_says_what_it_counts(tmp_path: Path) -> None:
     text = " ".join(run_gramagent("run", "--help", cwd=tmp_path).stdout.split())
     assert "the embedded model's loading, before the first turn, is not counted" in text
+
+
+def test_a_timeout_of_zero_is_named_as_the_option_the_user_typed(tmp_path: Path) -> None:
+    done = run_gramagent("run", str(HELLO), "Hi", "--timeout", "0", "--dry-run", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.startswith("ConfigurationError: --timeout must be positive (got 0.0)")

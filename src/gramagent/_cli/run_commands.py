@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from gramagent._cli._app import app, err_console, handle_errors, print_error, require_file
+from gramagent._limit_values import limit_problem
 from gramagent._models.registry import api_names
 from gramagent.errors import ConfigurationError, RunError, ToolError
 
@@ -219,6 +220,8 @@ class Session:
         if options.max_iterations is not None:
             overrides["max_iterations"] = options.max_iterations
         if options.timeout is not None:
+            if problem := limit_problem("--timeout", options.timeout):  # named as typed
+                raise ConfigurationError(problem)
             overrides["wall_time"] = options.timeout
         session.limits = RunLimits(**overrides)
         if options.events is not None:
