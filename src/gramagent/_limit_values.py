@@ -2,14 +2,17 @@
 limits, tool timeouts, transport and MCP timeouts, sandbox limits, experiment rates), so they
 refuse the same values with the same words.
 
-A leaf module: it imports nothing of gramagent.
+A leaf module: it imports only the error tree.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
-__all__ = ["limit_problem"]
+from gramagent.errors import ConfigurationError
+
+__all__ = ["limit_problem", "refuse_problems"]
 
 
 def limit_problem(name: str, value: object, *, whole: bool = False, optional: bool = True,
@@ -32,3 +35,14 @@ def limit_problem(name: str, value: object, *, whole: bool = False, optional: bo
     if value < 0 or (value == 0 and not zero):
         return f"{name} must be {'0 or more' if zero else 'positive'} (got {value!r})"
     return None
+
+
+def refuse_problems(what: str, problems: Iterable[str | None]) -> None:
+    """Raise one error naming every problem (None: that value is fine), if there is any.
+
+    Raises:
+        ConfigurationError: ``"WHAT: problem; problem"``.
+    """
+    found = [problem for problem in problems if problem is not None]
+    if found:
+        raise ConfigurationError(f"{what}: " + "; ".join(found))

@@ -55,7 +55,7 @@ import aiohttp
 import orjson
 
 from gramagent import _json as exact_json
-from gramagent._limit_values import limit_problem
+from gramagent._limit_values import limit_problem, refuse_problems
 from gramagent._logs import MODEL_LOGGER, Redactor, log_model_attempt
 from gramagent._models._wire import ReplyError
 from gramagent._models.registry import is_loopback
@@ -278,12 +278,10 @@ def _check_options(max_retries: int, **values: float) -> None:
     Raises:
         ConfigurationError: every bad option, named.
     """
-    problems = [limit_problem("max_retries", max_retries, whole=True, optional=False, zero=True)]
-    problems += [limit_problem(name, value, whole=name in _WHOLE_OPTIONS, optional=False)
-                 for name, value in values.items()]
-    if any(problems):
-        raise ConfigurationError("invalid transport options: "
-                                 + "; ".join(p for p in problems if p))
+    refuse_problems("invalid transport options", [
+        limit_problem("max_retries", max_retries, whole=True, optional=False, zero=True),
+        *(limit_problem(name, value, whole=name in _WHOLE_OPTIONS, optional=False)
+          for name, value in values.items())])
 
 
 class HTTPClient:

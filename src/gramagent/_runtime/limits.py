@@ -12,8 +12,7 @@ from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Final
 
-from gramagent._limit_values import limit_problem
-from gramagent.errors import ConfigurationError
+from gramagent._limit_values import limit_problem, refuse_problems
 
 __all__ = ["INHERIT", "Inherit", "RunLimits"]
 
@@ -66,18 +65,11 @@ class RunLimits:
     failure."""
 
     def __post_init__(self) -> None:
-        problems = []
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "repeat_guard":
-                if not isinstance(value, bool):
-                    problems.append(f"repeat_guard must be True or False (got {value!r})")
-                continue
-            problem = limit_problem(f.name, value, whole=f.name not in _SECONDS)
-            if problem is not None:
-                problems.append(problem)
-        if problems:
-            raise ConfigurationError("invalid RunLimits: " + "; ".join(problems))
+        problems = [limit_problem(f.name, getattr(self, f.name), whole=f.name not in _SECONDS)
+                    for f in fields(self) if f.name != "repeat_guard"]
+        if not isinstance(self.repeat_guard, bool):
+            problems.append(f"repeat_guard must be True or False (got {self.repeat_guard!r})")
+        refuse_problems("invalid RunLimits", problems)
 
 
 _SECONDS = frozenset({"tool_timeout", "wall_time"})

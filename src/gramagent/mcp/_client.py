@@ -44,8 +44,8 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from gramagent._limit_values import limit_problem
-from gramagent.errors import ConfigurationError, MCPFailureKind, MCPServerError
+from gramagent._limit_values import limit_problem, refuse_problems
+from gramagent.errors import MCPFailureKind, MCPServerError
 from gramagent.mcp._address import HttpServer, ServerAddress, StdioServer, parse_server
 
 __all__ = ["DEFAULT_CONNECT_TIMEOUT", "DEFAULT_TIMEOUT", "MCPClient"]
@@ -129,11 +129,9 @@ class MCPClient:
     def __init__(self, server: str | ServerAddress | list[str], *,
                  timeout: float = DEFAULT_TIMEOUT,
                  connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> None:
-        problems = [p for p in (limit_problem("timeout", timeout, optional=False),
-                                limit_problem("connect_timeout", connect_timeout,
-                                              optional=False)) if p]
-        if problems:
-            raise ConfigurationError("MCPClient: " + "; ".join(problems))
+        refuse_problems("MCPClient", (
+            limit_problem("timeout", timeout, optional=False),
+            limit_problem("connect_timeout", connect_timeout, optional=False)))
         self.server: ServerAddress = parse_server(server)
         self.timeout = timeout
         self.connect_timeout = connect_timeout

@@ -12,7 +12,7 @@ import sysconfig
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
-from gramagent._limit_values import limit_problem
+from gramagent._limit_values import limit_problem, refuse_problems
 from gramagent.errors import ConfigurationError, SandboxError, SandboxErrorKind
 
 __all__ = [
@@ -62,21 +62,19 @@ class SandboxLimits:
     def __post_init__(self) -> None:
         # A limit that is not a positive number must not reach the worker: -1 is RLIM_INFINITY
         # to setrlimit (no limit at all), a nan timeout never fires.
-        problems = [limit_problem(f.name, getattr(self, f.name), whole=f.name != "timeout",
-                                  optional=False) for f in fields(self)]
-        if any(problems):
-            raise ConfigurationError("invalid SandboxLimits: "
-                                     + "; ".join(p for p in problems if p))
+        refuse_problems("invalid SandboxLimits", (
+            limit_problem(f.name, getattr(self, f.name), whole=f.name != "timeout",
+                          optional=False) for f in fields(self)))
 
     def to_dict(self) -> dict[str, int]:
-        """The numbers the worker applies."""
+        """The numbers the worker applies (whole numbers: checked when the limits are made)."""
         return {
-            "cpu_seconds": int(self.cpu_seconds),
-            "session_cpu_seconds": int(self.session_cpu_seconds),
-            "memory_bytes": int(self.memory_bytes),
-            "max_open_files": int(self.max_open_files),
-            "max_file_bytes": int(self.max_file_bytes),
-            "max_output_chars": int(self.max_output_chars),
+            "cpu_seconds": self.cpu_seconds,
+            "session_cpu_seconds": self.session_cpu_seconds,
+            "memory_bytes": self.memory_bytes,
+            "max_open_files": self.max_open_files,
+            "max_file_bytes": self.max_file_bytes,
+            "max_output_chars": self.max_output_chars,
         }
 
 
