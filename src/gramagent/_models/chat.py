@@ -58,16 +58,24 @@ non-streamed reply shape and read by the same parser, so both paths give the sam
     is a decline, answered by a ``constrained`` text-only step
     (:func:`~gramagent._models.hybrid.hybrid_turn`). Requests whose ``tool_choice`` is not
     ``auto`` go out ``constrained``.
+
+With ``llama_server_root`` (the embedded model sets it), a request of the modes whose content
+gramagent reads itself (all but ``native``) that llama.cpp's chat parser rejects (HTTP 500,
+"does not match the expected peg-native format") is generated again as a raw completion and
+its text read as usual (:mod:`gramagent._models.unparsed`); in ``native`` mode the server's
+parser is the reader, and its error stands.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal, TypeAlias, Unpack, get_args
 
 from gramagent import _json as exact_json
+from gramagent._logs import MODEL_LOGGER
 from gramagent._messages import (
     AssistantMessage,
     Message,
@@ -113,8 +121,15 @@ from gramagent._models.jsoncalls import (
     tool_step_response_format,
     wants_tool_step,
 )
+from gramagent._models.unparsed import (
+    APPLY_TEMPLATE_PATH,
+    COMPLETIONS_PATH,
+    chat_reply_from_completion,
+    raw_completion_body,
+    rejected_by_chat_parser,
+)
 from gramagent._spec.definition import ToolDefinition
-from gramagent.errors import ConfigurationError
+from gramagent.errors import ConfigurationError, ModelAPIError
 
 __all__ = [
     "CHAT_PATH",
@@ -132,6 +147,7 @@ __all__ = [
 ]
 
 CHAT_PATH = "/chat/completions"
+_log = logging.getLogger(MODEL_LOGGER)
 
 ToolCallMode: TypeAlias = Literal["native", "constrained", "text", "hybrid"]
 TOOL_CALL_MODES: tuple[str, ...] = get_args(ToolCallMode)
@@ -155,6 +171,11 @@ class ChatCompletionsModel(HTTPAdapter):
             as the opening of a list the model may go on with (see the module docs). Needs a
             server that enforces ``prefixItems`` and ``const`` (llama.cpp with llguidance, as
             embedded); the embedded model turns it on.
+        llama_server_root: The root URL of the llama.cpp server behind ``base_url`` (e.g.
+            ``http://127.0.0.1:8080``): a reply its chat parser rejects, in a mode whose
+            content gramagent reads itself (all but ``native``), is generated again through
+            its ``/apply-template`` and ``/v1/completions`` endpoints and read as usual (see
+            :mod:`gramagent._models.unparsed`). The embedded model sets it.
         http: Share an existing :class:`~gramagent._models.http.HTTPClient` (its pool) instead
             of creating one; transport options then belong to that client.
         **http_options: Transport options, see :class:`~gramagent._models.http.HTTPOptions`.
@@ -173,6 +194,7 @@ class ChatCompletionsModel(HTTPAdapter):
         stream: bool = False,
         strict: bool = False,
         continue_lone_calls: bool = False,
+        llama_server_root: str | None = None,
         http: HTTPClient | None = None,
         **http_options: Unpack[HTTPOptions],
     ) -> None:
@@ -191,6 +213,8 @@ class ChatCompletionsModel(HTTPAdapter):
         self.strict = strict
         self.continue_lone_calls = continue_lone_calls
         self._tools = ToolsMemo(self._tools_payload)
+        self._llama_root = (None if llama_server_root is None
+                            else HTTPClient(llama_server_root.rstrip("/"), api="chat"))
 
     def __repr__(self) -> str:
         return (
@@ -228,11 +252,54 @@ class ChatCompletionsModel(HTTPAdapter):
             strict=self.strict,
             tools_payload=self._tools.get(request.tools),
         )
-        data = await self._post(body)
+        data = await self.post_body(body, mode)
         turn = self._read(data, request, mode)
         if mode == "constrained":
             turn = await self._continued(request, turn, _reply_content(data) or "")
         return turn
+
+    async def post_body(self, body: dict[str, Any], mode: WireMode = "constrained"
+                        ) -> dict[str, Any]:
+        """POST a chat body (as :func:`build_chat_body` makes them, ``stream`` as configured)
+        and return the reply, assembled; with ``llama_server_root``, a reply llama.cpp's chat
+        parser rejected is generated again raw when ``mode`` is not ``native`` (see
+        :mod:`gramagent._models.unparsed`).
+
+        Raises:
+            ModelAPIError: as :meth:`request`.
+        """
+        try:
+            return await self._post(body)
+        except ModelAPIError as error:
+            return await self._recovered(body, mode, error)
+
+    async def _recovered(self, body: dict[str, Any], mode: WireMode, error: ModelAPIError
+                         ) -> dict[str, Any]:
+        """The reply to ``body`` generated again as a raw completion, when ``error`` is
+        llama.cpp's chat parser rejecting it and gramagent reads the content itself (see
+        :mod:`gramagent._models.unparsed`); else ``error`` is raised."""
+        root = self._llama_root
+        if root is None or mode == "native" or not rejected_by_chat_parser(str(error)):
+            raise error
+        _log.warning("llama.cpp's chat parser rejected the reply (%s); generating it again "
+                     "as a raw completion", error)
+        template = await root.post_json(APPLY_TEMPLATE_PATH, body)
+        prompt = template.get("prompt")
+        if not isinstance(prompt, str):
+            raise root.error("the answer has no prompt", url=root.base_url + APPLY_TEMPLATE_PATH,
+                             status=200, body=template, model=_body_model(body))
+        data = await root.post_json(COMPLETIONS_PATH, raw_completion_body(body, prompt))
+        try:
+            return chat_reply_from_completion(data)
+        except ReplyError as exc:
+            raise root.error(str(exc), url=root.base_url + COMPLETIONS_PATH, status=200,
+                             body=data, model=_body_model(body)) from exc
+
+    async def aclose(self) -> None:
+        """Close the connection pools."""
+        await super().aclose()
+        if self._llama_root is not None:
+            await self._llama_root.aclose()
 
     def _post(self, body: dict[str, Any]) -> Coroutine[Any, Any, dict[str, Any]]:
         """Send ``body`` (streamed when it says so); to be awaited for the reply, assembled
@@ -278,7 +345,7 @@ class ChatCompletionsModel(HTTPAdapter):
             strict=self.strict, tools_payload=self._tools.get(request.tools),
         )
         body["response_format"] = continued_list_response_format(request.tools, written)
-        more = self._read(await self._post(body), request, "constrained")
+        more = self._read(await self.post_body(body, "constrained"), request, "constrained")
         return replace(turn, tool_calls=continued_calls(turn.tool_calls[0], more),
                        usage=usage_sum(turn.usage, more.usage))
 
@@ -308,16 +375,19 @@ class ChatCompletionsModel(HTTPAdapter):
         live = mode != "text"
         sent: list[str] = []
         events: list[dict[str, Any]] = []
-        async for event in self.http.stream_sse(CHAT_PATH, body):
-            events.append(event)
-            if live:
-                piece = _content_delta(event)
-                if piece and step is not None:
-                    piece = step.feed(piece)
-                if piece:
-                    sent.append(piece)
-                    on_text(piece)
-        data = assemble_chat_chunks(events)
+        try:
+            async for event in self.http.stream_sse(CHAT_PATH, body):
+                events.append(event)
+                if live:
+                    piece = _content_delta(event)
+                    if piece and step is not None:
+                        piece = step.feed(piece)
+                    if piece:
+                        sent.append(piece)
+                        on_text(piece)
+            data = assemble_chat_chunks(events)
+        except ModelAPIError as error:  # the stream ends with the parser's error event
+            data = await self._recovered(body, mode, error)
         turn = self._read(data, request, mode)
         if mode == "constrained":
             turn = await self._continued(request, turn, _reply_content(data) or "")
@@ -328,6 +398,12 @@ class ChatCompletionsModel(HTTPAdapter):
 
     def _tools_payload(self, tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
         return chat_tools(tools, functions=self.functions, strict=self.strict)
+
+
+def _body_model(body: Mapping[str, Any]) -> str | None:
+    """The model a request body names, for error messages."""
+    model = body.get("model")
+    return model if isinstance(model, str) else None
 
 
 def _reply_content(data: Mapping[str, Any]) -> str | None:

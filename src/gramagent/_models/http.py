@@ -4,8 +4,10 @@
 lazily on first use, sized for a hundred concurrent runs), encodes bodies with orjson, and
 retries what is worth retrying:
 
-- HTTP 408, 409, 429 and 5xx answers, waiting what the server's ``Retry-After`` (seconds or an
-  HTTP date) or ``retry-after-ms`` header asks for, else an exponential backoff with jitter;
+- HTTP 408, 409, 429 and 5xx answers (not llama.cpp's chat parser refusing a finished
+  generation, :func:`~gramagent._models.unparsed.rejected_by_chat_parser`), waiting what
+  the server's ``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms`` header asks
+  for, else an exponential backoff with jitter;
 - dropped connections and other transport errors (connect, read, write, protocol, timeouts).
 
 - a 2xx answer whose body cannot be decoded (not JSON, empty, JSON that is not an object, a
@@ -59,6 +61,7 @@ from gramagent._limit_values import limit_problem, refuse_problems
 from gramagent._logs import MODEL_LOGGER, Redactor, log_model_attempt
 from gramagent._models._wire import ReplyError
 from gramagent._models.registry import is_loopback
+from gramagent._models.unparsed import rejected_by_chat_parser
 from gramagent.errors import AuthenticationError, ConfigurationError, ModelAPIError
 
 __all__ = [
@@ -664,7 +667,10 @@ class HTTPClient:
         failure = f"HTTP {status}" + (f": {detail}" if detail else "")
         self._log_attempt(body, attempt, started, status=status, error=failure)
         self._notify(body, self._mask(_text(data)), status)
-        retryable = status in RETRY_STATUSES or status >= 500
+        # llama.cpp's chat parser refusing a finished generation is not retried: the same
+        # request writes the same output at temperature 0 (see gramagent._models.unparsed).
+        retryable = ((status in RETRY_STATUSES or status >= 500)
+                     and not rejected_by_chat_parser(detail))
         return failure, retryable, parse_retry_after(reply.headers) if retryable else None
 
     def _mask(self, text: str) -> str:

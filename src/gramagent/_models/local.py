@@ -192,6 +192,13 @@ class EmbeddedServer:
         return self._address + "/v1"
 
     @property
+    def root_url(self) -> str:
+        """The server's root, ``http://127.0.0.1:PORT`` (llama.cpp's own endpoints)."""
+        if self._address is None:
+            raise RuntimeError("the embedded server has not been started")
+        return self._address
+
+    @property
     def pid(self) -> int | None:
         """The child's process id, None before start."""
         return None if self._proc is None else self._proc.pid
@@ -488,7 +495,8 @@ class LocalModel:
 
         if self._chat is None or self._chat_url != server.base_url:
             await self.aclose()
-            options = {"continue_lone_calls": True, **self._chat_options}
+            options = {"continue_lone_calls": True, "llama_server_root": server.root_url,
+                       **self._chat_options}
             self._chat = ChatCompletionsModel(
                 server.base_url, None, tool_call_mode=self.tool_call_mode, **options)
             self._chat_url = server.base_url
@@ -526,7 +534,8 @@ def local_model(ref: ModelRef | str, **options: Any) -> LocalModel:
             ``{"max_tokens": 256}``; temperature is 0 unless set), ``start_timeout``,
             ``progress``, ``cache_dir``; any other option goes to the Chat Completions
             adapter (``continue_lone_calls`` is on unless set to False: a lone call is asked
-            whether more calls follow).
+            whether more calls follow; a reply llama.cpp's chat parser rejects is generated
+            again raw, see :mod:`gramagent._models.unparsed`).
 
     Raises:
         ConfigurationError: an unknown model name, a base URL or API key (the server is
