@@ -59,7 +59,9 @@ embedded llama.cpp server directly with a variant of the constrained request.
     requests, each complete on its own; then each request is asked
     alone, as the only user message, under the one-call variants (no list, no text answer,
     no sentence about lists): one call each, and those calls replace the list. Lone calls and
-    text answers are scored as they are. Prints the requests and the calls.
+    text answers are scored as they are. Prints the requests and the calls. Its own
+    requests go through the adapter's ``post_body``, so a reply llama.cpp's chat parser
+    rejects is generated again raw, as the product does (``gramagent._models.unparsed``).
 
 Usage::
 
@@ -94,7 +96,7 @@ from typing import Any
 
 from gramagent._messages import UserMessage
 from gramagent._models.base import Model
-from gramagent._models.chat import build_chat_body, parse_chat_reply
+from gramagent._models.chat import ChatCompletionsModel, build_chat_body, parse_chat_reply
 from gramagent._models.http import HTTPClient
 from gramagent._models.jsoncalls import FINAL_ANSWER, SEVERAL_CALLS_HINT, continued_list_schema
 from gramagent._models.local import local_model
@@ -219,8 +221,8 @@ def _one_call_only(body: dict[str, Any]) -> dict[str, Any]:
     return dict(body, messages=messages, response_format=_format(shaped))
 
 
-async def _decompose(case: dict[str, Any], category: str, model: Model, api: HTTPClient
-                     ) -> tuple[bool, str]:
+async def _decompose(case: dict[str, Any], category: str, model: Model,
+                     chat: ChatCompletionsModel) -> tuple[bool, str]:
     """decompose: gramagent's reply; a list of 2+ calls is replaced by one call per request
     the model splits the user's message into (a fresh request: ``SPLIT_INSTRUCTION``, the
     functions, the user's message), each asked alone."""
@@ -234,7 +236,7 @@ async def _decompose(case: dict[str, Any], category: str, model: Model, api: HTT
             {"role": "user", "content": request.messages[-1].content}],
             "response_format": _format(SPLIT_SCHEMA)}
         try:
-            reply = (await api.post_json("/chat/completions", ask))["choices"][0]["message"]
+            reply = (await chat.post_body(ask))["choices"][0]["message"]
             parts = [str(p) for p in json.loads(reply.get("content") or "")]
         except (ModelAPIError, ValueError, TypeError) as error:  # the list is kept
             print(f"  no split: {error}", file=sys.stderr, flush=True)
@@ -245,7 +247,7 @@ async def _decompose(case: dict[str, Any], category: str, model: Model, api: HTT
             for part in parts:
                 alone = dataclasses.replace(request, messages=[UserMessage(content=part)])
                 sent = _one_call_only(build_chat_body(alone, tool_call_mode="constrained"))
-                data = await api.post_json("/chat/completions", sent)
+                data = await chat.post_body(sent)
                 turn = parse_chat_reply(data, tool_call_mode="constrained",
                                         tool_names=sorted(offered))
                 calls.extend(_decoded(turn))
@@ -444,6 +446,9 @@ async def main_async(args: argparse.Namespace) -> None:
     model = local_model(ModelRef.parse(args.model), threads=args.threads)
     server = await model.start()
     api = HTTPClient(server.base_url)
+    # decompose's own requests, as the product sends them: a reply llama.cpp's chat parser
+    # rejects is generated again raw (gramagent._models.unparsed)
+    chat = ChatCompletionsModel(server.base_url, llama_server_root=server.root_url)
     root = HTTPClient(server.base_url.removesuffix("/v1"))
     try:
         good = wrapped = 0
@@ -451,7 +456,7 @@ async def main_async(args: argparse.Namespace) -> None:
         for case in cases:
             start = time.perf_counter()
             if args.kind == "decompose":
-                ok, raw = await _decompose(case, args.category, model, api)
+                ok, raw = await _decompose(case, args.category, model, chat)
             else:
                 ok, raw = await probe(args.kind, case, args.category, api, root,
                                       args.question, args.decline_on, args.max_length,
@@ -473,6 +478,7 @@ async def main_async(args: argparse.Namespace) -> None:
               + (f", wrapped {wrapped}" if args.kind in ("fence", "tag") else ""))
     finally:
         await api.aclose()
+        await chat.aclose()
         await root.aclose()
         await model.aclose()
 
