@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,7 @@ __all__ = [
     "ReplyError",
     "ToolsMemo",
     "arguments_text",
+    "completion_choice",
     "error_reply",
     "new_call_id",
     "REMEMBERED_FROM",
@@ -32,6 +33,22 @@ __all__ = [
 
 class ReplyError(ValueError):
     """A server reply an adapter cannot read (the adapter turns it into a ModelAPIError)."""
+
+
+def completion_choice(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+    """The first choice of a (legacy) completions reply and its ``text``.
+
+    Raises:
+        ReplyError: the reply has no first choice with a string ``text``.
+    """
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        raise ReplyError("the completion reply has no choices")
+    choice = choices[0]
+    text = choice.get("text")
+    if not isinstance(text, str):
+        raise ReplyError("the completion reply's first choice has no text")
+    return choice, text
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,7 +106,7 @@ from gramagent._models.base import (
     ToolChoice,
     new_turn,
 )
-from gramagent._models.http import HTTPAdapter, HTTPClient, HTTPOptions
+from gramagent._models.http import HTTPAdapter, HTTPClient, HTTPOptions, body_model
 from gramagent._models.hybrid import WireMode, hybrid_turn
 from gramagent._models.jsoncalls import (
     SEVERAL_CALLS_HINT,
@@ -287,13 +287,13 @@ class ChatCompletionsModel(HTTPAdapter):
         prompt = template.get("prompt")
         if not isinstance(prompt, str):
             raise root.error("the answer has no prompt", url=root.base_url + APPLY_TEMPLATE_PATH,
-                             status=200, body=template, model=_body_model(body))
+                             status=200, body=template, model=body_model(body))
         data = await root.post_json(COMPLETIONS_PATH, raw_completion_body(body, prompt))
         try:
             return chat_reply_from_completion(data)
         except ReplyError as exc:
             raise root.error(str(exc), url=root.base_url + COMPLETIONS_PATH, status=200,
-                             body=data, model=_body_model(body)) from exc
+                             body=data, model=body_model(body)) from exc
 
     async def aclose(self) -> None:
         """Close the connection pools."""
@@ -398,12 +398,6 @@ class ChatCompletionsModel(HTTPAdapter):
 
     def _tools_payload(self, tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
         return chat_tools(tools, functions=self.functions, strict=self.strict)
-
-
-def _body_model(body: Mapping[str, Any]) -> str | None:
-    """The model a request body names, for error messages."""
-    model = body.get("model")
-    return model if isinstance(model, str) else None
 
 
 def _reply_content(data: Mapping[str, Any]) -> str | None:

@@ -47,6 +47,7 @@ from gramagent._messages import AssistantMessage, ToolCall, new_tool_call
 from gramagent._models._wire import (
     RenderedReply,
     ReplyError,
+    completion_choice,
     new_call_id,
     sse,
     usage_from,
@@ -286,13 +287,7 @@ def read_completion(data: Mapping[str, Any], *, prefill: str = "") -> ModelTurn:
     Raises:
         ReplyError: the reply has no text choice.
     """
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise ReplyError("the completion reply has no choices")
-    choice = choices[0]
-    text = choice.get("text")
-    if not isinstance(text, str):
-        raise ReplyError("the completion reply's first choice has no text")
+    choice, text = completion_choice(data)
     finish = choice.get("finish_reason")
     text = prefill + text
     messages = parse_harmony(text)

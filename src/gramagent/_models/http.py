@@ -72,6 +72,7 @@ __all__ = [
     "HTTPClient",
     "HTTPOptions",
     "SSEDecoder",
+    "body_model",
     "parse_retry_after",
     "parse_sse",
     "retry_delay",
@@ -404,7 +405,7 @@ class HTTPClient:
                 raise self.error(
                     f"the stream reported an error: {_error_detail(event) or 'no message'}",
                     url=self.base_url + path, status=200, body=orjson.dumps(event),
-                    model=_model_of(body),
+                    model=body_model(body),
                 )
         return events
 
@@ -423,7 +424,7 @@ class HTTPClient:
         """
         reply = await self._post(path, body, _keep_open, _as_is, headers=_STREAM_HEADERS,
                                  keep_open=True)
-        url, status, model = self.base_url + path, reply.status, _model_of(body)
+        url, status, model = self.base_url + path, reply.status, body_model(body)
         events: list[dict[str, Any]] = []
         finished = False
         try:
@@ -617,7 +618,7 @@ class HTTPClient:
                         except ReplyError as exc:
                             shown = decoded if isinstance(decoded, Mapping) else None
                             raise self.error(str(exc), url=url, status=200, body=shown,
-                                             model=_model_of(body)) from exc
+                                             model=body_model(body)) from exc
                 else:
                     failed_body, cause = data, None
                     failure, retryable, hint = self._refused(body, attempt, started, reply, data)
@@ -628,7 +629,7 @@ class HTTPClient:
                 attempt += 1
                 continue
             raise self.error(
-                failure, url=url, status=status, body=failed_body, model=_model_of(body),
+                failure, url=url, status=status, body=failed_body, model=body_model(body),
                 attempts=attempt + 1,
             ) from cause
 
@@ -680,7 +681,7 @@ class HTTPClient:
     def _log_attempt(self, body: Mapping[str, Any], attempt: int, started: float, *,
                      status: int | None = None, error: str | None = None) -> None:
         log_model_attempt(
-            model=_model_of(body) or "", api=self.api, attempt=attempt + 1,
+            model=body_model(body) or "", api=self.api, attempt=attempt + 1,
             elapsed_ms=(time.perf_counter() - started) * 1000, status=status,
             error=None if error is None else self._mask(error),
         )
@@ -750,7 +751,8 @@ def _as_is(value: _V) -> _V:
     return value
 
 
-def _model_of(body: Mapping[str, Any]) -> str | None:
+def body_model(body: Mapping[str, Any]) -> str | None:
+    """The model a request body names (for error messages and logs), else None."""
     model = body.get("model")
     return model if isinstance(model, str) else None
 

@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gramagent._models._wire import ReplyError
+from gramagent._models._wire import completion_choice
 
 __all__ = [
     "APPLY_TEMPLATE_PATH",
@@ -89,15 +89,10 @@ def chat_reply_from_completion(data: Mapping[str, Any]) -> dict[str, Any]:
     choice's ``text`` as the message's ``content``, its ``finish_reason`` and ``usage`` kept.
 
     Raises:
-        ReplyError: the reply has no first choice with a string ``text``.
+        ~gramagent._models._wire.ReplyError: the reply has no first choice with a string
+            ``text``.
     """
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
-        raise ReplyError("the raw completion has no choices")
-    choice = choices[0]
-    text = choice.get("text")
-    if not isinstance(text, str):
-        raise ReplyError("the raw completion's first choice has no text")
+    choice, text = completion_choice(data)
     reply: dict[str, Any] = {"choices": [{
         "index": 0,
         "message": {"role": "assistant", "content": text},
