@@ -6,6 +6,7 @@ The recovery itself, against the real embedded server, is in tests/e2e/test_loca
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from gramagent._messages import UserMessage
 from gramagent._models._wire import ReplyError
 from gramagent._models.base import ModelRequest
-from gramagent._models.chat import build_chat_body, parse_chat_reply
+from gramagent._models.chat import ChatCompletionsModel, build_chat_body, parse_chat_reply
 from gramagent._models.http import HTTPClient
 from gramagent._models.unparsed import (
     chat_reply_from_completion,
@@ -24,7 +25,7 @@ from gramagent._models.unparsed import (
 )
 from gramagent._spec.definition import ToolDefinition
 from gramagent.errors import ModelAPIError
-from gramagent.testing import error, reply
+from gramagent.testing import completion, error, reply
 
 REJECTED = "The model produced output that does not match the expected peg-native format"
 CHAT_ONLY = ("messages", "tools", "tool_choice", "parallel_tool_calls", "functions",
@@ -148,3 +149,35 @@ async def test_the_rejection_is_not_retried(serve: Any) -> None:
         data = await http.post_json("/chat/completions", {"model": "m", "messages": []})
     assert data["choices"][0]["message"]["content"] == "fine"
     assert len(srv.requests) == 3
+
+
+async def test_the_adapter_recovers_through_the_two_endpoints(serve: Any) -> None:
+    """A constrained request rejected: the same body to ``/apply-template``, then the prompt
+    under the step's schema to ``/v1/completions``; the text read as the step. In native mode
+    the rejection is the error."""
+    note = ToolDefinition(name="note", description="Take a note.", parameters={
+        "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+    request = ModelRequest(model="m", instruction="Be brief.", messages=[UserMessage(
+        content="hi")], tools=[note], settings={"temperature": 0.0})
+    srv = serve([error(500, REJECTED),
+                 completion('{"name": "note", "arguments": {"text": "hi"}}'),
+                 error(500, REJECTED)])
+    root = srv.base_url.removesuffix("/v1")
+    async with ChatCompletionsModel(srv.base_url, tool_call_mode="constrained",
+                                    llama_server_root=root) as chat:
+        turn = await chat.request(request)
+        assert [(c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [
+            ("note", {"text": "hi"})]
+        sent = [(r.path, r.body) for r in srv.requests]
+        assert [path for path, _ in sent] == [
+            "/v1/chat/completions", "/apply-template", "/v1/completions"]
+        assert sent[1][1] == sent[0][1]
+        prompt = "\n".join([*(f"{m['role']}: {m['content']}" for m in sent[0][1]["messages"]),
+                            "assistant:"])  # what the scripted /apply-template answers
+        assert sent[2][1] == {"model": "m", "temperature": 0.0, "prompt": prompt,
+                              "json_schema": sent[0][1]["response_format"]["json_schema"][
+                                  "schema"]}
+    async with ChatCompletionsModel(srv.base_url, llama_server_root=root) as native:
+        with pytest.raises(ModelAPIError, match="peg-native"):
+            await native.request(request)
+    assert len(srv.requests) == 4

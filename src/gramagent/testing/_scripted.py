@@ -4,7 +4,9 @@
 and answers the endpoint of every registered wire format (``/v1/chat/completions``, plain and
 SSE; ``/v1/responses``; ``/v1/completions``, plain and SSE: see
 ``gramagent._models.registry.WIRE_FORMATS``) and ``GET /v1/models`` from a script: a list of
-turns consumed in order, whatever the endpoint, or a callable ``(path, body) -> turn``. ::
+turns consumed in order, whatever the endpoint, or a callable ``(path, body) -> turn``. It
+also answers llama.cpp's ``POST /apply-template`` (no turn consumed): ``{"prompt": ...}``,
+each message as ``role: content`` on a line, then ``assistant:``. ::
 
     from gramagent.testing import ScriptedServer, call, reply
 
@@ -326,6 +328,9 @@ Renderer: TypeAlias = Callable[..., RenderedReply]
 """A wire format's ``render_reply(turn, request, *, model, number, verbatim)``."""
 
 
+_APPLY_TEMPLATE = "/apply-template"
+
+
 def _renderers() -> dict[str, Renderer]:
     """``/v1`` + endpoint -> renderer, for every registered wire format."""
     return {"/v1" + w.endpoint: load_object(w.renderer) for w in WIRE_FORMATS.values()}
@@ -567,9 +572,12 @@ class ScriptedServer:
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "gramagent"}
                     for m in self.models]
             return _Answer(200, orjson.dumps({"object": "list", "data": data}))
+        if path == _APPLY_TEMPLATE:
+            return self._apply_template(path, method, request, raw)
         if path not in self._renderers:
             return _json_error(404, f"no such endpoint: {path} (this scripted server serves "
-                                    f"{', '.join(self._renderers)} and /v1/models)")
+                                    f"{', '.join(self._renderers)}, /v1/models and "
+                                    f"{_APPLY_TEMPLATE})")
         if method != "POST":
             return _json_error(405, f"{method} is not allowed on {path}; use POST")
         try:
@@ -592,6 +600,22 @@ class ScriptedServer:
             return self._render(path, body, raw, turn)
         except Exception as exc:  # a malformed request must not stop the server
             return _json_error(400, f"cannot answer this request: {type(exc).__name__}: {exc}")
+
+    def _apply_template(self, path: str, method: str, request: h11.Request, raw: bytes
+                        ) -> _Answer:
+        """llama.cpp's ``/apply-template``: the prompt a chat body's messages make."""
+        if method != "POST":
+            return _json_error(405, f"{method} is not allowed on {path}; use POST")
+        try:
+            body: Any = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            return _json_error(400, f"the request body is not JSON: {exc}")
+        self._keep(path, request, body)
+        messages = body.get("messages") if isinstance(body, dict) else None
+        if not isinstance(messages, list):
+            return _json_error(400, "the request body must hold a list of messages")
+        lines = [f"{m.get('role')}: {m.get('content')}" for m in messages if isinstance(m, dict)]
+        return _Answer(200, orjson.dumps({"prompt": "\n".join([*lines, "assistant:"])}))
 
     def _keep(self, path: str, request: h11.Request, body: Any) -> None:
         if self._record:
