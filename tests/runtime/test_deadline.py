@@ -5,11 +5,17 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gramagent._messages import Conversation
+from gramagent._models.base import ModelRequest, ModelTurn
 from gramagent._runtime.budget import Budget
 from gramagent._runtime.deadline import RunDeadline
 from gramagent._runtime.limits import RunLimits
+from gramagent._runtime.loop import run_agent
+from gramagent._spec.model import Agent, ModelRef
+from gramagent.errors import LimitExceeded, ModelAPIError
 
 
 async def cut_short(seconds: float, wait: float) -> bool:
@@ -53,3 +59,110 @@ def test_a_budget_starts_as_a_deadline_does(wall_time: float | None) -> None:
     fields = [name for cls in RunDeadline.__mro__ for name in getattr(cls, "__slots__", ())]
     assert fields
     assert {f: getattr(budget, f) for f in fields} == {f: getattr(deadline, f) for f in fields}
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.sampled_from(["outer", "deadline"]), max_size=2, unique=True),
+       st.sampled_from(["waits", "raises"]))
+async def test_a_deadline_gives_way_to_another_cancellation(fired: list[str], await_: str
+                                                            ) -> None:
+    """The rule of ``asyncio.timeout`` (which the loop's model requests share through
+    ``cut_short``): the await under the deadline raises TimeoutError only when the deadline
+    alone cancelled it; a cancellation from elsewhere, in the same turn of the event loop
+    before or after the deadline's, passes through as CancelledError; afterwards the task
+    counts no cancellation of the deadline's and nothing is under it any more."""
+
+    async def scenario() -> str:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        deadline = RunDeadline(loop.time() + 3600)
+        deadline.arm()
+
+        def fire() -> None:
+            for what in fired:
+                if what == "outer":
+                    task.cancel()
+                else:
+                    deadline.expire()
+
+        loop.call_soon(fire)
+        try:
+            with deadline:
+                await asyncio.sleep(0 if not fired else 3600)
+                if await_ == "raises":
+                    raise ValueError("the await's own error")
+            outcome = "done"
+        except TimeoutError:
+            outcome = "timeout"
+        except ValueError:
+            outcome = "error"
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            task.uncancel()  # the outer cancellation, handled here
+        finally:
+            deadline.disarm()
+        assert deadline.waiting is None
+        assert task.cancelling() == 0
+        return outcome
+
+    expected = ("cancelled" if "outer" in fired else "timeout" if fired
+                else "error" if await_ == "raises" else "done")
+    assert await asyncio.create_task(scenario()) == expected
+
+
+class _Scripted:
+    """A model whose one request answers, fails, hangs or is cancelled from outside."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    async def request(self, request: ModelRequest) -> ModelTurn:
+        if self.how == "answers":
+            return ModelTurn(text="done")
+        if self.how == "api_error":
+            raise ModelAPIError("the server failed")
+        if self.how == "error":
+            raise ValueError("a bug in the model")
+        if self.how == "cancelled":  # a cancellation from outside the run, mid-request
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def aclose(self) -> None:
+        pass
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.sampled_from(["answers", "api_error", "error", "hang", "cancelled"]))
+async def test_a_model_request_ends_under_the_wall_time_as_it_should(how: str) -> None:
+    """However the request ends (an answer, the model's error, another error, the wall time,
+    a cancellation from outside), the run raises what it should, and nothing of the run's
+    deadline is left to cancel the caller after it: a wait past the wall time then ends."""
+    agent = Agent(name="a", model=ModelRef.parse("openai/scripted"), instruction="x")
+    wall = 0.05
+
+    async def scenario() -> str:
+        try:
+            response = await run_agent(agent, "Hi", model=_Scripted(how),
+                                       limits=RunLimits(wall_time=wall))
+            outcome = response.content
+        except LimitExceeded as exc:
+            assert "waiting for the model" in str(exc) and exc.context is not None
+            outcome = exc.limit
+        except ModelAPIError as exc:
+            assert exc.context is not None and exc.context[-1].kind == "user"
+            outcome = "api_error"
+        except ValueError:
+            outcome = "error"
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            assert task is not None and task.uncancel() == 0
+            outcome = "cancelled"
+        await asyncio.sleep(wall * 2)  # past the run's deadline: nothing cancels this
+        return outcome
+
+    expected = {"answers": "done", "hang": "wall_time"}.get(how, how)
+    assert await asyncio.create_task(scenario()) == expected

@@ -37,8 +37,10 @@ CHARS_PER_TOKEN = 4
 class Budget(RunDeadline):
     """The requests, tokens and time of one run, against its :class:`RunLimits`.
 
-    As a :class:`RunDeadline` whose ``when`` is the end of the wall time, ``with budget:``
-    around an await cuts it short (TimeoutError) when the wall time runs out.
+    As a :class:`RunDeadline` whose ``when`` is the end of the wall time, it cuts a model
+    request short when the wall time runs out: :meth:`start_request` checks the limits and
+    puts the request under the deadline, until the loop sets ``waiting`` back to None (or
+    :meth:`~RunDeadline.cut_short` does, on CancelledError).
 
     Args:
         limits: the run's limits.
@@ -55,9 +57,7 @@ class Budget(RunDeadline):
         # call counts).
         self.when = None if wall_time is None else started + wall_time
         self.expired = False
-        self._task = self._watcher = None
-        self._waiting = False
-        self._cancelling = 0
+        self._task = self._watcher = self.waiting = None
         self.limits = limits
         self.conversation = conversation
         self.started = started
@@ -89,8 +89,10 @@ class Budget(RunDeadline):
             super().postpone(seconds)
             self.started += seconds
 
-    def check(self, now: float) -> None:
-        """Raise the limit one more request would pass: iterations, wall time, tokens."""
+    def start_request(self, now: float) -> None:
+        """Raise the limit one more request would pass (iterations, wall time, tokens);
+        else the request starts, under the deadline (one call per request: a frame more per
+        request costs measurably)."""
         limits = self.limits
         if self.requests >= limits.max_iterations:
             raise self.exceeded("max_iterations", limits.max_iterations, self.requests,
@@ -104,6 +106,9 @@ class Budget(RunDeadline):
             raise self.exceeded("max_tokens", max_tokens, spent,
                                 f"the token budget of {max_tokens} is spent "
                                 f"({spent} tokens in {self.requests} requests)")
+        task = self._task  # as RunDeadline.__enter__
+        if task is not None:
+            self.waiting = task.cancelling()
 
     def count(self, request: ModelRequest, turn: ModelTurn) -> Usage:
         """Count one answered request; returns its usage (estimated if none was reported)."""

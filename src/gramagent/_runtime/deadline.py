@@ -2,9 +2,12 @@
 
 ``with deadline:`` around an await works like ``async with asyncio.timeout_at(when):``: at
 ``when`` the await is cancelled and :class:`TimeoutError` raised in its place (``expired`` then
-says the deadline did it); any other cancellation passes through. Tool calls are not awaited
-under the run's: each gets a deadline of its own (its timeout, bounded by the time that remains
-of the run), on the same one timer per event loop.
+says the deadline did it); any other cancellation passes through. The run's model requests are
+awaited without the ``with`` (its protocol and two frames per request cost measurably): the
+loop sets :attr:`RunDeadline.waiting` itself, and asks :meth:`RunDeadline.cut_short` on
+:class:`asyncio.CancelledError`, the one place of the rule. Tool calls are not awaited under
+the run's: each gets a deadline of its own (its timeout, bounded by the time that remains of
+the run), on the same one timer per event loop.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ class RunDeadline:
     Call :meth:`arm` before the first ``with`` and :meth:`disarm` when the run ends.
     """
 
-    __slots__ = ("_cancelling", "_task", "_waiting", "_watcher", "expired", "when")
+    __slots__ = ("_task", "_watcher", "expired", "waiting", "when")
 
     def __init__(self, when: float | None) -> None:
         # Budget (a RunDeadline) sets these fields itself: keep the two alike.
@@ -51,8 +54,9 @@ class RunDeadline:
         """Whether the deadline cancelled an await (which then raised TimeoutError)."""
         self._task: asyncio.Task[object] | None = None
         self._watcher: Watcher | None = None
-        self._waiting = False
-        self._cancelling = 0
+        self.waiting: int | None = None
+        """While an await is under the deadline (armed): its task's count of cancellation
+        requests when the await began (what :meth:`cut_short` compares with); else None."""
 
     def arm(self) -> None:
         """Start watching the clock (once per run, before its first request)."""
@@ -76,23 +80,32 @@ class RunDeadline:
             self._watcher.add(self)
 
     def __enter__(self) -> RunDeadline:
-        if self._task is not None:
-            self._waiting = True
-            self._cancelling = self._task.cancelling()
+        task = self._task
+        if task is not None:
+            self.waiting = task.cancelling()
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self._waiting = False
-        # Ours only if we cancelled and no other cancellation is pending (asyncio.timeout's rule).
-        if (self.expired and exc_type is asyncio.CancelledError and self._task is not None
-                and self._task.uncancel() <= self._cancelling):
+        if exc_type is not asyncio.CancelledError:
+            self.waiting = None
+        elif self.cut_short():
             raise TimeoutError from exc
+
+    def cut_short(self) -> bool:
+        """The await under the deadline raised CancelledError: end it, and say whether the
+        deadline cancelled it (then the caller raises its timeout in place of the
+        cancellation; otherwise the cancellation passes through)."""
+        waiting, self.waiting = self.waiting, None
+        task = self._task
+        # Ours only if we cancelled and no other cancellation is pending (asyncio.timeout's rule).
+        return (self.expired and waiting is not None and task is not None
+                and task.uncancel() <= waiting)
 
     def expire(self) -> None:
         """The clock reached ``when``: cancel the await in flight, if any (called by the
         event loop's watcher)."""
-        if self._waiting and self._task is not None:
+        if self.waiting is not None and self._task is not None:
             self.expired = True
             self._task.cancel()
 

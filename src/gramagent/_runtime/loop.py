@@ -63,7 +63,7 @@ from gramagent._runtime.results import AgentResponse, ToolInvocation, new_respon
 from gramagent._runtime.setup import bind, conversation_for, model_for, new_id
 from gramagent._runtime.tool_calls import ToolCalls
 from gramagent._spec.model import Agent, ModelRef
-from gramagent.errors import ConfigurationError, ModelAPIError, ValidationError
+from gramagent.errors import ConfigurationError, LimitExceeded, ModelAPIError, ValidationError
 
 __all__ = ["AgentResponse", "RunAgentOptions", "ToolInvocation", "resume_agent", "run_agent",
            "run_agent_sync"]
@@ -344,18 +344,24 @@ class _Run(ToolCalls):
                 waiting = ModelTurn(tool_calls=conversation.unanswered_calls())
                 await self._call_tools(waiting, replay=False)
             while not self.awaiting:
-                budget.check(loop.time())
                 # The repeat guard answered a call: ask for the final answer.
                 asked = "none" if self.force_answer else choice
                 # By position (model, instruction, messages, tools, tool_choice, settings,
                 # rendered): a keyword costs measurably per request.
                 request = new_request(self.model_name, instruction, conversation.messages,
                                       tools, asked, self.settings, conversation.rendered)
+                # The limits checked; the end of the wall time cuts the request short.
+                budget.start_request(loop.time())
                 try:
-                    with budget:  # the end of the wall time cuts the request short
-                        turn = await send(request)
+                    turn = await send(request)
+                except asyncio.CancelledError:
+                    if budget.cut_short():
+                        raise self._out_of_time() from None
+                    raise
                 except (TimeoutError, ModelAPIError) as exc:
                     raise self._failed(exc)  # noqa: B904  (_failed says how it is chained)
+                finally:
+                    budget.waiting = None  # not under the deadline any more
                 turn = self._received(request, turn)
                 del request  # not held while the tools run (see below)
                 if not (turn.tool_calls or turn.cut_off_calls):
@@ -402,10 +408,14 @@ class _Run(ToolCalls):
             return exc
         if not budget.expired:
             return exc
-        error = budget.wall_time_exceeded(asyncio.get_running_loop().time(),
-                                          " (while waiting for the model)")
+        error = self._out_of_time()
         error.__suppress_context__ = True  # as ``raise ... from None``
         return error
+
+    def _out_of_time(self) -> LimitExceeded:
+        """What a model request the run's wall time cut short raises."""
+        return self.budget.wall_time_exceeded(asyncio.get_running_loop().time(),
+                                              " (while waiting for the model)")
 
     def _received(self, request: ModelRequest, turn: ModelTurn) -> ModelTurn:
         """``turn``, the reply to ``request``, counted against the budget and logged; its calls
