@@ -166,3 +166,31 @@ async def test_a_model_request_ends_under_the_wall_time_as_it_should(how: str) -
 
     expected = {"answers": "done", "hang": "wall_time"}.get(how, how)
     assert await asyncio.create_task(scenario()) == expected
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.01, 0.02, 0.03, 3600.0]), st.booleans()),
+                min_size=1, max_size=5))
+async def test_deadlines_armed_in_any_order_each_fire_at_their_time(
+        plan: list[tuple[float, bool]]) -> None:
+    """Deadlines armed one after another in any order, some of them disarmed at once (a run
+    or call that ended), on one event loop's one timer: each armed one that is near cuts its
+    wait short, whether it moved the timer earlier or found it set for an earlier one (then
+    only joining the watched set); a far one, or one disarmed, cuts nothing."""
+
+    async def waits(seconds: float, disarmed: bool) -> bool:
+        deadline = RunDeadline(asyncio.get_running_loop().time() + seconds)
+        deadline.arm()
+        if disarmed:
+            deadline.disarm()
+        try:
+            with deadline:
+                await asyncio.sleep(0.1 if seconds > 1 or disarmed else 5)
+        except TimeoutError:
+            return True
+        finally:
+            deadline.disarm()
+        return False
+
+    results = await asyncio.gather(*(waits(s, d) for s, d in plan))
+    assert list(results) == [s < 1 and not d for s, d in plan]

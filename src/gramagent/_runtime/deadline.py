@@ -58,12 +58,20 @@ class RunDeadline:
         """While an await is under the deadline (armed): its task's count of cancellation
         requests when the await began (what :meth:`cut_short` compares with); else None."""
 
-    def arm(self) -> None:
-        """Start watching the clock (once per run, before its first request)."""
-        if self.when is not None:
-            self._task = asyncio.current_task()
-            self._watcher = loop_watcher = watcher(asyncio.get_running_loop())
-            loop_watcher.add(self)
+    def arm(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Start watching the clock (once per run, before its first request), on ``loop``
+        (the running event loop: None, or given by a caller that holds it)."""
+        when = self.when
+        if when is not None:
+            if loop is None:
+                loop = asyncio.get_running_loop()
+            self._task = asyncio.current_task(loop)
+            self._watcher = loop_watcher = watcher(loop)
+            # Watcher.add without its frame in the usual case: the timer is already set
+            # for an earlier deadline (a run's 600 s ahead, or a run that ended before).
+            loop_watcher.deadlines.add(self)
+            if when < loop_watcher.timer_when:
+                loop_watcher.add(self)
 
     def disarm(self) -> None:
         """Stop watching (at the end of the run, however it ends)."""
@@ -114,42 +122,45 @@ class Watcher:
     """The deadlines of the runs and tool calls on one event loop, behind a single timer for
     the earliest (:func:`watcher`)."""
 
-    __slots__ = ("_deadlines", "_loop", "_timer", "_when")
+    __slots__ = ("_loop", "_timer", "deadlines", "discard", "timer_when")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._deadlines: set[Expiring] = set()
+        self.deadlines: set[Expiring] = set()
+        """The deadlines watched (:meth:`add` puts one in)."""
         self._timer: asyncio.TimerHandle | None = None
-        self._when = math.inf
+        self.timer_when = math.inf
+        """When the timer is set for (inf: not set); a deadline put in :attr:`deadlines`
+        before it needs no :meth:`add`."""
+        self.discard: Callable[[Expiring], None] = self.deadlines.discard
+        """Stop watching a deadline (nothing if it is not watched): the set's own method,
+        called without a Python frame (every run and timed call ends with it)."""
 
     def add(self, deadline: Expiring) -> None:
         """Watch ``deadline`` (its :attr:`~Expiring.when` set) until it expires or is
         discarded."""
         assert deadline.when is not None
-        self._deadlines.add(deadline)
-        if deadline.when < self._when:
+        self.deadlines.add(deadline)
+        if deadline.when < self.timer_when:
             if self._timer is not None:
                 self._timer.cancel()
-            self._when = deadline.when
+            self.timer_when = deadline.when
             self._timer = self._loop.call_at(deadline.when, self._fire)
 
-    def discard(self, deadline: Expiring) -> None:
-        """Stop watching ``deadline`` (nothing if it is not watched)."""
-        self._deadlines.discard(deadline)
-
     def _fire(self) -> None:
-        self._timer, self._when = None, math.inf
+        self._timer, self.timer_when = None, math.inf
         now = self._loop.time()
-        for deadline in list(self._deadlines):
+        deadlines = self.deadlines
+        for deadline in list(deadlines):
             when = deadline.when
             assert when is not None
             if when <= now:
-                self._deadlines.discard(deadline)
+                deadlines.discard(deadline)
                 deadline.expire()
-            elif when < self._when:
-                self._when = when
-        if self._deadlines:
-            self._timer = self._loop.call_at(self._when, self._fire)
+            elif when < self.timer_when:
+                self.timer_when = when
+        if deadlines:
+            self._timer = self._loop.call_at(self.timer_when, self._fire)
 
 
 watcher: Callable[[asyncio.AbstractEventLoop], Watcher] = PerLoop(Watcher).get

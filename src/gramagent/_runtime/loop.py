@@ -338,7 +338,7 @@ class _Run(ToolCalls):
         # costs measurably (bench/RESULTS.md, issue 18).
         send = (self.model.request if self.tracer is None and hooks is None
                 else self._send if self.tracer is None else self._traced_request)
-        budget.arm()
+        budget.arm(loop)
         try:
             if not isinstance(start, str):
                 waiting = ModelTurn(tool_calls=conversation.unanswered_calls())
