@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -18,13 +20,27 @@ from gramagent._spec.model import Agent, ModelRef
 from gramagent.errors import LimitExceeded, ModelAPIError
 
 
+async def under(deadline: RunDeadline, work: Coroutine[Any, Any, None]) -> None:
+    """Await ``work`` under ``deadline`` as the loop and the tool calls do (the pattern of
+    deadline.py's docstring), raising TimeoutError in place of the deadline's cancellation as
+    ``asyncio.timeout`` does."""
+    deadline.start()
+    try:
+        await work
+    except asyncio.CancelledError:
+        if deadline.cut_short():
+            raise TimeoutError from None
+        raise
+    finally:
+        deadline.waiting = None
+
+
 async def cut_short(seconds: float, wait: float) -> bool:
     """Whether a deadline ``seconds`` away cuts a wait of ``wait`` seconds short."""
     deadline = RunDeadline(asyncio.get_running_loop().time() + seconds)
     deadline.arm()
     try:
-        with deadline:
-            await asyncio.sleep(wait)
+        await under(deadline, asyncio.sleep(wait))
     except TimeoutError:
         assert deadline.expired
         return True
@@ -86,12 +102,14 @@ async def test_a_deadline_gives_way_to_another_cancellation(fired: list[str], aw
                 else:
                     deadline.expire()
 
+        async def work() -> None:
+            await asyncio.sleep(0 if not fired else 3600)
+            if await_ == "raises":
+                raise ValueError("the await's own error")
+
         loop.call_soon(fire)
         try:
-            with deadline:
-                await asyncio.sleep(0 if not fired else 3600)
-                if await_ == "raises":
-                    raise ValueError("the await's own error")
+            await under(deadline, work())
             outcome = "done"
         except TimeoutError:
             outcome = "timeout"
@@ -184,8 +202,7 @@ async def test_deadlines_armed_in_any_order_each_fire_at_their_time(
         if disarmed:
             deadline.disarm()
         try:
-            with deadline:
-                await asyncio.sleep(0.1 if seconds > 1 or disarmed else 5)
+            await under(deadline, asyncio.sleep(0.1 if seconds > 1 or disarmed else 5))
         except TimeoutError:
             return True
         finally:

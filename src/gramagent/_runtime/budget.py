@@ -106,7 +106,7 @@ class Budget(RunDeadline):
             raise self.exceeded("max_tokens", max_tokens, spent,
                                 f"the token budget of {max_tokens} is spent "
                                 f"({spent} tokens in {self.requests} requests)")
-        task = self._task  # as RunDeadline.__enter__
+        task = self._task  # RunDeadline.start, without its frame
         if task is not None:
             self.waiting = task.cancelling()
 

@@ -1,13 +1,26 @@
 """A run's wall-time deadline: it cuts short the model request in flight when it passes.
 
-``with deadline:`` around an await works like ``async with asyncio.timeout_at(when):``: at
-``when`` the await is cancelled and :class:`TimeoutError` raised in its place (``expired`` then
-says the deadline did it); any other cancellation passes through. The run's model requests are
-awaited without the ``with`` (its protocol and two frames per request cost measurably): the
-loop sets :attr:`RunDeadline.waiting` itself, and asks :meth:`RunDeadline.cut_short` on
-:class:`asyncio.CancelledError`, the one place of the rule. Tool calls are not awaited under
-the run's: each gets a deadline of its own (its timeout, bounded by the time that remains of
-the run), on the same one timer per event loop.
+An await under a deadline works like one inside ``async with asyncio.timeout_at(when):``: at
+``when`` it is cancelled, and the code around it puts its timeout in place of the
+cancellation (``expired`` then says the deadline did it); any other cancellation passes
+through. Not a ``with`` statement (its protocol and two frames cost measurably, per model
+request and per async tool call): :meth:`RunDeadline.start` right before the await,
+:meth:`RunDeadline.cut_short` (the rule, in one place) on :class:`asyncio.CancelledError`, and
+``waiting = None`` after it, however it ends (or :meth:`RunDeadline.disarm`, for a deadline
+of one await)::
+
+    deadline.start()
+    try:
+        result = await work
+    except asyncio.CancelledError:
+        if not deadline.cut_short():
+            raise  # another's cancellation
+        ...  # the deadline's: its timeout in place of the cancellation
+    finally:
+        deadline.waiting = None
+
+Tool calls are not awaited under the run's deadline: each gets one of its own (its timeout,
+bounded by the time that remains of the run), on the same one timer per event loop.
 """
 
 from __future__ import annotations
@@ -15,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable
-from types import TracebackType
 from typing import Protocol
 
 from gramagent._runtime.loops import PerLoop
@@ -42,7 +54,7 @@ class RunDeadline:
     """The wall-time deadline of one run, or the timeout of one tool call (``when`` on the
     event loop's clock; None: none).
 
-    Call :meth:`arm` before the first ``with`` and :meth:`disarm` when the run ends.
+    Call :meth:`arm` before the first :meth:`start` and :meth:`disarm` when the run ends.
     """
 
     __slots__ = ("_task", "_watcher", "expired", "waiting", "when")
@@ -87,22 +99,16 @@ class RunDeadline:
             self._watcher.discard(self)
             self._watcher.add(self)
 
-    def __enter__(self) -> RunDeadline:
+    def start(self) -> None:
+        """Put the await that follows under the deadline (armed; until ``waiting`` is set
+        back to None)."""
         task = self._task
         if task is not None:
             self.waiting = task.cancelling()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if exc_type is not asyncio.CancelledError:
-            self.waiting = None
-        elif self.cut_short():
-            raise TimeoutError from exc
 
     def cut_short(self) -> bool:
         """The await under the deadline raised CancelledError: end it, and say whether the
-        deadline cancelled it (then the caller raises its timeout in place of the
+        deadline cancelled it (then the caller puts its timeout in place of the
         cancellation; otherwise the cancellation passes through)."""
         waiting, self.waiting = self.waiting, None
         task = self._task

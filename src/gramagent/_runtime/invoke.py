@@ -137,7 +137,8 @@ async def _awaited(tool: Tool, pending: Any, kwargs: dict[str, Any], started: fl
     one."""
     # Not asyncio.timeout: a timer per call (set, then cancelled) was a fifth of what an async
     # call cost. A RunDeadline shares its event loop's one timer with every run and call.
-    now = asyncio.get_running_loop().time()
+    loop = asyncio.get_running_loop()
+    now = loop.time()
     when = None if timeout is None else now + timeout
     if until is not None and (when is None or until < when):
         # Started late (calls before it held the event loop): the run's end bounds it still.
@@ -148,13 +149,17 @@ async def _awaited(tool: Tool, pending: Any, kwargs: dict[str, Any], started: fl
             done(outcome)
         return outcome
     deadline = RunDeadline(when)
-    deadline.arm()
+    deadline.arm(loop)
+    deadline.start()
     try:
-        with deadline:
-            result = await (tool.invoke(**kwargs) if pending is None else pending)
-            if _maybe_awaitable(result):  # a sync function returning an awaitable
-                result = await result
-    except TimeoutError as exc:
+        result = await (tool.invoke(**kwargs) if pending is None else pending)
+        if _maybe_awaitable(result):  # a sync function returning an awaitable
+            result = await result
+    except asyncio.CancelledError:
+        if not deadline.cut_short():
+            raise
+        outcome = _timed_out(tool, timeout, time.perf_counter() - started)
+    except TimeoutError as exc:  # the tool's own (or one it let through after the deadline)
         latency = time.perf_counter() - started
         outcome = (_timed_out(tool, timeout, latency) if deadline.expired
                    else _failure(tool, exc, latency))
@@ -163,7 +168,7 @@ async def _awaited(tool: Tool, pending: Any, kwargs: dict[str, Any], started: fl
     else:
         outcome = _finished(tool, result, time.perf_counter() - started, max_output_chars)
     finally:
-        deadline.disarm()
+        deadline.disarm()  # no longer watched: its ``waiting`` need not be reset
     if done is not None:
         done(outcome)
     return outcome
