@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import gc
+import weakref
 from collections.abc import Coroutine
 from typing import Any
 
@@ -16,6 +19,7 @@ from gramagent._runtime.budget import Budget
 from gramagent._runtime.deadline import RunDeadline
 from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.loop import run_agent
+from gramagent._runtime.threads import hand_off
 from gramagent._spec.model import Agent, ModelRef
 from gramagent.errors import LimitExceeded, ModelAPIError
 
@@ -211,3 +215,24 @@ async def test_deadlines_armed_in_any_order_each_fire_at_their_time(
 
     results = await asyncio.gather(*(waits(s, d) for s, d in plan))
     assert list(results) == [s < 1 and not d for s, d in plan]
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.lists(st.sampled_from(["deadline", "thread", "both"]), min_size=2, max_size=5))
+def test_event_loops_one_after_another_are_not_kept(uses: list[str]) -> None:
+    """Event loops one after another (``run_agent_sync`` in a script): the deadline watcher
+    and the worker threads' hand-off made for each hold their loop, and once a loop is closed
+    they no longer keep it alive: of all the loops, at most the last one is left."""
+
+    async def use(what: str) -> weakref.ref[asyncio.AbstractEventLoop]:
+        loop = asyncio.get_running_loop()
+        if what in ("deadline", "both"):
+            assert not await cut_short(5, 0)  # armed (its timer set 5 s ahead), disarmed
+        if what in ("thread", "both"):
+            hand_off(loop).put(contextvars.copy_context(), lambda result, error: None, 1, None)
+            await asyncio.sleep(0.01)
+        return weakref.ref(loop)
+
+    loops = [asyncio.run(use(what)) for what in uses]
+    gc.collect()
+    assert all(ref() is None for ref in loops[:-1])

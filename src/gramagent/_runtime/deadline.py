@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import weakref
 from collections.abc import Callable
 from typing import Protocol
 
@@ -128,13 +129,17 @@ class Watcher:
     """The deadlines of the runs and tool calls on one event loop, behind a single timer for
     the earliest (:func:`watcher`)."""
 
-    __slots__ = ("_loop", "_timer", "deadlines", "discard", "timer_when")
+    __slots__ = ("_timer", "deadlines", "discard", "timer_when")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        # Neither ``loop`` nor the timer (which holds it) is held strongly (the watcher works
+        # on the running loop when it does): held, the loop could never leave the per-loop
+        # table (whose keys are weak), and every event loop a program ran would be kept.
+        del loop
         self.deadlines: set[Expiring] = set()
         """The deadlines watched (:meth:`add` puts one in)."""
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: weakref.ref[asyncio.TimerHandle] | None = None
+        """The timer, while the loop holds it (scheduled)."""
         self.timer_when = math.inf
         """When the timer is set for (inf: not set); a deadline put in :attr:`deadlines`
         before it needs no :meth:`add`."""
@@ -148,14 +153,17 @@ class Watcher:
         assert deadline.when is not None
         self.deadlines.add(deadline)
         if deadline.when < self.timer_when:
-            if self._timer is not None:
-                self._timer.cancel()
+            timer = None if self._timer is None else self._timer()
+            if timer is not None:
+                timer.cancel()
             self.timer_when = deadline.when
-            self._timer = self._loop.call_at(deadline.when, self._fire)
+            self._timer = weakref.ref(
+                asyncio.get_running_loop().call_at(deadline.when, self._fire))
 
     def _fire(self) -> None:
+        loop = asyncio.get_running_loop()  # the watcher's: its timer called this
         self._timer, self.timer_when = None, math.inf
-        now = self._loop.time()
+        now = loop.time()
         deadlines = self.deadlines
         for deadline in list(deadlines):
             when = deadline.when
@@ -166,7 +174,7 @@ class Watcher:
             elif when < self.timer_when:
                 self.timer_when = when
         if deadlines:
-            self._timer = self._loop.call_at(self.timer_when, self._fire)
+            self._timer = weakref.ref(loop.call_at(self.timer_when, self._fire))
 
 
 watcher: Callable[[asyncio.AbstractEventLoop], Watcher] = PerLoop(Watcher).get

@@ -18,7 +18,12 @@ _T = TypeVar("_T")
 
 
 class PerLoop(Generic[_T]):
-    """``make(loop)`` once per event loop, kept while the loop lives."""
+    """``make(loop)`` once per event loop, kept while the loop lives.
+
+    The objects must not hold their loop strongly (nor anything that does, such as a timer
+    handle): the table's keys are weak, and a loop its own object holds would be kept for
+    good, with every loop after it (``run_agent_sync`` in a script makes one per call).
+    """
 
     __slots__ = ("_last", "_make", "_objects")
 

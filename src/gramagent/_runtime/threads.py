@@ -24,6 +24,7 @@ import os
 import queue
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -90,7 +91,9 @@ class HandOff:
     __slots__ = ("_deliveries", "_lock", "_loop", "_pending")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        # Weakly: held strongly, the loop could never leave the per-loop table (whose keys
+        # are weak), and every event loop a program ran would be kept.
+        self._loop = weakref.ref(loop)
         self._lock = threading.Lock()
         self._deliveries: list[tuple[contextvars.Context,
                                      Callable[[Any, BaseException | None], object], Any,
@@ -107,8 +110,11 @@ class HandOff:
             if self._pending:
                 return
             self._pending = True
+        loop = self._loop()
+        if loop is None:  # closed and gone
+            return
         with contextlib.suppress(RuntimeError):  # the loop is closed
-            self._loop.call_soon_threadsafe(self._deliver)
+            loop.call_soon_threadsafe(self._deliver)
 
     def _deliver(self) -> None:
         with self._lock:
@@ -118,7 +124,7 @@ class HandOff:
             try:
                 context.run(deliver, result, error)
             except Exception as exc:  # reported like a failing callback; the others go on
-                self._loop.call_exception_handler({
+                asyncio.get_running_loop().call_exception_handler({
                     "message": "a tool call's hand-off failed", "exception": exc})
 
 
