@@ -32,8 +32,9 @@ _LONG_INTEGER = re.compile(r"\d{19}")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 """An escaped surrogate (half of a pair, or a lone one) in JSON text."""
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-"""A surrogate code point in a Python string (never valid in UTF-8)."""
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+"""A surrogate code point in a Python string (never valid in UTF-8). The pattern spells them as
+escapes for re to read: mypyc compiles no string literal holding a surrogate."""
 
 _NESTING_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
 """A string (skipped whole) or a bracket, for counting nesting without parsing."""

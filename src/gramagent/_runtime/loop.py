@@ -240,8 +240,9 @@ def _new_run(agent: Agent | BoundAgent, start: str | dict[str, Decision],
     settings = options.get("settings")
     # Not a class call: calling a class with keywords packs them into a dict, which its
     # __init__ then unpacks again (about 7,000 machine instructions for these, once per run);
-    # __init__ called as a function takes them as they are.
-    run = object.__new__(_Run)
+    # __init__ called as a function takes them as they are. (``_Run.__new__``, not
+    # ``object.__new__``: the same call here, and the one a compiled build accepts.)
+    run = _Run.__new__(_Run)
     _Run.__init__(
         run, bound=bound, model=resolved, model_name=model_name, owned=owned,
         budget=Budget(options.get("limits") or _DEFAULT_LIMITS, conversation,

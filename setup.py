@@ -1,0 +1,68 @@
+"""The opt-in compiled build; everything else about the package is in pyproject.toml.
+
+A default install (``pip install .``, ``pip install -e ".[dev]"``) builds pure Python: this file
+adds nothing then. With ``GRAMAGENT_COMPILE=1`` the modules listed in
+``src/gramagent/_compiled.py`` are compiled with mypyc into C extensions that load in place of
+their sources (README, "Compiled hot path")::
+
+    python3 -m pip install mypy setuptools wheel
+    GRAMAGENT_COMPILE=1 python3 -m pip install --no-build-isolation .
+
+(``--no-build-isolation``: the build uses the mypy installed here, not a fresh environment
+without it.) Not for an editable install: the extensions would shadow the sources being edited.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shlex
+import shutil
+import sys
+import sysconfig
+from pathlib import Path
+
+from setuptools import setup
+
+ROOT = Path(__file__).resolve().parent
+INSTALL = 'GRAMAGENT_COMPILE=1 python3 -m pip install --no-build-isolation .'
+
+
+def _modules() -> list[str]:
+    """``MODULES`` of src/gramagent/_compiled.py, read without importing the package."""
+    tree = ast.parse((ROOT / "src/gramagent/_compiled.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and node.target.id == "MODULES" and node.value is not None):
+            return list(ast.literal_eval(node.value))
+    raise SystemExit("setup.py: no MODULES in src/gramagent/_compiled.py")
+
+
+def _compiled() -> list[object]:
+    """The mypyc extensions of the listed modules; a clear stop when a tool is missing."""
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        raise SystemExit(
+            "GRAMAGENT_COMPILE=1 needs mypy (its mypyc) in the build environment: run "
+            f"`python3 -m pip install mypy setuptools wheel`, then `{INSTALL}`") from None
+    compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")[0]
+    if shutil.which(compiler) is None:
+        raise SystemExit(f"GRAMAGENT_COMPILE=1 needs a C compiler ({compiler!r} not found); "
+                         "install one (e.g. `apt-get install gcc`) or build without it")
+    paths = [f"src/{name.replace('.', '/')}.py" for name in _modules()]
+    extensions: list[object] = mypycify(paths, opt_level="3")
+    return extensions
+
+
+def _extensions() -> list[object]:
+    """The compiled build's extensions when ``GRAMAGENT_COMPILE=1`` asks for them, else none.
+    The metadata steps (egg_info, dist_info) get none either: mypyc runs once, for the build."""
+    commands = {a for a in sys.argv[1:] if not a.startswith("-")}
+    if os.environ.get("GRAMAGENT_COMPILE") != "1" or commands <= {"egg_info", "dist_info"}:
+        return []
+    return _compiled()
+
+
+if __name__ == "__main__":  # as setuptools runs it; tests read the functions above
+    setup(ext_modules=_extensions())
