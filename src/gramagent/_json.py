@@ -85,7 +85,9 @@ def dumps(value: Any, *, sort_keys: bool = False, indent: bool = False,
                           separators=(",", ": ") if indent else (",", ":"),
                           ensure_ascii=False, allow_nan=False, default=default)
     except RecursionError:
-        raise ValueError("the value is nested too deeply to encode as JSON") from None
+        error = ValueError("the value is nested too deeply to encode as JSON")
+        error.__suppress_context__ = True  # ``from None`` (a compiled build drops ``from``)
+        raise error  # noqa: B904 (set above)
     # A surrogate can only stand inside a string here: escape it as ensure_ascii would.
     return _SURROGATE.sub(_escape, text)
 

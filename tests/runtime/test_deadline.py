@@ -76,7 +76,9 @@ def test_a_budget_starts_as_a_deadline_does(wall_time: float | None) -> None:
     limits = RunLimits(wall_time=wall_time)
     budget = Budget(limits, Conversation(), 10.0)
     deadline = RunDeadline(None if wall_time is None else 10.0 + wall_time)
-    fields = [name for cls in RunDeadline.__mro__ for name in getattr(cls, "__slots__", ())]
+    # A compiled build's native class names its attributes in __mypyc_attrs__, not __slots__.
+    fields = [name for cls in RunDeadline.__mro__ for name in
+              getattr(cls, "__slots__", None) or getattr(cls, "__mypyc_attrs__", ())]
     assert fields
     assert {f: getattr(budget, f) for f in fields} == {f: getattr(deadline, f) for f in fields}
 

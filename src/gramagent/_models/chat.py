@@ -317,7 +317,9 @@ class ChatCompletionsModel(HTTPAdapter):
         try:
             return parse_chat_reply(data, tool_call_mode=mode, tool_names=names)
         except ReplyError as exc:
-            raise self.reply_error(CHAT_PATH, exc, body=data, model=request.model) from exc
+            error = self.reply_error(CHAT_PATH, exc, body=data, model=request.model)
+            error.__cause__ = exc  # as ``raise ... from exc`` (a compiled build drops ``from``)
+            raise error  # noqa: B904 (set above)
 
     async def _continued(self, request: ModelRequest, turn: ModelTurn,
                          content: str | None = None) -> ModelTurn:

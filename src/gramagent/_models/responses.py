@@ -153,9 +153,10 @@ class ResponsesModel(HTTPAdapter):
                 raise ReplyError("the stream ended without a completed response")
             return parse_responses_reply(final)
         except ReplyError as exc:
-            raise self.reply_error(
-                RESPONSES_PATH, exc, body=exact_json.dumps(final).encode(), model=request.model
-            ) from exc
+            error = self.reply_error(
+                RESPONSES_PATH, exc, body=exact_json.dumps(final).encode(), model=request.model)
+            error.__cause__ = exc  # as ``raise ... from exc`` (a compiled build drops ``from``)
+            raise error  # noqa: B904 (set above)
 
     def _tools_payload(self, tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
         return responses_tools(tools, strict=self.strict)

@@ -374,10 +374,12 @@ class ToolCalls:
             if inspect.isawaitable(answer):
                 answer = await answer
         except Exception as exc:  # the run's state goes with the error, as with any RunError
-            raise ApprovalError(
+            error = ApprovalError(
                 f"the approve callback raised {type(exc).__name__} on the call to "
                 f"{request.tool} ({request.call_id}): {exc}",
-                context=self.conversation.copy(), usage=self.budget.usage) from exc
+                context=self.conversation.copy(), usage=self.budget.usage)
+            error.__cause__ = exc  # as ``raise ... from exc`` (a compiled build drops ``from``)
+            raise error  # noqa: B904 (set above)
         finally:
             self.budget.postpone(loop.time() - asked)
         return answer
