@@ -58,8 +58,8 @@ def _compiled() -> list[object]:
 def _extensions() -> list[object]:
     """The compiled build's extensions when ``GRAMAGENT_COMPILE=1`` asks for them, else none.
     The metadata steps (egg_info, dist_info) get none either: mypyc runs once, for the build."""
-    commands = {a for a in sys.argv[1:] if not a.startswith("-")}
-    if os.environ.get("GRAMAGENT_COMPILE") != "1" or commands <= {"egg_info", "dist_info"}:
+    if os.environ.get("GRAMAGENT_COMPILE") != "1" or sys.argv[1:2] in (["egg_info"],
+                                                                        ["dist_info"]):
         return []
     return _compiled()
 
