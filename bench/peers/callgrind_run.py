@@ -34,7 +34,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import gramagent_peer  # noqa: E402
 from _harness import EXPECTED, INSTRUCTION, USER_MESSAGE  # noqa: E402
-from callgrind_rows import ROWS, _helper, callgrind, history  # noqa: E402
+from callgrind_rows import ROWS, _helper, build, callgrind, history  # noqa: E402
 
 from gramagent._messages import Conversation  # noqa: E402
 from gramagent._models.chat import ChatCompletionsModel  # noqa: E402
@@ -134,7 +134,7 @@ def main() -> None:
     else:  # the callgrind files in a directory removed at the end
         with tempfile.TemporaryDirectory(prefix="gramagent-callgrind-") as scratch:
             printed = figures(Path(scratch))
-    print("  ".join(printed) + "  (instructions per run, HTTP stubbed)")
+    print("  ".join(printed) + f"  (instructions per run, HTTP stubbed; {build()})")
 
 
 if __name__ == "__main__":
