@@ -9,7 +9,8 @@ built by :func:`gramagent._frozen.builds` (``_messages``, ``_models.base``, ``_s
 ``_runtime.results``: mypyc makes their classes native, which the builders' ``__class__``
 assignment refuses), and ``_models.http`` (async generators, which mypyc does not compile).
 ``setup.py`` reads the list from here; tests/test_compiled.py checks each module stays
-compilable in the ways a quick read can tell.
+compilable, and keeps its exceptions' causes (mypyc drops ``raise ... from``), in the ways a
+quick read can tell.
 
 A leaf module: it imports nothing else of gramagent.
 """
