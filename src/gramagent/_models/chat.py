@@ -292,8 +292,10 @@ class ChatCompletionsModel(HTTPAdapter):
         try:
             return chat_reply_from_completion(data)
         except ReplyError as exc:
-            raise root.error(str(exc), url=root.base_url + COMPLETIONS_PATH, status=200,
-                             body=data, model=body_model(body)) from exc
+            unread = root.error(str(exc), url=root.base_url + COMPLETIONS_PATH, status=200,
+                                body=data, model=body_model(body))
+            unread.__cause__ = exc  # as ``raise ... from exc`` (a compiled build drops ``from``)
+            raise unread  # noqa: B904 (set above)
 
     async def aclose(self) -> None:
         """Close the connection pools."""
