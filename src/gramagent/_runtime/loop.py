@@ -357,7 +357,9 @@ class _Run(ToolCalls):
                     turn = await send(request)
                 except asyncio.CancelledError:
                     if budget.cut_short():
-                        raise self._out_of_time() from None
+                        error = self._out_of_time()
+                        error.__suppress_context__ = True  # as ``raise ... from None``
+                        raise error  # noqa: B904  (suppressed above)
                     raise
                 except (TimeoutError, ModelAPIError) as exc:
                     raise self._failed(exc)  # noqa: B904  (_failed says how it is chained)
