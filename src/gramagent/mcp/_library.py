@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from typing import Any
 
 import mcp_types as types
-import orjson
 
+from gramagent._runtime.invoke import render_output
 from gramagent._runtime.library import Tool, ToolLibrary
 from gramagent._runtime.limits import INHERIT, Inherit
 from gramagent.errors import ToolError
@@ -148,7 +148,9 @@ def result_text(result: types.CallToolResult) -> str:
     """The text of a tool result, as the model sees it."""
     parts = [_block_text(block) for block in result.content]
     if not parts and result.structured_content is not None:
-        return orjson.dumps(result.structured_content).decode()
+        # Any JSON value (orjson alone refused integers beyond 64 bits: a TypeError the model
+        # read as the tool's failure).
+        return render_output(result.structured_content, None)
     return "\n\n".join(parts)
 
 
