@@ -38,6 +38,14 @@ def _call(client: MCPClient, x: str) -> str:
     return " ".join(getattr(block, "text", "") for block in result.content)
 
 
+def test_bytes_that_are_not_utf8_are_replaced_not_a_dead_session(raw: MCPClient) -> None:
+    """One bad byte on the server's stdout stopped the SDK's reader: every later request
+    waited for its timeout."""
+    text = _call(raw, "non_utf8")
+    assert "bad \ufffd\ufffd bytes" in text
+    assert _pid(text) == _pid(_call(raw, "ok"))
+
+
 def test_structured_content_beyond_64_bits_is_text_for_the_model(raw: MCPClient) -> None:
     """orjson refuses integers beyond 64 bits: the model got 'TypeError: Integer exceeds
     64-bit range' as if the tool had failed."""

@@ -305,7 +305,10 @@ class MCPClient:
             assert errlog is not None
             params = StdioServerParameters(
                 command=server.command, args=list(server.args),
-                env=dict(server.env) if server.env is not None else None, cwd=server.cwd)
+                env=dict(server.env) if server.env is not None else None, cwd=server.cwd,
+                # A byte that is not UTF-8 becomes U+FFFD ("strict" stopped the SDK's reader:
+                # every later request waited for its timeout).
+                encoding_error_handler="replace")
             return stdio_client(params, errlog=errlog.writer)
         assert isinstance(server, HttpServer)
         http = None
