@@ -43,6 +43,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from gramagent._limit_values import limit_problem, refuse_problems
 from gramagent.errors import MCPFailureKind, MCPServerError
@@ -56,7 +57,8 @@ DEFAULT_CONNECT_TIMEOUT: Final = 20.0
 """Seconds to launch or reach a server and complete the protocol handshake."""
 _GRACE: Final = 5.0
 """Extra seconds the caller waits past a request's own timeout before giving up on it (the
-SDK's timeout fires first; this only guards against a stuck session loop)."""
+request's timeout, on the session's loop, fires first; this only guards against a stuck
+session loop)."""
 
 log = logging.getLogger("gramagent.mcp")
 server_log = logging.getLogger("gramagent.mcp.server")
@@ -277,7 +279,9 @@ class MCPClient:
                 async with contextlib.AsyncExitStack() as stack:
                     transport = await self._transport(stack, errlog)
                     client = await stack.enter_async_context(
-                        Client(transport, read_timeout_seconds=self.timeout, cache=None))
+                        # No SDK timeout: _request times each request (the SDK's timeout error
+                        # has a code a server may send too).
+                        Client(transport, read_timeout_seconds=None, cache=None))
                     session.scope.deadline = math.inf
                     if errlog is not None:
                         errlog.close()  # the child has its copy: its exit ends the pipe
@@ -334,24 +338,30 @@ class MCPClient:
                          ) -> types.CallToolResult:
         client = await self._ensure()
         return await self._request(
-            client, client.call_tool(name, arguments, read_timeout_seconds=timeout), timeout)
+            client, client.call_tool(name, arguments), timeout)
 
     async def _request(self, client: Client, request: Awaitable[T], timeout: float) -> T:
         session = self._session
         try:
-            async with asyncio.timeout(timeout + _GRACE):
+            async with asyncio.timeout(timeout):
                 return await request
         except MCPError as exc:
-            if exc.code == types.REQUEST_TIMEOUT:
-                await self._drop_soon(session)
-                raise self._error(f"did not answer within {timeout:g} s", "timeout") from None
-            if exc.code == types.CONNECTION_CLOSED:
+            if _connection_closed(exc):
                 await self._drop_soon(session)
                 raise self._error("closed the connection (it exited or crashed)", "closed"
                                   ) from None
-            # The server answered with a JSON-RPC error: the session is fine.
-            raise self._error(f"rejected the request: {exc.error.message}", "protocol"
-                              ) from None
+            # The server answered with a JSON-RPC error (whatever its code: -32000 and -32001
+            # are in the range JSON-RPC leaves to servers): the session is fine.
+            raise self._error(f"rejected the request: {_one_line(exc.error.message)}",
+                              "protocol") from None
+        except ValidationError as exc:
+            # It answered, but not with an MCP result: the session is fine.
+            raise self._error(f"answered a result that is not MCP: {_invalid(exc)}",
+                              "protocol") from None
+        except TimeoutError:
+            # The server may be stuck on it: the next call starts afresh.
+            await self._drop_soon(session)
+            raise self._error(f"did not answer within {timeout:g} s", "timeout") from None
         except asyncio.CancelledError:
             # Abandoned by the caller (its own timeout, a cancelled run): the server may be
             # stuck on it, so the next call starts afresh.
@@ -392,13 +402,15 @@ class MCPClient:
             inner = exc.exceptions[0] if exc.exceptions else exc
             return self._translate(inner, starting=starting)
         if isinstance(exc, MCPError):
-            if exc.code == types.CONNECTION_CLOSED:
+            if _connection_closed(exc):
                 return self._error("closed the connection "
                                    + ("during the handshake (did it start? see its log with -v)"
                                       if starting else "(it exited or crashed)"), "closed")
-            if exc.code == types.REQUEST_TIMEOUT:
-                return self._error("did not answer in time", "timeout")
-            return self._error(f"answered with an error: {exc.error.message}", "protocol")
+            return self._error(f"answered with an error: {_one_line(exc.error.message)}",
+                               "protocol")
+        if isinstance(exc, ValidationError):
+            return self._error(f"answered a result that is not MCP: {_invalid(exc)}",
+                               "protocol")
         if isinstance(exc, FileNotFoundError | PermissionError):
             return self._error(f"could not be launched: {exc}", "start")
         if isinstance(exc, httpx2.ConnectError | ConnectionError):
@@ -410,8 +422,43 @@ class MCPClient:
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
+    text = _one_line(str(exc))
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+_CLOSED_MESSAGE: Final = "Connection closed"
+"""The message of the SDK's own CONNECTION_CLOSED error (its dispatcher's, when the transport
+ends or a write finds it closed)."""
+
+
+def _connection_closed(exc: MCPError) -> bool:
+    """Whether ``exc`` is the SDK saying the connection is gone, not a server's error response.
+
+    The SDK reports a closed connection as an error of code -32000, which a server may send as
+    well (JSON-RPC leaves -32000 to -32099 to servers): only the SDK's own, with its message
+    and no data, is taken for one. (The SDK's other code, -32001 for a request timeout, never
+    comes from it here: requests are timed by :meth:`MCPClient._request`.)
+    """
+    return (exc.code == types.CONNECTION_CLOSED and exc.error.message == _CLOSED_MESSAGE
+            and exc.error.data is None)
+
+
+_MAX_DETAIL: Final = 500
+"""Longest piece of a server's text an error quotes."""
+
+
+def _one_line(text: str) -> str:
+    """``text`` (a server's message, an exception's) on one line, at most 500 characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= _MAX_DETAIL else line[:_MAX_DETAIL] + "..."
+
+
+def _invalid(exc: ValidationError) -> str:
+    """What a result that is not MCP got wrong: its first errors, each where and what."""
+    problems = [f"{'.'.join(map(str, e['loc'])) or 'result'}: {e['msg']}"
+                for e in exc.errors()[:3]]
+    more = exc.error_count() - len(problems)
+    return _one_line("; ".join(problems) + (f" (and {more} more)" if more > 0 else ""))
 
 
 class _StderrPipe:
