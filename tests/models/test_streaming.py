@@ -5,6 +5,7 @@ the unstreamed request reads."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -188,6 +189,67 @@ def test_sse_decoder_matches_parse_sse_however_split(payloads, cuts, newline):
         i += 1
     out.extend(decoder.close())
     assert out == clean
+
+
+def _reference_sse(text: str) -> list[str]:
+    """The payloads of a whole SSE text, by the rules (WHATWG "event stream interpretation"),
+    written plainly, without the decoder: lines end at CRLF, CR or LF; ``data`` lines of an
+    event join with LF; a blank line ends the event; ``[DONE]`` ends the stream; the last
+    event counts without its blank line."""
+    payloads: list[str] = []
+    data: list[str] = []
+    for line in [*re.split(r"\r\n|\r|\n", text), ""]:
+        if line:
+            if line.startswith("data:"):
+                value = line[5:]
+                data.append(value[1:] if value.startswith(" ") else value)
+            continue
+        if data:
+            payload, data = "\n".join(data), []
+            if payload == "[DONE]":
+                break
+            payloads.append(payload)
+    return payloads
+
+
+_sse_line = st.one_of(
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"),
+             max_size=8).map(lambda t: f"data: {t}"),
+    st.sampled_from(["data:x", "data:", ": a comment", "event: delta", "id: 7", "retry: 10",
+                     "data: [DONE]", ""]))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_sse_line, max_size=14), st.lists(st.sampled_from(["\n", "\r\n", "\r"]),
+                                                  min_size=1, max_size=5),
+       st.lists(st.integers(min_value=1, max_value=9), min_size=1, max_size=10))
+def test_sse_decoder_follows_the_rules_however_split(lines, ends, cuts):
+    """Any lines (data split over lines, comments, other fields, [DONE] anywhere), ended by
+    LF, CRLF or a lone CR, fed in pieces split anywhere: the payloads of the plain reading."""
+    text = "".join(line + ends[i % len(ends)] for i, line in enumerate(lines))
+    decoder = SSEDecoder()
+    out: list[str] = []
+    at, i = 0, 0
+    while at < len(text):
+        out.extend(decoder.feed(text[at:at + cuts[i % len(cuts)]]))
+        at += cuts[i % len(cuts)]
+        i += 1
+    out.extend(decoder.close())
+    assert out == _reference_sse(text)
+
+
+@pytest.mark.timeout(60)
+def test_a_long_line_in_small_pieces_is_read_in_one_pass():
+    """A hostile server's 8 MB event in 1 KB pieces: each piece is scanned once (the decoder
+    rescanned and copied the unfinished line with every piece: about 340 s on this machine,
+    against well under one now; the timeout only catches that, at a 100-fold margin)."""
+    decoder = SSEDecoder()
+    assert decoder.feed("data: ") == []
+    piece = "x" * 1024
+    for _ in range(8 * 1024):
+        assert decoder.feed(piece) == []
+    assert decoder.feed("\r") == []  # the line ends; a blank line ends the event
+    assert decoder.feed("\n\r\n") == ["x" * (8 << 20)]
 
 
 # A hostile server: replies and stream events of any JSON shape, with the fields the readers
