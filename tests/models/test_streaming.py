@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from gramagent._models._wire import sse
 from gramagent._models.base import ModelRequest, ModelTurn, StreamingModel
-from gramagent._models.chat import ChatCompletionsModel
+from gramagent._models.chat import ChatCompletionsModel, assemble_chat_chunks
 from gramagent._models.harmony import HarmonyModel
 from gramagent._models.http import SSEDecoder, parse_sse
 from gramagent._models.jsoncalls import StepTextStream, read_tool_step
@@ -250,6 +250,28 @@ def test_a_long_line_in_small_pieces_is_read_in_one_pass():
         assert decoder.feed(piece) == []
     assert decoder.feed("\r") == []  # the line ends; a blank line ends the event
     assert decoder.feed("\n\r\n") == ["x" * (8 << 20)]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("legacy", [False, True])
+def test_many_small_call_pieces_are_folded_in_one_pass(legacy):
+    """A hostile server's call in 300,000 pieces of 10 characters (3 MB of arguments, about
+    30 MB of stream: within the default response limit). Grown by ``+=`` in a dict, the
+    arguments were copied whole at every piece: minutes on the event loop's thread, where the
+    wall time cannot interrupt (the timeout only catches that, at a 100-fold margin)."""
+    n = 300_000
+    if legacy:
+        chunks = [{"choices": [{"delta": {"function_call": {"name": "f" if i == 0 else None,
+                                                            "arguments": "0123456789"}}}]}
+                  for i in range(n)]
+    else:
+        chunks = [{"choices": [{"delta": {"tool_calls": [
+            {"index": 0, "id": "c1" if i == 0 else None,
+             "function": {"name": "f" if i == 0 else "", "arguments": "0123456789"}}]}}]}
+            for i in range(n)]
+    message = assemble_chat_chunks(chunks)["choices"][0]["message"]
+    call = message["function_call"] if legacy else message["tool_calls"][0]["function"]
+    assert call == {"name": "f", "arguments": "0123456789" * n}
 
 
 # A hostile server: replies and stream events of any JSON shape, with the fields the readers

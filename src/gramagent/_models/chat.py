@@ -731,11 +731,16 @@ def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     ``function_call`` deltas likewise; the last ``finish_reason`` and ``usage`` seen win. A
     whole ``message`` (a server that ignored ``stream: true``) counts as one big delta. With no
     choice in any chunk the result has no choices (the parser reports that).
+
+    Every piece is kept in a list and joined once at the end: a string grown by ``+=`` in a
+    dict is copied whole at every piece, time in the square of its length (a hostile server's
+    200,000 pieces of 10 characters took 69 s, on the event loop's thread, where neither the
+    wall time nor anything else could interrupt it).
     """
     meta: dict[str, Any] = {}
     texts: dict[str, list[str]] = {"content": [], "refusal": []}
-    calls: dict[int, dict[str, Any]] = {}
-    legacy: dict[str, str] | None = None
+    calls: dict[int, _CallPieces] = {}
+    legacy: _CallPieces | None = None
     finish: str | None = None
     usage: Any = None
     seen = False
@@ -762,9 +767,11 @@ def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     if refusal:
         message["refusal"] = "".join(refusal)
     if calls:
-        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+        message["tool_calls"] = [
+            {"id": calls[i].id, "type": "function", "function": calls[i].joined()}
+            for i in sorted(calls)]
     if legacy is not None:
-        message["function_call"] = legacy
+        message["function_call"] = legacy.joined()
     return {
         **meta,
         "object": "chat.completion",
@@ -773,9 +780,33 @@ def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+class _CallPieces:
+    """A streamed call's id and its name and arguments pieces, joined once at the end."""
+
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self) -> None:
+        self.id: Any = None
+        self.name: list[str] = []
+        self.arguments: list[str] = []
+
+    def add(self, fn: Mapping[str, Any]) -> None:
+        """The ``name`` and ``arguments`` pieces of one delta (arguments that are not text, as
+        JSON text; anything else adds nothing)."""
+        self.name.append(_piece(fn.get("name")))
+        args = fn.get("arguments")
+        if isinstance(args, str):
+            self.arguments.append(args)
+        elif args is not None:
+            self.arguments.append(arguments_text(args))
+
+    def joined(self) -> dict[str, str]:
+        return {"name": "".join(self.name), "arguments": "".join(self.arguments)}
+
+
 def _fold_delta(delta: Mapping[str, Any], texts: dict[str, list[str]],
-                calls: dict[int, dict[str, Any]], legacy: dict[str, str] | None
-                ) -> dict[str, str] | None:
+                calls: dict[int, _CallPieces], legacy: _CallPieces | None
+                ) -> _CallPieces | None:
     """Add one delta's text pieces (``content``, ``refusal``) and call pieces; returns the
     legacy ``function_call`` so far."""
     for key, pieces in texts.items():
@@ -788,11 +819,8 @@ def _fold_delta(delta: Mapping[str, Any], texts: dict[str, list[str]],
             _merge_call_delta(calls, raw)
     fc = delta.get("function_call")
     if isinstance(fc, dict):
-        legacy = legacy or {"name": "", "arguments": ""}
-        legacy["name"] += _piece(fc.get("name"))
-        args = fc.get("arguments")
-        legacy["arguments"] += (args if isinstance(args, str) else ""
-                                if args is None else arguments_text(args))
+        legacy = legacy or _CallPieces()
+        legacy.add(fc)
     return legacy
 
 
@@ -801,25 +829,18 @@ def _piece(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _merge_call_delta(calls: dict[int, dict[str, Any]], raw: Mapping[str, Any]) -> None:
+def _merge_call_delta(calls: dict[int, _CallPieces], raw: Mapping[str, Any]) -> None:
     index = raw.get("index")
     if not isinstance(index, int):
         index = len(calls)
     slot = calls.get(index)
     if slot is None:
-        slot = calls[index] = {
-            "id": None, "type": "function", "function": {"name": "", "arguments": ""},
-        }
-    if raw.get("id") and not slot["id"]:
-        slot["id"] = raw["id"]
+        slot = calls[index] = _CallPieces()
+    if raw.get("id") and not slot.id:
+        slot.id = raw["id"]
     fn = raw.get("function")
     if isinstance(fn, dict):
-        slot["function"]["name"] += _piece(fn.get("name"))
-        args = fn.get("arguments")
-        if isinstance(args, str):
-            slot["function"]["arguments"] += args
-        elif args is not None:
-            slot["function"]["arguments"] += arguments_text(args)
+        slot.add(fn)
 
 
 # -- replies as a server sends them (used by the scripted server) ----------------------------
