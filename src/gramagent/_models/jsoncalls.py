@@ -369,6 +369,10 @@ def _call_content(call: ToolCall) -> str:
 _STEP_TEXT_START = re.compile(r'\s*\{\s*"text"\s*:\s*"')
 _SAFE_END = re.compile(r'(?:[^"\\]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*')
 _HIGH_SURROGATE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}$")
+_SPACES = re.compile(r"\s+")
+_LONGEST_PENDING = 11
+"""The most raw text a string's decoding waits on: a high surrogate's escape (6 characters)
+and the start of the next escape (5)."""
 
 
 class StepTextStream:
@@ -380,35 +384,41 @@ class StepTextStream:
     joined, is a prefix of what :func:`read_tool_step` reads from the whole content.
     """
 
-    __slots__ = ("_content", "_done", "_start", "_used")
+    __slots__ = ("_content", "_done", "_open")
 
     def __init__(self) -> None:
         self._content = ""
-        self._start: int | None = None  # where the string's raw text begins
-        self._used = 0  # raw characters of the string already decoded
+        """Before the string opens: the content so far (each run of spaces as one). After:
+        the raw text of the string not decoded yet (an escape a piece cut, a few characters):
+        nothing grows with the answer, so a long answer in small pieces costs time in its
+        length, not its square."""
+        self._open = False  # whether the string's raw text has begun
         self._done = False
 
     def feed(self, piece: str) -> str:
         """Take a content piece; return the answer text it completes (may be empty)."""
         if self._done:
             return ""
-        self._content += piece
-        if self._start is None:
-            match = _STEP_TEXT_START.match(self._content)
+        raw = self._content + piece
+        if not self._open:
+            match = _STEP_TEXT_START.match(raw)
             if match is None:
+                self._content = _SPACES.sub(" ", raw)
                 self._done = not self._could_start()
                 return ""
-            self._start = match.end()
-        raw = self._content[self._start + self._used:]
+            self._open = True
+            raw = raw[match.end():]
         safe = _SAFE_END.match(raw)
         segment = safe.group(0) if safe else ""
         if len(segment) < len(raw) and raw[len(segment)] == '"':
             self._done = True  # the string is closed
         elif _HIGH_SURROGATE.search(segment):
             segment = segment[:-6]  # wait for the low half of the pair
+        self._content = raw[len(segment):]
+        if len(self._content) > _LONGEST_PENDING:
+            self._done = True  # not an escape a piece cut: one JSON does not have
         if not segment:
             return ""
-        self._used += len(segment)
         decoded: str = json.loads(f'"{segment}"')
         return decoded
 
