@@ -233,3 +233,46 @@ async def test_an_interrupted_turn_keeps_the_results_of_the_calls_that_finished(
     expected = {"send": "sent", "quick": "quick done", "block": "block done",
                 "wait": INTERRUPTED_RESULT}
     assert results == {name: expected[name] for name in order}
+
+
+async def test_aclose_cancelled_while_the_run_winds_down_is_cancelled_still(
+        server: ScriptedServer, model_for: ModelFactory) -> None:
+    """The task closing the stream is cancelled while the run it cancelled still cleans up
+    (here: an approve callback that takes its time): its own cancellation reaches it (it was
+    swallowed with the run's, so the closing task went on as if never cancelled), and the
+    conversation is settled all the same."""
+    library = ToolLibrary()
+
+    @library.register(requires_approval=True)
+    def sayHello(personName: str = "world") -> str:
+        """Returns a friendly greeting message for the given name."""
+        return f"Hello, {personName}!"
+
+    agent = make_agent(library, ["sayHello"])
+    asked, cleaning = asyncio.Event(), asyncio.Event()
+
+    async def approve(request: Any) -> bool:
+        asked.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cleaning.set()
+            await asyncio.sleep(30)  # a slow clean-up, cut short by the second cancellation
+        return True
+
+    script(server, call("sayHello", {"personName": "Alice"}))
+    stream = run_agent_stream(agent, "Hi", library=library, approve=approve,
+                              model=model_for(server, "chat"))
+    async for event in stream:
+        if isinstance(event, ToolCallRequested):
+            break
+    async with asyncio.timeout(20):  # a guard against a hang, not a measurement
+        await asked.wait()
+        closer = asyncio.create_task(stream.aclose())
+        await cleaning.wait()
+        closer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await closer
+    assert stream.interrupted
+    kinds = [m.kind for m in stream.context]
+    assert kinds == ["user", "assistant", "tool_result", "assistant"]

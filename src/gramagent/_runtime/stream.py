@@ -15,7 +15,6 @@ every call the model asked for has a result (an error result for calls that did 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeAlias
@@ -202,12 +201,16 @@ class AgentStream:
         if task is None or task.done():
             return
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
         self.interrupted = True
-        live = self._hooks.conversation
-        if live is not None:
-            self._settled = settle_interrupted(live, "".join(self._hooks.partial))
+        try:
+            # Not ``await task`` under suppress(CancelledError): that swallowed the
+            # cancellation of the task closing the stream too, when it came while the run
+            # wound down. wait() raises only this task's own.
+            await asyncio.wait((task,))
+        finally:
+            live = self._hooks.conversation
+            if live is not None:
+                self._settled = settle_interrupted(live, "".join(self._hooks.partial))
 
     async def __aenter__(self) -> Self:
         return self
