@@ -289,8 +289,8 @@ async def test_event_sinks_see_the_runs_context_variables_for_every_kind_of_call
 
 async def test_cancelling_a_run_abandons_its_thread_calls(
         server: ScriptedServer, model_for: ModelFactory) -> None:
-    """A run cancelled while blocking calls run ends at once; their late results are dropped
-    and no result is reported for them."""
+    """A run cancelled while blocking calls run ends at once; their late results are dropped:
+    the result reported for each is ``interrupted``, at the cancellation, and nothing later."""
     release = threading.Event()
     started = threading.Semaphore(0)
     library = ToolLibrary()
@@ -313,7 +313,9 @@ async def test_cancelling_a_run_abandons_its_thread_calls(
         await run
     release.set()
     await asyncio.sleep(0.05)  # the threads hand their results over: dropped
-    assert sink.of_kind("tool_call_result") == [] and len(server.requests) == 1
+    results = sink.of_kind("tool_call_result")
+    assert [(r.status, r.error_type) for r in results] == [("error", "interrupted")] * 3
+    assert sorted(r.seq for r in results) == [1, 2, 3] and len(server.requests) == 1
 
 
 @pytest.mark.parametrize("api", APIS)

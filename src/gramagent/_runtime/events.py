@@ -4,7 +4,10 @@ The contract (ADR "Tool Calling MVP Scope", seed 002):
 
 - :class:`ToolCallPlanned` is emitted when a call has been parsed from a model turn, before
   anything runs; :class:`ToolCallResult` after the call was executed or rejected. For each
-  ``seq`` the planned event precedes the result, and neither is emitted twice.
+  ``seq`` the planned event precedes the result, and neither is emitted twice. Every planned
+  call gets its result: one the run did not finish (cancelled, a closed stream, an approve
+  callback that failed) is an ``interrupted`` error when the run ends; only a call waiting for
+  approval in a paused run has none yet (it comes when the run is resumed).
 - Events never carry raw arguments: only :func:`args_preview_hash`. The ``message`` of an error
   result names what went wrong without echoing argument values.
 - ``tool`` is the name of a tool the agent declares, or ``"<unknown>"``: label sets stay bounded,

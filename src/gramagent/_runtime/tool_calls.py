@@ -107,6 +107,8 @@ class _Call:
     copy_of: _Call | None = None
     """For a call identical to an earlier one of the same turn: that call (not run twice)."""
     args_hash: str | None = None
+    reported: bool = False
+    """Whether its result event was emitted."""
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -187,19 +189,25 @@ class ToolCalls:
         limit = self.budget.limits.max_tool_calls
         if limit is not None and self.seq + len(calls) + len(cut_off) > limit:
             self._stop_at_call_limit(calls, cut_off, limit)
-        pending = self._check(calls)
+        pending = checked = self._check(calls)
         if cut_off:
             pending.extend(self._check(cut_off, cut_off=True))
-        if self.decisions is not None or (self.bound.approval_required and not self.dry_run):
-            pending = await self._approve(pending)
-        inline, others = self._runnable(pending)
         try:
-            if others:
-                await self._run(inline, others)
-            elif inline:  # the usual turn: every call inline (no coroutine of _run around them)
-                await self._run_inline(inline)
-        except BaseException:  # interrupted: the calls that finished keep their results
-            self.conversation.extend(self._record([c for c in pending if _decided(c)]))
+            if self.decisions is not None or (self.bound.approval_required
+                                              and not self.dry_run):
+                pending = await self._approve(pending)
+            inline, others = self._runnable(pending)
+            try:
+                if others:
+                    await self._run(inline, others)
+                elif inline:  # the usual turn: every call inline (no coroutine of _run)
+                    await self._run_inline(inline)
+            except BaseException:  # interrupted: the calls that finished keep their results
+                self.conversation.extend(self._record([c for c in pending if _decided(c)]))
+                raise
+        except BaseException:  # cancelled, or an approve callback failed
+            if self.sinks:
+                self._report_interrupted(checked)
             raise
         self.conversation.extend(self._record(pending))  # at once, not one call per result
         if cut_off and not self.awaiting:
@@ -643,11 +651,22 @@ class ToolCalls:
 
     def _emit_result(self, c: _Call, error_type: ToolErrorType | None,
                      message: str | None) -> None:
+        c.reported = True
         emit(self.sinks, ToolCallResult(
             request_id=self.run_id, tool=self._label(c.call.name),
             status="ok" if error_type is None else "error",
             latency_ms=(time.perf_counter() - c.planned_at) * 1000.0, seq=c.seq,
             error_type=error_type, message=message))
+
+    def _report_interrupted(self, checked: list[_Call]) -> None:
+        """The turn ended early (the run was cancelled, an approve callback failed): each of
+        its calls with a planned event and no result yet gets its result, ``interrupted``, so
+        no call is left half-recorded (a call waiting for approval when the run pauses is not
+        over: it gets its result when the run is resumed)."""
+        for c in checked:
+            if not c.reported:
+                self._emit_result(c, "interrupted",
+                                  "interrupted: the run ended before this call finished")
 
     def _label(self, name: str) -> str:
         """The tool name for events, metrics and logs: bounded to the agent's tools."""

@@ -47,8 +47,11 @@ ToolErrorType: TypeAlias = Literal[
     "tool_timeout",
     "repeated_call",
     "approval_refused",
+    "interrupted",
 ]
-"""Why a tool call produced an error result (results, events and the Harmony parser alike)."""
+"""Why a tool call produced an error result (results, events and the Harmony parser alike).
+``interrupted``: the run ended (cancelled, a closed stream, a failing approve callback) before
+the call finished; only in events (the run's result is its exception)."""
 
 TOOL_ERROR_TYPES: Final[frozenset[str]] = frozenset(ToolErrorType.__args__)  # type: ignore[attr-defined]
 
