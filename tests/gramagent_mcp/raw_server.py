@@ -12,7 +12,7 @@ answers each ``tools/call`` as its ``x`` says:
 - ``bigint``: no content, structured content holding an integer beyond 64 bits.
 
 Every answer that succeeds carries the process id, so a test sees whether the server was
-restarted.
+restarted. ``raw_server.py twice`` lists ``echo`` twice.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def main() -> None:
                           "capabilities": {"tools": {}},
                           "serverInfo": {"name": "raw", "version": "1"}})
         elif method == "tools/list":
-            _answer(mid, {"tools": [TOOL]})
+            _answer(mid, {"tools": [TOOL, TOOL] if sys.argv[1:] == ["twice"] else [TOOL]})
         elif method == "tools/call":
             _call(mid, message["params"].get("arguments"))
         else:

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp_support import HERE, PYTHON
 
-from gramagent.errors import MCPServerError
-from gramagent.mcp import MCPClient, result_text
+from gramagent.errors import MCPServerError, ToolError
+from gramagent.mcp import MCPClient, import_specs, mcp_library, result_text
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -84,3 +84,15 @@ def test_structured_content_beyond_64_bits_is_text_for_the_model(raw: MCPClient)
     assert result.structured_content is not None
     assert json.loads(result_text(result)) == {"n": 10**30,
                                                "pid": result.structured_content["pid"]}
+
+
+def test_a_tool_listed_twice_is_named_in_one_clear_error() -> None:
+    """The library's own message ("registered already, pass replace=True") told the user to
+    pass an option no MCP function has; ``mcp import`` wrote two specs of one name."""
+    with pytest.raises(ToolError) as caught:
+        mcp_library(f"{RAW} twice", connect_timeout=20)
+    message = str(caught.value)
+    assert "lists the tool 'echo' 2 times" in message and "replace=True" not in message
+    imported = import_specs(f"{RAW} twice", connect_timeout=20)
+    assert imported.specs == ()
+    assert imported.problems == ("tool 'echo': the server lists 2 tools of this name",)

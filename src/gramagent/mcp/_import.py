@@ -10,6 +10,7 @@ back from an MCP tool is its text content.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -82,7 +83,16 @@ def specs_from_tools(tools: Iterable[types.Tool]) -> ImportedSpecs:
     """Gram specs for listed MCP tools (no I/O); see :func:`import_specs`."""
     specs: list[ToolSpec] = []
     problems: list[str] = []
+    tools = list(tools)
+    counts = Counter(t.name for t in tools)
+    said: set[str] = set()
     for listed in tools:
+        if counts[listed.name] > 1:  # which one would a spec of this name bind to?
+            if listed.name not in said:
+                said.add(listed.name)
+                problems.append(f"tool {listed.name!r}: the server lists "
+                                f"{counts[listed.name]} tools of this name")
+            continue
         try:
             specs.append(_spec_of(listed))
         except _LeftOut as exc:

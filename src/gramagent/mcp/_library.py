@@ -13,6 +13,7 @@ results (:class:`MCPToolError`, :class:`~gramagent.errors.MCPServerError`), neve
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -87,7 +88,8 @@ def mcp_library(
     Raises:
         MCPServerError: the server could not be launched or reached, or failed to list its
             tools in time.
-        ToolError: ``only`` names a tool the server does not have.
+        ToolError: ``only`` names a tool the server does not have, or the server lists two
+            tools of one name.
     """
     client = MCPClient(server, timeout=timeout, connect_timeout=connect_timeout)
     try:
@@ -116,6 +118,11 @@ async def amcp_library(
 def _library(client: MCPClient, listed: list[types.Tool],
              tool_timeout: float | None | Inherit, only: Iterable[str] | None
              ) -> MCPToolLibrary:
+    counts = Counter(t.name for t in listed)
+    twice = [f"MCP server {client.server} lists the tool {name!r} {n} times (a name must "
+             "name one tool)" for name, n in counts.items() if n > 1]
+    if twice:
+        raise ToolError(twice)
     if only is not None:
         wanted = list(only)
         have = {t.name for t in listed}
