@@ -6,7 +6,8 @@ answers each ``tools/call`` as its ``x`` says:
 
 - anything else: the arguments back, as text;
 - ``error:CODE``: a JSON-RPC error response with that code (the tool is fine; the server
-  refuses the call), the process id in its message;
+  refuses the call), the process id and the arguments in its message (as servers often
+  quote what they refuse);
 - ``non_utf8``: a result whose text holds bytes that are not UTF-8 (``\\xff\\xfe``);
 - ``bad_shape``: a result whose ``content`` is a string, not a list;
 - ``bigint``: no content, structured content holding an integer beyond 64 bits.
@@ -39,9 +40,9 @@ def _answer(mid: Any, result: Any) -> None:
 def _call(mid: Any, arguments: Any) -> None:
     mode = str(arguments.get("x")) if isinstance(arguments, dict) else ""
     if mode.startswith("error:"):
-        code = int(mode.split(":", 1)[1])
+        code = int(mode.split(":", 1)[1].split()[0])
         _send(json.dumps({"jsonrpc": "2.0", "id": mid, "error": {
-            "code": code, "message": f"refused by {PID}"}}).encode())
+            "code": code, "message": f"refused by {PID}: {json.dumps(arguments)}"}}).encode())
     elif mode == "non_utf8":
         _send(b'{"jsonrpc": "2.0", "id": %s, "result": {"content": [{"type": "text", '
               b'"text": "pid %d: bad \xff\xfe bytes"}]}}' % (json.dumps(mid).encode(), PID))

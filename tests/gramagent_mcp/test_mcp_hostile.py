@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -96,3 +98,54 @@ def test_a_tool_listed_twice_is_named_in_one_clear_error() -> None:
     imported = import_specs(f"{RAW} twice", connect_timeout=20)
     assert imported.specs == ()
     assert imported.problems == ("tool 'echo': the server lists 2 tools of this name",)
+
+
+_TRACED_RUN = """
+import asyncio, json, sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)  # as `gramagent run --otel` does
+
+from gramagent import Agent, ToolSpec, run_agent
+from gramagent.mcp import mcp_library
+from gramagent.testing import ScriptedServer, call, reply
+
+secret = sys.argv[2]
+spec = ToolSpec.create("echo", "Echo x", "(x::String {required: false})==>(::String)")
+agent = Agent(name="a", model="openai/scripted", instruction="x", tools=(spec,))
+
+async def main():
+    with mcp_library(sys.argv[1], connect_timeout=20) as library, ScriptedServer(
+            [call("echo", {"x": "error:-32602 " + secret}), reply("done")]) as model:
+        response = await run_agent(agent, "go", library=library, model="openai/scripted",
+                                   base_url=model.base_url, api_key="sk-test")
+    assert response.tool_invocations[0].error_type == "tool_exception"
+    assert secret in response.tool_invocations[0].error  # the model is told, as it should
+
+asyncio.run(main())
+for span in exporter.get_finished_spans():
+    print(json.dumps({"scope": span.instrumentation_scope.name, "text": " ".join([
+        span.name, repr(dict(span.attributes or {})), repr(span.status.description),
+        *(repr(e.attributes) for e in span.events)])}))
+"""
+
+
+def test_traces_carry_no_argument_a_server_quotes_in_its_error() -> None:
+    """The MCP SDK traces each request it sends, through the process's tracer provider (set by
+    `gramagent run --otel`), and a failed request's span status is the server's error message,
+    which quotes the arguments here (as servers often do). gramagent's spans never carry
+    arguments (docs/tracing.md): the SDK's spans of gramagent's MCP clients are not made.
+    In a process of its own: a global tracer provider can be set once."""
+    secret = "Alice-Secret-Argument-91c2"
+    done = subprocess.run([sys.executable, "-c", _TRACED_RUN, RAW, secret],
+                          capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr
+    spans = [json.loads(line) for line in done.stdout.splitlines()]
+    assert any(s["scope"] == "gramagent" and "execute_tool echo" in s["text"] for s in spans)
+    assert not [s for s in spans if secret in s["text"]]
