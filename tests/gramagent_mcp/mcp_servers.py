@@ -5,7 +5,7 @@
 - ``silent``: reads its stdin and never answers (not even ``initialize``);
 - ``faulty``: a working server whose tools misbehave: ``pid`` (its process id), ``crash``
   (the process exits mid-call), ``hang`` (never answers), ``fail`` (an ``isError`` result),
-  ``noisy`` (writes to its stderr, then answers).
+  ``noisy`` (writes to its stderr, then answers), ``slow`` (answers its process id after 3 s).
 
 :func:`clock_server` is the SDK server the HTTP tests use: ``get_current_time`` with the
 schema of mcp-server-time's tool, and ``lookup``, whose schema uses ``$ref`` (which gram
@@ -77,7 +77,7 @@ def clock_server() -> Server[Any]:
 
 def faulty_server() -> Server[Any]:
     """A server whose tools crash, hang, fail or talk on stderr."""
-    names = ("pid", "crash", "hang", "fail", "noisy")
+    names = ("pid", "crash", "hang", "fail", "noisy", "slow")
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         schema = {"type": "object", "properties": {}}
@@ -92,6 +92,8 @@ def faulty_server() -> Server[Any]:
             os._exit(3)
         if params.name == "hang":
             await anyio.sleep_forever()
+        if params.name == "slow":
+            await anyio.sleep(3)
         if params.name == "fail":
             return _text("the fail tool failed on purpose", error=True)
         if params.name == "noisy":

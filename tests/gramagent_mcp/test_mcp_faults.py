@@ -73,6 +73,24 @@ async def test_a_failing_server_is_an_error_and_restarts_on_the_next_call(
     assert second_pid != first_pid  # a new process
 
 
+async def test_a_call_cut_short_by_another_calls_timeout_says_so() -> None:
+    """Two calls in flight; one times out and the session is dropped (the server may be stuck):
+    the other call fails too, and says why: it was told the server 'exited or crashed',
+    which it had not (gramagent stopped it)."""
+    with MCPClient(FAULTY, timeout=20, connect_timeout=15) as client:
+        await client.call_tool("pid", {})
+        slow = asyncio.ensure_future(client.call_tool("slow", {}))
+        with pytest.raises(MCPServerError) as hung:
+            await client.call_tool("hang", {}, timeout=1)
+        assert hung.value.kind == "timeout"
+        with pytest.raises(MCPServerError) as caught:
+            await slow
+    assert caught.value.kind == "closed"
+    message = str(caught.value)
+    assert "exited or crashed" not in message
+    assert "another request to it did not answer within 1 s" in message
+
+
 async def test_a_stdio_server_that_died_while_idle_is_restarted_before_the_next_call() -> None:
     with MCPClient(FAULTY, timeout=10, connect_timeout=15) as client:
         first_pid = int((await client.call_tool("pid", {})).content[0].text)  # type: ignore[union-attr]

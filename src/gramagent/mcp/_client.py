@@ -135,6 +135,9 @@ class _Session:
     client: Client | None = None
     errlog: _StderrPipe | None = None
     """A stdio server's stderr pipe: its end of file says the process is gone."""
+    dropped: str | None = None
+    """Why the client itself ended the session (None: it did not), for the requests still
+    in flight on it."""
 
     def alive(self) -> bool:
         """Whether the session can take a request (a stdio process that exited cannot)."""
@@ -287,14 +290,14 @@ class MCPClient:
                 assert session.client is not None
                 return session.client
             if session is not None:
-                await self._drop(session)
+                await self._drop(session, "its process had exited")
             session = _Session(ready=asyncio.get_running_loop().create_future())
             self._session = session
             session.task = asyncio.get_running_loop().create_task(self._hold(session))
             try:
                 client = await session.ready
             except BaseException:
-                await self._drop(session)
+                await self._drop(session, "it did not complete the handshake")
                 raise
             session.client = client
             return client
@@ -378,7 +381,10 @@ class MCPClient:
                 return await request
         except MCPError as exc:
             if _connection_closed(exc):
-                await self._drop_soon(session)
+                if session is not None and session.dropped is not None:
+                    raise self._error(f"was stopped by this client: {session.dropped}",
+                                      "closed") from None
+                await self._drop_soon(session, "it closed the connection")
                 raise self._error("closed the connection (it exited or crashed)", "closed"
                                   ) from None
             # The server answered with a JSON-RPC error (whatever its code: -32000 and -32001
@@ -391,25 +397,32 @@ class MCPClient:
                               "protocol") from None
         except TimeoutError:
             # The server may be stuck on it: the next call starts afresh.
-            await self._drop_soon(session)
+            await self._drop_soon(session, f"another request to it did not answer within "
+                                           f"{timeout:g} s")
             raise self._error(f"did not answer within {timeout:g} s", "timeout") from None
         except asyncio.CancelledError:
             # Abandoned by the caller (its own timeout, a cancelled run): the server may be
             # stuck on it, so the next call starts afresh.
-            await self._drop_soon(session)
+            await self._drop_soon(session, "another request to it was abandoned (a timeout "
+                                           "or a cancelled run)")
             raise
         except Exception as exc:
-            await self._drop_soon(session)
+            await self._drop_soon(session, f"another request to it failed ({_describe(exc)})")
             raise self._translate(exc, starting=False) from None
 
-    async def _drop_soon(self, session: _Session | None) -> None:
+    async def _drop_soon(self, session: _Session | None, why: str) -> None:
+        """End ``session`` (if it is still the client's) without waiting; ``why``: what the
+        requests still in flight on it are told."""
         if session is not None and self._session is session:
             self._session = None
+            session.dropped = why
             session.scope.cancel()
 
-    async def _drop(self, session: _Session) -> None:
+    async def _drop(self, session: _Session, why: str = "the client was closed") -> None:
         if self._session is session:
             self._session = None
+        if session.dropped is None:
+            session.dropped = why
         session.scope.cancel()
         if session.task is not None:
             with contextlib.suppress(BaseException):
