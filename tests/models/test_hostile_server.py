@@ -425,3 +425,63 @@ async def test_any_request_body_is_encodable(hostile: Any) -> None:
     assert data["choices"][0]["message"]["content"] == "sent"
     assert b'"seed":1180591620717411303424' in server.requests[0]
     assert b'"a\\ud800"' in server.requests[0]
+
+
+# -- a stream that ends before the answer -------------------------------------------------------
+
+def stream_answer(api: str, text: str, *, finished: bool) -> Behaviour:
+    """An SSE answer framed by the connection's end (no length, no chunks: legal HTTP/1.1),
+    in two pieces; ``finished``: with its finish_reason and [DONE], else cut after the
+    first piece (a server that died, a proxy that gave up)."""
+    half = len(text) // 2
+    if api == "chat":
+        pieces = [{"id": "x", "choices": [{"index": 0, "delta": {"content": part}}]}
+                  for part in (text[:half], text[half:])]
+        pieces.append({"id": "x", "choices": [{"index": 0, "delta": {},
+                                               "finish_reason": "stop"}]})
+    else:
+        pieces = [{"choices": [{"index": 0, "text": part}]}
+                  for part in (text[:half], text[half:])]
+        pieces.append({"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]})
+    if not finished:
+        pieces = pieces[:1]
+    body = b"".join(b"data: " + orjson.dumps(p) + b"\n\n" for p in pieces)
+    if finished:
+        body += b"data: [DONE]\n\n"
+
+    async def behave(_: bytes, writer: Writer) -> None:
+        writer.write(head(length=None, content_type="text/event-stream") + body)
+        await writer.drain()
+    return behave
+
+
+def _streaming_model(api: str, url: str) -> Any:
+    from gramagent._models.harmony import HarmonyModel
+
+    if api == "chat":
+        return ChatCompletionsModel(url, stream=True, backoff_base=0.001)
+    return HarmonyModel(url, stream=True, backoff_base=0.001)
+
+
+@pytest.mark.parametrize("api", ["chat", "harmony"])
+async def test_a_stream_that_ends_before_the_answer_is_cut_short_not_an_answer(
+        hostile: Any, api: str) -> None:
+    """Ended with neither [DONE] nor a finish_reason, a stream is cut short, as a JSON body
+    cut short is: read whole, a failed attempt, retried; passed on live (its pieces already
+    handed out), a ModelAPIError. It was the answer: half of it, as if the model had
+    finished ('The answer is' for 'The answer is 4')."""
+    from gramagent._models.base import new_request
+
+    text = "<|channel|>final<|message|>The answer is 4" if api == "harmony" else "The answer is 4"
+    request = new_request("m1", "sys", [UserMessage(content="2+2?")], (), "auto", {}, None)
+    cut, whole = (stream_answer(api, text, finished=f) for f in (False, True))
+    async with hostile(cut, whole, cut) as server:
+        model = _streaming_model(api, server.base_url)
+        try:
+            turn = await model.request(request)
+            assert turn.text == "The answer is 4" and len(server.requests) == 2
+            with pytest.raises(ModelAPIError, match="ended before the answer did"):
+                await model.stream_request(request, lambda piece: None)
+            assert len(server.requests) == 3  # live: not retried
+        finally:
+            await model.aclose()

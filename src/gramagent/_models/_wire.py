@@ -19,6 +19,7 @@ __all__ = [
     "arguments_text",
     "completion_choice",
     "error_reply",
+    "finish_chunk",
     "new_call_id",
     "REMEMBERED_FROM",
     "render_history",
@@ -149,6 +150,15 @@ def render_history(head: list[Any], messages: Sequence[Message], rendered: dict[
 _NOTHING_RENDERED: tuple[list[Any], Sequence[Message], list[Any], array[int]] = (
     [None], (), [], array("q"))
 """No memo yet: a head no request sends, and no history."""
+
+
+def finish_chunk(event: Mapping[str, Any]) -> bool:
+    """Whether a streamed chunk of Chat Completions or completions (``choices``) says the
+    answer is over: a choice with a ``finish_reason``. With ``[DONE]``, what tells a stream
+    that ended from one cut short (:meth:`~gramagent._models.http.HTTPClient.stream_sse`)."""
+    choices = event.get("choices")
+    return isinstance(choices, list) and any(
+        isinstance(c, dict) and c.get("finish_reason") for c in choices)
 
 
 def new_call_id() -> str:

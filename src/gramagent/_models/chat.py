@@ -90,6 +90,7 @@ from gramagent._models._wire import (
     ReplyError,
     ToolsMemo,
     arguments_text,
+    finish_chunk,
     new_call_id,
     render_history,
     split_cut_off,
@@ -311,7 +312,8 @@ class ChatCompletionsModel(HTTPAdapter):
         return self.http.post_json(CHAT_PATH, body)
 
     async def _post_streamed(self, body: dict[str, Any]) -> dict[str, Any]:
-        return assemble_chat_chunks(await self.http.post_sse(CHAT_PATH, body))
+        return assemble_chat_chunks(await self.http.post_sse(CHAT_PATH, body,
+                                                             ends=finish_chunk))
 
     def _read(self, data: Mapping[str, Any], request: ModelRequest, mode: WireMode
               ) -> ModelTurn:
@@ -380,7 +382,7 @@ class ChatCompletionsModel(HTTPAdapter):
         sent: list[str] = []
         events: list[dict[str, Any]] = []
         try:
-            async for event in self.http.stream_sse(CHAT_PATH, body):
+            async for event in self.http.stream_sse(CHAT_PATH, body, ends=finish_chunk):
                 events.append(event)
                 if live:
                     piece = _content_delta(event)

@@ -48,6 +48,7 @@ from gramagent._models._wire import (
     RenderedReply,
     ReplyError,
     completion_choice,
+    finish_chunk,
     new_call_id,
     sse,
     usage_from,
@@ -165,7 +166,7 @@ class HarmonyModel(HTTPAdapter):
             request, self.prompt(request), max_tokens=self.max_tokens, stream=self.stream
         )
         if self.stream:
-            reply: Any = await self.http.post_sse(COMPLETIONS_PATH, body)
+            reply: Any = await self.http.post_sse(COMPLETIONS_PATH, body, ends=finish_chunk)
         else:
             reply = await self.http.post_json(COMPLETIONS_PATH, body)
         try:
@@ -196,7 +197,7 @@ class HarmonyModel(HTTPAdapter):
         events: list[dict[str, Any]] = []
         sent: list[str] = []
         over = False  # a message ended the turn (<|call|>, <|return|>): the rest is not read
-        async for event in self.http.stream_sse(COMPLETIONS_PATH, body):
+        async for event in self.http.stream_sse(COMPLETIONS_PATH, body, ends=finish_chunk):
             events.append(event)
             piece = _text_piece(event)
             if piece and not over:

@@ -51,6 +51,7 @@ import urllib.request
 import zlib
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Final, Protocol, Self, TypedDict, TypeVar, Unpack
 
 import aiohttp
@@ -406,16 +407,22 @@ class HTTPClient:
         """
         return self._post(path, body, _decode_json, read)
 
-    async def post_sse(self, path: str, body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    async def post_sse(self, path: str, body: Mapping[str, Any], *,
+                       ends: Callable[[Mapping[str, Any]], bool] | None = None
+                       ) -> list[dict[str, Any]]:
         """POST ``body`` (with ``stream: true``) and return the stream's decoded JSON events.
 
         The whole stream is read before returning, so a connection dropped mid-stream is
         retried like any other transport error, and so is a stream holding an event that is
         not JSON. An event carrying an ``error`` object is a
         :class:`~gramagent.errors.ModelAPIError` at once. A server that answers with plain
-        JSON instead of a stream gives a one-event list.
+        JSON instead of a stream gives a one-event list. With ``ends`` (an event that says
+        the answer is over), a stream with neither such an event nor ``[DONE]`` was cut short
+        (its connection's end is a legal end of its body): a failed attempt, like a JSON body
+        cut short.
         """
-        events = await self._post(path, body, _decode_sse, _as_is, headers=_STREAM_HEADERS)
+        decode = _decode_sse if ends is None else partial(_decode_sse, ends=ends)
+        events = await self._post(path, body, decode, _as_is, headers=_STREAM_HEADERS)
         for event in events:
             if isinstance(event.get("error"), dict):
                 raise self.error(
@@ -425,7 +432,8 @@ class HTTPClient:
                 )
         return events
 
-    async def stream_sse(self, path: str, body: Mapping[str, Any]
+    async def stream_sse(self, path: str, body: Mapping[str, Any], *,
+                         ends: Callable[[Mapping[str, Any]], bool] | None = None
                          ) -> AsyncGenerator[dict[str, Any], None]:
         """POST ``body`` (with ``stream: true``) and yield the stream's JSON events as they
         arrive.
@@ -437,17 +445,21 @@ class HTTPClient:
         an ``error`` object. A server that answers with plain JSON gives one event. Closing
         the generator early closes the connection. ``request_timeout`` does not bound a
         stream (it may generate for long); the wait for each piece is bounded by ``timeout``.
+        With ``ends``, as for :meth:`post_sse`: a stream cut short is a ModelAPIError.
         """
         reply = await self._post(path, body, _keep_open, _as_is, headers=_STREAM_HEADERS,
                                  keep_open=True)
         url, status, model = self.base_url + path, reply.status, body_model(body)
         events: list[dict[str, Any]] = []
         finished = False
+        decoder = SSEDecoder()
+        ended = ends is None  # whether the answer said it was over
         try:
             if reply.headers.get("content-type", "").startswith("application/json"):
                 payloads: Any = _one_payload(reply, self._max_response_bytes)
+                ended = True  # a whole JSON answer
             else:
-                payloads = _sse_payloads(reply, self._max_response_bytes)
+                payloads = _sse_payloads(reply, self._max_response_bytes, decoder)
             async for payload in payloads:
                 try:
                     event = orjson.loads(payload)
@@ -462,7 +474,12 @@ class HTTPClient:
                     raise self.error(
                         f"the stream reported an error: {_error_detail(event) or 'no message'}",
                         url=url, status=status, body=orjson.dumps(event), model=model)
+                if not ended and ends is not None:
+                    ended = ends(event)
                 yield event
+            if not (ended or decoder.done):
+                raise self.error(f"the stream broke off: {_CUT_SHORT}", url=url,
+                                 status=status, model=model)
             finished = True
         except (aiohttp.ClientError, TimeoutError) as exc:
             detail = _transport_detail(exc, self._request_timeout)
@@ -778,12 +795,12 @@ def _keep_open(data: bytes, reply: aiohttp.ClientResponse) -> aiohttp.ClientResp
     return reply
 
 
-async def _sse_payloads(reply: aiohttp.ClientResponse, limit: int
+async def _sse_payloads(reply: aiohttp.ClientResponse, limit: int, decoder: SSEDecoder
                         ) -> AsyncGenerator[str, None]:
     """The SSE payloads of ``reply``'s body as its bytes arrive (decompressed, UTF-8 split
-    anywhere), within ``limit`` bytes."""
+    anywhere), within ``limit`` bytes, through ``decoder`` (whose ``done`` then says whether
+    the stream ended with ``[DONE]``)."""
     body = _body_for(reply, limit)
-    decoder = SSEDecoder()
     text = codecs.getincrementaldecoder("utf-8")(errors="replace")
     stream = reply.content
     while not stream.at_eof():
@@ -1007,10 +1024,18 @@ def _decode_json(content: bytes, reply: aiohttp.ClientResponse) -> dict[str, Any
     return data
 
 
-def _decode_sse(content: bytes, reply: aiohttp.ClientResponse) -> list[dict[str, Any]]:
+_CUT_SHORT: Final = ("it ended before the answer did (no [DONE], no event saying the answer "
+                     "was over)")
+
+
+def _decode_sse(content: bytes, reply: aiohttp.ClientResponse,
+                ends: Callable[[Mapping[str, Any]], bool] | None = None
+                ) -> list[dict[str, Any]]:
     text = _text(content)
     content_type = reply.headers.get("content-type", "")
-    payloads = [text] if content_type.startswith("application/json") else parse_sse(text)
+    whole = content_type.startswith("application/json")
+    decoder = SSEDecoder()
+    payloads = [text] if whole else [*decoder.feed(text), *decoder.close()]
     events: list[dict[str, Any]] = []
     for payload in payloads:
         try:
@@ -1021,6 +1046,8 @@ def _decode_sse(content: bytes, reply: aiohttp.ClientResponse) -> list[dict[str,
             events.append(event)
     if not events:
         raise _Unreadable("the stream carried no JSON event")
+    if ends is not None and not (whole or decoder.done or any(ends(e) for e in events)):
+        raise _Unreadable(f"the stream was cut short: {_CUT_SHORT}")
     return events
 
 
