@@ -5,6 +5,7 @@ conversation that can be continued."""
 from __future__ import annotations
 
 import asyncio
+import gc
 from typing import Any
 
 import pytest
@@ -276,3 +277,39 @@ async def test_aclose_cancelled_while_the_run_winds_down_is_cancelled_still(
     assert stream.interrupted
     kinds = [m.kind for m in stream.context]
     assert kinds == ["user", "assistant", "tool_result", "assistant"]
+
+
+async def test_a_stream_left_without_closing_stops_its_run(
+        server: ScriptedServer, model_for: ModelFactory) -> None:
+    """`break` out of `async for` without `async with` or `aclose()`: nothing can close the
+    stream, and its run went on in the background, calling tools nobody listened to (a task
+    of the stream held the stream alive). Dropped, the stream cancels its run."""
+    library = ToolLibrary()
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    @library.register
+    async def sayHello(personName: str = "world") -> str:
+        """Returns a friendly greeting message for the given name."""
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    agent = make_agent(library, ["sayHello"])
+    script(server, call("sayHello", {"personName": "Alice"}), reply("never asked"))
+
+    async def consume() -> None:
+        async for event in run_agent_stream(agent, "Hi", library=library,
+                                            model=model_for(server, "chat")):
+            if isinstance(event, ToolCallRequested):
+                await started.wait()
+                break
+
+    await consume()
+    gc.collect()
+    async with asyncio.timeout(20):  # a guard against a hang, not a measurement
+        await cancelled.wait()
+    assert len(server.requests) == 1

@@ -15,6 +15,7 @@ every call the model asked for has a result (an error result for calls that did 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeAlias
@@ -164,7 +165,10 @@ class AgentStream:
         if self._finished:
             raise StopAsyncIteration
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._work())
+            agent, start = self._args
+            self._task = asyncio.get_running_loop().create_task(_work(
+                self._queue, self._hooks, agent, start, self._context, self._paused,
+                self._options))
         item = await self._queue.get()
         if item is _END:
             self._finished = True
@@ -177,21 +181,14 @@ class AgentStream:
             self.response = item.response
         return item  # type: ignore[no-any-return]
 
-    async def _work(self) -> None:
-        agent, start = self._args
-        try:
-            if isinstance(start, str):
-                response = await run_agent(agent, start, context=self._context,
-                                           hooks=self._hooks, **self._options)
-            else:
-                paused = self._paused if self._paused is not None else self._context or ()
-                response = await resume_agent(agent, paused, start, hooks=self._hooks,
-                                              **self._options)
-        except Exception as exc:  # handed to the consumer, raised from __anext__
-            self._queue.put_nowait(exc)
-            return
-        self._queue.put_nowait(FinalResponse(response))
-        self._queue.put_nowait(_END)
+    def __del__(self) -> None:
+        # Dropped without aclose() (a `break` outside `async with`): its run is stopped. The
+        # run's task holds no reference to the stream (see _work), so a stream nobody holds
+        # is collected and its run no longer goes on calling tools for nobody.
+        task = self._task
+        if task is not None and not task.done():
+            with contextlib.suppress(RuntimeError):  # its event loop is closed: over anyway
+                task.get_loop().call_soon_threadsafe(task.cancel)
 
     async def aclose(self) -> None:
         """Stop the run if it is still going (the conversation is settled, see
@@ -218,6 +215,25 @@ class AgentStream:
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
         await self.aclose()
+
+
+async def _work(queue: asyncio.Queue[Any], hooks: _QueueHooks, agent: Agent | BoundAgent,
+                start: str | Mapping[str, Decision],
+                context: Conversation | Iterable[Message] | None,
+                paused: AgentResponse | None, options: dict[str, Any]) -> None:
+    """The run of an :class:`AgentStream`, its events put on ``queue``: a function, not a
+    method, so that its task holds no reference to the stream (see ``AgentStream.__del__``)."""
+    try:
+        if isinstance(start, str):
+            response = await run_agent(agent, start, context=context, hooks=hooks, **options)
+        else:
+            resumed = paused if paused is not None else context or ()
+            response = await resume_agent(agent, resumed, start, hooks=hooks, **options)
+    except Exception as exc:  # handed to the consumer, raised from __anext__
+        queue.put_nowait(exc)
+        return
+    queue.put_nowait(FinalResponse(response))
+    queue.put_nowait(_END)
 
 
 def run_agent_stream(
