@@ -7,6 +7,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gramagent._messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from gramagent._models.base import ModelTurn, NamedToolChoice
@@ -699,3 +701,39 @@ async def test_tools_part_follows_the_tool_list_of_each_request(adapter, serve, 
     sent = [names(r.body) for r in srv.requests]
     assert sent == [["sayHello", "getTime"], ["sayHello", "getTime"], ["getTime"], []]
     assert srv.requests[0].body["tools"] == srv.requests[1].body["tools"]
+
+
+_call_text = st.text(alphabet="abc{}\": ,0123", min_size=0, max_size=12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(calls=st.lists(st.tuples(st.sampled_from(["f", "getTime", "say_hi"]), _call_text),
+                      min_size=1, max_size=4),
+       cuts=st.lists(st.integers(min_value=1, max_value=5), min_size=1, max_size=4),
+       style=st.sampled_from(["indexed", "no index", "one index reused"]))
+def test_call_deltas_however_numbered_assemble_to_the_calls(calls, cuts, style):
+    """A call streamed as its first delta (id, name, a piece of arguments) and the rest of
+    its arguments in pieces: numbered by ``index`` (the spec), or without any index (each
+    call opening with its id, the pieces after it with neither id nor name), or every call
+    at index 0 (a server counting per message): each assembles to the calls as sent. Without
+    an index each piece was a call of its own; a new id on a used index was glued to the
+    call before it."""
+    chunks: list[dict[str, Any]] = []
+    for n, (name, arguments) in enumerate(calls):
+        size = cuts[n % len(cuts)]
+        pieces = [arguments[i:i + size] for i in range(0, len(arguments), size)] or [""]
+        for i, piece in enumerate(pieces):
+            delta: dict[str, Any] = {"function": {"arguments": piece}}
+            if i == 0:
+                delta["id"] = f"call_{n}"
+                delta["type"] = "function"
+                delta["function"]["name"] = name
+            if style == "indexed":
+                delta["index"] = n
+            elif style == "one index reused":
+                delta["index"] = 0
+            chunks.append({"choices": [{"index": 0, "delta": {"tool_calls": [delta]}}]})
+    chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+    turn = parse_chat_reply(assemble_chat_chunks(chunks))
+    assert [(c.id, c.name, c.arguments) for c in turn.tool_calls] == [
+        (f"call_{n}", name, arguments) for n, (name, arguments) in enumerate(calls)]

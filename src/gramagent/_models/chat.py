@@ -729,7 +729,8 @@ def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Fold streamed ``chat.completion.chunk`` events into the non-streamed reply shape.
 
     Content pieces are concatenated; ``tool_calls`` deltas are merged by ``index`` (the id and
-    type from the first delta that has them, name and arguments pieces concatenated); legacy
+    type from the first delta that has them, name and arguments pieces concatenated; a new id
+    at a used index, or deltas without an index, as :meth:`_CallsSoFar.merge` says); legacy
     ``function_call`` deltas likewise; the last ``finish_reason`` and ``usage`` seen win. A
     whole ``message`` (a server that ignored ``stream: true``) counts as one big delta. With no
     choice in any chunk the result has no choices (the parser reports that).
@@ -741,7 +742,7 @@ def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """
     meta: dict[str, Any] = {}
     texts: dict[str, list[str]] = {"content": [], "refusal": []}
-    calls: dict[int, _CallPieces] = {}
+    calls = _CallsSoFar()
     legacy: _CallPieces | None = None
     finish: str | None = None
     usage: Any = None
@@ -768,10 +769,8 @@ def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
                                else None}
     if refusal:
         message["refusal"] = "".join(refusal)
-    if calls:
-        message["tool_calls"] = [
-            {"id": calls[i].id, "type": "function", "function": calls[i].joined()}
-            for i in sorted(calls)]
+    if calls.slots:
+        message["tool_calls"] = calls.joined()
     if legacy is not None:
         message["function_call"] = legacy.joined()
     return {
@@ -807,7 +806,7 @@ class _CallPieces:
 
 
 def _fold_delta(delta: Mapping[str, Any], texts: dict[str, list[str]],
-                calls: dict[int, _CallPieces], legacy: _CallPieces | None
+                calls: _CallsSoFar, legacy: _CallPieces | None
                 ) -> _CallPieces | None:
     """Add one delta's text pieces (``content``, ``refusal``) and call pieces; returns the
     legacy ``function_call`` so far."""
@@ -818,7 +817,7 @@ def _fold_delta(delta: Mapping[str, Any], texts: dict[str, list[str]],
     raw_calls = delta.get("tool_calls")
     for raw in raw_calls if isinstance(raw_calls, list) else ():
         if isinstance(raw, dict):
-            _merge_call_delta(calls, raw)
+            calls.merge(raw)
     fc = delta.get("function_call")
     if isinstance(fc, dict):
         legacy = legacy or _CallPieces()
@@ -831,18 +830,49 @@ def _piece(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _merge_call_delta(calls: dict[int, _CallPieces], raw: Mapping[str, Any]) -> None:
-    index = raw.get("index")
-    if not isinstance(index, int):
-        index = len(calls)
-    slot = calls.get(index)
-    if slot is None:
-        slot = calls[index] = _CallPieces()
-    if raw.get("id") and not slot.id:
-        slot.id = raw["id"]
-    fn = raw.get("function")
-    if isinstance(fn, dict):
-        slot.add(fn)
+class _CallsSoFar:
+    """The calls of a streamed reply so far, keyed ``(index, n)``: sent back by index, then
+    in the order they came."""
+
+    __slots__ = ("latest", "slots")
+
+    def __init__(self) -> None:
+        self.slots: dict[tuple[int, int], _CallPieces] = {}
+        self.latest: dict[int, tuple[int, int]] = {}
+        """Per index, the key of its last call."""
+
+    def merge(self, raw: Mapping[str, Any]) -> None:
+        """Add one ``tool_calls`` delta to its call: the last call of its ``index``, unless it
+        brings an id other than that call's (a server that numbers every call 0: a new call).
+        Without an index (some servers send none), a delta with an id starts a new call and
+        one without continues the last call (it is a piece of it), or starts the first."""
+        index = raw.get("index")
+        new_id = raw.get("id") or None
+        slots = self.slots
+        slot: _CallPieces | None
+        if isinstance(index, int) and not isinstance(index, bool):
+            key = self.latest.get(index, (index, 0))
+            slot = slots.get(key)
+            if slot is not None and new_id is not None and slot.id and new_id != slot.id:
+                key, slot = (index, len(slots)), None  # a new call at a used index
+            self.latest[index] = key
+        elif slots and new_id is None:
+            key = next(reversed(slots))  # a piece of the last call
+            slot = slots[key]
+        else:
+            key, slot = (len(slots), -1), None
+        if slot is None:
+            slot = slots[key] = _CallPieces()
+        if new_id is not None and not slot.id:
+            slot.id = new_id
+        fn = raw.get("function")
+        if isinstance(fn, dict):
+            slot.add(fn)
+
+    def joined(self) -> list[dict[str, Any]]:
+        """The calls in the reply shape."""
+        return [{"id": self.slots[k].id, "type": "function", "function": self.slots[k].joined()}
+                for k in sorted(self.slots)]
 
 
 # -- replies as a server sends them (used by the scripted server) ----------------------------
