@@ -485,3 +485,38 @@ async def test_a_stream_that_ends_before_the_answer_is_cut_short_not_an_answer(
             assert len(server.requests) == 3  # live: not retried
         finally:
             await model.aclose()
+
+
+def done_then_hold() -> Behaviour:
+    """A whole answer and [DONE], then the connection held open with comments (at most 200,
+    until the client hangs up)."""
+    async def behave(_: bytes, writer: Writer) -> None:
+        chunk = {"id": "x", "choices": [{"index": 0, "delta": {"content": "4"},
+                                         "finish_reason": "stop"}]}
+        writer.write(head(length=None, content_type="text/event-stream")
+                     + b"data: " + orjson.dumps(chunk) + b"\n\ndata: [DONE]\n\n")
+        await writer.drain()
+        for _ in range(200):
+            if writer.transport.is_closing() or reader_gone(writer):
+                return
+            writer.write(b": still here\n\n")
+            await writer.drain()
+            await asyncio.sleep(0.1)
+    return behave
+
+
+async def test_a_stream_read_whole_ends_at_done_like_a_live_one(hostile: Any) -> None:
+    """After [DONE] the answer is over: read whole (stream=True), the request read on to the
+    connection's end, so a server holding it open failed a complete answer with
+    request_timeout, each retry asking the model again; read live, it ended at [DONE]."""
+    from gramagent._models.base import new_request
+
+    request = new_request("m1", "sys", [UserMessage(content="2+2?")], (), "auto", {}, None)
+    async with hostile(done_then_hold()) as server:
+        model = ChatCompletionsModel(server.base_url, stream=True, max_retries=2,
+                                     backoff_base=0.001, request_timeout=3)
+        try:
+            turn = await model.request(request)
+        finally:
+            await model.aclose()
+    assert turn.text == "4" and len(server.requests) == 1

@@ -422,7 +422,7 @@ class HTTPClient:
         cut short.
         """
         decode = _decode_sse if ends is None else partial(_decode_sse, ends=ends)
-        events = await self._post(path, body, decode, _as_is, headers=_STREAM_HEADERS)
+        events = await self._post(path, body, decode, _as_is, headers=_STREAM_HEADERS, sse=True)
         for event in events:
             if isinstance(event.get("error"), dict):
                 raise self.error(
@@ -576,14 +576,16 @@ class HTTPClient:
     async def _post(self, path: str, body: Mapping[str, Any],
                     decode: Callable[[bytes, aiohttp.ClientResponse], _D],
                     read: Callable[[_D], _T], *,
-                    headers: Mapping[str, str] | None = None, keep_open: bool = False) -> _T:
+                    headers: Mapping[str, str] | None = None, keep_open: bool = False,
+                    sse: bool = False) -> _T:
         """Send with retries; return the decoded body of a 2xx answer, read: ``read(decoded)``
         (a :class:`~gramagent._models._wire.ReplyError` it raises is a ModelAPIError, not
         retried). ``headers`` are added to
         the pool's (which ask for JSON); ``decode(body, reply)`` raises :class:`_Unreadable`
         for a body it cannot use (an attempt that failed, like a dropped connection). With
         ``keep_open`` a 2xx answer is not read: ``decode`` gets it open (an empty body), the
-        caller reads and releases it.
+        caller reads and releases it. With ``sse`` the body is an event stream, read to its
+        ``[DONE]`` (see :func:`_read_body`).
 
         The usual attempt (one answer, its body whole with its headers) runs straight through
         the loop's first pass: what a failure needs (its status, body, hint and cause) is
@@ -624,7 +626,7 @@ class HTTPClient:
                         if not (stream.at_eof() and len(data) <= limit
                                 and "Content-Encoding" not in reply.headers):
                             data = await _read_body(reply, data, limit,
-                                                    started + self._request_timeout)
+                                                    started + self._request_timeout, sse=sse)
                     finally:
                         reply.release()
             except (aiohttp.ClientError, TimeoutError, _TooLarge) as exc:
@@ -919,18 +921,29 @@ _ZLIB_WBITS = zlib.MAX_WBITS
 _RAW_DEFLATE_WBITS = -zlib.MAX_WBITS
 
 
-async def _read_body(reply: aiohttp.ClientResponse, chunk: bytes, limit: int, deadline: float
-                     ) -> bytes:
+async def _read_body(reply: aiohttp.ClientResponse, chunk: bytes, limit: int, deadline: float,
+                     *, sse: bool = False) -> bytes:
     """The body of ``reply`` (``chunk``: what was read of it already), decompressed, or
     :class:`_TooLarge` as soon as it passes ``limit`` bytes as received or as decompressed (a
     gzip bomb stops there). Past ``deadline`` (``time.perf_counter``), checked as each piece
     arrives, a TimeoutError: a server that trickles its answer is cut off without a timer per
-    request."""
+    request. With ``sse``, an event stream's body ends at ``data: [DONE]`` as a live reading
+    of it does (what a server sends after it, or holding the connection open, is not
+    waited for)."""
     stream = reply.content
     body = _body_for(reply, limit)
+    events = SSEDecoder() if sse else None
+    text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    read = 0  # the body's parts the decoder has seen
     while True:
         if chunk:
             body.feed(chunk)
+            if events is not None:
+                for part in body.parts[read:]:
+                    events.feed(text.decode(part))
+                read = len(body.parts)
+                if events.done:
+                    return body.finish()
         if stream.at_eof():
             return body.finish()
         if time.perf_counter() > deadline:
