@@ -203,6 +203,13 @@ def test_sse_decoder_matches_parse_sse_however_split(payloads, cuts, newline):
     """Fed in arbitrary pieces (a \\r\\n may be split), the decoder yields the payloads."""
     clean = [p.replace("\r", "").replace("\n", "") or "x" for p in payloads]
     text = "".join(f"data: {p}{newline}{newline}" for p in clean) + f"data: [DONE]{newline}"
+    out = _decoded_in_pieces(text, cuts)
+    assert out == clean
+
+
+def _decoded_in_pieces(text: str, cuts: list[int]) -> list[str]:
+    """The payloads an SSEDecoder gives for ``text`` fed in pieces of the sizes ``cuts``
+    (repeated), then closed."""
     decoder = SSEDecoder()
     out: list[str] = []
     at, i = 0, 0
@@ -211,7 +218,7 @@ def test_sse_decoder_matches_parse_sse_however_split(payloads, cuts, newline):
         at += cuts[i % len(cuts)]
         i += 1
     out.extend(decoder.close())
-    assert out == clean
+    return out
 
 
 def _reference_sse(text: str) -> list[str]:
@@ -250,14 +257,7 @@ def test_sse_decoder_follows_the_rules_however_split(lines, ends, cuts):
     """Any lines (data split over lines, comments, other fields, [DONE] anywhere), ended by
     LF, CRLF or a lone CR, fed in pieces split anywhere: the payloads of the plain reading."""
     text = "".join(line + ends[i % len(ends)] for i, line in enumerate(lines))
-    decoder = SSEDecoder()
-    out: list[str] = []
-    at, i = 0, 0
-    while at < len(text):
-        out.extend(decoder.feed(text[at:at + cuts[i % len(cuts)]]))
-        at += cuts[i % len(cuts)]
-        i += 1
-    out.extend(decoder.close())
+    out = _decoded_in_pieces(text, cuts)
     assert out == _reference_sse(text)
 
 

@@ -205,3 +205,38 @@ class Barrier:
         self._mark("start", i)
         self._threads.wait()
         self._mark("end", i)
+
+
+def interrupt_tools(started: asyncio.Event, ran: list[str] | None = None) -> ToolLibrary:
+    """Tools of every kind for the interruption tests, each noting its name in ``ran`` when
+    it runs: ``send`` (inline), ``quick`` (async), ``block`` (in a thread), which finish,
+    and ``wait`` (async), which sets ``started`` and never finishes."""
+    done = ran if ran is not None else []
+    library = ToolLibrary()
+
+    @library.register(blocking=False)
+    def send(n: int) -> str:
+        """Inline."""
+        done.append("send")
+        return "sent"
+
+    @library.register
+    async def quick(n: int) -> str:
+        """Async, finishes."""
+        done.append("quick")
+        return "quick done"
+
+    @library.register
+    def block(n: int) -> str:
+        """In a thread, finishes."""
+        done.append("block")
+        return "block done"
+
+    @library.register
+    async def wait(n: int) -> str:
+        """Never finishes."""
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    return library

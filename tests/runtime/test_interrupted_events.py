@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from runtime_support import ModelFactory, make_agent, script
+from runtime_support import ModelFactory, interrupt_tools, make_agent, script
 
 from gramagent import ToolCallRequested, ToolLibrary, run_agent, run_agent_stream
 from gramagent._runtime.events import CaptureSink, ToolCallPlanned, ToolCallResult, ToolMetrics
@@ -26,29 +26,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def _library(started: asyncio.Event) -> ToolLibrary:
-    library = ToolLibrary()
-
-    @library.register(blocking=False)
-    def send(n: int) -> str:
-        """Inline."""
-        return "sent"
-
-    @library.register
-    async def quick(n: int) -> str:
-        """Async, finishes."""
-        return "quick done"
-
-    @library.register
-    def block(n: int) -> str:
-        """In a thread, finishes."""
-        return "block done"
-
-    @library.register
-    async def wait(n: int) -> str:
-        """Never finishes."""
-        started.set()
-        await asyncio.Event().wait()
-        return "never"
+    library = interrupt_tools(started)
 
     @library.register(requires_approval=True)
     def guarded(n: int) -> str:

@@ -9,7 +9,15 @@ import gc
 from typing import Any
 
 import pytest
-from runtime_support import APIS, HELLO, ModelFactory, Tools, make_agent, script
+from runtime_support import (
+    APIS,
+    HELLO,
+    ModelFactory,
+    Tools,
+    interrupt_tools,
+    make_agent,
+    script,
+)
 
 from gramagent import (
     AssistantMessage,
@@ -187,34 +195,9 @@ async def test_an_interrupted_turn_keeps_the_results_of_the_calls_that_finished(
     was awaited) keep their results in the settled conversation; only the unfinished call
     is answered as not run (the model was told a call that ran was not run, and would make
     it again: a mail sent twice)."""
-    library = ToolLibrary()
     ran: list[str] = []
     started = asyncio.Event()
-
-    @library.register(blocking=False)
-    def send(n: int) -> str:
-        """Inline."""
-        ran.append("send")
-        return "sent"
-
-    @library.register
-    async def quick(n: int) -> str:
-        """Async, finishes."""
-        ran.append("quick")
-        return "quick done"
-
-    @library.register
-    def block(n: int) -> str:
-        """In a thread, finishes."""
-        ran.append("block")
-        return "block done"
-
-    @library.register
-    async def wait(n: int) -> str:
-        """Never finishes."""
-        started.set()
-        await asyncio.Event().wait()
-        return "never"
+    library = interrupt_tools(started, ran)
 
     agent = make_agent(library)
     script(server, calls(*(call(name, {"n": 1}, id=name) for name in order)))
