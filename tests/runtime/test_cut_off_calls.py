@@ -184,3 +184,24 @@ def test_any_cut_of_a_call_leaves_a_history_a_server_can_read(name: str,
     assert sorted(i for i, _ in sent_results(body)) == sorted(ids)
     assert ("c2" in ids) == (arguments.strip() == "" or arguments == whole)
     assert sent_calls(body) == ["sayHello"] * len(ids)
+
+
+async def test_a_stream_announces_a_cut_off_call_before_its_answer(
+        tools: Tools, agent: Agent, server: ScriptedServer, model_for: ModelFactory) -> None:
+    """The stream answered the cut-off call (ToolCallAnswered) that it never announced
+    (ToolCallRequested): a consumer pairing them by call id met an answer to no call."""
+    from gramagent import ToolCallAnswered, ToolCallRequested, run_agent_stream
+
+    script(server, http_response(chat_reply([("call_whole", WHOLE), ("call_cut", CUT)])),
+           reply("done"))
+    requested: list[str] = []
+    answered: list[str] = []
+    async with run_agent_stream(agent, "Hi", library=tools.library,
+                                model=model_for(server, "chat")) as stream:
+        async for event in stream:
+            if isinstance(event, ToolCallRequested):
+                requested.append(event.call.id)
+            elif isinstance(event, ToolCallAnswered):
+                assert event.invocation.call_id in requested
+                answered.append(event.invocation.call_id)
+    assert requested == answered == ["call_whole", "call_cut"]

@@ -36,7 +36,9 @@ class RunHooks:
         (an answer, or words written beside tool calls)."""
 
     def on_tool_calls(self, calls: Sequence[ToolCall]) -> None:
-        """The model asked for these calls; they are about to be checked and run."""
+        """The model asked for these calls; they are about to be checked and run. Calls the
+        output token limit cut off are among them (after the whole ones): they are answered
+        too, with the error that says so."""
 
     def on_tool_results(self, invocations: Sequence[ToolInvocation]) -> None:
         """The calls of one model turn were answered (run, or rejected with an error the

@@ -394,8 +394,9 @@ class _Run(ToolCalls):
         """:meth:`run_tool_calls`, with the hooks told of the calls and their results."""
         hooks = self.hooks
         answered = len(self.invocations)
-        if hooks is not None:
-            hooks.on_tool_calls(turn.tool_calls)
+        if hooks is not None:  # every call that gets an answer, a cut-off one too
+            cut_off = turn.cut_off_calls
+            hooks.on_tool_calls(turn.tool_calls + cut_off if cut_off else turn.tool_calls)
         await self.run_tool_calls(turn, replay=replay)
         if hooks is not None:
             hooks.on_tool_results(self.invocations[answered:])
