@@ -64,3 +64,14 @@ def test_chat_on_a_terminal_streams_each_turn(env: dict[str, str]) -> None:
         assert len(srv.requests) == 2
         second = srv.requests[1].body["messages"]
         assert [m["role"] for m in second][-3:] == ["user", "assistant", "user"]
+
+
+@pytest.mark.parametrize("name", ["[/dim]", "[bold red]sayHello", "say[/]Hello"])
+def test_a_tool_name_is_printed_as_written_never_as_markup(env: dict[str, str],
+                                                           name: str) -> None:
+    """The model names its calls: the live '→ name' line printed the name as rich markup, so
+    a closing tag it never opened stopped the CLI with a MarkupError traceback."""
+    with ScriptedServer([call(name, {}), reply("Done.")]) as srv:
+        out, err = on_terminal(["run", str(HELLO), "Hi", "--base-url", srv.base_url], env)
+    assert "internal error" not in err and "Traceback (most" not in err and "Done." in out, err
+    assert f"→ {name}" in err

@@ -13,7 +13,8 @@ answers each ``tools/call`` as its ``x`` says:
 - ``bigint``: no content, structured content holding an integer beyond 64 bits.
 
 Every answer that succeeds carries the process id, so a test sees whether the server was
-restarted. ``raw_server.py twice`` lists ``echo`` twice.
+restarted. ``raw_server.py twice`` lists ``echo`` twice; ``raw_server.py markup`` lists a
+second tool, without a description, named ``[/dim]echo`` (rich markup's closing tag).
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ def main() -> None:
                           "capabilities": {"tools": {}},
                           "serverInfo": {"name": "raw", "version": "1"}})
         elif method == "tools/list":
-            _answer(mid, {"tools": [TOOL, TOOL] if sys.argv[1:] == ["twice"] else [TOOL]})
+            extra = {"twice": [TOOL], "markup": [{"name": "[/dim]echo",
+                                                  "inputSchema": {"type": "object"}}]}
+            _answer(mid, {"tools": [TOOL, *extra.get(" ".join(sys.argv[1:]), [])]})
         elif method == "tools/call":
             _call(mid, message["params"].get("arguments"))
         else:

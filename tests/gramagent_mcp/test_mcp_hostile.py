@@ -149,3 +149,14 @@ def test_traces_carry_no_argument_a_server_quotes_in_its_error() -> None:
     spans = [json.loads(line) for line in done.stdout.splitlines()]
     assert any(s["scope"] == "gramagent" and "execute_tool echo" in s["text"] for s in spans)
     assert not [s for s in spans if secret in s["text"]]
+
+
+def test_mcp_import_prints_a_tool_name_as_written_never_as_markup() -> None:
+    """The left-out lines quote the server's tool names; printed as rich markup, a name with a
+    closing tag stopped `gramagent mcp import` with an internal error."""
+    done = subprocess.run([sys.executable, "-m", "gramagent", "mcp", "import", f"{RAW} markup"],
+                          capture_output=True, text=True, timeout=90)
+    assert done.returncode == 1, done.stderr
+    assert "internal error" not in done.stderr and "Traceback" not in done.stderr
+    assert "left out: tool '[/dim]echo'" in done.stderr
+    assert "[echo:Tool" in done.stdout  # the good tool is written

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from gramagent._cli._app import app, err_console, handle_errors
 from gramagent.mcp._sdk import require_sdk
@@ -67,8 +68,8 @@ def import_tools(
                           highlight=False)
     else:
         typer.echo(text, nl=False)
-    for problem in imported.problems:
-        err_console.print(f"[yellow]left out[/yellow]: {problem}", highlight=False,
+    for problem in imported.problems:  # it quotes the server's tool names: not markup
+        err_console.print(f"[yellow]left out[/yellow]: {escape(problem)}", highlight=False,
                           soft_wrap=True, markup=True)
     if imported.problems:
         raise typer.Exit(1)

@@ -449,9 +449,12 @@ class LivePrinter:
             self._write(text[:cut])
 
     def tool_call(self, name: str) -> None:
-        """Note a call the model asked for (after the text it wrote before it)."""
+        """Note a call the model asked for (after the text it wrote before it); the model
+        chose the name: printed as written, never read as markup."""
+        from rich.markup import escape
+
         self._flush()
-        err_console.print(f"[dim]→ {name}[/dim]", highlight=False)
+        err_console.print(f"[dim]→ {escape(name)}[/dim]", highlight=False)
 
     def end(self, *, interrupted: bool = False) -> None:
         """The answer is over (or was stopped): write the rest and end the line."""
