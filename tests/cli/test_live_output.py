@@ -7,12 +7,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli_support import on_terminal
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from gramagent._cli._app import terminal_text
 from gramagent.testing import ScriptedServer, call, reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,3 +79,37 @@ def test_a_tool_name_is_printed_as_written_never_as_markup(env: dict[str, str],
         out, err = on_terminal(["run", str(HELLO), "Hi", "--base-url", srv.base_url], env)
     assert "internal error" not in err and "Traceback (most" not in err and "Done." in out, err
     assert f"→ {name}" in err
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+def test_terminal_control_sequences_of_the_model_are_shown_not_obeyed(
+        env: dict[str, str], streamed: bool) -> None:
+    """A model's text (a page it read and repeats, say) may hold escape sequences: clear the
+    screen, set the clipboard (OSC 52), retitle the window. Written to the terminal as they
+    were, the terminal obeyed them; now each control character is shown as \\xNN (newlines,
+    tabs and CRLF line ends are text)."""
+    answer = "Safe \x1b[2Jcleared \x1b]52;c;SGk=\x07clip \x9b31mred\r\nnext\tline"
+    with ScriptedServer([reply(answer)]) as srv:
+        args = ["run", str(HELLO), "Hi", "--base-url", srv.base_url]
+        if streamed:
+            out, err = on_terminal(args, env)
+        else:
+            done = subprocess.run([sys.executable, "-m", "gramagent", *args],
+                                  capture_output=True, env=env, timeout=60, check=False)
+            out, err = done.stdout.decode(), done.stderr.decode()
+    assert "Safe" in out and "next" in out and "line" in out, err
+    for raw in ("\x1b[2J", "\x1b]52", "\x07", "\x9b"):
+        assert raw not in out
+    assert "\\x1b[2Jcleared \\x1b]52;c;SGk=\\x07clip \\x9b31mred" in out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",), max_codepoint=0x2FF)))
+def test_terminal_text_leaves_no_control_character_a_terminal_obeys(text: str) -> None:
+    shown = terminal_text(text)
+    for at, char in enumerate(shown):
+        if unicodedata.category(char) == "Cc":
+            assert char in "\n\t" or (char == "\r" and shown[at + 1:at + 2] == "\n"), repr(shown)
+    if not any(unicodedata.category(c) == "Cc" for c in text.replace("\r\n", "")
+               .replace("\n", "").replace("\t", "")):
+        assert shown == text  # text without such characters is as it was

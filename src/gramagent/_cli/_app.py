@@ -13,6 +13,7 @@ reaches the user (only with ``--debug``, secrets masked). Exit codes:
 from __future__ import annotations
 
 import functools
+import re
 import sys
 import traceback
 from collections.abc import Callable
@@ -37,6 +38,7 @@ __all__ = [
     "print_error",
     "read_stdin",
     "require_file",
+    "terminal_text",
 ]
 
 EXIT_ERROR: Final = 1
@@ -63,6 +65,20 @@ err_console = Console(stderr=True)
 _state = {"debug": False}
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+_CONTROLS: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")
+"""Control characters but newline, tab and the CR of a CRLF: ESC (which opens escape
+sequences), BEL, a lone CR, DEL, the C1 codes (CSI U+009B among them)."""
+
+
+def terminal_text(text: str) -> str:
+    """``text`` (a model's, a server's) as a terminal shows it, not obeys it: each control
+    character but newline, tab and CRLF written as ``\\xNN``, so escape sequences cannot clear
+    the screen, retitle the window or set the clipboard (OSC 52)."""
+    if text.isprintable():  # the usual text: no call (newlines and tabs are not printable)
+        return text
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _print_version(value: bool) -> None:

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from gramagent._cli._app import app, err_console, handle_errors, print_error, require_file
+from gramagent._cli._app import (
+    app,
+    err_console,
+    handle_errors,
+    print_error,
+    require_file,
+    terminal_text,
+)
 from gramagent._limit_values import limit_problem
 from gramagent._models.registry import api_names
 from gramagent.errors import ConfigurationError, RunError, ToolError
@@ -475,7 +482,7 @@ class LivePrinter:
     def _write(self, text: str) -> None:
         from gramagent._logs import redact
 
-        sys.stdout.write(redact(text))
+        sys.stdout.write(terminal_text(redact(text)))
         sys.stdout.flush()
         self._wrote = True
 
@@ -508,7 +515,7 @@ class _Output:
             sys.stdout.write(exact_json.dumps(data, default=str) + "\n")
             sys.stdout.flush()
         else:
-            self.console.print(redact(response.content or ""), markup=False)
+            self.console.print(terminal_text(redact(response.content or "")), markup=False)
             if response.finish_reason != "stop":
                 why = _ENDINGS.get(response.finish_reason, "as the server said")
                 err_console.print(f"[yellow](the answer ended: {escape(response.finish_reason)}"

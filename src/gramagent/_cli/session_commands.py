@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
-from gramagent._cli._app import app, handle_errors
+from gramagent._cli._app import app, handle_errors, terminal_text
 from gramagent.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def _plain(text: str) -> str:
 
     from gramagent._logs import redact
 
-    return escape(str(redact(text)))
+    return escape(terminal_text(str(redact(text))))
 
 
 @sessions_app.command()
