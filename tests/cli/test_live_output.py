@@ -70,7 +70,8 @@ def test_chat_on_a_terminal_streams_each_turn(env: dict[str, str]) -> None:
         assert [m["role"] for m in second][-3:] == ["user", "assistant", "user"]
 
 
-@pytest.mark.parametrize("name", ["[/dim]", "[bold red]sayHello", "say[/]Hello"])
+@pytest.mark.parametrize("name", ["[/dim]", "[bold red]sayHello", "say[/]Hello",
+                                  "say\x1b[2JHello"])
 def test_a_tool_name_is_printed_as_written_never_as_markup(env: dict[str, str],
                                                            name: str) -> None:
     """The model names its calls: the live '→ name' line printed the name as rich markup, so
@@ -78,7 +79,7 @@ def test_a_tool_name_is_printed_as_written_never_as_markup(env: dict[str, str],
     with ScriptedServer([call(name, {}), reply("Done.")]) as srv:
         out, err = on_terminal(["run", str(HELLO), "Hi", "--base-url", srv.base_url], env)
     assert "internal error" not in err and "Traceback (most" not in err and "Done." in out, err
-    assert f"→ {name}" in err
+    assert f"→ {terminal_text(name)}" in err and "\x1b[2J" not in err
 
 
 @pytest.mark.parametrize("streamed", [True, False])

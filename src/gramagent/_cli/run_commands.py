@@ -461,7 +461,7 @@ class LivePrinter:
         from rich.markup import escape
 
         self._flush()
-        err_console.print(f"[dim]→ {escape(name)}[/dim]", highlight=False)
+        err_console.print(f"[dim]→ {escape(terminal_text(name))}[/dim]", highlight=False)
 
     def end(self, *, interrupted: bool = False) -> None:
         """The answer is over (or was stopped): write the rest and end the line."""
