@@ -5,27 +5,34 @@ adds nothing then. With ``GRAMAGENT_COMPILE=1`` the modules listed in
 ``src/gramagent/_compiled.py`` are compiled with mypyc into C extensions that load in place of
 their sources (README, "Compiled hot path")::
 
-    python3 -m pip install mypy setuptools wheel
-    GRAMAGENT_COMPILE=1 python3 -m pip install --no-build-isolation .
+    python3 -m pip install ".[compile]"
+    GRAMAGENT_COMPILE=1 python3 -m pip install --no-build-isolation --no-deps --force-reinstall .
 
-(``--no-build-isolation``: the build uses the mypy installed here, not a fresh environment
-without it.) Not for an editable install: the extensions would shadow the sources being edited.
+The first command installs the package's dependencies, mypy and the type stubs: mypyc
+type-checks what it compiles, so they must be there before the build (``--no-build-isolation``:
+the build uses this environment, not a fresh one without them). Not for an editable install:
+the extensions would shadow the sources being edited.
 """
 
 from __future__ import annotations
 
 import ast
 import os
+import re
 import shlex
 import shutil
 import sys
 import sysconfig
+import tomllib
+from importlib import metadata
 from pathlib import Path
 
 from setuptools import setup
 
 ROOT = Path(__file__).resolve().parent
-INSTALL = 'GRAMAGENT_COMPILE=1 python3 -m pip install --no-build-isolation .'
+PREPARE = 'python3 -m pip install ".[compile]"'
+INSTALL = ("GRAMAGENT_COMPILE=1 python3 -m pip install --no-build-isolation --no-deps "
+           "--force-reinstall .")
 
 
 def _modules() -> list[str]:
@@ -38,14 +45,29 @@ def _modules() -> list[str]:
     raise SystemExit("setup.py: no MODULES in src/gramagent/_compiled.py")
 
 
+def _missing_for_build() -> list[str]:
+    """The distributions mypyc's type check needs that this environment lacks: the package's
+    own dependencies and its ``compile`` extra (pyproject.toml)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    wanted = project["dependencies"] + project["optional-dependencies"]["compile"]
+    names = [re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0] for requirement in wanted]
+    missing = []
+    for name in names:
+        try:
+            metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            missing.append(name)
+    return missing
+
+
 def _compiled() -> list[object]:
     """The mypyc extensions of the listed modules; a clear stop when a tool is missing."""
-    try:
-        from mypyc.build import mypycify
-    except ImportError:
+    missing = _missing_for_build()
+    if missing:
         raise SystemExit(
-            "GRAMAGENT_COMPILE=1 needs mypy (its mypyc) in the build environment: run "
-            f"`python3 -m pip install mypy setuptools wheel`, then `{INSTALL}`") from None
+            f"GRAMAGENT_COMPILE=1: the build environment lacks {', '.join(missing)} (mypyc "
+            f"type-checks what it compiles): run `{PREPARE}`, then `{INSTALL}`")
+    from mypyc.build import mypycify
     compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")[0]
     if shutil.which(compiler) is None:
         raise SystemExit(f"GRAMAGENT_COMPILE=1 needs a C compiler ({compiler!r} not found); "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.machinery
+import importlib.metadata
 import runpy
 from pathlib import Path
 
@@ -93,3 +94,24 @@ def test_compiled_modules_are_the_ones_loaded_from_extensions() -> None:
         module_file = str(importlib.import_module(name).__file__)
         is_extension = module_file.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
         assert is_extension == (name in compiled), module_file
+
+
+def test_a_build_without_what_mypyc_needs_stops_naming_the_commands(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    setup = runpy.run_path(str(ROOT / "setup.py"), run_name="gramagent_setup")
+    real = importlib.metadata.distribution
+
+    def lacking(name: str) -> importlib.metadata.Distribution:
+        if name in ("orjson", "types-jsonschema"):
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", lacking)
+    monkeypatch.setenv("GRAMAGENT_COMPILE", "1")
+    monkeypatch.setattr("sys.argv", ["setup.py", "bdist_wheel"])
+    with pytest.raises(SystemExit) as stopped:
+        setup["_extensions"]()
+    message = str(stopped.value)
+    assert "lacks orjson, types-jsonschema" in message
+    assert 'python3 -m pip install ".[compile]"' in message
+    assert "GRAMAGENT_COMPILE=1 python3 -m pip install --no-build-isolation" in message

@@ -1,6 +1,7 @@
 """The modules an opt-in build compiles with mypyc, and which of them this install runs compiled.
 
-``GRAMAGENT_COMPILE=1 pip install --no-build-isolation .`` (mypy and a C compiler at hand) turns
+``GRAMAGENT_COMPILE=1 pip install --no-build-isolation --no-deps --force-reinstall .`` (after
+``pip install ".[compile]"``, with a C compiler at hand) turns
 each module of :data:`MODULES` into a C extension beside its source; a default install stays
 pure Python and behaves the same. The list is the run's hot path (bench/RESULTS.md, "Compiled
 hot path"): the loop, the tool calls, the deadline and budget, the chat and Responses adapters'
