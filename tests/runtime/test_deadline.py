@@ -36,7 +36,7 @@ async def under(deadline: RunDeadline, work: Coroutine[Any, Any, None]) -> None:
             raise TimeoutError from None
         raise
     finally:
-        deadline.waiting = None
+        deadline.settle()
 
 
 async def cut_short(seconds: float, wait: float) -> bool:
@@ -85,14 +85,15 @@ def test_a_budget_starts_as_a_deadline_does(wall_time: float | None) -> None:
 
 @settings(max_examples=20, deadline=None)
 @given(st.lists(st.sampled_from(["outer", "deadline"]), max_size=2, unique=True),
-       st.sampled_from(["waits", "raises"]))
+       st.sampled_from(["waits", "raises", "swallows"]))
 async def test_a_deadline_gives_way_to_another_cancellation(fired: list[str], await_: str
                                                             ) -> None:
     """The rule of ``asyncio.timeout`` (which the loop's model requests share through
     ``cut_short``): the await under the deadline raises TimeoutError only when the deadline
     alone cancelled it; a cancellation from elsewhere, in the same turn of the event loop
-    before or after the deadline's, passes through as CancelledError; afterwards the task
-    counts no cancellation of the deadline's and nothing is under it any more."""
+    before or after the deadline's, passes through as CancelledError; an await that
+    swallows the cancellation ends as it returns; afterwards the task counts no cancellation
+    of the deadline's and nothing is under it any more."""
 
     async def scenario() -> str:
         loop = asyncio.get_running_loop()
@@ -109,7 +110,11 @@ async def test_a_deadline_gives_way_to_another_cancellation(fired: list[str], aw
                     deadline.expire()
 
         async def work() -> None:
-            await asyncio.sleep(0 if not fired else 3600)
+            try:
+                await asyncio.sleep(0 if not fired else 3600)
+            except asyncio.CancelledError:
+                if await_ != "swallows":
+                    raise
             if await_ == "raises":
                 raise ValueError("the await's own error")
 
@@ -127,11 +132,13 @@ async def test_a_deadline_gives_way_to_another_cancellation(fired: list[str], aw
         finally:
             deadline.disarm()
         assert deadline.waiting is None
+        if await_ == "swallows" and "outer" in fired:
+            assert task.uncancel() == 0  # the outer cancellation, swallowed: the await's doing
         assert task.cancelling() == 0
         return outcome
 
-    expected = ("cancelled" if "outer" in fired else "timeout" if fired
-                else "error" if await_ == "raises" else "done")
+    expected = ("done" if await_ == "swallows" else "cancelled" if "outer" in fired
+                else "timeout" if fired else "error" if await_ == "raises" else "done")
     assert await asyncio.create_task(scenario()) == expected
 
 

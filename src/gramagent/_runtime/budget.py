@@ -39,8 +39,9 @@ class Budget(RunDeadline):
 
     As a :class:`RunDeadline` whose ``when`` is the end of the wall time, it cuts a model
     request short when the wall time runs out: :meth:`start_request` checks the limits and
-    puts the request under the deadline, until the loop sets ``waiting`` back to None (or
-    :meth:`~RunDeadline.cut_short` does, on CancelledError).
+    puts the request under the deadline, until the loop ends it (:meth:`~RunDeadline.cut_short`
+    on CancelledError, then :meth:`~RunDeadline.settle` or ``waiting = None`` however it
+    ended).
 
     Args:
         limits: the run's limits.

@@ -6,8 +6,9 @@ cancellation (``expired`` then says the deadline did it); any other cancellation
 through. Not a ``with`` statement (its protocol and two frames cost measurably, per model
 request and per async tool call): :meth:`RunDeadline.start` right before the await,
 :meth:`RunDeadline.cut_short` (the rule, in one place) on :class:`asyncio.CancelledError`, and
-``waiting = None`` after it, however it ends (or :meth:`RunDeadline.disarm`, for a deadline
-of one await)::
+:meth:`RunDeadline.settle` after it, however it ends (an await that swallowed the deadline's
+cancellation, or turned it into a result or another error, still counts it in its task until
+then; ``asyncio.timeout`` takes it back the same way)::
 
     deadline.start()
     try:
@@ -17,7 +18,7 @@ of one await)::
             raise  # another's cancellation
         ...  # the deadline's: its timeout in place of the cancellation
     finally:
-        deadline.waiting = None
+        deadline.settle()
 
 Tool calls are not awaited under the run's deadline: each gets one of its own (its timeout,
 bounded by the time that remains of the run), on the same one timer per event loop.
@@ -116,6 +117,18 @@ class RunDeadline:
         # Ours only if we cancelled and no other cancellation is pending (asyncio.timeout's rule).
         return (self.expired and waiting is not None and task is not None
                 and task.uncancel() <= waiting)
+
+    def settle(self) -> None:
+        """The await under the deadline is over, however it ended: not under it any more.
+        If the deadline cancelled it and it did not end in CancelledError (:meth:`cut_short`
+        takes that one), it swallowed the cancellation, or turned it into a result or an error
+        of its own: the deadline's request is taken back from the task all the same (as
+        ``asyncio.timeout`` does), or the task would count a cancellation nobody handles, and
+        an ``asyncio.timeout`` or ``TaskGroup`` around it would take its own for another's."""
+        waiting, self.waiting = self.waiting, None
+        task = self._task
+        if self.expired and waiting is not None and task is not None:
+            task.uncancel()
 
     def expire(self) -> None:
         """The clock reached ``when``: cancel the await in flight, if any (called by the

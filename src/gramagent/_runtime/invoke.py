@@ -168,7 +168,9 @@ async def _awaited(tool: Tool, pending: Any, kwargs: dict[str, Any], started: fl
     else:
         outcome = _finished(tool, result, time.perf_counter() - started, max_output_chars)
     finally:
-        deadline.disarm()  # no longer watched: its ``waiting`` need not be reset
+        deadline.disarm()  # no longer watched
+        if deadline.expired:  # it cut the call short: its cancellation taken back
+            deadline.settle()
     if done is not None:
         done(outcome)
     return outcome

@@ -363,8 +363,11 @@ class _Run(ToolCalls):
                     raise
                 except (TimeoutError, ModelAPIError) as exc:
                     raise self._failed(exc)  # noqa: B904  (_failed says how it is chained)
-                finally:
-                    budget.waiting = None  # not under the deadline any more
+                finally:  # not under the deadline any more
+                    if budget.expired:  # it cut the request short: its cancellation taken back
+                        budget.settle()
+                    else:
+                        budget.waiting = None
                 turn = self._received(request, turn)
                 del request  # not held while the tools run (see below)
                 if not (turn.tool_calls or turn.cut_off_calls):

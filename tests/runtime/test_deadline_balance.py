@@ -1,0 +1,134 @@
+"""The run's deadlines take back every cancellation they make, however the await they cut
+short ends: a tool (or a model request) that swallows the cancellation, or turns it into an
+error or a result, must not leave the caller's task counting a cancellation nobody handles
+(an ``asyncio.timeout`` or ``TaskGroup`` around the run would then misread its own)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gramagent._models.base import Model, ModelRequest, ModelTurn
+from gramagent._models.registry import resolve_model
+from gramagent._runtime.library import ToolLibrary
+from gramagent._runtime.limits import RunLimits
+from gramagent._runtime.loop import run_agent
+from gramagent._spec.model import Agent, ModelRef
+from gramagent.errors import ModelAPIError
+from gramagent.testing import ScriptedServer, call, reply
+
+
+def _library(ends: str) -> ToolLibrary:
+    """``patient``: waits until cancelled, then ends as ``ends`` says: returns a result,
+    raises an error of its own, or raises TimeoutError (never the CancelledError)."""
+    library = ToolLibrary()
+
+    async def waits() -> str:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            if ends == "result":
+                return "partial result"
+            if ends == "timeout":
+                raise TimeoutError("the tool's own") from None
+            raise RuntimeError("interrupted") from None
+        return "unreachable"
+
+    @library.register(timeout=0.05)
+    async def patient() -> str:
+        """Waits until cancelled."""
+        return await waits()
+
+    @library.register(name="patient_inline", blocking=False, timeout=0.05)
+    def patient_inline() -> Any:
+        """Waits until cancelled (a plain function returning an awaitable)."""
+        return waits()
+
+    return library
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.sampled_from(["patient", "patient_inline"]),
+       st.sampled_from(["result", "error", "timeout"]))
+def test_a_tool_that_swallows_the_deadlines_cancellation_leaves_the_task_balanced(
+        name: str, ends: str) -> None:
+    """A tool call cut short by its timeout that does not end in CancelledError: the run goes
+    on to its answer, the task counts no cancellation, and an ``asyncio.timeout`` around work
+    after the run still raises TimeoutError (not a CancelledError nobody asked for)."""
+    library = _library(ends)
+    agent = Agent(name="a", model=ModelRef.parse("openai/scripted"), instruction="x",
+                  tools=tuple(t.spec() for t in library))
+
+    async def scenario(server: ScriptedServer) -> str:
+        task = asyncio.current_task()
+        assert task is not None
+        response = await run_agent(agent, "Hi", library=library,
+                                   base_url=server.base_url, limits=RunLimits(wall_time=60))
+        assert response.content == "done"
+        assert task.cancelling() == 0
+        try:
+            async with asyncio.timeout(0):
+                await asyncio.sleep(3600)
+        except TimeoutError:
+            return "timeout"
+        return "not cut short"
+
+    with ScriptedServer() as server:
+        server.add(call(name, {}), reply("done"))
+        assert asyncio.run(scenario(server)) == "timeout"
+
+
+class _Forgiving:
+    """A model of the user's own over the real chat adapter, which does not let a
+    cancellation through: it answers ``fallback`` in its place, or raises ModelAPIError."""
+
+    def __init__(self, inner: Model, ends: str) -> None:
+        self.inner, self.ends = inner, ends
+
+    async def request(self, request: ModelRequest) -> ModelTurn:
+        try:
+            return await self.inner.request(request)
+        except asyncio.CancelledError:
+            if self.ends == "result":
+                return ModelTurn(text="fallback")
+            raise ModelAPIError("the request was interrupted") from None
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.sampled_from(["result", "error"]))
+def test_a_model_that_swallows_the_wall_times_cancellation_leaves_the_task_balanced(
+        ends: str) -> None:
+    """The run's wall time cuts a slow request short and the model turns the cancellation
+    into an answer or its error: the run ends as that says, and the task counts no
+    cancellation (an ``asyncio.timeout`` around work after the run raises TimeoutError)."""
+    agent = Agent(name="a", model=ModelRef.parse("openai/scripted"), instruction="x")
+
+    async def scenario(server: ScriptedServer) -> str:
+        task = asyncio.current_task()
+        assert task is not None
+        model = _Forgiving(resolve_model("openai/scripted", base_url=server.base_url), ends)
+        try:
+            response = await run_agent(agent, "Hi", model=model,
+                                       limits=RunLimits(wall_time=0.05))
+            assert response.content == "fallback"
+        except ModelAPIError:
+            assert ends == "error"
+        finally:
+            await model.aclose()
+        assert task.cancelling() == 0
+        try:
+            async with asyncio.timeout(0):
+                await asyncio.sleep(3600)
+        except TimeoutError:
+            return "timeout"
+        return "not cut short"
+
+    with ScriptedServer() as server:
+        server.add(reply("too late", delay=5))
+        assert asyncio.run(scenario(server)) == "timeout"
