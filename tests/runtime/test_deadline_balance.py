@@ -21,6 +21,18 @@ from gramagent.errors import ModelAPIError
 from gramagent.testing import ScriptedServer, call, reply
 
 
+async def _timeout_after(task: asyncio.Task[Any]) -> str:
+    """After a run in ``task``: the task counts no cancellation, and an ``asyncio.timeout``
+    around a wait cuts it short with TimeoutError ("timeout")."""
+    assert task.cancelling() == 0
+    try:
+        async with asyncio.timeout(0):
+            await asyncio.sleep(3600)
+    except TimeoutError:
+        return "timeout"
+    return "not cut short"
+
+
 def _library(ends: str) -> ToolLibrary:
     """``patient``: waits until cancelled, then ends as ``ends`` says: returns a result,
     raises an error of its own, or raises TimeoutError (never the CancelledError)."""
@@ -68,13 +80,7 @@ def test_a_tool_that_swallows_the_deadlines_cancellation_leaves_the_task_balance
         response = await run_agent(agent, "Hi", library=library,
                                    base_url=server.base_url, limits=RunLimits(wall_time=60))
         assert response.content == "done"
-        assert task.cancelling() == 0
-        try:
-            async with asyncio.timeout(0):
-                await asyncio.sleep(3600)
-        except TimeoutError:
-            return "timeout"
-        return "not cut short"
+        return await _timeout_after(task)
 
     with ScriptedServer() as server:
         server.add(call(name, {}), reply("done"))
@@ -121,13 +127,7 @@ def test_a_model_that_swallows_the_wall_times_cancellation_leaves_the_task_balan
             assert ends == "error"
         finally:
             await model.aclose()
-        assert task.cancelling() == 0
-        try:
-            async with asyncio.timeout(0):
-                await asyncio.sleep(3600)
-        except TimeoutError:
-            return "timeout"
-        return "not cut short"
+        return await _timeout_after(task)
 
     with ScriptedServer() as server:
         server.add(reply("too late", delay=5))
