@@ -132,3 +132,60 @@ def test_a_model_that_swallows_the_wall_times_cancellation_leaves_the_task_balan
     with ScriptedServer() as server:
         server.add(reply("too late", delay=5))
         assert asyncio.run(scenario(server)) == "timeout"
+
+
+async def _cancelled_elsewhere() -> str:
+    """Awaits a future that something else cancelled: a CancelledError of the tool's own,
+    while nobody cancels the call."""
+    future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    future.cancel()
+    return await future
+
+
+def _failing_library() -> ToolLibrary:
+    library = ToolLibrary()
+
+    @library.register(name="async_tool", timeout=30)
+    async def async_tool() -> str:
+        """An async tool."""
+        return await _cancelled_elsewhere()
+
+    @library.register(name="inline_tool", blocking=False, timeout=30)
+    def inline_tool() -> Any:
+        """A plain function returning an awaitable, awaited in the run's task."""
+        return _cancelled_elsewhere()
+
+    @library.register(name="thread_tool", timeout=30)
+    def thread_tool() -> Any:
+        """A blocking function returning an awaitable, awaited on the event loop."""
+        return _cancelled_elsewhere()
+
+    return library
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.sampled_from(["async_tool", "inline_tool", "thread_tool"]), st.booleans())
+def test_a_tools_own_cancelled_error_is_its_failure_not_the_runs_cancellation(
+        name: str, wall_time: bool) -> None:
+    """A tool whose await raises CancelledError though nobody cancelled the call (a future it
+    awaited was cancelled elsewhere) failed: the model gets its error result and the run
+    goes on to its answer; it is not ended as cancelled (its conversation lost) nor left
+    waiting."""
+    library = _failing_library()
+    agent = Agent(name="a", model=ModelRef.parse("openai/scripted"), instruction="x",
+                  tools=tuple(t.spec() for t in library))
+
+    async def scenario(server: ScriptedServer) -> str:
+        task = asyncio.current_task()
+        assert task is not None
+        response = await run_agent(agent, "Hi", library=library, base_url=server.base_url,
+                                   limits=RunLimits(wall_time=60 if wall_time else None))
+        assert response.content == "done"
+        (invocation,) = response.tool_invocations
+        assert invocation.error_type == "tool_exception"
+        assert invocation.error is not None and "CancelledError" in invocation.error
+        return await _timeout_after(task)
+
+    with ScriptedServer() as server:
+        server.add(call(name, {}), reply("done"))
+        assert asyncio.run(asyncio.wait_for(scenario(server), 20)) == "timeout"

@@ -155,10 +155,13 @@ async def _awaited(tool: Tool, pending: Any, kwargs: dict[str, Any], started: fl
         result = await (tool.invoke(**kwargs) if pending is None else pending)
         if _maybe_awaitable(result):  # a sync function returning an awaitable
             result = await result
-    except asyncio.CancelledError:
-        if not deadline.cut_short():
-            raise
-        outcome = _timed_out(tool, timeout, time.perf_counter() - started)
+    except asyncio.CancelledError as exc:
+        if deadline.cut_short():
+            outcome = _timed_out(tool, timeout, time.perf_counter() - started)
+        elif _cancel_requested():
+            raise  # the call (the run) was cancelled: that goes on
+        else:  # the tool's own (a future it awaited was cancelled elsewhere): it failed
+            outcome = _failure(tool, exc, time.perf_counter() - started)
     except TimeoutError as exc:  # the tool's own (or one it let through after the deadline)
         latency = time.perf_counter() - started
         outcome = (_timed_out(tool, timeout, latency) if deadline.expired
@@ -283,7 +286,10 @@ class ThreadCall:
     async def _await(self, awaitable: Any) -> None:
         try:
             result = await awaitable
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as exc:
+            # A CancelledError too: this task's own cancellation comes only once the call is
+            # settled (then nothing more happens), any other is the tool's failure; let
+            # through, it left the call waiting until its timeout, or for good.
             outcome = _failure(self._tool, exc, time.perf_counter() - self._started)
         else:
             outcome = _finished(self._tool, result, time.perf_counter() - self._started,
@@ -398,6 +404,14 @@ def _kwargs(tool: Tool, arguments: dict[str, Any], context: ToolContext | None
     if tool.context_param is not None:
         kwargs = {**kwargs, tool.context_param: context}
     return kwargs
+
+
+def _cancel_requested() -> bool:
+    """Whether the running task counts a request to cancel it: a CancelledError raised in
+    it is then that cancellation, else one of the awaited code's own (a future it awaited
+    was cancelled elsewhere), which is not the task's to pass on."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
 
 
 def _failure(tool: Tool, exc: BaseException, latency: float, *,
