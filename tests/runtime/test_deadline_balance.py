@@ -160,11 +160,30 @@ def _failing_library() -> ToolLibrary:
         """A blocking function returning an awaitable, awaited on the event loop."""
         return _cancelled_elsewhere()
 
+    @library.register(name="inline_sync_tool", blocking=False)
+    def inline_sync_tool() -> str:
+        """A plain function reading a future cancelled elsewhere, on the event loop."""
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        future.cancel()
+        return future.result()
+
+    @library.register(name="thread_sync_tool")
+    def thread_sync_tool() -> str:
+        """A blocking function reading a future cancelled elsewhere, in a worker thread."""
+        loop = asyncio.new_event_loop()  # the worker thread's own
+        try:
+            future: asyncio.Future[str] = loop.create_future()
+            future.cancel()
+            return future.result()
+        finally:
+            loop.close()
+
     return library
 
 
-@settings(max_examples=6, deadline=None)
-@given(st.sampled_from(["async_tool", "inline_tool", "thread_tool"]), st.booleans())
+@settings(max_examples=10, deadline=None)
+@given(st.sampled_from(["async_tool", "inline_tool", "thread_tool", "inline_sync_tool",
+                        "thread_sync_tool"]), st.booleans())
 def test_a_tools_own_cancelled_error_is_its_failure_not_the_runs_cancellation(
         name: str, wall_time: bool) -> None:
     """A tool whose await raises CancelledError though nobody cancelled the call (a future it

@@ -115,7 +115,7 @@ def run_inline(tool: Tool, arguments: dict[str, Any], context: ToolContext | Non
     started = perf_counter()
     try:
         result = copy_context().run(tool.invoke, **kwargs)
-    except Exception as exc:
+    except (Exception, asyncio.CancelledError) as exc:  # raised without an await: the tool's
         outcome = _failure(tool, exc, perf_counter() - started)
     else:
         if type(result) not in _PLAIN_RESULTS and _maybe_awaitable(result):
@@ -277,7 +277,7 @@ class ThreadCall:
                 self._waiter = asyncio.ensure_future(self._await(result))
                 return
             self._settle(_finished(self._tool, result, latency, self._max_chars))
-        elif isinstance(error, Exception):
+        elif isinstance(error, (Exception, asyncio.CancelledError)):  # a thread's is its own
             self._settle(_failure(self._tool, error, latency))
         else:  # KeyboardInterrupt, SystemExit...: raised where the call is awaited
             self._stop()
