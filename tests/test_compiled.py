@@ -48,6 +48,12 @@ def _refusals(tree: ast.Module) -> list[str]:
         elif isinstance(node, ast.Raise) and node.cause is not None:
             found.append(f"line {node.lineno}: raise ... from (mypyc drops the cause: set "
                          "__cause__ or __suppress_context__ on the error)")
+        elif (isinstance(node, ast.Try) and not _catches_everything(node)
+              and any(isinstance(n, ast.Await) for n in ast.walk(ast.Module(node.finalbody,
+                                                                          [])))):
+            found.append(f"line {node.lineno}: an await in a finally an exception can pass "
+                         "through (mypyc loses the exception: end in an 'except "
+                         "BaseException' handler and raise it by name)")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and any(
                 "\ud800" <= c <= "\udfff" for c in node.value):
             found.append(f"line {node.lineno}: a surrogate in a string literal")
@@ -61,6 +67,12 @@ def _refusals(tree: ast.Module) -> list[str]:
                       if isinstance(d, ast.Call) and isinstance(d.func, ast.Name)
                       and d.func.id == "builds"]
     return found
+
+
+def _catches_everything(node: ast.Try) -> bool:
+    """Whether a handler of ``node`` takes every exception (bare, or BaseException)."""
+    return any(h.type is None or (isinstance(h.type, ast.Name) and h.type.id == "BaseException")
+               for h in node.handlers)
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -81,9 +93,22 @@ try:
     pass
 except KeyError as exc:
     raise ValueError() from exc
+async def run(model):
+    try:
+        pass
+    finally:
+        await model.aclose()
+async def run_closing_in_the_handler(model):
+    try:
+        pass
+    except BaseException as exc:
+        await model.aclose()
+        raise exc
+    finally:
+        await model.aclose()
 '''
     assert sorted(r.split(":")[0] for r in _refusals(ast.parse(source))) == [
-        "line 12", "line 2", "line 4", "line 6", "line 7"]
+        "line 12", "line 14", "line 2", "line 4", "line 6", "line 7"]
 
 
 def test_compiled_modules_are_the_ones_loaded_from_extensions() -> None:

@@ -17,7 +17,7 @@ from gramagent._runtime.library import ToolLibrary
 from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.loop import run_agent
 from gramagent._spec.model import Agent, ModelRef
-from gramagent.errors import ModelAPIError
+from gramagent.errors import LimitExceeded, ModelAPIError
 from gramagent.testing import ScriptedServer, call, reply
 
 
@@ -208,3 +208,32 @@ def test_a_tools_own_cancelled_error_is_its_failure_not_the_runs_cancellation(
     with ScriptedServer() as server:
         server.add(call(name, {}), reply("done"))
         assert asyncio.run(asyncio.wait_for(scenario(server), 20)) == "timeout"
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.booleans())
+def test_a_run_owning_its_model_raises_its_wall_time_error(handling: bool) -> None:
+    """A run that made its own model (``base_url``: it closes the model as it ends) and whose
+    wall time cuts the request short raises LimitExceeded, whether or not the caller is
+    handling an exception of its own meanwhile (the compiled build returned None, or raised
+    the caller's exception, losing the run's)."""
+    agent = Agent(name="a", model=ModelRef.parse("openai/scripted"), instruction="x")
+
+    async def scenario(server: ScriptedServer) -> str:
+        try:
+            await run_agent(agent, "Hi", base_url=server.base_url,
+                            limits=RunLimits(wall_time=0.05))
+        except LimitExceeded as exc:
+            assert exc.context is not None and exc.context[-1].kind == "user"
+            return exc.limit
+        return "returned"
+
+    with ScriptedServer() as server:
+        server.add(reply("too late", delay=5))
+        if not handling:
+            assert asyncio.run(scenario(server)) == "wall_time"
+            return
+        try:
+            raise KeyError("the caller's own")
+        except KeyError:
+            assert asyncio.run(scenario(server)) == "wall_time"

@@ -385,13 +385,27 @@ class _Run(ToolCalls):
                 # them, a third fewer gen-0 collections.
                 del turn
             return self._paused()
-        except Exception as exc:
-            log_run_error(exc, agent=self.bound.agent.name)
-            raise
-        finally:
+        except BaseException as exc:
+            # Not the finally below: compiled by mypyc, an await in a finally that an
+            # exception passes through lost the exception (a run its wall time cut short
+            # returned None, or raised the exception its caller was handling). ``exc`` is
+            # raised by name (a local, kept across the await), not by a bare raise.
+            await self._ended_by(exc)
+            raise exc
+        finally:  # the run answered or paused (or _ended_by did this): nothing passes through
             budget.disarm()
             if self.owned:
                 await self.model.aclose()
+
+    async def _ended_by(self, exc: BaseException) -> None:
+        """The run ends with ``exc``: logged (an error, not a cancellation), its deadline
+        disarmed, an owned model closed."""
+        if isinstance(exc, Exception):
+            log_run_error(exc, agent=self.bound.agent.name)
+        self.budget.disarm()
+        if self.owned:
+            self.owned = False
+            await self.model.aclose()
 
     async def _call_tools(self, turn: ModelTurn, *, replay: bool = True) -> None:
         """:meth:`run_tool_calls`, with the hooks told of the calls and their results."""
