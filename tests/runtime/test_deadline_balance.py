@@ -15,7 +15,7 @@ from gramagent._models.base import Model, ModelRequest, ModelTurn
 from gramagent._models.registry import resolve_model
 from gramagent._runtime.library import ToolLibrary
 from gramagent._runtime.limits import RunLimits
-from gramagent._runtime.loop import run_agent
+from gramagent._runtime.loop import run_agent, run_agent_sync
 from gramagent._spec.model import Agent, ModelRef
 from gramagent.errors import LimitExceeded, ModelAPIError
 from gramagent.testing import ScriptedServer, call, reply
@@ -237,3 +237,20 @@ def test_a_run_owning_its_model_raises_its_wall_time_error(handling: bool) -> No
             raise KeyError("the caller's own")
         except KeyError:
             assert asyncio.run(scenario(server)) == "wall_time"
+
+
+def test_run_agent_syncs_wall_time_error_has_the_cancellation_as_its_context() -> None:
+    """run_agent_sync's wall-time error comes from the request it cut short (context: that
+    CancelledError, suppressed as ``raise ... from None``), not from the check for a running
+    loop that run_agent_sync made first (its RuntimeError was the context)."""
+    agent = Agent(name="a", model=ModelRef.parse("openai/scripted"), instruction="x")
+    with ScriptedServer() as server:
+        server.add(reply("too late", delay=5))
+        try:
+            run_agent_sync(agent, "Hi", base_url=server.base_url,
+                           limits=RunLimits(wall_time=0.05))
+        except LimitExceeded as exc:
+            assert exc.limit == "wall_time" and exc.__suppress_context__
+            assert isinstance(exc.__context__, asyncio.CancelledError), repr(exc.__context__)
+        else:
+            raise AssertionError("the wall time did not stop the run")

@@ -277,9 +277,11 @@ def run_agent_sync(agent: Agent | BoundAgent, user_input: str, **options: Any) -
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(run_agent(agent, user_input, **options))
-    raise ConfigurationError(
-        "run_agent_sync() cannot run inside a running event loop; use `await run_agent(...)`")
+        pass  # none: the run gets its own (not run from this handler: its errors' context)
+    else:
+        raise ConfigurationError("run_agent_sync() cannot run inside a running event loop; "
+                                 "use `await run_agent(...)`")
+    return asyncio.run(run_agent(agent, user_input, **options))
 
 
 # ---------------------------------------------------------------------------------------------
