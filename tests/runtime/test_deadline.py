@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from gramagent._messages import Conversation
 from gramagent._models.base import ModelRequest, ModelTurn
 from gramagent._runtime.budget import Budget
-from gramagent._runtime.deadline import RunDeadline
+from gramagent._runtime.deadline import RunDeadline, watcher
 from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.loop import run_agent
 from gramagent._runtime.threads import hand_off
@@ -245,3 +245,44 @@ def test_event_loops_one_after_another_are_not_kept(uses: list[str]) -> None:
     loops = [asyncio.run(use(what)) for what in uses]
     gc.collect()
     assert all(ref() is None for ref in loops[:-1])
+
+
+class _Failing:
+    """A watched deadline whose expire raises (what a tool call's settling could do)."""
+
+    def __init__(self, when: float) -> None:
+        self.when: float | None = when
+
+    def expire(self) -> None:
+        raise RuntimeError("expire failed")
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(st.sampled_from(["fails", "near", "later"]), min_size=1, max_size=5))
+async def test_a_deadline_whose_expire_raises_leaves_the_others_watched(
+        order: list[str]) -> None:
+    """One deadline's expire raising inside the watcher's timer (the loop's exception
+    handler reports it) takes nothing else with it: the deadlines due with it, those due
+    later, and one armed afterwards (which may only join the watched set) each still fire."""
+    loop = asyncio.get_running_loop()
+    reported: list[BaseException | None] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context.get("exception")))
+    watch = watcher(loop)
+    start = loop.time()
+
+    async def waits(seconds: float) -> bool:
+        return await cut_short(seconds, 5)
+
+    try:
+        for name in order:
+            if name == "fails":
+                watch.add(_Failing(start + 0.01))
+        tasks = [asyncio.create_task(waits({"near": 0.01, "later": 0.05}[name]))
+                 for name in order if name != "fails"]
+        await asyncio.sleep(0.03)
+        armed_after = asyncio.create_task(waits(0.05))
+        assert all(await asyncio.gather(*tasks, armed_after))
+    finally:
+        loop.set_exception_handler(None)
+    assert len(reported) == order.count("fails")
+    assert all(isinstance(error, RuntimeError) for error in reported)

@@ -178,16 +178,25 @@ class Watcher:
         self._timer, self.timer_when = None, math.inf
         now = loop.time()
         deadlines = self.deadlines
-        for deadline in list(deadlines):
-            when = deadline.when
-            assert when is not None
-            if when <= now:
-                deadlines.discard(deadline)
-                deadline.expire()
-            elif when < self.timer_when:
-                self.timer_when = when
-        if deadlines:
-            self._timer = weakref.ref(loop.call_at(self.timer_when, self._fire))
+        try:
+            for deadline in list(deadlines):
+                when = deadline.when
+                assert when is not None
+                if when <= now:
+                    deadlines.discard(deadline)
+                    deadline.expire()
+                elif when < self.timer_when:
+                    self.timer_when = when
+        except BaseException:
+            # One expire raised (the loop's exception handler reports it): the deadlines not
+            # looked at yet are still watched, the timer set for the earliest of them (those
+            # due fire at once), or a deadline armed later could join a set no timer serves.
+            self.timer_when = min((d.when for d in deadlines if d.when is not None),
+                                  default=math.inf)
+            raise
+        finally:
+            if deadlines:
+                self._timer = weakref.ref(loop.call_at(self.timer_when, self._fire))
 
 
 watcher: Callable[[asyncio.AbstractEventLoop], Watcher] = PerLoop(Watcher).get
