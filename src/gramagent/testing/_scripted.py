@@ -331,6 +331,15 @@ Renderer: TypeAlias = Callable[..., RenderedReply]
 _APPLY_TEMPLATE = "/apply-template"
 
 
+def _apply_template(body: dict[str, Any]) -> _Answer:
+    """llama.cpp's ``/apply-template``: the prompt a chat body's messages make (no turn)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return _json_error(400, "the request body must hold a list of messages")
+    lines = [f"{m.get('role')}: {m.get('content')}" for m in messages if isinstance(m, dict)]
+    return _Answer(200, orjson.dumps({"prompt": "\n".join([*lines, "assistant:"])}))
+
+
 def _renderers() -> dict[str, Renderer]:
     """``/v1`` + endpoint -> renderer, for every registered wire format."""
     return {"/v1" + w.endpoint: load_object(w.renderer) for w in WIRE_FORMATS.values()}
@@ -572,9 +581,7 @@ class ScriptedServer:
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "gramagent"}
                     for m in self.models]
             return _Answer(200, orjson.dumps({"object": "list", "data": data}))
-        if path == _APPLY_TEMPLATE:
-            return self._apply_template(path, method, request, raw)
-        if path not in self._renderers:
+        if path not in self._renderers and path != _APPLY_TEMPLATE:
             return _json_error(404, f"no such endpoint: {path} (this scripted server serves "
                                     f"{', '.join(self._renderers)}, /v1/models and "
                                     f"{_APPLY_TEMPLATE})")
@@ -588,6 +595,8 @@ class ScriptedServer:
         self._keep(path, request, body)
         if not isinstance(body, dict):
             return _json_error(400, "the request body must be a JSON object")
+        if path == _APPLY_TEMPLATE:
+            return _apply_template(body)
         try:
             turn = self._next_turn(path, body)
         except Exception as exc:  # a script function failing is the script's bug, not ours
@@ -600,22 +609,6 @@ class ScriptedServer:
             return self._render(path, body, raw, turn)
         except Exception as exc:  # a malformed request must not stop the server
             return _json_error(400, f"cannot answer this request: {type(exc).__name__}: {exc}")
-
-    def _apply_template(self, path: str, method: str, request: h11.Request, raw: bytes
-                        ) -> _Answer:
-        """llama.cpp's ``/apply-template``: the prompt a chat body's messages make."""
-        if method != "POST":
-            return _json_error(405, f"{method} is not allowed on {path}; use POST")
-        try:
-            body: Any = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            return _json_error(400, f"the request body is not JSON: {exc}")
-        self._keep(path, request, body)
-        messages = body.get("messages") if isinstance(body, dict) else None
-        if not isinstance(messages, list):
-            return _json_error(400, "the request body must hold a list of messages")
-        lines = [f"{m.get('role')}: {m.get('content')}" for m in messages if isinstance(m, dict)]
-        return _Answer(200, orjson.dumps({"prompt": "\n".join([*lines, "assistant:"])}))
 
     def _keep(self, path: str, request: h11.Request, body: Any) -> None:
         if self._record:
