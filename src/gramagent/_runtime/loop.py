@@ -359,9 +359,7 @@ class _Run(ToolCalls):
                     turn = await send(request)
                 except asyncio.CancelledError:
                     if budget.cut_short():
-                        error = self._out_of_time()
-                        error.__suppress_context__ = True  # as ``raise ... from None``
-                        raise error  # noqa: B904  (suppressed above)
+                        raise self._out_of_time()  # noqa: B904  (_out_of_time says how)
                     raise
                 except (TimeoutError, ModelAPIError) as exc:
                     raise self._failed(exc)  # noqa: B904  (_failed says how it is chained)
@@ -431,14 +429,16 @@ class _Run(ToolCalls):
             return exc
         if not budget.expired:
             return exc
-        error = self._out_of_time()
-        error.__suppress_context__ = True  # as ``raise ... from None``
-        return error
+        return self._out_of_time()
 
     def _out_of_time(self) -> LimitExceeded:
-        """What a model request the run's wall time cut short raises."""
-        return self.budget.wall_time_exceeded(asyncio.get_running_loop().time(),
-                                              " (while waiting for the model)")
+        """What a model request the run's wall time cut short raises (its context, the
+        cancellation or timeout, suppressed: as ``raise ... from None``, which a compiled
+        build drops)."""
+        error = self.budget.wall_time_exceeded(asyncio.get_running_loop().time(),
+                                               " (while waiting for the model)")
+        error.__suppress_context__ = True
+        return error
 
     def _received(self, request: ModelRequest, turn: ModelTurn) -> ModelTurn:
         """``turn``, the reply to ``request``, counted against the budget and logged; its calls
