@@ -393,8 +393,7 @@ class MCPClient:
                               "protocol") from None
         except ValidationError as exc:
             # It answered, but not with an MCP result: the session is fine.
-            raise self._error(f"answered a result that is not MCP: {_invalid(exc)}",
-                              "protocol") from None
+            raise self._translate(exc, starting=False) from None
         except TimeoutError:
             # The server may be stuck on it: the next call starts afresh.
             await self._drop_soon(session, f"another request to it did not answer within "
