@@ -457,7 +457,7 @@ class ToolCalls:
         through :meth:`_execute`."""
         if self.tracer is not None or self.dry_run:
             for c in calls:
-                c.outcome = await self._execute(c, self._time_left())
+                c.outcome = await self._execute(c)
             return
         max_chars = self.budget.limits.max_tool_output_chars
         finished = self._finished if self.sinks else None
@@ -482,7 +482,7 @@ class ToolCalls:
         if self.tracer is not None or self.dry_run:
             # A task may first run after calls that hold the event loop: each reads the time
             # left in the run when it does.
-            return [start_task(self._execute(c, None, fresh=True)) for c in calls]
+            return [start_task(self._execute(c)) for c in calls]
         max_chars = self.budget.limits.max_tool_output_chars
         finished = self._finished if self.sinks else None
         until = self.budget.when  # the end of the run: bounds an async call that starts late
@@ -527,16 +527,13 @@ class ToolCalls:
             conversation_id=self.conversation.id, run_id=self.run_id, call_id=c.call.id,
             tool=tool.name, state=self.bound.library.conversation_state(self.conversation.id))
 
-    async def _execute(self, c: _Call, remaining: float | None, *, fresh: bool = False
-                       ) -> Outcome:
-        """Run one checked call; emits its result event as soon as it finishes. ``fresh``:
-        ``remaining`` is read now (the call runs in a task that may start late)."""
+    async def _execute(self, c: _Call) -> Outcome:
+        """Run one checked call; emits its result event as soon as it finishes. The time
+        left in the run is read as it starts (in a task, that may be late)."""
         tool = c.tool
         assert tool is not None and isinstance(c.arguments, dict)
-        if fresh:
-            remaining = self._time_left()
         limits = self.budget.limits
-        timeout, ctx = self._timeout(tool, remaining), self._context(tool, c)
+        timeout, ctx = self._timeout(tool, self._time_left()), self._context(tool, c)
         if self.tracer is None:
             outcome = await execute(tool, c.arguments, context=ctx, timeout=timeout,
                                     dry_run=self.dry_run,
