@@ -933,12 +933,12 @@ async def _read_body(reply: aiohttp.ClientResponse, chunk: bytes, limit: int, de
     stream = reply.content
     body = _body_for(reply, limit)
     events = SSEDecoder() if sse else None
-    text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    text = codecs.getincrementaldecoder("utf-8")(errors="replace") if sse else None
     read = 0  # the body's parts the decoder has seen
     while True:
         if chunk:
             body.feed(chunk)
-            if events is not None:
+            if events is not None and text is not None:
                 for part in body.parts[read:]:
                     events.feed(text.decode(part))
                 read = len(body.parts)
