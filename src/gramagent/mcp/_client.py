@@ -50,8 +50,9 @@ from pydantic import ValidationError
 from gramagent._limit_values import limit_problem, refuse_problems
 from gramagent.errors import MCPFailureKind, MCPServerError
 from gramagent.mcp._address import HttpServer, ServerAddress, StdioServer, parse_server
+from gramagent.mcp._bounded import DEFAULT_MAX_MESSAGE_BYTES, BoundedTransport, oversized_message
 
-__all__ = ["DEFAULT_CONNECT_TIMEOUT", "DEFAULT_TIMEOUT", "MCPClient"]
+__all__ = ["DEFAULT_CONNECT_TIMEOUT", "DEFAULT_MAX_MESSAGE_BYTES", "DEFAULT_TIMEOUT", "MCPClient"]
 
 DEFAULT_TIMEOUT: Final = 30.0
 """Seconds one MCP request (``tools/call``, ``tools/list``) may take."""
@@ -156,21 +157,29 @@ class MCPClient:
             form: ``mcp:stdio:python -m mcp_server_time``, ``mcp:http://127.0.0.1:8000/mcp``).
         timeout: seconds one request may take.
         connect_timeout: seconds to launch or reach the server and shake hands.
+        max_message_bytes: the most bytes one reply of a server over HTTP may have (a JSON
+            body, or an event of an event stream); a longer one fails its request at once,
+            and the session is kept. (A stdio server is a process of this machine: its
+            replies are not bounded.)
 
     Raises:
-        ConfigurationError: a timeout that is not a positive finite number, or ``server``
-            names no server (see :func:`~gramagent.mcp.parse_server`).
+        ConfigurationError: a timeout that is not a positive finite number, a
+            ``max_message_bytes`` that is not a positive whole number, or ``server`` names no
+            server (see :func:`~gramagent.mcp.parse_server`).
     """
 
     def __init__(self, server: str | ServerAddress | list[str], *,
                  timeout: float = DEFAULT_TIMEOUT,
-                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> None:
+                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         refuse_problems("MCPClient", (
             limit_problem("timeout", timeout, optional=False),
-            limit_problem("connect_timeout", connect_timeout, optional=False)))
+            limit_problem("connect_timeout", connect_timeout, optional=False),
+            limit_problem("max_message_bytes", max_message_bytes, whole=True, optional=False)))
         self.server: ServerAddress = parse_server(server)
         self.timeout = timeout
         self.connect_timeout = connect_timeout
+        self.max_message_bytes = max_message_bytes
         self._session: _Session | None = None
         self._starting: asyncio.Lock | None = None
         self._closed = False
@@ -349,12 +358,13 @@ class MCPClient:
                 encoding_error_handler="replace")
             return stdio_client(params, errlog=errlog.writer)
         assert isinstance(server, HttpServer)
-        http = None
-        if server.headers:
-            http = await stack.enter_async_context(httpx2.AsyncClient(
-                headers=dict(server.headers),
-                timeout=httpx2.Timeout(self.timeout, read=max(self.timeout, 300.0))))
-        return streamable_http_client(server.url, http_client=http)
+        http = await stack.enter_async_context(httpx2.AsyncClient(
+            headers=dict(server.headers) if server.headers else None,
+            # The SDK's own client's timeouts: a server may hold an event stream open.
+            timeout=httpx2.Timeout(self.timeout, read=max(self.timeout, 300.0)),
+            transport=BoundedTransport(self.max_message_bytes)))
+        return streamable_http_client(server.url, http_client=http,
+                                      max_sse_event_size=self.max_message_bytes)
 
     async def _list_tools(self) -> list[types.Tool]:
         client = await self._ensure()
@@ -386,6 +396,10 @@ class MCPClient:
                                       "closed") from None
                 await self._drop_soon(session, "it closed the connection")
                 raise self._error("closed the connection (it exited or crashed)", "closed"
+                                  ) from None
+            if oversized_message(exc.error.message):  # the SDK's error; the session is fine
+                raise self._error(f"sent a reply of more than {self.max_message_bytes} bytes "
+                                  f"(max_message_bytes); it was not read further", "protocol"
                                   ) from None
             # The server answered with a JSON-RPC error (whatever its code: -32000 and -32001
             # are in the range JSON-RPC leaves to servers): the session is fine.

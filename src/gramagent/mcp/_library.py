@@ -24,7 +24,12 @@ from gramagent._runtime.library import Tool, ToolLibrary
 from gramagent._runtime.limits import INHERIT, Inherit
 from gramagent.errors import ToolError
 from gramagent.mcp._address import ServerAddress
-from gramagent.mcp._client import DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, MCPClient
+from gramagent.mcp._client import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_TIMEOUT,
+    MCPClient,
+)
 
 __all__ = ["MCPToolError", "MCPToolLibrary", "amcp_library", "mcp_library", "mcp_tool",
            "result_text"]
@@ -65,6 +70,7 @@ def mcp_library(
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     tool_timeout: float | None | Inherit = INHERIT,
     only: Iterable[str] | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> MCPToolLibrary:
     """Connect to an MCP server and make a library of its tools.
 
@@ -84,6 +90,8 @@ def mcp_library(
         tool_timeout: the tools' :attr:`~gramagent.Tool.timeout` in a run (default: the
             run's ``tool_timeout``).
         only: keep only these tools (every name must exist on the server).
+        max_message_bytes: the most bytes one reply of a server over HTTP may have; a longer
+            one fails its call (see :class:`~gramagent.mcp.MCPClient`).
 
     Raises:
         MCPServerError: the server could not be launched or reached, or failed to list its
@@ -91,7 +99,8 @@ def mcp_library(
         ToolError: ``only`` names a tool the server does not have, or the server lists two
             tools of one name.
     """
-    client = MCPClient(server, timeout=timeout, connect_timeout=connect_timeout)
+    client = MCPClient(server, timeout=timeout, connect_timeout=connect_timeout,
+                       max_message_bytes=max_message_bytes)
     try:
         return _library(client, client.list_tools(), tool_timeout, only)
     except BaseException:
@@ -105,9 +114,11 @@ async def amcp_library(
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     tool_timeout: float | None | Inherit = INHERIT,
     only: Iterable[str] | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> MCPToolLibrary:
     """:func:`mcp_library` for async code: the event loop runs on while the server starts."""
-    client = MCPClient(server, timeout=timeout, connect_timeout=connect_timeout)
+    client = MCPClient(server, timeout=timeout, connect_timeout=connect_timeout,
+                       max_message_bytes=max_message_bytes)
     try:
         return _library(client, await client.alist_tools(), tool_timeout, only)
     except BaseException:
