@@ -37,7 +37,9 @@ DRY_RUN_RESULT: Final = {"ok": True}
 
 # Not frozen: one is made per call, and a frozen dataclass sets each field through
 # object.__setattr__ (bench/RESULTS.md, "Per call and per message"). Read-only by convention.
-@dataclass(slots=True)
+# Its own __init__ (init=False): the compiled build compiles a written one, while the one a
+# dataclass makes at import time stays interpreted.
+@dataclass(slots=True, init=False)
 class Outcome:
     """How one call went (read-only by convention)."""
 
@@ -45,13 +47,23 @@ class Outcome:
     """The tool's return value (None on error)."""
     output: str
     """The text sent back to the model (the rendered result, or the error message)."""
-    error_type: ToolErrorType | None = None
-    event_message: str | None = None
+    error_type: ToolErrorType | None
+    event_message: str | None
     """For events: the error without argument values."""
-    latency: float = 0.0
+    latency: float
     """Seconds the tool ran."""
-    executed: bool = True
+    executed: bool
     """Whether the tool actually ran (False in dry-run mode)."""
+
+    def __init__(self, result: Any, output: str, error_type: ToolErrorType | None = None,
+                 event_message: str | None = None, latency: float = 0.0,
+                 executed: bool = True) -> None:
+        self.result = result
+        self.output = output
+        self.error_type = error_type
+        self.event_message = event_message
+        self.latency = latency
+        self.executed = executed
 
 
 async def execute(

@@ -85,30 +85,40 @@ _RepeatKey: TypeAlias = tuple[str, bytes]
 arguments (a pair: no string made by joining them, and no decoding of the JSON)."""
 
 
-@dataclass(slots=True)
 class _Call:
-    """A call of the current turn, through its checks and execution."""
+    """A call of the current turn, through its checks and execution.
 
-    call: ToolCall
-    seq: int
-    planned_at: float
-    """When the call was checked (``time.perf_counter``), for the events' latency; 0 without
-    event sinks."""
-    arguments: dict[str, Any] | str
-    """Parsed arguments, or the raw text when unparseable."""
-    cut_off: bool = False
-    """Whether the token limit cut the call off (it is not in the conversation)."""
-    tool: Tool | None = None
-    rejection: CallRejection | None = None
-    outcome: Outcome | None = None
-    repeat_key: _RepeatKey | None = None
-    earlier_result: Any = None
-    """For a repeated call, the result of the call it repeats."""
-    copy_of: _Call | None = None
-    """For a call identical to an earlier one of the same turn: that call (not run twice)."""
-    args_hash: str | None = None
-    reported: bool = False
-    """Whether its result event was emitted."""
+    A plain class with its own ``__init__``, not a dataclass: the compiled build compiles a
+    written ``__init__``, while a dataclass's is made at import time and stays interpreted
+    (one per call, setting fourteen fields).
+    """
+
+    __slots__ = ("call", "seq", "planned_at", "arguments", "cut_off", "tool", "rejection",
+                 "outcome", "repeat_key", "earlier_result", "copy_of", "args_hash", "reported")
+
+    def __init__(self, call: ToolCall, seq: int, arguments: dict[str, Any] | str,
+                 cut_off: bool) -> None:
+        self.call = call
+        self.seq = seq
+        self.planned_at: float = 0.0
+        """When the call was checked (``time.perf_counter``), for the events' latency; 0
+        without event sinks."""
+        self.arguments = arguments
+        """Parsed arguments, or the raw text when unparseable."""
+        self.cut_off = cut_off
+        """Whether the token limit cut the call off (it is not in the conversation)."""
+        self.tool: Tool | None = None
+        self.rejection: CallRejection | None = None
+        self.outcome: Outcome | None = None
+        self.repeat_key: _RepeatKey | None = None
+        self.earlier_result: Any = None
+        """For a repeated call, the result of the call it repeats."""
+        self.copy_of: _Call | None = None
+        """For a call identical to an earlier one of the same turn: that call (not run
+        twice)."""
+        self.args_hash: str | None = None
+        self.reported = False
+        """Whether its result event was emitted."""
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -272,7 +282,7 @@ class ToolCalls:
             seq += 1
             text = call.arguments
             parsed = parse_object(text, max_bytes)
-            c = _Call(call, seq, 0.0, text if parsed is None else parsed, cut_off)
+            c = _Call(call, seq, text if parsed is None else parsed, cut_off)
             checked.append(c)
             if announce:
                 self._announce(c)
