@@ -5,13 +5,13 @@
 each module of :data:`MODULES` into a C extension beside its source; a default install stays
 pure Python and behaves the same. The list is the run's hot path (bench/RESULTS.md, "Compiled
 hot path"): the loop, the tool calls, the deadline and budget, the chat and Responses adapters'
-body building and reply reading. Modules left out on purpose: those whose frozen classes are
-built by :func:`gramagent._frozen.builds` (``_messages``, ``_models.base``, ``_spec.calls``,
-``_runtime.results``: mypyc makes their classes native, which the builders' ``__class__``
-assignment refuses), and ``_models.http`` (async generators, which mypyc does not compile).
-``setup.py`` reads the list from here; tests/test_compiled.py checks each module stays
-compilable, and keeps its exceptions' causes (mypyc drops ``raise ... from``), in the ways a
-quick read can tell.
+body building and reply reading, the checks of each tool call. Modules left out on purpose:
+those whose frozen classes are built by :func:`gramagent._frozen.builds` (``_messages``,
+``_models.base``, ``_spec.checked``, ``_runtime.results``: mypyc makes their classes native,
+which the builders' ``__class__`` assignment refuses), and ``_models.http`` (async generators,
+which mypyc does not compile). ``setup.py`` reads the list from here; tests/test_compiled.py
+checks each module stays compilable, and keeps its exceptions' causes (mypyc drops
+``raise ... from``), in the ways a quick read can tell.
 
 A leaf module: it imports nothing else of gramagent.
 """
@@ -36,6 +36,7 @@ MODULES: tuple[str, ...] = (
     "gramagent._runtime.setup",
     "gramagent._runtime.tool_calls",
     "gramagent._runtime.tracing",
+    "gramagent._spec.calls",
     "gramagent._spec.fastcheck",
 )
 """The modules the compiled build compiles, by dotted name (all under ``src/``)."""

@@ -4,6 +4,10 @@ Pure functions, no I/O: :func:`parse_arguments` (shared with the Harmony parser)
 :func:`check_call`, which turns a raw :class:`~gramagent._messages.ToolCall` into either a
 :class:`PreparedCall` ready to execute or a :class:`CallRejection` whose text tells the model
 what was wrong and what was expected. Nothing here raises on bad model output.
+
+The compiled build compiles this module (``gramagent._compiled``): every call goes through
+:func:`parse_object` and :func:`check_arguments`. The frozen classes it returns live in
+:mod:`gramagent._spec.checked`, interpreted, and are imported from here.
 """
 
 from __future__ import annotations
@@ -11,13 +15,18 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final
 
 import orjson
 
 from gramagent import _json as exact_json
-from gramagent._frozen import builds
+from gramagent._spec.checked import (
+    TOOL_ERROR_TYPES,
+    CallRejection,
+    PreparedCall,
+    ToolErrorType,
+    new_prepared,
+)
 from gramagent._spec.nulls import strip_strict_nulls
 
 __all__ = [
@@ -38,23 +47,6 @@ __all__ = [
     "unknown_tool",
 ]
 
-ToolErrorType: TypeAlias = Literal[
-    "tool_payload_too_large",
-    "tool_payload_parse_error",
-    "unknown_tool",
-    "invalid_arguments",
-    "tool_exception",
-    "tool_timeout",
-    "repeated_call",
-    "approval_refused",
-    "interrupted",
-]
-"""Why a tool call produced an error result (results, events and the Harmony parser alike).
-``interrupted``: the run ended (cancelled, a closed stream, a failing approve callback) before
-the call finished; only in events (the run's result is its exception)."""
-
-TOOL_ERROR_TYPES: Final[frozenset[str]] = frozenset(ToolErrorType.__args__)  # type: ignore[attr-defined]
-
 INVALID_CALL_TYPES: Final[frozenset[str]] = frozenset(
     {"tool_payload_too_large", "tool_payload_parse_error", "unknown_tool", "invalid_arguments"}
 )
@@ -64,31 +56,6 @@ MAX_PAYLOAD_BYTES: Final = 8192
 """Default payload limit: argument text larger than this (UTF-8 bytes) is never parsed."""
 
 _SCHEMA_PREVIEW_CHARS = 2000
-
-
-@dataclass(frozen=True, slots=True)
-class CallRejection:
-    """A call that cannot run, with one message for the model and one for events."""
-
-    error_type: ToolErrorType
-    message: str
-    """The text sent back to the model: what was wrong and what was expected."""
-    event_message: str
-    """A short description that never contains argument values (for events and metrics)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedCall:
-    """A call that passed every check: a known tool and schema-valid arguments."""
-
-    name: str
-    arguments: dict[str, Any]
-
-
-@builds(PreparedCall)
-def _new_prepared(name: str, arguments: dict[str, Any]) -> PreparedCall:
-    """A :class:`PreparedCall` (every checked call makes one), built the cheap way."""
-    return PreparedCall(name, arguments)
 
 
 def error_text(error_type: ToolErrorType, detail: str) -> str:
@@ -130,8 +97,8 @@ def parse_arguments(
             "Call it again with smaller arguments.",
             f"arguments payload of {size} bytes exceeds the {max_bytes}-byte limit",
         )
-    try:
-        value = exact_json.loads(raw)
+    try:  # a name of its own: compiled, ``value``'s declared type would refuse a list
+        decoded = exact_json.loads(raw)
     except _NOT_JSON as exc:
         where = _error_position(exc)
         return rejection(
@@ -140,8 +107,8 @@ def parse_arguments(
             "Send the arguments as one JSON object.",
             "arguments are not valid JSON" + (f" ({where})" if where else ""),
         )
-    if not isinstance(value, dict):
-        kind = _json_kind(value)
+    if not isinstance(decoded, dict):
+        kind = _json_kind(decoded)
         return rejection(
             "tool_payload_parse_error",
             f"the arguments for {tool} must be a JSON object, got {kind}. "
@@ -215,7 +182,7 @@ def check_parsed(
     (:func:`~gramagent._spec.nulls.strip_strict_nulls`), so the tool's defaults apply.
     """
     checked = check_arguments(name, arguments, validators=validators, schemas=schemas)
-    return checked if isinstance(checked, CallRejection) else _new_prepared(name, checked)
+    return checked if isinstance(checked, CallRejection) else new_prepared(name, checked)
 
 
 def check_arguments(
