@@ -26,7 +26,7 @@ __all__ = ["MAX_DEPTH", "clean_text", "dumps", "loads"]
 MAX_DEPTH: Final = 64
 """Most levels of array/object nesting :func:`loads` accepts (``[[1]]`` is 2 levels)."""
 
-_LONG_INTEGER = re.compile(r"\d{19}")
+_LONG_INTEGER: Final = re.compile(r"\d{19}")
 """19 digits in a row: a number orjson may not hold exactly."""
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -38,6 +38,11 @@ escapes for re to read: mypyc compiles no string literal holding a surrogate."""
 
 _NESTING_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
 """A string (skipped whole) or a bracket, for counting nesting without parsing."""
+
+
+_orjson_loads: Final = orjson.loads
+"""A name of its own: compiled, ``orjson.loads`` is a generic attribute lookup on the module
+per call (every tool call's arguments), a final name a C variable."""
 
 
 def loads(text: str) -> Any:
@@ -53,7 +58,7 @@ def loads(text: str) -> Any:
         if depth > MAX_DEPTH:
             raise ValueError(f"JSON nested {depth} levels deep; the limit is {MAX_DEPTH}")
     if not _LONG_INTEGER.search(text):
-        return orjson.loads(text)  # refuses surrogates, NaN, Infinity and 1e999 itself
+        return _orjson_loads(text)  # refuses surrogates, NaN, Infinity and 1e999 itself
     text.encode("utf-8")  # a literal lone surrogate: UnicodeEncodeError, a ValueError
     value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     if _SURROGATE_ESCAPE.search(text) and _has_surrogate(value):

@@ -26,7 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import orjson
 
@@ -280,7 +280,9 @@ class ToolCalls:
         self.seq += len(calls)
         for call in calls:
             seq += 1
-            text = call.arguments
+            # Each field read once: compiled, a read of an interpreted object's field is a
+            # generic attribute lookup.
+            text, name = call.arguments, call.name
             parsed = parse_object(text, max_bytes)
             c = _Call(call, seq, text if parsed is None else parsed, cut_off)
             checked.append(c)
@@ -291,16 +293,17 @@ class ToolCalls:
             elif parsed is None:  # rejected: parse again to say why
                 c.rejection = self._parse_rejection(call, max_bytes)
             else:
-                arguments = check_arguments(call.name, parsed, validators, schemas, text)
+                arguments = check_arguments(name, parsed, validators, schemas, text)
                 if isinstance(arguments, CallRejection):
                     c.rejection = arguments
                 else:
                     c.arguments = arguments
-                    c.tool = tool = tools[call.name]
-                    if tool.accepts is not None and not tool.accepts.issuperset(arguments):
+                    c.tool = tool = tools[name]
+                    accepts = tool.accepts
+                    if accepts is not None and not accepts.issuperset(arguments):
                         c.rejection = _unexpected_arguments(tool, arguments)
                     elif guard:
-                        c.repeat_key = key = (call.name, _repeat_form(arguments))
+                        c.repeat_key = key = (name, _repeat_form(arguments))
                         earlier = answered.get(key)
                         if earlier is not None:
                             c.rejection = self._answer_repeat(c, *earlier)
@@ -588,6 +591,7 @@ class ToolCalls:
             if c.copy_of is not None:
                 self._answer_copy(c)
             call = c.call
+            call_id, name = call.id, call.name  # read once (see _check)
             if c.rejection is None:
                 outcome = c.outcome
                 assert outcome is not None
@@ -599,11 +603,11 @@ class ToolCalls:
                 error_type, text, result, latency = self._rejected(c)
             failed = error_type is not None and error_type != "repeated_call"
             if not c.cut_off:  # a cut-off call is not in the conversation: a note tells of it
-                results.append(new_tool_result(call.id, call.name, text, failed))
+                results.append(new_tool_result(call_id, name, text, failed))
             error = text if failed else None
             # By position, in new_invocation's order (call_id, name, arguments, result, error,
             # error_type, latency, seq): a keyword costs measurably per call.
-            invocations.append(new_invocation(call.id, call.name, c.arguments, result, error,
+            invocations.append(new_invocation(call_id, name, c.arguments, result, error,
                                               error_type, latency, c.seq))
             if info_logs or error_type is not None:  # errors are WARNING records
                 self._log(c, error_type, latency)
@@ -700,11 +704,17 @@ def _unexpected_arguments(tool: Tool, arguments: dict[str, Any]) -> CallRejectio
         f"{len(extra)} unexpected argument{'s' if len(extra) != 1 else ''}")
 
 
+# Final names of their own: compiled, ``orjson.dumps`` is a generic attribute lookup on the
+# module per call, a final name a C variable.
+_orjson_dumps: Final = orjson.dumps
+_SORT_KEYS: Final = orjson.OPT_SORT_KEYS
+
+
 def _repeat_form(arguments: dict[str, Any]) -> bytes:
     """The arguments as sorted-key JSON (UTF-8), to recognise a repeated call (never sent
     anywhere)."""
     try:  # orjson directly: exact_json's wrapper cost a third of this on every call
-        return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
+        return _orjson_dumps(arguments, option=_SORT_KEYS)
     except TypeError:  # a big integer, deep nesting or a lone surrogate
         return exact_json.dumps(arguments, sort_keys=True).encode()
 
