@@ -48,7 +48,8 @@ class RunSummary:
 
     store: str
     ran: int
-    """Runs executed and saved by this call."""
+    """Runs executed and saved by this call (not those another runner of the same store
+    saved first)."""
     skipped: int
     """Keys already in the store when it started."""
     total: int
@@ -114,8 +115,7 @@ async def run_experiment(
         if keys:
             async with contextlib.aclosing(engine.run(experiment, keys)) as batches:
                 async for batch in batches:
-                    db.write(batch)
-                    ran += len(batch)
+                    ran += db.write(batch)
                     for record in batch:
                         if metrics is not None:
                             metrics.observe(experiment.name, record)

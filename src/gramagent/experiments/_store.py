@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from gramagent import _json as exact_json
 from gramagent._install import needs_extra
 from gramagent.errors import ExperimentError
 from gramagent.experiments._experiment import canonical, changes
@@ -48,7 +49,10 @@ CREATE TABLE IF NOT EXISTS runs (
 """
 _COLUMNS = ("variant", "case_id", "repeat", "answer", "stop", "error", "input_tokens",
             "output_tokens", "requests", "wall_ms", "started", "tools", "evaluations")
-_INSERT = f"INSERT INTO runs ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+# OR IGNORE: a key another runner on the same store saved first keeps that run (the first
+# result of a key stands; a key is never run into the store twice)
+_INSERT = (f"INSERT OR IGNORE INTO runs ({', '.join(_COLUMNS)}) "
+           f"VALUES ({', '.join('?' * len(_COLUMNS))})")
 
 
 class Store:
@@ -107,10 +111,13 @@ class Store:
         rows = self._db.execute("SELECT variant, case_id, repeat FROM runs")
         return {RunKey(v, c, r) for v, c, r in rows}
 
-    def write(self, records: Iterable[RunRecord]) -> None:
-        """Commit finished runs in one transaction (durable once this returns)."""
+    def write(self, records: Iterable[RunRecord]) -> int:
+        """Commit finished runs in one transaction (durable once this returns); returns how
+        many were new (a key that another runner of the same store saved first keeps its
+        run)."""
         with self._db:
-            self._db.executemany(_INSERT, map(_row, records))
+            written: int = self._db.executemany(_INSERT, map(_row, records)).rowcount
+        return written
 
     def records(self) -> list[RunRecord]:
         """Every run, ordered by (variant, case, repeat): the same store reads the same."""
@@ -160,7 +167,7 @@ class Store:
                 "requests": record.requests, "wall_ms": record.wall_ms,
                 "started": record.started, "tool_calls": len(record.tools),
                 "tool_errors": record.tool_errors,
-                "tools": orjson.dumps([t.to_dict() for t in record.tools]).decode(),
+                "tools": exact_json.dumps([t.to_dict() for t in record.tools]),
             }
             for name in names:
                 result = record.evaluation(name)
@@ -212,9 +219,17 @@ def _meta(db: sqlite3.Connection) -> dict[str, str]:
 
 
 def _row(r: RunRecord) -> tuple[Any, ...]:
-    return (r.variant, r.case_id, r.repeat, r.answer, r.stop, r.error, r.input_tokens,
-            r.output_tokens, r.requests, r.wall_ms, r.started,
-            orjson.dumps(r.tools).decode(), orjson.dumps(r.evaluations).decode())
+    # exact JSON: a model's tool arguments may hold integers beyond 64 bits, a custom
+    # evaluator's reason (or an error message) a lone surrogate; neither may stop a run's save
+    return (r.variant, r.case_id, r.repeat, _text(r.answer), r.stop, _text(r.error),
+            r.input_tokens, r.output_tokens, r.requests, r.wall_ms, r.started,
+            exact_json.dumps([t.to_dict() for t in r.tools]),
+            exact_json.dumps([{**e.to_dict(), "reason": _text(e.reason)}
+                              for e in r.evaluations]))
+
+
+def _text(value: str | None) -> str | None:
+    return None if value is None else exact_json.clean_text(value)
 
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
@@ -224,5 +239,5 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         variant=variant, case_id=case_id, repeat=repeat, answer=answer, stop=stop, error=error,
         input_tokens=input_tokens, output_tokens=output_tokens, requests=requests,
         wall_ms=wall_ms, started=started,
-        tools=tuple(ToolRecord.from_dict(t) for t in orjson.loads(tools)),
-        evaluations=tuple(EvalResult.from_dict(e) for e in orjson.loads(evaluations)))
+        tools=tuple(ToolRecord.from_dict(t) for t in exact_json.loads(tools)),
+        evaluations=tuple(EvalResult.from_dict(e) for e in exact_json.loads(evaluations)))

@@ -1,0 +1,91 @@
+"""The store keeps every finished run, whatever it holds, and shares its keys between runners:
+tool arguments with integers beyond 64 bits, lone surrogates in a reason or an error, two
+runners of one experiment on the same file."""
+
+from __future__ import annotations
+
+from extras import require
+
+require("experiments")
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from experiments_support import greeter_script, write_experiment
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gramagent.experiments import (
+    EvalResult,
+    RunRecord,
+    Store,
+    ToolRecord,
+    load_experiment,
+    report,
+    run_experiment,
+)
+from gramagent.testing import ScriptedServer, ScriptTurn, call
+
+BIG = 123456789012345678901234567890
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8)
+
+_texts = st.text(st.characters(codec=None) | st.characters(
+    min_codepoint=0xD800, max_codepoint=0xDFFF, categories=["Cs"]))
+"""Any text, lone surrogates included (an evaluator's reason or an error may hold them)."""
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(arguments=_json_values, reason=_texts, error=st.none() | _texts)
+def test_any_run_is_saved_and_read_back_exactly(tmp_path: Path, arguments: Any, reason: str,
+                                                error: str | None) -> None:
+    path = tmp_path / "s.sqlite"
+    path.unlink(missing_ok=True)
+    record = RunRecord(
+        variant="A", case_id="c", repeat=0, answer=None, stop="answer", error=error,
+        tools=(ToolRecord(name="t", status="ok", error_type=None, latency_ms=1.0,
+                          arguments=arguments),),
+        evaluations=(EvalResult(name="e", score=1.0, passed=True, reason=reason),))
+    with Store.create(path, fingerprint={}, settings={"baseline": "A"}) as store:
+        assert store.write([record]) == 1
+        (saved,) = store.records()
+    assert saved.tools[0].arguments == arguments
+    assert saved.evaluations[0].reason.encode("utf-8", "replace").decode() == \
+        saved.evaluations[0].reason  # always valid text
+    assert (saved.error is None) == (error is None)
+
+
+def _big_arguments(path: str, body: Any) -> ScriptTurn:
+    messages = body["messages"]
+    if messages[-1]["role"] == "user" and messages[-1]["content"].endswith("person1"):
+        return call("sayHello", f'{{"personName": {BIG}}}')  # not a string: a tool error
+    return greeter_script(path, body)
+
+
+async def test_a_tool_call_with_a_huge_integer_is_saved(tmp_path: Path) -> None:
+    with ScriptedServer(_big_arguments, record=False) as server:
+        path = write_experiment(tmp_path, names=["person0", "person1"],
+                                base_url=server.base_url)
+        summary = await run_experiment(load_experiment(path))
+    assert summary.ran == 4
+    with Store.read(summary.store) as store:
+        calls = [t for r in store.records() if r.case_id == "person1" for t in r.tools]
+    assert calls and all(t.arguments == {"personName": BIG} for t in calls)
+    assert all(t.status == "error" for t in calls)
+
+
+async def test_two_runners_on_one_store_save_each_key_once(
+        tmp_path: Path, greeter_server: ScriptedServer) -> None:
+    names = [f"person{i}" for i in range(8)]
+    path = write_experiment(tmp_path, names=names, base_url=greeter_server.base_url)
+    first, second = await asyncio.gather(run_experiment(load_experiment(path), concurrency=2),
+                                         run_experiment(load_experiment(path), concurrency=2))
+    assert first.ran + second.ran == 16
+    result = report(first.store)
+    assert result.missing == 0 and [v.runs for v in result.variants] == [8, 8]
