@@ -83,3 +83,15 @@ def guarded() -> ToolLibrary:
     greet = polite().lookup("sayHello")
     assert greet is not None
     return ToolLibrary([dataclasses.replace(greet, requires_approval=True)])
+
+
+RETURNED: list[object] = [True]
+"""What :func:`returns_what_it_is_told` gives (an exception in it is raised instead)."""
+
+
+def returns_what_it_is_told(case: object, record: object) -> object:
+    """A custom evaluator returning (or raising) ``RETURNED[0]``, for hostile-value tests."""
+    value = RETURNED[0]
+    if isinstance(value, BaseException):
+        raise value
+    return value

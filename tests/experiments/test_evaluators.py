@@ -8,7 +8,10 @@ require("experiments")
 
 from typing import Any
 
+import ab_libs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gramagent import ConfigurationError
 from gramagent.experiments import Case, EvalResult, EvaluatorSpec, RunRecord, ToolRecord
@@ -113,12 +116,52 @@ async def test_the_judge_grades_through_a_model() -> None:
             "base_url": server.base_url, "pass_score": 0.5})
         graded, unreadable = await verdicts(spec, record(), record())
         prompt = server.requests[0].body["messages"][-1]["content"]
-    assert (graded.score, graded.passed, graded.reason) == (0.75, True, "warm but long")
+    # pass/fail: a pass scores 1 (a rate counts scores of 1), the judge's score is quoted
+    assert (graded.score, graded.passed, graded.reason) == (1.0, True,
+                                                            "score 0.75: warm but long")
     assert (unreadable.score, unreadable.passed) == (0.0, False)
-    assert unreadable.reason.startswith("unreadable judge reply")
+    assert unreadable.reason.startswith("score 0: unreadable judge reply")
     assert "Is it a warm greeting?" in prompt and "Hello, Alice!" in prompt
 
 
 def test_read_verdict_clamps_and_skips_non_scores() -> None:
     assert read_verdict('{"x": 1} then {"score": 7, "reason": "r"}') == (1.0, "r")
     assert read_verdict('{"score": true}')[0] == 0.0
+
+
+_hostile = (st.floats() | st.integers() | st.booleans() | st.none() | st.text(max_size=5)
+            | st.builds(EvalResult, name=st.text(max_size=3), score=st.floats(),
+                        passed=st.none() | st.booleans() | st.text(max_size=2),
+                        reason=st.text(max_size=5))
+            | st.tuples(st.floats() | st.booleans(), st.text(max_size=5))
+            | st.builds(ValueError, st.text(max_size=5)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(value=_hostile)
+async def test_whatever_a_custom_evaluator_gives_the_verdict_is_well_formed(
+        value: object) -> None:
+    ab_libs.RETURNED[0] = value
+    spec = EvaluatorSpec(name="any", kind="custom",
+                         options={"function": "ab_libs:returns_what_it_is_told"})
+    (result,) = await verdicts(spec, record())
+    assert result.name == "any"
+    assert isinstance(result.score, float) and 0.0 <= result.score <= 1.0
+    assert result.passed is None or result.passed == (result.score == 1.0)
+    if result.passed is None:  # only a number in [0, 1] (or an EvalResult of one) scores
+        assert not isinstance(value, (bool, BaseException))
+
+
+def test_option_types_are_checked_before_anything_runs() -> None:
+    def problems(kind: str, **options: Any) -> list[str]:
+        return EvaluatorSpec(name="e", kind=kind, options=options).problems()
+
+    assert problems("tool_called", tool="sayHello", arguments="Alice") == [
+        "evaluator 'e': arguments must be an object of argument values"]
+    assert problems("judge", model="openai/j", rubric="r", pass_score="high") == [
+        "evaluator 'e': pass_score must be a number in [0, 1]"]
+    assert problems("exact", ignore_case="no") == ["evaluator 'e': ignore_case must be true "
+                                                   "or false"]
+    assert problems("json_schema", schema="object") == [
+        "evaluator 'e': schema must be a JSON Schema (an object)"]
+    assert problems("contains", value=3) == []

@@ -58,6 +58,30 @@ _OPTIONS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 }
 
 
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_OPTION_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    # option: (what fits, in words); checked where a kind takes the option (ms: limit_problem)
+    "value": (lambda v: isinstance(v, str) or _is_number(v), "a string or a number"),
+    "expected": (lambda v: isinstance(v, str) and bool(v), "the name of an expected value"),
+    "ignore_case": (lambda v: isinstance(v, bool), "true or false"),
+    "pattern": (lambda v: isinstance(v, str), "a string"),
+    "schema": (lambda v: isinstance(v, (dict, bool)), "a JSON Schema (an object)"),
+    "tool": (lambda v: isinstance(v, str) and bool(v), "a tool name"),
+    "arguments": (lambda v: isinstance(v, dict), "an object of argument values"),
+    "function": (lambda v: isinstance(v, str) and ":" in v, "'module:function'"),
+    "model": (lambda v: isinstance(v, str) and bool(v), "'provider/name'"),
+    "rubric": (lambda v: isinstance(v, str) and bool(v.strip()), "a non-empty string"),
+    "api": (lambda v: v in ("chat", "functions", "responses", "harmony"),
+            "one of chat, functions, responses, harmony"),
+    "base_url": (lambda v: isinstance(v, str) and bool(v), "a URL"),
+    "pass_score": (lambda v: _is_number(v) and 0.0 <= v <= 1.0, "a number in [0, 1]"),
+}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EvaluatorSpec:
     """An evaluator as data: its name in reports, its kind and the kind's options."""
@@ -77,6 +101,10 @@ class EvaluatorSpec:
         out += [f"evaluator {self.name!r}: {self.kind} has no option {key!r} (it takes "
                 f"{', '.join(sorted(required | optional)) or 'none'})"
                 for key in sorted(set(self.options) - required - optional)]
+        out += [f"evaluator {self.name!r}: {key} must be {wanted}"
+                for key, (fits, wanted) in _OPTION_TYPES.items()
+                if key in self.options and key in required | optional
+                and not fits(self.options[key])]
         if self.kind == "latency_under" and "ms" in self.options and (
                 problem := limit_problem("ms", self.options["ms"], optional=False)):
             out.append(f"evaluator {self.name!r}: {problem}")
@@ -86,7 +114,7 @@ class EvaluatorSpec:
                 re.compile(str(pattern))
             except re.error as exc:
                 out.append(f"evaluator {self.name!r}: bad pattern: {exc}")
-        if self.kind == "json_schema" and "schema" in self.options:
+        if self.kind == "json_schema" and isinstance(self.options.get("schema"), dict):
             from jsonschema import validators
             from jsonschema.exceptions import SchemaError
 
@@ -118,12 +146,47 @@ class Evaluator(Protocol):
 
 async def evaluate(evaluators: Sequence[Evaluator], case: Case, record: RunRecord
                    ) -> tuple[EvalResult, ...]:
-    """Every evaluator's result on one run, in order."""
+    """Every evaluator's result on one run, in order.
+
+    An evaluator that raises, or gives something other than an :class:`EvalResult` with a
+    score in [0, 1] (a NaN, 7, ``passed="yes"``), fails this run with the reason: it costs
+    one verdict, never the experiment or its store.
+    """
     results = []
     for evaluator in evaluators:
-        result = evaluator(case, record)
-        results.append(result if isinstance(result, EvalResult) else await result)
+        try:
+            result = evaluator(case, record)
+            if not isinstance(result, EvalResult):
+                result = await result
+            results.append(_checked(evaluator.name, result))
+        except Exception as exc:  # a user's function (or a judge's model) must not stop runs
+            results.append(EvalResult(
+                name=evaluator.name, score=0.0, passed=False,
+                reason=f"evaluator raised {type(exc).__name__}: {exc}"[:500]))
     return tuple(results)
+
+
+def _checked(name: str, result: Any) -> EvalResult:
+    """``result`` if it is a well-formed verdict of evaluator ``name``.
+
+    Raises:
+        TypeError: anything else (said in words).
+    """
+    if not isinstance(result, EvalResult):
+        raise TypeError(f"expected an EvalResult, got {type(result).__name__}")
+    score, passed = result.score, result.passed
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or not (
+            0.0 <= score <= 1.0):  # NaN fails both comparisons
+        raise TypeError(f"score must be a number in [0, 1], got {score!r}"[:200])
+    if passed is not None and not isinstance(passed, bool):
+        raise TypeError(f"passed must be True, False or None, got {passed!r}"[:200])
+    if passed is not None and float(score) != float(passed):
+        raise TypeError(f"a pass/fail verdict scores 1 or 0, got passed={passed} with "
+                        f"score {score!r}")
+    if result.name != name or not isinstance(result.reason, str):
+        return EvalResult(name=name, score=float(score), passed=passed,
+                          reason=str(result.reason))
+    return result
 
 
 def build_evaluators(specs: Sequence[EvaluatorSpec]) -> list[Evaluator]:
@@ -295,14 +358,10 @@ class _Custom:
         self.function = fn
 
     async def __call__(self, case: Case, record: RunRecord) -> EvalResult:
-        try:
-            value = self.function(case, record)
-            if inspect.isawaitable(value):
-                value = await value
-            return to_result(self.name, value)
-        except Exception as exc:  # a user's function must not stop the experiment
-            return EvalResult(name=self.name, score=0.0, passed=False,
-                              reason=f"evaluator raised {type(exc).__name__}: {exc}"[:500])
+        value = self.function(case, record)
+        if inspect.isawaitable(value):
+            value = await value
+        return to_result(self.name, value)
 
     async def aclose(self) -> None:
         return None
@@ -315,8 +374,7 @@ def to_result(name: str, value: Any) -> EvalResult:
         TypeError: not a bool, a number in [0, 1], a (value, reason) pair or an EvalResult.
     """
     if isinstance(value, EvalResult):
-        return value if value.name == name else EvalResult(
-            name=name, score=value.score, passed=value.passed, reason=value.reason)
+        return value  # checked (and named) by evaluate
     reason = ""
     if isinstance(value, tuple) and len(value) == 2:
         value, reason = value[0], str(value[1])

@@ -39,7 +39,8 @@ class Judge:
         self.api = api
         self.base_url = base_url
         self.pass_score = pass_score
-        """When given, the judge is pass/fail: a score at or above it passes."""
+        """When given, the judge is pass/fail: a score at or above it passes (the verdict scores
+        1 or 0; the judge's score is quoted in its reason)."""
         self._model: Model | None = None
         self._lock = asyncio.Lock()
 
@@ -66,8 +67,13 @@ class Judge:
         return self._result(score, reason)
 
     def _result(self, score: float, reason: str) -> EvalResult:
-        passed = None if self.pass_score is None else score >= self.pass_score
-        return EvalResult(name=self.name, score=score, passed=passed, reason=reason)
+        if self.pass_score is None:
+            return EvalResult(name=self.name, score=score, passed=None, reason=reason)
+        # pass/fail: scored 1 or 0 like every pass/fail verdict (rates count scores of 1);
+        # the judge's own score stays in the reason
+        passed = score >= self.pass_score
+        return EvalResult(name=self.name, score=float(passed), passed=passed,
+                          reason=f"score {score:g}: {reason}")
 
     async def aclose(self) -> None:
         model, self._model = self._model, None
