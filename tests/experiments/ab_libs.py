@@ -95,3 +95,15 @@ def returns_what_it_is_told(case: object, record: object) -> object:
     if isinstance(value, BaseException):
         raise value
     return value
+
+
+def bracketed() -> ToolLibrary:
+    """``polite`` with a docstring rich would read as markup (it binds with a warning)."""
+    library = ToolLibrary()
+
+    @library.register
+    def sayHello(personName: str = "world") -> str:
+        """Greets [bold]one[/bold] person [a, b] or [/path]."""
+        return f"Hello, {personName}!"
+
+    return library

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -86,7 +87,7 @@ def experiment_report(
         result = report(db)
         if export is not None:
             count = _guard(lambda: db.export(export), f"cannot write {export}")
-            err_console.print(f"wrote {count} runs to {export}")
+            err_console.print(f"wrote {count} runs to {escape(str(export))}")
     _show(result, json=json, html=html)
 
 
@@ -206,14 +207,16 @@ def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, js
                 experiment, store=path, concurrency=concurrency, metrics=metrics,
                 on_start=live.start, on_record=live.record))
     except KeyboardInterrupt:
-        err_console.print(f"[yellow]stopped[/yellow]: {live.saved} runs saved in {path}; run "
-                          "the same command again to resume.")
+        err_console.print(f"[yellow]stopped[/yellow]: {live.saved} runs saved in "
+                          f"{escape(path)}; run the same command again to resume.")
         raise typer.Exit(130) from None
     except (OSError, sqlite3.Error) as exc:
         raise ConfigurationError(f"{path}: {exc}") from None
     for warning in summary.warnings:
-        err_console.print(f"[yellow]warning[/yellow]: {warning}", highlight=False)
-    err_console.print(f"{summary.ran} runs done, {summary.skipped} already in {summary.store}")
+        # a warning quotes docstrings ("Returns [a, b]"): text, never markup
+        err_console.print(f"[yellow]warning[/yellow]: {escape(warning)}", highlight=False)
+    err_console.print(f"{summary.ran} runs done, {summary.skipped} already in "
+                      f"{escape(summary.store)}")
     _show(report(summary.store), json=json, html=html)
 
 
@@ -225,9 +228,9 @@ class _Live:
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            TextColumn("{task.fields[rates]}"), console=console, transient=False,
-            disable=not console.is_terminal)
-        self.task = self.progress.add_task(experiment.name, total=None, rates="")
+            TextColumn("{task.fields[rates]}", markup=False), console=console,
+            transient=False, disable=not console.is_terminal)
+        self.task = self.progress.add_task(escape(experiment.name), total=None, rates="")
         self.passes: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         self.saved = 0
 
@@ -256,7 +259,7 @@ def _show(result: Any, *, json: bool, html: Path | None) -> None:
         from gramagent.experiments import write_html
 
         _guard(lambda: write_html(result, html), f"cannot write {html}")
-        err_console.print(f"wrote {html}")
+        err_console.print(f"wrote {escape(str(html))}")
     if json:
         sys.stdout.write(orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode()
                          + "\n")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 from rich.console import Group, RenderableType
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -31,21 +30,24 @@ def render_report(report: Report) -> RenderableType:
 
 
 def _variants(report: Report) -> Table:
-    """One row per metric, one column per variant (narrow for the usual two or three)."""
+    """One row per metric, one column per variant (narrow for the usual two or three).
+
+    Every cell and header is a Text: names (an evaluator may be called `[/b]`) are never read
+    as rich markup."""
     table = Table(title="Per variant (interval at 1 - alpha)", title_justify="left",
                   show_edge=False)
     table.add_column("", style="bold")
     for variant in report.variants:
-        table.add_column(variant.name, justify="right")
+        table.add_column(Text(variant.name), justify="right")
     table.add_row("runs", *(str(v.runs) for v in report.variants))
     names = [m.name for m in report.variants[0].metrics] if report.variants else []
     for i, name in enumerate(names):
-        table.add_row(name, *(_metric(v.metrics[i]) for v in report.variants))
+        table.add_row(Text(name), *(_metric(v.metrics[i]) for v in report.variants))
     table.add_row("tool errors", *(f"{sum(v.tool_errors.values())}/{v.tool_calls}"
                                    for v in report.variants))
     stops = sorted({k for v in report.variants for k in v.stops})
     for stop in stops:
-        table.add_row(f"stopped: {escape(stop)}",
+        table.add_row(Text(f"stopped: {stop}"),
                       *(str(v.stops.get(stop, 0)) for v in report.variants))
     return table
 
@@ -63,8 +65,8 @@ def _comparisons(report: Report) -> Group:
     tables = []
     for variant in dict.fromkeys(c.variant for c in report.comparisons):
         rows = [c for c in report.comparisons if c.variant == variant]
-        table = Table(title=f"{variant} - {report.baseline}, {rows[0].pairs} pairs (rates in "
-                            "points; p after Holm)",
+        table = Table(title=Text(f"{variant} - {report.baseline}, {rows[0].pairs} pairs "
+                                 "(rates in points; p after Holm)"),
                       title_justify="left", show_edge=False)
         for column, justify in (("metric", "left"), ("difference [CI]", "right"),
                                 ("test", "left"), ("p", "right"), ("outcome", "left")):
@@ -76,7 +78,7 @@ def _comparisons(report: Report) -> Group:
                 digits = 3
             diff = (f"{c.difference * scale:+.{digits}f} [{c.low * scale:+.{digits}f}, "
                     f"{c.high * scale:+.{digits}f}]")
-            table.add_row(c.metric, diff, _TESTS.get(c.test, c.test), f"{c.p_adjusted:.2g}",
+            table.add_row(Text(c.metric), diff, _TESTS.get(c.test, c.test), f"{c.p_adjusted:.2g}",
                           Text(c.outcome, style=_OUTCOME_STYLE.get(c.outcome, "")))
         tables.append(table)
     return Group(*tables)
