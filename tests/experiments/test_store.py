@@ -1,6 +1,7 @@
 """The store keeps every finished run, whatever it holds, and shares its keys between runners:
 tool arguments with integers beyond 64 bits, lone surrogates in a reason or an error, two
-runners of one experiment on the same file."""
+runners of one experiment on the same file; a store without runs takes a corrected
+experiment."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from experiments_support import greeter_script, write_experiment
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gramagent.errors import ConfigurationError, ExperimentError
 from gramagent.experiments import (
     EvalResult,
     RunRecord,
@@ -89,3 +92,19 @@ async def test_two_runners_on_one_store_save_each_key_once(
     assert first.ran + second.ran == 16
     result = report(first.store)
     assert result.missing == 0 and [v.runs for v in result.variants] == [8, 8]
+
+
+async def test_a_store_without_runs_takes_the_corrected_experiment(
+        tmp_path: Path, greeter_server: ScriptedServer) -> None:
+    typo = '[polite:Evaluator {kind: "custom", function: "ab_lib:greets_politely"}]'
+    path = write_experiment(tmp_path, names=["person0"], base_url=greeter_server.base_url,
+                            evaluators=typo)
+    with pytest.raises(ConfigurationError, match="cannot import 'ab_lib'"):
+        await run_experiment(load_experiment(path))
+    path = write_experiment(tmp_path, names=["person0"], base_url=greeter_server.base_url,
+                            evaluators=typo.replace("ab_lib:", "ab_libs:"))
+    summary = await run_experiment(load_experiment(path))
+    assert summary.ran == 2
+    changed = write_experiment(tmp_path, names=["person0"], base_url=greeter_server.base_url)
+    with pytest.raises(ExperimentError, match="the evaluators changed"):  # runs: kept safe
+        await run_experiment(load_experiment(changed))

@@ -68,6 +68,9 @@ class Store:
                settings: Mapping[str, Any]) -> Store:
         """Open (or make) the store of an experiment about to run.
 
+        A store that holds no run yet takes this experiment, whatever it was opened for
+        before.
+
         Raises:
             ExperimentError: the file is not a store, or it holds runs of an experiment that
                 differs from this one (the message says what changed).
@@ -75,7 +78,9 @@ class Store:
         with _opening(path) as db, db:
             db.executescript(_SCHEMA)
             old = _meta(db)
-            if "fingerprint" in old:
+            # a store without runs (a start that failed, e.g. on a mistyped evaluator) takes
+            # the experiment as it is now
+            if "fingerprint" in old and db.execute("SELECT 1 FROM runs LIMIT 1").fetchone():
                 found = changes(orjson.loads(old["fingerprint"]), fingerprint)
                 if found:
                     raise ExperimentError(
