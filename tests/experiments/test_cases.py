@@ -119,3 +119,20 @@ def test_any_jsonl_rows_load_or_fail_positioned(tmp_path_factory: pytest.TempPat
             assert diagnostic.line is not None or "no cases" in diagnostic.message
     else:
         assert len(dataset) == len(inputs)
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_row(tmp_path: Path) -> None:
+    for suffix in (".jsonl", ".csv"):
+        path = tmp_path / f"bom{suffix}"
+        text = ('{"id": "a", "input": "hi"}\n' if suffix == ".jsonl" else "id,input\na,hi\n")
+        path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+        (case,) = load_cases(path).cases
+        assert (case.id, case.inputs) == ("a", ("hi",))
+
+
+def test_a_csv_column_named_twice_is_refused_not_overwritten(tmp_path: Path) -> None:
+    path = tmp_path / "twice.csv"
+    path.write_text("id,input,expected,input\na,Greet Alice,Hello,Greet Bob\n")
+    with pytest.raises(ExperimentError) as info:
+        load_cases(path)
+    assert str(info.value) == f"{path}:1: column 'input' appears more than once"

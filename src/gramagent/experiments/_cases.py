@@ -116,7 +116,8 @@ def load_cases(path: str | os.PathLike[str]) -> Dataset:
 
 
 def _jsonl_rows(data: bytes) -> Iterator[tuple[int, Any]]:
-    for number, raw in enumerate(data.splitlines(), 1):
+    # a byte order mark (Notepad, PowerShell) is no part of the first line, as in CSV
+    for number, raw in enumerate(data.removeprefix(b"\xef\xbb\xbf").splitlines(), 1):
         if not raw.strip():
             continue
         try:
@@ -133,6 +134,11 @@ def _csv_rows(data: bytes, name: str) -> Iterator[tuple[int, Any]]:
     reader = csv.DictReader(io.StringIO(text, newline=""))
     if reader.fieldnames is None:
         return
+    columns = list(reader.fieldnames)
+    twice = sorted({c for c in columns if columns.count(c) > 1})
+    if twice:  # DictReader would keep the last cell of each silently
+        raise ExperimentError([Diagnostic(f"column {c!r} appears more than once", name, 1)
+                               for c in twice])
     end = reader.line_num  # the header's last line
     for record in reader:
         start, end = end + 1, reader.line_num
