@@ -18,9 +18,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
-from gramagent.experiments import Store, load_experiment, report, run_experiment
+from gramagent.experiments import (
+    EvalResult,
+    RunRecord,
+    Store,
+    load_experiment,
+    report,
+    run_experiment,
+)
 from gramagent.experiments import _stats as stats
-from gramagent.experiments._report import LATENCY
+from gramagent.experiments._report import LATENCY, build_report
 from gramagent.testing import ScriptedServer
 
 NAMES = [f"person{i}" for i in range(40)]
@@ -146,3 +153,36 @@ def test_holm_is_monotone_and_bounded(pvalues: list[float]) -> None:
     assert ranked == sorted(ranked)
     smallest = order[0]
     assert math.isclose(adjusted[smallest], min(1.0, m * pvalues[smallest]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(pairs=st.integers(0, 3), outcomes=st.lists(st.booleans(), min_size=6, max_size=6),
+       latencies=st.lists(st.floats(1, 1000), min_size=6, max_size=6))
+def test_a_report_of_very_few_pairs_claims_no_interval_and_no_effect(
+        pairs: int, outcomes: list[bool], latencies: list[float]) -> None:
+    records = [RunRecord(variant=v, case_id=str(i), repeat=0, answer="x", stop="answer",
+                         wall_ms=latencies[k * 3 + i],
+                         evaluations=(EvalResult(name="ok", score=float(outcomes[k * 3 + i]),
+                                                 passed=outcomes[k * 3 + i]),))
+               for k, v in enumerate("AB") for i in range(pairs)]
+    result = build_report(records, {"baseline": "A", "variants": ["A", "B"],
+                                    "evaluators": ["ok"], "cases": pairs})
+    for c in result.comparisons:
+        assert c.pairs == pairs
+        if pairs < 2:  # one pair: no spread, no test
+            assert math.isnan(c.low) and math.isnan(c.high) and c.p_value == 1.0
+        assert c.outcome == "no difference"  # 3 pairs can never reach p < 0.05
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 40), alpha=st.sampled_from([0.01, 0.05, 0.1, 0.2]),
+       difference=st.floats(0.1, 100))
+def test_the_pairs_a_difference_would_need_could_show_it(n: int, alpha: float,
+                                                          difference: float) -> None:
+    """Every pair differs the same way: the claimed count of such pairs reaches p < alpha."""
+    needed = stats.pairs_needed_paired([difference] * n, alpha)
+    assert needed is not None
+    assert stats.paired_permutation([difference] * needed, [0.0] * needed,
+                                    stats.rng_for(0, "n")) < alpha
+    discordant = stats.pairs_needed_mcnemar(0, n, n, alpha)
+    assert discordant is not None and stats.mcnemar_exact(0, discordant) < alpha

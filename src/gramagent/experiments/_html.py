@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import io
+import math
 import os
 from html import escape
 from typing import Any
@@ -161,7 +162,10 @@ def _plot_unit(c: Comparison) -> str:
 
 
 def _num(value: float) -> str:
-    """A figure for a table cell: thousands separated when large, 3 digits otherwise."""
+    """A figure for a table cell: thousands separated when large, 3 digits otherwise (``n/a``
+    for none, e.g. the interval of a single run)."""
+    if not math.isfinite(value):
+        return "n/a"
     if abs(value) >= 1000:
         return f"{value:,.0f}"
     return f"{value:.3g}"

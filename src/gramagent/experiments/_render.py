@@ -56,9 +56,16 @@ def _metric(m: MetricSummary) -> str:
     if m.n == 0 or math.isnan(m.value):
         return "-"
     if m.kind == "rate":
-        return f"{m.value:.0%} [{m.low:.0%}, {m.high:.0%}]"
+        return f"{m.value:.0%} {_interval(m.low, m.high, '.0%')}"
     digits = 0 if m.name in (LATENCY, TOKENS) else 3
-    return f"{m.value:.{digits}f} [{m.low:.{digits}f}, {m.high:.{digits}f}]"
+    return f"{m.value:.{digits}f} {_interval(m.low, m.high, f'.{digits}f')}"
+
+
+def _interval(low: float, high: float, spec: str) -> str:
+    """``[low, high]``, or ``(no interval)`` where there is none (a single run or pair)."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "(no interval)"
+    return f"[{low:{spec}}, {high:{spec}}]"
 
 
 def _comparisons(report: Report) -> Group:
@@ -76,8 +83,8 @@ def _comparisons(report: Report) -> Group:
             digits = 1 if c.test == "mcnemar_exact" or abs(c.difference) < 100 else 0
             if c.metric not in (LATENCY, TOKENS) and c.test != "mcnemar_exact":
                 digits = 3
-            diff = (f"{c.difference * scale:+.{digits}f} [{c.low * scale:+.{digits}f}, "
-                    f"{c.high * scale:+.{digits}f}]")
+            diff = (f"{c.difference * scale:+.{digits}f} "
+                    f"{_interval(c.low * scale, c.high * scale, f'+.{digits}f')}")
             table.add_row(Text(c.metric), diff, _TESTS.get(c.test, c.test), f"{c.p_adjusted:.2g}",
                           Text(c.outcome, style=_OUTCOME_STYLE.get(c.outcome, "")))
         tables.append(table)

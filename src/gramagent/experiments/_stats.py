@@ -36,6 +36,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 __all__ = [
     "bootstrap_mean",
+    "fewest_pairs",
     "holm",
     "mcnemar_exact",
     "paired_permutation",
@@ -67,11 +68,12 @@ def bootstrap_mean(values: Sequence[float], rng: np.random.Generator,
                    confidence: float = 0.95) -> tuple[float, float]:
     """Bootstrap interval of the mean (BCa; percentile where BCa is undefined).
 
-    All-equal values give the point interval; fewer than two values give ``(nan, nan)``.
+    All-equal values give the point interval; fewer than two values give ``(nan, nan)`` (one
+    value says nothing of the spread: a point interval would claim certainty).
     """
     data = np.asarray(values, dtype=float)
     if data.size < 2:
-        return (float(data[0]), float(data[0])) if data.size == 1 else (math.nan, math.nan)
+        return math.nan, math.nan
     if np.all(data == data[0]):
         return float(data[0]), float(data[0])
     state = rng.bit_generator.state
@@ -98,10 +100,11 @@ def mcnemar_exact(b: int, c: int) -> float:
 
 def paired_permutation(variant: Sequence[float], baseline: Sequence[float],
                        rng: np.random.Generator) -> float:
-    """Two-sided p-value of the paired permutation test of the mean difference."""
+    """Two-sided p-value of the paired permutation test of the mean difference (1 for fewer
+    than two pairs: both signs of one difference are as extreme, the exact p is 1)."""
     x = np.asarray(variant, dtype=float)
     y = np.asarray(baseline, dtype=float)
-    if x.size == 0 or np.all(x == y):
+    if x.size < 2 or np.all(x == y):
         return 1.0
 
     def mean_difference(a: np.ndarray, b: np.ndarray, axis: int) -> np.ndarray:
@@ -139,10 +142,11 @@ def pairs_needed_paired(differences: Sequence[float], alpha: float,
     sd = float(np.std(d, ddof=1)) if d.size > 1 else 0.0
     if mean == 0.0:
         return None
+    fewest = fewest_pairs(alpha)
     if sd == 0.0:
-        return 2
+        return fewest
     z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
-    return max(2, math.ceil(float(z * sd / abs(mean)) ** 2))
+    return max(fewest, math.ceil(float(z * sd / abs(mean)) ** 2))
 
 
 def pairs_needed_mcnemar(b: int, c: int, n: int, alpha: float,
@@ -156,4 +160,12 @@ def pairs_needed_mcnemar(b: int, c: int, n: int, alpha: float,
     z_a = stats.norm.ppf(1 - alpha / 2)
     z_b = stats.norm.ppf(power)
     root = z_a * math.sqrt(discordant) + z_b * math.sqrt(max(0.0, discordant - delta ** 2))
-    return max(2, math.ceil(float(root / delta) ** 2))
+    # the test sees only the discordant pairs: it needs fewest_pairs of them at the least
+    return max(math.ceil(fewest_pairs(alpha) / discordant), math.ceil(float(root / delta) ** 2))
+
+
+def fewest_pairs(alpha: float) -> int:
+    """The fewest pairs with which an exact two-sided sign test (McNemar's on discordant
+    pairs, the paired permutation test) can give p < ``alpha`` at all: its smallest p is
+    ``2 / 2**n`` (6 pairs at alpha 0.05), whatever the size of the difference."""
+    return math.floor(math.log2(2 / alpha)) + 1
