@@ -108,3 +108,16 @@ async def test_a_store_without_runs_takes_the_corrected_experiment(
     changed = write_experiment(tmp_path, names=["person0"], base_url=greeter_server.base_url)
     with pytest.raises(ExperimentError, match="the evaluators changed"):  # runs: kept safe
         await run_experiment(load_experiment(changed))
+
+
+async def test_a_store_in_a_directory_not_made_yet_is_made(
+        tmp_path: Path, greeter_server: ScriptedServer) -> None:
+    path = write_experiment(tmp_path, names=["person0"], base_url=greeter_server.base_url,
+                            extra=',\n  store: "results/ab/greetings.sqlite"')
+    path.write_text(path.read_text().replace('  store: "greetings.sqlite",\n', ""))
+    summary = await run_experiment(load_experiment(path))
+    assert summary.ran == 2
+    assert (tmp_path / "results" / "ab" / "greetings.sqlite").is_file()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ExperimentError, match="cannot make the store's directory"):
+        await run_experiment(load_experiment(path), store=tmp_path / "file" / "x.sqlite")

@@ -69,12 +69,17 @@ class Store:
         """Open (or make) the store of an experiment about to run.
 
         A store that holds no run yet takes this experiment, whatever it was opened for
-        before.
+        before. Missing directories of ``path`` are made (``store: "results/ab.sqlite"``).
 
         Raises:
-            ExperimentError: the file is not a store, or it holds runs of an experiment that
-                differs from this one (the message says what changed).
+            ExperimentError: the file is not a store (or cannot be made), or it holds runs of
+                an experiment that differs from this one (the message says what changed).
         """
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ExperimentError(f"{path}: cannot make the store's directory: "
+                                  f"{exc.strerror or exc}") from None
         with _opening(path) as db, db:
             db.executescript(_SCHEMA)
             old = _meta(db)
