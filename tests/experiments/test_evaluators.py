@@ -165,3 +165,12 @@ def test_option_types_are_checked_before_anything_runs() -> None:
     assert problems("json_schema", schema="object") == [
         "evaluator 'e': schema must be a JSON Schema (an object)"]
     assert problems("contains", value=3) == []
+
+
+async def test_a_judge_that_cannot_work_at_all_stops_the_experiment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    spec = EvaluatorSpec(name="judge", kind="judge", options={
+        "model": "openai/judge", "rubric": "r", "base_url": "https://judge.invalid/v1"})
+    with pytest.raises(ConfigurationError, match="no API key"):
+        await verdicts(spec, record())

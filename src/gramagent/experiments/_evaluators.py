@@ -151,6 +151,10 @@ async def evaluate(evaluators: Sequence[Evaluator], case: Case, record: RunRecor
     An evaluator that raises, or gives something other than an :class:`EvalResult` with a
     score in [0, 1] (a NaN, 7, ``passed="yes"``), fails this run with the reason: it costs
     one verdict, never the experiment or its store.
+
+    Raises:
+        ConfigurationError: an evaluator cannot work at all (a judge's model has no API key):
+            every run would fail alike, so the experiment stops and says why.
     """
     results = []
     for evaluator in evaluators:
@@ -159,6 +163,8 @@ async def evaluate(evaluators: Sequence[Evaluator], case: Case, record: RunRecor
             if not isinstance(result, EvalResult):
                 result = await result
             results.append(_checked(evaluator.name, result))
+        except ConfigurationError:
+            raise
         except Exception as exc:  # a user's function (or a judge's model) must not stop runs
             results.append(EvalResult(
                 name=evaluator.name, score=0.0, passed=False,
