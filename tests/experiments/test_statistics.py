@@ -9,11 +9,12 @@ require("experiments")
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from ab_libs import PLANTED
-from experiments_support import write_experiment
+from experiments_support import greeter_script, write_experiment
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
@@ -28,7 +29,7 @@ from gramagent.experiments import (
 )
 from gramagent.experiments import _stats as stats
 from gramagent.experiments._report import LATENCY, build_report
-from gramagent.testing import ScriptedServer
+from gramagent.testing import ScriptedServer, ScriptTurn, error
 
 NAMES = [f"person{i}" for i in range(40)]
 
@@ -186,3 +187,55 @@ def test_the_pairs_a_difference_would_need_could_show_it(n: int, alpha: float,
                                     stats.rng_for(0, "n")) < alpha
     discordant = stats.pairs_needed_mcnemar(0, n, n, alpha)
     assert discordant is not None and stats.mcnemar_exact(0, discordant) < alpha
+
+
+def _flaky_script(path: str, body: Any) -> ScriptTurn:
+    """The greeter, but the server fails (HTTP 500) every request about person0-person9."""
+    user = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+    if user.split()[-1] in {f"person{i}" for i in range(10)}:
+        return error(500, "overloaded", retry_after=0)
+    return greeter_script(path, body)
+
+
+async def test_runs_that_end_on_a_server_error_fail_and_cost_nothing_to_compare(
+        tmp_path: Path, greeter_server: ScriptedServer) -> None:
+    with ScriptedServer(_flaky_script, record=False) as flaky:
+        path = write_experiment(tmp_path, names=NAMES[:30], base_url=greeter_server.base_url,
+                                variant_b="ab_libs:polite")
+        path.write_text(path.read_text().replace(
+            f'library: "ab_libs:polite", base_url: "{greeter_server.base_url}"}}],\n'
+            f'  [B:Variant {{library: "ab_libs:polite", base_url: "{greeter_server.base_url}',
+            f'library: "ab_libs:polite", base_url: "{greeter_server.base_url}"}}],\n'
+            f'  [B:Variant {{library: "ab_libs:polite", base_url: "{flaky.base_url}'))
+        summary = await run_experiment(load_experiment(path), concurrency=4)
+    result = report(summary.store)
+    assert result.variant("B").stops == {"answer": 20, "error:ModelAPIError": 10}
+    assert result.comparison("B", "exact").outcome == "worse"  # errors fail the evaluators
+    for metric in (LATENCY, "tokens"):  # but B's failing fast is not "cheaper"
+        compared = result.comparison("B", metric)
+        assert compared.pairs == 20
+        if metric == "tokens":
+            assert compared.difference == 0 and compared.outcome == "no difference"
+    assert result.variant("B").metrics[-1].n == 20  # tokens of B: the 20 answered runs
+
+
+@settings(max_examples=30, deadline=None)
+@given(errors=st.lists(st.booleans(), min_size=8, max_size=8),
+       cost=st.lists(st.integers(0, 500), min_size=8, max_size=8))
+def test_error_runs_leave_latency_and_tokens_as_without_them(errors: list[bool],
+                                                             cost: list[int]) -> None:
+    def run(variant: str, i: int, failed: bool) -> RunRecord:
+        return RunRecord(variant=variant, case_id=f"{i:02}", repeat=0,
+                         answer=None if failed else "x",
+                         stop="error:ModelAPIError" if failed else "answer",
+                         input_tokens=cost[i] if failed else 100 + i * (variant == "B"),
+                         wall_ms=float(cost[i]) if failed else 50.0 + i)
+
+    settings_ = {"baseline": "A", "variants": ["A", "B"], "evaluators": [], "cases": 8}
+    everything = [run(v, i, errors[i] and v == "B") for v in "AB" for i in range(8)]
+    answered = [run(v, i, False) for v in "AB" for i in range(8) if not errors[i]]
+    with_errors, without = build_report(everything, settings_), build_report(answered, settings_)
+    for metric in (LATENCY, "tokens"):
+        a, b = with_errors.comparison("B", metric), without.comparison("B", metric)
+        assert (a.pairs, a.difference, a.p_value) == (b.pairs, b.difference, b.p_value) or (
+            a.pairs == 0 == b.pairs)

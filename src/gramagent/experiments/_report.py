@@ -5,6 +5,9 @@
 - per variant and evaluator: the pass rate with a Wilson interval, or the mean score with a
   bootstrap interval; latency and tokens with bootstrap intervals; tool errors; how runs
   stopped;
+- a run that ended on an error (``error:...``, e.g. the model server's 500) fails every
+  evaluator but has no cost to compare: latency and tokens leave it (and its pair) out, or a
+  variant whose server fails fast would look cheaper;
 - per variant against the baseline, on the runs paired by (case, repeat): per metric the mean
   difference with a paired bootstrap interval, the test's p-value (McNemar's exact test for
   pass/fail, the paired permutation test otherwise), Holm's adjusted p-value across the
@@ -32,6 +35,7 @@ __all__ = ["Comparison", "Disagreement", "MetricSummary", "Report", "VariantSumm
 
 LATENCY = "latency_ms"
 TOKENS = "tokens"
+_COSTS = (LATENCY, TOKENS)
 MAX_DISAGREEMENTS = 200
 
 
@@ -73,6 +77,7 @@ class Comparison:
     test: str
     """``mcnemar_exact`` or ``paired_permutation``."""
     pairs: int
+    """Pairs compared (for latency and tokens, those where neither run ended on an error)."""
     baseline_mean: float
     variant_mean: float
     difference: float
@@ -203,6 +208,11 @@ def _score(record: RunRecord, name: str) -> float:
     return 0.0 if result is None else result.score
 
 
+def _costed(record: RunRecord) -> bool:
+    """Whether the run's latency and tokens count: not when it ended on an error."""
+    return not record.stop.startswith("error:")
+
+
 def _metric_values(record: RunRecord, metric: str) -> float:
     if metric == LATENCY:
         return record.wall_ms
@@ -215,8 +225,9 @@ def _summary(name: str, runs: list[RunRecord], evaluators: list[str], kinds: Map
              alpha: float, seed: int) -> VariantSummary:
     metrics = []
     confidence = 1 - alpha
+    costed = [r for r in runs if _costed(r)]
     for metric in [*evaluators, LATENCY, TOKENS]:
-        values = [_metric_values(r, metric) for r in runs]
+        values = [_metric_values(r, metric) for r in (costed if metric in _COSTS else runs)]
         if kinds.get(metric) == "rate":
             passed = sum(1 for v in values if v >= 1.0)
             low, high = stats.wilson(passed, len(values), confidence)
@@ -239,21 +250,23 @@ def _summary(name: str, runs: list[RunRecord], evaluators: list[str], kinds: Map
         name=name, runs=len(runs), metrics=tuple(metrics),
         stops=dict(sorted(Counter(r.stop for r in runs).items())), tool_calls=calls,
         tool_errors=dict(sorted(errors.items())),
-        latencies=tuple(r.wall_ms for r in runs), tokens=tuple(r.tokens for r in runs))
+        latencies=tuple(r.wall_ms for r in costed), tokens=tuple(r.tokens for r in costed))
 
 
 def _compare(name: str, pairs: list[tuple[RunRecord, RunRecord]], evaluators: list[str],
              kinds: Mapping[str, str], alpha: float, seed: int, repeats: int
              ) -> list[Comparison]:
     rows: list[dict[str, Any]] = []
+    costed = [(b, v) for b, v in pairs if _costed(b) and _costed(v)]
     for metric in [*evaluators, LATENCY, TOKENS]:
-        base = [_metric_values(b, metric) for b, _ in pairs]
-        var = [_metric_values(v, metric) for _, v in pairs]
+        used = costed if metric in _COSTS else pairs
+        base = [_metric_values(b, metric) for b, _ in used]
+        var = [_metric_values(v, metric) for _, v in used]
         diffs = [v - b for b, v in zip(base, var, strict=True)]
         rng = stats.rng_for(seed, name, metric, "paired")
         low, high = stats.bootstrap_mean(diffs, rng, 1 - alpha)
         row: dict[str, Any] = {
-            "variant": name, "metric": metric, "pairs": len(pairs),
+            "variant": name, "metric": metric, "pairs": len(used),
             "baseline_mean": _mean(base), "variant_mean": _mean(var),
             "difference": _mean(diffs), "low": low, "high": high,
             "higher_is_better": metric not in (LATENCY, TOKENS),
@@ -263,7 +276,7 @@ def _compare(name: str, pairs: list[tuple[RunRecord, RunRecord]], evaluators: li
             c = sum(1 for x, y in zip(base, var, strict=True) if y >= 1.0 > x)
             row.update(test="mcnemar_exact", p_value=stats.mcnemar_exact(b, c),
                        discordant=(b, c),
-                       pairs_needed=stats.pairs_needed_mcnemar(b, c, len(pairs), alpha))
+                       pairs_needed=stats.pairs_needed_mcnemar(b, c, len(used), alpha))
         else:
             row.update(test="paired_permutation",
                        p_value=stats.paired_permutation(var, base, rng),
