@@ -10,6 +10,7 @@ from extras import require
 require("experiments")
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +122,19 @@ async def test_a_store_in_a_directory_not_made_yet_is_made(
     (tmp_path / "file").write_text("")
     with pytest.raises(ExperimentError, match="cannot make the store's directory"):
         await run_experiment(load_experiment(path), store=tmp_path / "file" / "x.sqlite")
+
+
+def test_runs_of_two_experiments_never_mix_in_one_store(tmp_path: Path) -> None:
+    """The second experiment takes the store while the first has saved no run yet: the
+    first one's runs are refused from then on, not mixed in."""
+    path = tmp_path / "shared.sqlite"
+    run = RunRecord(variant="A", case_id="c", repeat=0, answer="x", stop="answer")
+    with Store.create(path, fingerprint={"experiment": "one"},
+                      settings={"baseline": "A"}) as first:
+        with Store.create(path, fingerprint={"experiment": "two"},
+                          settings={"baseline": "A"}) as second:
+            assert second.write([run]) == 1
+        with pytest.raises(ExperimentError, match="another experiment was started"):
+            first.write([dataclasses.replace(run, case_id="d")])
+    with Store.read(path) as store:
+        assert [r.case_id for r in store.records()] == ["c"]

@@ -59,9 +59,13 @@ class Store:
     """An experiment's results file. Use :meth:`create` to run into it, :meth:`read` to
     report from it."""
 
-    def __init__(self, path: str | os.PathLike[str], connection: sqlite3.Connection) -> None:
+    def __init__(self, path: str | os.PathLike[str], connection: sqlite3.Connection,
+                 fingerprint: str | None = None) -> None:
         self.path = str(path)
         self._db = connection
+        self._fingerprint = fingerprint
+        """The experiment this store was opened to run (its runs are written only while the
+        store still holds that experiment)."""
 
     @classmethod
     def create(cls, path: str | os.PathLike[str], *, fingerprint: Mapping[str, Any],
@@ -92,10 +96,11 @@ class Store:
                         f"{path}: this store holds runs of a different experiment: "
                         f"{'; '.join(found)}. Use another store (e.g. --store NEW.sqlite) "
                         "or delete this one to start over")
+            mine = canonical(fingerprint)
             db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [
-                ("schema", SCHEMA_VERSION), ("fingerprint", canonical(fingerprint)),
+                ("schema", SCHEMA_VERSION), ("fingerprint", mine),
                 ("settings", canonical(settings))])
-        return cls(path, db)
+        return cls(path, db, mine)
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> Store:
@@ -124,9 +129,22 @@ class Store:
     def write(self, records: Iterable[RunRecord]) -> int:
         """Commit finished runs in one transaction (durable once this returns); returns how
         many were new (a key that another runner of the same store saved first keeps its
-        run)."""
+        run).
+
+        Raises:
+            ExperimentError: another experiment took this store since it was opened (it had
+                no runs then); nothing is written, so runs of two experiments never mix.
+        """
+        rows = [_row(r) for r in records]
         with self._db:
-            written: int = self._db.executemany(_INSERT, map(_row, records)).rowcount
+            self._db.execute("BEGIN IMMEDIATE")  # the check and the rows: one transaction
+            if self._fingerprint is not None and (
+                    _meta(self._db).get("fingerprint") != self._fingerprint):
+                raise ExperimentError(f"{self.path}: another experiment was started on this "
+                                      "store while it had no runs; its runs are kept, this "
+                                      "experiment's are not written. Use another store "
+                                      "(--store NEW.sqlite)")
+            written: int = self._db.executemany(_INSERT, rows).rowcount
         return written
 
     def records(self) -> list[RunRecord]:
