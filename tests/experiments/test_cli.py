@@ -11,13 +11,14 @@ import csv
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
-from experiments_support import AGENT_GRAM, write_cases, write_experiment
+from experiments_support import AGENT_GRAM, greeter_script, write_cases, write_experiment
 from typer.testing import CliRunner
 
 from gramagent._cli import app
-from gramagent.testing import ScriptedServer
+from gramagent.testing import ScriptedServer, ScriptTurn, error
 
 NAMES = [f"person{i}" for i in range(24)]
 
@@ -122,9 +123,6 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path: Path) -> No
     import sys
     import threading
     import time
-    from typing import Any
-
-    from experiments_support import greeter_script
 
     # Slow enough after the first runs that the command is still running when the test,
     # however starved of CPU, sees them stored and interrupts it; quick again afterwards.
@@ -173,3 +171,36 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path: Path) -> No
                               timeout=120)
     assert done.returncode == 0, done.stderr
     assert f"{2 * len(names) - saved} runs done, {saved} already in" in done.stderr
+
+
+def test_runs_that_ended_on_an_error_are_run_again_on_request(
+        tmp_path: Path, greeter_server: ScriptedServer, runner: CliRunner,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """B's server is down for the first run (HTTP 503 for every request): its runs are saved
+    as errors; a plain rerun keeps them, --retry-errors runs them again."""
+    monkeypatch.chdir(tmp_path)
+    down = tmp_path / "down"
+    down.touch()
+
+    def flaky(path: str, body: Any) -> ScriptTurn:
+        return (error(503, "down", retry_after=0) if down.exists()
+                else greeter_script(path, body))
+
+    with ScriptedServer(flaky, record=False) as server:
+        path = write_experiment(tmp_path, names=NAMES[:6], base_url=greeter_server.base_url)
+        path.write_text(path.read_text().replace(
+            f'"ab_libs:planted", base_url: "{greeter_server.base_url}"',
+            f'"ab_libs:planted", base_url: "{server.base_url}"'))
+        first = runner.invoke(app, ["experiment", "run", str(path), "--json"])
+        assert first.exit_code == 0, first.output
+        assert json.loads(first.stdout)["variants"][1]["stops"] == {"error:ModelAPIError": 6}
+        assert "6 runs ended on an error; --retry-errors runs them again" in first.stderr
+        down.unlink()
+        again = runner.invoke(app, ["experiment", "run", str(path), "--json"])
+        assert "0 runs done, 12 already in" in again.stderr
+        retried = runner.invoke(app, ["experiment", "run", str(path), "--json",
+                                      "--retry-errors"])
+    assert retried.exit_code == 0, retried.output
+    assert "6 runs done, 6 already in" in retried.stderr
+    assert "ended on an error" not in retried.stderr
+    assert json.loads(retried.stdout)["variants"][1]["stops"] == {"answer": 6}

@@ -48,6 +48,9 @@ _RATE = typer.Option(None, "--rate", metavar="MODEL=PER_SECOND",
                           "--rate openai/gpt-4o-mini=5.")
 _JSON = typer.Option(False, "--json", help="Print the report as JSON.")
 _HTML = typer.Option(None, "--html", help="Also write a self-contained HTML report here.")
+_RETRY = typer.Option(False, "--retry-errors",
+                      help="Run again the runs that ended on an error (a server that was "
+                           "down, a dropped connection), replacing them.")
 _METRICS = typer.Option(None, "--metrics-port",
                         help="Serve Prometheus metrics on 127.0.0.1:PORT while running.")
 
@@ -62,13 +65,14 @@ def experiment_run(
     json: bool = _JSON,
     html: Path | None = _HTML,
     metrics_port: int | None = _METRICS,
+    retry_errors: bool = _RETRY,
 ) -> None:
     """Run an experiment file (only the runs its store lacks), then print its report."""
     from gramagent.experiments import load_experiment
 
     experiment = load_experiment(file)
     _execute(_with_rates(experiment, rate), store=store, concurrency=concurrency, json=json,
-             html=html, metrics_port=metrics_port)
+             html=html, metrics_port=metrics_port, retry_errors=retry_errors)
 
 
 @experiment_app.command("report")
@@ -118,6 +122,7 @@ def ab(
     rate: list[str] | None = _RATE,
     json: bool = _JSON,
     html: Path | None = _HTML,
+    retry_errors: bool = _RETRY,
 ) -> None:
     """Compare tool libraries on one agent and one dataset (the one-line A/B test)."""
     from gramagent._spec.gram import load_agent
@@ -141,7 +146,7 @@ def ab(
                             variants=tuple(variants), evaluators=tuple(specs), repeats=repeats,
                             source=str(agent_file))
     _execute(_with_rates(experiment, rate), store=store, concurrency=concurrency, json=json,
-             html=html, metrics_port=None)
+             html=html, metrics_port=None, retry_errors=retry_errors)
 
 
 _PRIMARY = {"exact": "value", "contains": "value", "regex": "pattern", "tool_called": "tool",
@@ -187,7 +192,7 @@ def _with_rates(experiment: Experiment, rates: list[str] | None) -> Experiment:
 
 
 def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, json: bool,
-             html: Path | None, metrics_port: int | None) -> None:
+             html: Path | None, metrics_port: int | None, retry_errors: bool) -> None:
     import asyncio  # where a command runs: --help stays free of them
     import sqlite3
 
@@ -205,7 +210,7 @@ def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, js
         with live.progress:
             summary = asyncio.run(run_experiment(
                 experiment, store=path, concurrency=concurrency, metrics=metrics,
-                on_start=live.start, on_record=live.record))
+                on_start=live.start, on_record=live.record, retry_errors=retry_errors))
     except KeyboardInterrupt:
         err_console.print(f"[yellow]stopped[/yellow]: {live.saved} runs saved in "
                           f"{escape(path)}; run the same command again to resume.")
@@ -217,7 +222,12 @@ def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, js
         err_console.print(f"[yellow]warning[/yellow]: {escape(warning)}", highlight=False)
     err_console.print(f"{summary.ran} runs done, {summary.skipped} already in "
                       f"{escape(summary.store)}")
-    _show(report(summary.store), json=json, html=html)
+    result = report(summary.store)
+    errors = sum(n for v in result.variants for stop, n in v.stops.items()
+                 if stop.startswith("error:"))
+    if errors:
+        err_console.print(f"{errors} runs ended on an error; --retry-errors runs them again")
+    _show(result, json=json, html=html)
 
 
 class _Live:

@@ -78,6 +78,7 @@ async def run_experiment(
     metrics: ExperimentMetrics | None = None,
     on_start: Callable[[Started], None] | None = None,
     on_record: Callable[[RunRecord], None] | None = None,
+    retry_errors: bool = False,
 ) -> RunSummary:
     """Run every (variant, case, repeat) key of ``experiment`` not yet in its store.
 
@@ -91,6 +92,8 @@ async def run_experiment(
         metrics: Prometheus families to count runs, verdicts and tool calls in.
         on_start: called once the store is open (total and skipped keys, warnings).
         on_record: called with each finished (and saved) run.
+        retry_errors: run again the keys whose saved run ended on an error (``error:...``,
+            e.g. the model server was down), replacing those runs.
 
     Raises:
         ConfigurationError: a variant, library or evaluator cannot be loaded.
@@ -106,6 +109,8 @@ async def run_experiment(
         sinks = [*fan_out(events), *([metrics] if metrics is not None else [])]
         engine = AsyncioEngine(concurrency=concurrency, events=sinks or None)
     with Store.create(path, fingerprint=fingerprint, settings=experiment.settings()) as db:
+        if retry_errors:
+            db.forget_errors()
         done = db.done()
         keys = [key for key in experiment.run_keys() if key not in done]
         total = len(done) + len(keys)

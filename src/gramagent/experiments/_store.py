@@ -126,6 +126,14 @@ class Store:
         rows = self._db.execute("SELECT variant, case_id, repeat FROM runs")
         return {RunKey(v, c, r) for v, c, r in rows}
 
+    def forget_errors(self) -> int:
+        """Delete the runs that ended on an error (``error:...``: a server that was down, a
+        dropped connection), so that running again runs them again; returns how many."""
+        with self._db:
+            forgotten: int = self._db.execute(
+                "DELETE FROM runs WHERE stop LIKE 'error:%'").rowcount
+        return forgotten
+
     def write(self, records: Iterable[RunRecord]) -> int:
         """Commit finished runs in one transaction (durable once this returns); returns how
         many were new (a key that another runner of the same store saved first keeps its
