@@ -9,6 +9,7 @@ require("experiments")
 from typing import Any
 
 import ab_libs
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -150,6 +151,19 @@ async def test_whatever_a_custom_evaluator_gives_the_verdict_is_well_formed(
     assert result.passed is None or result.passed == (result.score == 1.0)
     if result.passed is None:  # only a number in [0, 1] (or an EvalResult of one) scores
         assert not isinstance(value, (bool, BaseException))
+
+
+@pytest.mark.parametrize(("value", "score", "passed"), [
+    (np.bool_(True), 1.0, True), (np.isclose(1.0, 2.0), 0.0, False),
+    (np.float32(0.25), 0.25, None), (np.int64(1), 1.0, None),
+    ((np.bool_(True), "close enough"), 1.0, True)])
+async def test_numpy_scalars_count_as_python_ones(value: object, score: float,
+                                                 passed: bool | None) -> None:
+    ab_libs.RETURNED[0] = value
+    spec = EvaluatorSpec(name="np", kind="custom",
+                         options={"function": "ab_libs:returns_what_it_is_told"})
+    (result,) = await verdicts(spec, record())
+    assert (result.score, result.passed) == (score, passed), result.reason
 
 
 def test_option_types_are_checked_before_anything_runs() -> None:

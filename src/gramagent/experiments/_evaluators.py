@@ -374,7 +374,7 @@ class _Custom:
 
 
 def to_result(name: str, value: Any) -> EvalResult:
-    """Normalize what a custom evaluator returned.
+    """Normalize what a custom evaluator returned (numpy scalars count as Python's own).
 
     Raises:
         TypeError: not a bool, a number in [0, 1], a (value, reason) pair or an EvalResult.
@@ -384,6 +384,8 @@ def to_result(name: str, value: Any) -> EvalResult:
     reason = ""
     if isinstance(value, tuple) and len(value) == 2:
         value, reason = value[0], str(value[1])
+    if getattr(value, "shape", None) == () and hasattr(value, "item"):
+        value = value.item()  # a numpy scalar (np.isclose gives a numpy bool): Python's own
     if isinstance(value, bool):
         return EvalResult(name=name, score=float(value), passed=value, reason=reason)
     if isinstance(value, (int, float)) and 0.0 <= float(value) <= 1.0:
