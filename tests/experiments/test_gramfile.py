@@ -87,3 +87,15 @@ def test_bad_dataset_rows_are_reported_in_their_own_file(tmp_path: Path) -> None
     cases = tmp_path / "cases.jsonl"
     assert str(info.value).splitlines() == [f"{cases}:1: missing input",
                                             f"{cases}:2: input must not be empty"]
+
+
+@pytest.mark.parametrize("name", ["latency_ms", "tokens"])
+def test_an_evaluator_cannot_take_the_name_of_the_reports_own_metric(
+        tmp_path: Path, name: str) -> None:
+    path = write_experiment(tmp_path, names=["ann"], base_url="http://127.0.0.1:9/v1",
+                            evaluators=f'\n  [{name}:Evaluator {{kind: "latency_under", '
+                                       'ms: 2000}]')
+    with pytest.raises(ExperimentError) as info:
+        load_experiment(path)
+    assert str(info.value) == (f"{path}:2:1: evaluator name {name!r} is the report's own "
+                               "metric of every run; call the evaluator something else")

@@ -21,7 +21,7 @@ from gramagent.errors import ConfigurationError
 from gramagent.experiments._cases import Dataset
 from gramagent.experiments._evaluators import EvaluatorSpec
 from gramagent.experiments._imports import add_search_path
-from gramagent.experiments._records import RunKey
+from gramagent.experiments._records import LATENCY, TOKENS, RunKey
 from gramagent.experiments._variants import Variant
 
 __all__ = ["Experiment", "canonical", "changes"]
@@ -73,6 +73,8 @@ class Experiment:
         dupes = sorted({n for n in evaluator_names if evaluator_names.count(n) > 1})
         if dupes:
             out.append(f"duplicate evaluator {', '.join(map(repr, dupes))}")
+        out += [f"evaluator name {name!r} is the report's own metric of every run; call the "
+                "evaluator something else" for name in evaluator_names if name in (LATENCY, TOKENS)]
         for spec in self.evaluators:
             out.extend(spec.problems())
         if self.baseline is not None and self.baseline not in names:

@@ -10,7 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-__all__ = ["EvalResult", "RunKey", "RunRecord", "ToolRecord"]
+__all__ = ["LATENCY", "TOKENS", "EvalResult", "RunKey", "RunRecord", "ToolRecord"]
+
+LATENCY = "latency_ms"
+"""The report's metric of a run's wall time (no evaluator may take the name)."""
+TOKENS = "tokens"
+"""The report's metric of a run's tokens (no evaluator may take the name)."""
 
 
 class RunKey(NamedTuple):

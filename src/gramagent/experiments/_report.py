@@ -28,13 +28,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gramagent.experiments import _stats as stats
-from gramagent.experiments._records import RunRecord
+from gramagent.experiments._records import LATENCY, TOKENS, RunRecord
 from gramagent.experiments._store import Store
 
-__all__ = ["Comparison", "Disagreement", "MetricSummary", "Report", "VariantSummary", "report"]
+__all__ = ["LATENCY", "TOKENS", "Comparison", "Disagreement", "MetricSummary", "Report",
+           "VariantSummary", "report"]
 
-LATENCY = "latency_ms"
-TOKENS = "tokens"
 _COSTS = (LATENCY, TOKENS)
 MAX_DISAGREEMENTS = 200
 
