@@ -138,3 +138,23 @@ def test_tool_command_takes_the_loops_json_rules(arguments: str) -> None:
     assert result.exit_code == EXIT_ERROR
     assert "ValidationError" in result.stderr and result.exception is None or isinstance(
         result.exception, SystemExit)
+
+
+def test_a_metrics_port_in_use_is_a_user_error(tmp_path: Path) -> None:
+    """--metrics-port on a port something else holds: one line, exit 1, not 'internal'."""
+    import socket
+
+    (tmp_path / "cases.jsonl").write_text('{"input": "Hi"}\n')
+    experiment = tmp_path / "e.gram"
+    experiment.write_text(f'[e:Experiment {{agent: "{HELLO}", cases: "cases.jsonl"}} |\n'
+                          '  [A:Variant {}], [B:Variant {}]]\n')
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        results = [CliRunner().invoke(app, ["run", str(HELLO), "Hi", "--metrics-port", port]),
+                   CliRunner().invoke(app, ["experiment", "run", str(experiment),
+                                            "--metrics-port", port])]
+    for result in results:
+        assert result.exit_code == EXIT_ERROR, result.output
+        assert f"--metrics-port {port}: cannot serve metrics there" in result.stderr

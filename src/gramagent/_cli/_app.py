@@ -18,13 +18,16 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from gramagent.errors import ConfigurationError, GramagentError
+
+if TYPE_CHECKING:
+    from gramagent._runtime.events import ToolMetrics
 
 __all__ = [
     "EXIT_ERROR",
@@ -138,6 +141,22 @@ def print_error(exc: BaseException) -> None:
     """One stderr line for an error: its type and its message, secrets masked."""
     err_console.print(f"[red]{type(exc).__name__}[/red]: {escape(_masked(_describe(exc)))}",
                       markup=True, highlight=False, soft_wrap=True)
+
+
+def serve_metrics_on(port: int) -> ToolMetrics:
+    """Serve Prometheus metrics on 127.0.0.1:``port`` for ``--metrics-port``.
+
+    Raises:
+        ConfigurationError: the port cannot be bound (in use, not allowed): the user's input,
+            not a bug.
+    """
+    from gramagent._runtime.events import serve_metrics  # where a command runs: --help stays fast
+
+    try:
+        return serve_metrics(port)
+    except (OSError, OverflowError) as exc:  # OverflowError: a port beyond 65535
+        raise ConfigurationError(f"--metrics-port {port}: cannot serve metrics there: "
+                                 f"{getattr(exc, 'strerror', None) or exc}") from None
 
 
 def read_stdin() -> str:

@@ -27,7 +27,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from gramagent._cli._app import app, err_console, handle_errors
+from gramagent._cli._app import app, err_console, handle_errors, serve_metrics_on
 from gramagent._limit_values import limit_problem
 from gramagent.errors import ConfigurationError
 
@@ -200,9 +200,7 @@ def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, js
 
     metrics = None
     if metrics_port is not None:
-        from gramagent._runtime.events import serve_metrics
-
-        serve_metrics(metrics_port)
+        serve_metrics_on(metrics_port)
         metrics = ExperimentMetrics.for_registry()
     live = _Live(experiment, err_console)
     path = store_path(experiment, store)

@@ -28,6 +28,7 @@ from gramagent._cli._app import (
     handle_errors,
     print_error,
     require_file,
+    serve_metrics_on,
     terminal_text,
 )
 from gramagent._limit_values import limit_problem
@@ -238,9 +239,7 @@ class Session:
             session._closers.append(jsonl.close)
             session.sinks.append(jsonl)
         if options.metrics_port is not None:
-            from gramagent._runtime.events import serve_metrics
-
-            metrics = serve_metrics(options.metrics_port)
+            metrics = serve_metrics_on(options.metrics_port)
             session.sinks.append(metrics)
             err_console.print(
                 f"[dim]metrics on http://127.0.0.1:{metrics.server_port}/metrics[/dim]",
