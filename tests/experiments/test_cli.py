@@ -204,3 +204,15 @@ def test_runs_that_ended_on_an_error_are_run_again_on_request(
     assert "6 runs done, 6 already in" in retried.stderr
     assert "ended on an error" not in retried.stderr
     assert json.loads(retried.stdout)["variants"][1]["stops"] == {"answer": 6}
+
+
+def test_a_rate_limit_of_a_model_no_variant_uses_is_refused(
+        tmp_path: Path, runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A typo in the model of a rate limit would silently limit nothing."""
+    monkeypatch.chdir(tmp_path)
+    path = write_experiment(tmp_path, names=["ann"], base_url="http://127.0.0.1:9/v1")
+    result = runner.invoke(app, ["experiment", "run", str(path), "--rate", "openai/scriptd=5"])
+    assert result.exit_code == 1, result.output
+    assert ("rate limit of 'openai/scriptd': no variant uses that model (they use "
+            "openai/scripted), so it would limit nothing") in " ".join(result.stderr.split())
+    assert not list(tmp_path.glob("*.sqlite"))

@@ -87,6 +87,10 @@ class Experiment:
             out.append("alpha must be between 0 and 1")
         out += [problem for model, rate in self.rate_limits.items()
                 if (problem := limit_problem(f"rate limit of {model!r}", rate, optional=False))]
+        used = sorted({v.model or str(self.agent.model) for v in self.variants})
+        out += [f"rate limit of {model!r}: no variant uses that model (they use "
+                f"{', '.join(used)}), so it would limit nothing"
+                for model in self.rate_limits if model not in used]
         return out
 
     def add_search_path(self) -> None:
