@@ -99,3 +99,11 @@ def test_an_evaluator_cannot_take_the_name_of_the_reports_own_metric(
         load_experiment(path)
     assert str(info.value) == (f"{path}:2:1: evaluator name {name!r} is the report's own "
                                "metric of every run; call the evaluator something else")
+
+
+def test_an_evaluator_with_two_kinds_is_refused(tmp_path: Path) -> None:
+    path = write_experiment(tmp_path, names=["ann"], base_url="http://127.0.0.1:9/v1",
+                            evaluators='\n  [e:Evaluator {kind: "exact", kind: "contains"}]')
+    with pytest.raises(ExperimentError) as info:
+        load_experiment(path)
+    assert str(info.value) == f"{path}:10:32: evaluator 'e': duplicate key 'kind'"

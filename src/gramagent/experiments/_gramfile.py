@@ -228,6 +228,9 @@ def _evaluator(reader: _Reader, info: NodeInfo) -> EvaluatorSpec | None:
         if value is _INVALID:
             continue
         if key == "kind":
+            if kind is not None:
+                reader.error(key_offset, f"{what}: duplicate key 'kind'")
+                continue
             if not isinstance(value, str):
                 reader.error(val[2], f"{what}: kind must be a string")
                 continue
