@@ -98,12 +98,8 @@ def returns_what_it_is_told(case: object, record: object) -> object:
 
 
 def bracketed() -> ToolLibrary:
-    """``polite`` with a docstring rich would read as markup (it binds with a warning)."""
-    library = ToolLibrary()
-
-    @library.register
-    def sayHello(personName: str = "world") -> str:
-        """Greets [bold]one[/bold] person [a, b] or [/path]."""
-        return f"Hello, {personName}!"
-
-    return library
+    """``polite`` with a description rich would read as markup (it binds with a warning)."""
+    greet = polite().lookup("sayHello")
+    assert greet is not None
+    return ToolLibrary([dataclasses.replace(
+        greet, description="Greets [bold]one[/bold] person [a, b] or [/path].")])
