@@ -309,7 +309,12 @@ class Conversation:
                 ids.update(known)
                 start = len(before)
         last = -1  # the last message read here that holds calls
-        for index in range(start, len(messages)):
+        # A while loop, not range(): range() makes an object whose length it computes with
+        # integer objects (bench/RESULTS.md, issue 18, eighth pass).
+        index = start - 1
+        end = len(messages) - 1
+        while index < end:
+            index += 1
             message = messages[index]
             if isinstance(message, AssistantMessage) and message.tool_calls:
                 for call in message.tool_calls:
@@ -324,7 +329,13 @@ class Conversation:
         order): those a paused run awaits approval for, or an interrupted run left behind.
         Empty when the conversation does not end with calls and their results."""
         messages = self._messages
-        for index in range(len(messages) - 1, -1, -1):
+        # A while loop, not range(len(messages) - 1, -1, -1), which costs ~1.3k machine
+        # instructions to make (its length computed with integer objects) where this usually
+        # reads one message: every run continuing a context asks (bench/RESULTS.md, issue 18,
+        # eighth pass).
+        index = len(messages)
+        while index:
+            index -= 1
             message = messages[index]
             if isinstance(message, AssistantMessage):
                 if not message.tool_calls:

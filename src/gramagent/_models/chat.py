@@ -236,8 +236,10 @@ class ChatCompletionsModel(HTTPAdapter):
             # The usual request, in the fewest frames (each costs measurably per request:
             # bench/RESULTS.md, issue 18): the body built here, the reply read in the HTTP
             # request's own coroutine, no coroutine of the adapter's around it.
-            body = build_chat_body(request, functions=self.functions, strict=self.strict,
-                                   tools_payload=self._tools.get(request.tools))
+            # By position (request, functions, tool_call_mode, stream, strict, tools_payload):
+            # a keyword costs ~125 machine instructions per request.
+            body = build_chat_body(request, self.functions, "native", False, self.strict,
+                                   self._tools.get(request.tools))
             return self.http.post_read(CHAT_PATH, body, parse_chat_reply)
         if mode == "hybrid":
             return hybrid_turn(request, self._exchange, self._continued)
@@ -434,7 +436,6 @@ def _content_delta(chunk: Mapping[str, Any]) -> str | None:
 
 def build_chat_body(
     request: ModelRequest,
-    *,
     functions: bool = False,
     tool_call_mode: WireMode = "native",
     stream: bool = False,
@@ -454,8 +455,7 @@ def build_chat_body(
     if not native_choice and allows_several_calls(tools, request.tool_choice):
         instruction = (f"{instruction}\n\n{SEVERAL_CALLS_HINT}" if instruction
                        else SEVERAL_CALLS_HINT)
-    messages = chat_messages(instruction, request.messages, legacy=functions,
-                             rendered=request.rendered)
+    messages = chat_messages(instruction, request.messages, functions, request.rendered)
     # One dict display, the settings first (fields set here win over them).
     body: dict[str, Any] = ({**settings, "model": request.model, "messages": messages}
                             if settings else {"model": request.model, "messages": messages})
@@ -494,7 +494,7 @@ def chat_tools(
 
 
 def chat_messages(
-    instruction: str, messages: Sequence[Message], *, legacy: bool = False,
+    instruction: str, messages: Sequence[Message], legacy: bool = False,
     rendered: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The ``messages`` list: the system instruction first, then the history (``rendered``:

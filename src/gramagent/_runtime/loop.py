@@ -60,7 +60,7 @@ from gramagent._runtime.hooks import RunHooks
 from gramagent._runtime.library import BoundAgent, ToolLibrary
 from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.results import AgentResponse, ToolInvocation, new_response
-from gramagent._runtime.setup import bind, conversation_for, model_for, new_id
+from gramagent._runtime.setup import bind, conversation_for, model_for, new_id, new_ids
 from gramagent._runtime.tool_calls import ToolCalls
 from gramagent._spec.model import Agent, ModelRef
 from gramagent.errors import ConfigurationError, LimitExceeded, ModelAPIError, ValidationError
@@ -231,8 +231,11 @@ def _new_run(agent: Agent | BoundAgent, start: str | dict[str, Decision],
     # run, and at that rate every call counts.
     bound = (agent if isinstance(agent, BoundAgent)
              else bind(agent, options.get("library"), dry_run=dry_run))
-    conversation = (Conversation((), new_id()) if context is None
-                    else conversation_for(context))
+    if context is None:  # a new conversation, its id and the run's read together
+        conversation_id, run_id = new_ids()
+        conversation = Conversation((), conversation_id)
+    else:
+        conversation, run_id = conversation_for(context), new_id()
     if isinstance(start, str) and context is not None and conversation.unanswered_calls():
         raise ValidationError(_waiting_message(conversation))
     resolved, model_name, owned = model_for(options, bound.agent)
@@ -250,7 +253,7 @@ def _new_run(agent: Agent | BoundAgent, start: str | dict[str, Decision],
         sinks=() if events is None else fan_out(events), dry_run=dry_run,
         tool_choice=options.get("tool_choice", "auto"),
         settings=dict(settings) if settings else {},  # its own: a request pickles with it
-        conversation=conversation, run_id=new_id(), hooks=options.get("hooks"),
+        conversation=conversation, run_id=run_id, hooks=options.get("hooks"),
         tracer=tracing.run_tracer(),
         # Checked once per run, not per call: a disabled logger costs nothing then.
         info_logs=_tool_log.isEnabledFor(logging.INFO) or _usage_log.isEnabledFor(logging.INFO),

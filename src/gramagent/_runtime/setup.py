@@ -13,7 +13,7 @@ from gramagent._runtime.library import BoundAgent, Tool, ToolLibrary
 from gramagent._spec.model import Agent, ModelRef
 from gramagent.errors import ToolError
 
-__all__ = ["bind", "conversation_for", "model_for", "new_id"]
+__all__ = ["bind", "conversation_for", "model_for", "new_id", "new_ids"]
 
 
 def bind(agent: Agent | BoundAgent, library: ToolLibrary | None, *, dry_run: bool
@@ -70,6 +70,14 @@ def conversation_for(context: Conversation | Iterable[Message] | None) -> Conver
 def new_id() -> str:
     """A random id of 32 hex digits (run and conversation ids)."""
     return os.urandom(16).hex()
+
+
+def new_ids() -> tuple[str, str]:
+    """Two ids as :func:`new_id` makes them (a new conversation's and its run's), from one read
+    of the OS's randomness: each read costs ~1.2k machine instructions, once per run
+    (bench/RESULTS.md, issue 18, eighth pass)."""
+    both = os.urandom(32).hex()
+    return both[:32], both[32:]
 
 
 def _spec_stub(spec: Any) -> Tool:
