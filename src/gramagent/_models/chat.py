@@ -515,7 +515,7 @@ def _append_chat(messages: Sequence[Message], out: list[Any]) -> None:
                 out.append({
                     "role": "assistant",
                     "content": message.content,
-                    "tool_calls": list(map(_call_dict, message.tool_calls)),  # no listcomp frame
+                    "tool_calls": _call_dicts(message.tool_calls),
                 })
             else:
                 out.append({"role": "assistant", "content": message.content or ""})
@@ -563,12 +563,18 @@ def _function_result(message: ToolResultMessage) -> dict[str, Any]:
     return {"role": "function", "name": message.name, "content": message.content}
 
 
-def _call_dict(call: ToolCall) -> dict[str, Any]:
-    return {
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": call.arguments},
-    }
+def _call_dicts(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+    """The ``tool_calls`` of an assistant message. A plain loop: ``list(map(...))`` over a
+    function per call cost ~1.6k machine instructions more per rendered message with one call
+    (a type call, a map object, a frame per call; bench/RESULTS.md, issue 18, eighth pass)."""
+    out = []
+    for call in calls:
+        out.append({
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments},
+        })
+    return out
 
 
 def _function_def(tool: ToolDefinition, strict: bool) -> dict[str, Any]:
@@ -912,7 +918,7 @@ def render_chat_completion(
             first = turn.tool_calls[0]
             message["function_call"] = {"name": first.name, "arguments": first.arguments}
         else:
-            message["tool_calls"] = [_call_dict(c) for c in turn.tool_calls]
+            message["tool_calls"] = _call_dicts(turn.tool_calls)
     out: dict[str, Any] = {
         "id": completion_id,
         "object": "chat.completion",

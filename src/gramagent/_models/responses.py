@@ -236,15 +236,13 @@ def _append_items(messages: Sequence[Message], items: list[Any]) -> None:
                     "role": "assistant",
                     "content": [{"type": "output_text", "text": message.content}],
                 })
-            items.extend(
-                {
+            for call in message.tool_calls:  # a plain loop: no generator frame
+                items.append({
                     "type": "function_call",
                     "call_id": call.id,
                     "name": call.name,
                     "arguments": call.arguments,
-                }
-                for call in message.tool_calls
-            )
+                })
         else:
             items.append({
                 "type": "function_call_output",
