@@ -38,6 +38,7 @@ from typing import Any
 
 __all__ = [
     "SCOPE",
+    "TRACE_MODULE",
     "agent_span",
     "fail",
     "model_span",
@@ -51,13 +52,16 @@ __all__ = [
 SCOPE = "gramagent"
 """The instrumentation scope name of gramagent's tracer."""
 
+TRACE_MODULE = "opentelemetry.trace"
+"""The module whose presence in ``sys.modules`` :func:`run_tracer` looks for first."""
+
 _tracers: dict[int, tuple[Any, Any]] = {}
 """id(provider) -> (provider, tracer): one tracer per configured provider."""
 
 
 def run_tracer() -> Any | None:
     """The tracer for a run, or None when tracing is off (see the module docs)."""
-    trace = sys.modules.get("opentelemetry.trace")
+    trace = sys.modules.get(TRACE_MODULE)
     if trace is None:
         return None
     provider = trace.get_tracer_provider()
@@ -73,7 +77,7 @@ def run_tracer() -> Any | None:
 
 @contextmanager
 def _span(tracer: Any, name: str, kind: str, attributes: Mapping[str, Any]) -> Iterator[Any]:
-    trace = sys.modules["opentelemetry.trace"]
+    trace = sys.modules[TRACE_MODULE]
     with tracer.start_as_current_span(
         name, kind=getattr(trace.SpanKind, kind), attributes=attributes,
         record_exception=False, set_status_on_exception=False,  # texts may quote arguments
@@ -88,7 +92,7 @@ def _span(tracer: Any, name: str, kind: str, attributes: Mapping[str, Any]) -> I
 
 def fail(span: Any, error_type: str) -> None:
     """Mark ``span`` failed: ``error.type`` and an ERROR status naming only the type."""
-    trace = sys.modules["opentelemetry.trace"]
+    trace = sys.modules[TRACE_MODULE]
     span.set_attribute("error.type", error_type)
     span.set_status(trace.Status(trace.StatusCode.ERROR, error_type))
 
