@@ -245,6 +245,11 @@ def _late_start_tools() -> ToolLibrary:
         raise AssertionError("called after the run's time was up")  # its result says so
 
     @library.register
+    async def early(n: int) -> str:
+        """Done at once: in time, if it starts before the run's time is up."""
+        return "early"
+
+    @library.register
     def pause(n: int) -> str:
         """Done after one short wait, in a worker thread."""
         time.sleep(0.05)
@@ -274,19 +279,30 @@ async def late_start_run(before: str, after: str) -> tuple[str, ToolResultMessag
     return results["c0"].content, results["c1"]
 
 
-@pytest.mark.parametrize("before", ["slow", "hog"])
-async def test_an_async_call_that_starts_late_is_bounded_by_the_end_of_the_run(
-        before: str) -> None:
+async def test_an_async_call_that_starts_late_is_bounded_by_the_end_of_the_run() -> None:
     """An async call that can only start once another call of its turn let go of the event
-    loop (an inline function, an async tool that blocks before its first await) is bounded
-    by the end of the run's wall time, not by the time that was left when the turn's calls
-    were started: its run is over by then, so it times out instead of running on. (A call in
-    a worker thread starts at once, alongside: it finishes in time.)"""
-    ran, late = await late_start_run(before, "quick")
-    assert ran == before  # it ran to its end: nothing could interrupt it
+    loop (an async tool that blocks before its first await: the calls start in call order,
+    each running until it first waits) is bounded by the end of the run's wall time, not by
+    the time that was left when the turn's calls were started: its run is over by then, so it
+    times out instead of running on. (A call in a worker thread is bounded the same way.)"""
+    ran, late = await late_start_run("hog", "quick")
+    assert ran == "hog"  # it ran to its end: nothing could interrupt it
     assert late.is_error and "'quick' was not run: the run's time was up" in late.content
-    ran, alongside = await late_start_run(before, "pause")
-    assert ran == before and not alongside.is_error and alongside.content == "pause"
+    ran, late = await late_start_run("hog", "pause")
+    assert ran == "hog"
+    assert late.is_error and "'pause' was not run: the run's time was up" in late.content
+
+
+async def test_async_calls_start_before_the_inline_calls_of_their_turn() -> None:
+    """Started eagerly (on 3.11 as with 3.12's eager tasks), a turn's async calls run until
+    they first wait before its inline calls run: one that never waits is done in time even
+    when an inline call after it holds the event loop past the wall time (with a task
+    scheduled instead, it would start only then, and not be run at all). A call in a worker
+    thread starts at once too, alongside."""
+    ran, early = await late_start_run("slow", "early")
+    assert ran == "slow" and not early.is_error and early.content == "early"
+    ran, alongside = await late_start_run("slow", "pause")
+    assert ran == "slow" and not alongside.is_error and alongside.content == "pause"
 
 
 async def test_a_callers_own_timeout_is_not_the_wall_time(tools: Tools, agent: Agent) -> None:

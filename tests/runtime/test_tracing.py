@@ -192,11 +192,12 @@ async def test_traced_inline_awaitables_share_the_wall_time(spans: InMemorySpanE
 @pytest.mark.parametrize("after", ["quick", "pause"])
 async def test_traced_a_call_that_starts_late_is_bounded_by_the_end_of_the_run(
         spans: InMemorySpanExporter, after: str) -> None:
-    """Traced, each call alongside others runs in a task that first runs after an inline call
-    held the event loop past the wall time: an async call, or one in a worker thread, is
-    bounded by the end of the run there too (it reads the time left when its task runs): the
-    run's time is up by then, so the tool is not run at all."""
-    ran, late = await late_start_run("slow", after)
-    assert ran == "slow"
+    """Traced, each call alongside others runs in a task of its own that starts after an
+    async call held the event loop past the wall time before its first await: an async call,
+    or one in a worker thread, is bounded by the end of the run there too (it reads the time
+    left when its task starts): the run's time is up by then, so the tool is not run at
+    all."""
+    ran, late = await late_start_run("hog", after)
+    assert ran == "hog"
     assert late.is_error and f"{after!r} was not run: the run's time was up" in late.content
     assert [s.name for s in spans.get_finished_spans()].count(f"execute_tool {after}") == 1

@@ -8,10 +8,12 @@ tool's return value into the text sent back, cut to the output limit with a mark
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import inspect
 import sys
 import time
+from asyncio.tasks import _enter_task, _leave_task
 from collections.abc import Callable, Coroutine, Generator
 from contextvars import copy_context
 from dataclasses import dataclass
@@ -196,10 +198,10 @@ def start_async(tool: Tool, arguments: dict[str, Any], context: ToolContext | No
                 done: Callable[[Outcome], object] | None = None,
                 until: float | None = None) -> asyncio.Task[Outcome]:
     """Start an async ``tool`` in a task of its own; ``done`` gets the outcome when the call
-    finishes (what :func:`execute` does, without its coroutine around the call's). The
-    timeout counts from when the task first runs, which may be later (before Python 3.12, or
-    after calls that hold the event loop): ``until``, on the event loop's clock, bounds it
-    wherever it starts."""
+    finishes (what :func:`execute` does, without its coroutine around the call's). The task
+    starts eagerly (:func:`start_task`), so the timeout counts from now, or from later when
+    a task factory schedules it, and the calls started before it may have held the event
+    loop: ``until``, on the event loop's clock, bounds it wherever it starts."""
     return start_task(_awaited(tool, None, _kwargs(tool, arguments, context),
                                time.perf_counter(), timeout, max_output_chars, done, until))
 
@@ -347,10 +349,12 @@ def _ended(future: asyncio.Future[Outcome]) -> Outcome | None:
 def start_task(work: Coroutine[Any, Any, Outcome]) -> asyncio.Task[Outcome]:
     """A task running one call alongside the others (its own copy of the context variables).
 
-    From Python 3.12 the task starts eagerly: the call runs at once until it first waits, and
-    one that never waits (a quick ``async def``) is done without being scheduled at all (on
-    3.12, half of what such a call cost beyond an inline one in a turn of eight;
-    bench/RESULTS.md, "Per call and per message").
+    The task starts eagerly: the call runs at once until it first waits, and one that never
+    waits (a quick ``async def``) is done without being scheduled at all (on 3.12, half of
+    what such a call cost beyond an inline one in a turn of eight; bench/RESULTS.md, "Per
+    call and per message"). Python 3.12 does it itself (``eager_start``); on 3.11 asyncio's
+    own event loops get the same from :func:`_eager_task`. A loop with a task factory makes
+    the task its own way (not eagerly before 3.12).
     """
     loop = asyncio.get_running_loop()
     if loop.get_task_factory() is not None:  # the loop's own way of making tasks
@@ -358,7 +362,45 @@ def start_task(work: Coroutine[Any, Any, Outcome]) -> asyncio.Task[Outcome]:
     # The task directly: asyncio.create_task goes through three Python functions to get here.
     if sys.version_info >= (3, 12):
         return asyncio.Task(work, loop=loop, eager_start=True)
-    return asyncio.Task(work, loop=loop)
+    if isinstance(loop, asyncio.BaseEventLoop):
+        return _eager_task(work, loop)
+    return asyncio.Task(work, loop=loop)  # another loop (uvloop): its first step scheduled
+
+
+def _eager_task(work: Coroutine[Any, Any, Outcome], loop: asyncio.BaseEventLoop
+                ) -> asyncio.Task[Outcome]:
+    """Python 3.12's eager start on 3.11: the task is made, and its first step run here and
+    now, as the loop would run it (in the task's context, the task being the current one:
+    ``asyncio.current_task()`` in the call is its own task throughout, as an
+    ``asyncio.timeout`` entered before the first wait needs), instead of on the loop's next
+    round.
+
+    A 3.11 task schedules its first step as it is made (``loop.call_soon``: the last handle
+    in the loop's ready queue), and offers no way not to: that handle is taken back out of
+    the queue and run here. A call that finishes in that step is done, its result event
+    emitted, without a round of the event loop (the handle run from the queue, and the run
+    awaiting it suspended and woken). One that waits has its task waiting as after any first
+    step; what it raises is the task's, as in any step (KeyboardInterrupt and SystemExit go
+    on from here, as from a 3.12 eager start).
+    """
+    context = copy_context()
+    task = asyncio.Task(work, loop=loop, context=context)
+    ready: collections.deque[asyncio.Handle] = loop._ready  # type: ignore[attr-defined]
+    step = ready[-1] if ready else None
+    # Its own step (the handle in the task's context), or else not the asyncio this was
+    # written for: then the step stays where it is.
+    if step is None or step._context is not context:  # type: ignore[attr-defined]
+        return task
+    ready.pop()
+    running = asyncio.current_task(loop)
+    if running is not None:  # a step enters its task: the running one leaves for its time
+        _leave_task(loop, running)
+    try:
+        context.run(step._callback)  # type: ignore[attr-defined]
+    finally:
+        if running is not None:
+            _enter_task(loop, running)
+    return task
 
 
 _PLAIN_RESULTS: Final = (str, dict, list, int, float, bool, type(None), tuple)

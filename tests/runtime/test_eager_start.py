@@ -1,0 +1,227 @@
+"""Tests of the eager start of the calls run alongside others (``invoke.start_task``): a call
+runs at once until it first waits, in its own task (``asyncio.current_task()`` is that task
+from its first line) and its own copy of the context variables, as a Python 3.12 eager task
+does; on 3.11, ``invoke._eager_task`` does the same. A call that never waits is done when it
+is started."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gramagent._runtime.invoke import Outcome, start_async, start_task
+from gramagent._runtime.library import tool
+
+eager_var: contextvars.ContextVar[str] = contextvars.ContextVar("eager_var", default="unset")
+
+
+async def test_a_call_that_never_waits_is_done_when_started() -> None:
+    """Its task is the current one while it runs, it sees the caller's context variables,
+    and what it sets stays in its own copy; the caller's task is current again after."""
+    seen: dict[str, Any] = {}
+
+    async def quick() -> Outcome:
+        seen["task"], seen["var"] = asyncio.current_task(), eager_var.get()
+        eager_var.set("inside")
+        return Outcome("r", "r")
+
+    eager_var.set("caller")
+    runner = asyncio.current_task()
+    task = start_task(quick())
+    assert task.done() and task.result().result == "r"
+    assert seen == {"task": task, "var": "caller"}
+    assert eager_var.get() == "caller" and asyncio.current_task() is runner
+
+
+async def test_a_call_that_waits_runs_its_first_step_at_start_then_in_its_task() -> None:
+    """Up to its first wait at once; the rest when what it waits for is done, in the same
+    task and the same context."""
+    log: list[tuple[Any, ...]] = []
+    gate: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    async def waits() -> Outcome:
+        log.append(("first", asyncio.current_task()))
+        eager_var.set("mine")
+        value = await gate
+        log.append(("then", asyncio.current_task(), eager_var.get(), value))
+        return Outcome(value, str(value))
+
+    eager_var.set("caller")
+    task = start_task(waits())
+    assert not task.done() and log == [("first", task)]
+    gate.set_result(7)
+    assert (await task).result == 7
+    assert log[1] == ("then", task, "mine", 7) and eager_var.get() == "caller"
+
+
+async def test_what_a_first_step_raises_is_its_tasks() -> None:
+    """An exception is the task's (a CancelledError of its own cancels it); KeyboardInterrupt
+    goes on from the start, as from a 3.12 eager start, and leaves the caller's task the
+    current one."""
+    async def fails() -> Outcome:
+        raise ValueError("boom")
+
+    async def cancels_itself() -> Outcome:
+        raise asyncio.CancelledError
+
+    async def interrupts() -> Outcome:
+        raise KeyboardInterrupt
+
+    runner = asyncio.current_task()
+    failed = start_task(fails())
+    assert failed.done() and isinstance(failed.exception(), ValueError)
+    assert start_task(cancels_itself()).cancelled()
+    with pytest.raises(KeyboardInterrupt):
+        start_task(interrupts())
+    assert asyncio.current_task() is runner and runner is not None and runner.cancelling() == 0
+
+
+async def test_an_async_tool_that_fails_at_once_has_its_outcome_when_started() -> None:
+    """Its outcome (and so its result event, from ``done``) comes before the next call of
+    the turn is started."""
+    @tool
+    async def broken() -> str:
+        """Fails before any await."""
+        raise ValueError("bad")
+
+    outcomes: list[Outcome] = []
+    task = start_async(broken, {}, None, 5.0, None, outcomes.append)
+    assert task.done() and outcomes == [task.result()]
+    assert outcomes[0].error_type == "tool_exception" and "ValueError: bad" in outcomes[0].output
+
+
+@tool
+async def stuck() -> str:
+    """Waits for a minute after its first step."""
+    stuck_in.append(asyncio.current_task())
+    await asyncio.sleep(60)
+    return "late"
+
+
+stuck_in: list[asyncio.Task[Any] | None] = []
+
+
+async def test_a_call_timed_out_after_its_first_step_times_out_alone() -> None:
+    """Its timeout cancels its own task (the one it started in), not the caller's."""
+    stuck_in.clear()
+    task = start_async(stuck, {}, None, 0.05)
+    assert stuck_in == [task] and not task.done()
+    outcome = await task
+    assert outcome.error_type == "tool_timeout"
+    runner = asyncio.current_task()
+    assert runner is not None and runner.cancelling() == 0
+
+
+async def test_a_call_cancelled_after_its_first_step_is_cancelled() -> None:
+    stuck_in.clear()
+    task = start_async(stuck, {}, None, 60.0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert stuck_in == [task] and task.cancelled()
+
+
+async def test_a_timeout_the_tool_enters_before_its_first_wait_is_its_own() -> None:
+    """``asyncio.timeout`` takes the current task as it is entered: the call's own, even in
+    its first step (were it the caller's, the caller would be cancelled)."""
+    @tool
+    async def bounded() -> str:
+        """Bounds its own wait."""
+        try:
+            async with asyncio.timeout(0.01):
+                await asyncio.sleep(60)
+        except TimeoutError:
+            return "own timeout"
+        return "no timeout"
+
+    task = start_async(bounded, {}, None, 60.0)
+    assert (await task).result == "own timeout"
+
+
+async def test_a_call_started_after_the_runs_end_is_not_run() -> None:
+    """``until`` in the past: the tool is not called, and the call is done when started."""
+    called: list[int] = []
+
+    @tool
+    async def tracked() -> str:
+        """Counts its calls."""
+        called.append(1)
+        return "ran"
+
+    until = asyncio.get_running_loop().time() - 1.0
+    task = start_async(tracked, {}, None, 60.0, until=until)
+    assert task.done() and task.result().error_type == "tool_timeout" and called == []
+
+
+async def _program(log: list[tuple[int, str, object]], index: int, ops: list[str]) -> Outcome:
+    """A call doing ``ops`` in order, logging what each saw."""
+    own = asyncio.current_task()
+    for op in ops:
+        seen: object = None
+        if op == "wait":
+            await asyncio.sleep(0)
+        elif op == "set":
+            eager_var.set(f"call {index}")
+        elif op == "read":
+            seen = eager_var.get()
+        elif op == "task":
+            seen = asyncio.current_task() is own
+        log.append((index, op, seen))
+        if op == "raise":
+            raise ValueError(index)
+    return Outcome(index, str(index))
+
+
+def _expected(index: int, ops: list[str], *, first_step: bool) -> list[tuple[int, str, object]]:
+    """What :func:`_program` logs: all of it, or only its first step."""
+    steps: list[tuple[int, str, object]] = []
+    value = "caller"
+    for op in ops:
+        if op == "wait" and first_step:
+            break
+        if op == "set":
+            value = f"call {index}"
+        steps.append((index, op, value if op == "read" else True if op == "task" else None))
+        if op == "raise":
+            break
+    return steps
+
+
+_OPS = st.lists(st.sampled_from(["wait", "set", "read", "task", "raise"]), max_size=6)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(programs=st.lists(_OPS, min_size=1, max_size=5))
+async def test_calls_run_their_first_steps_at_start_in_their_own_tasks_and_contexts(
+        programs: list[list[str]]) -> None:
+    """Calls that set and read a context variable, check their current task, wait and raise,
+    started one after another: when each is started, every call so far has run exactly up
+    to its first wait (or its end); in the end each ran all of its steps, in its own task
+    throughout, seeing only its own settings over the caller's; the caller's task and
+    context are as they were."""
+    log: list[tuple[int, str, object]] = []
+    eager_var.set("caller")
+    runner = asyncio.current_task()
+    tasks = []
+    so_far: list[tuple[int, str, object]] = []
+    for index, ops in enumerate(programs):
+        tasks.append(start_task(_program(log, index, ops)))
+        so_far += _expected(index, ops, first_step=True)
+        assert log == so_far
+        assert asyncio.current_task() is runner and eager_var.get() == "caller"
+        assert tasks[-1].done() == ("wait" not in ops or "raise" in ops[:ops.index("wait")])
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    for index, (ops, result) in enumerate(zip(programs, results, strict=True)):
+        assert [entry for entry in log if entry[0] == index] == _expected(
+            index, ops, first_step=False)
+        if "raise" in ops:
+            assert isinstance(result, ValueError) and result.args == (index,)
+        else:
+            assert isinstance(result, Outcome) and result.result == index
+    assert eager_var.get() == "caller"
