@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+from collections.abc import Coroutine
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gramagent._runtime.invoke import Outcome, start_async, start_task
-from gramagent._runtime.library import tool
+from gramagent._runtime.library import Tool, tool
 
 eager_var: contextvars.ContextVar[str] = contextvars.ContextVar("eager_var", default="unset")
 
@@ -158,7 +159,7 @@ async def test_a_call_started_after_the_runs_end_is_not_run() -> None:
     assert task.done() and task.result().error_type == "tool_timeout" and called == []
 
 
-async def _program(log: list[tuple[int, str, object]], index: int, ops: list[str]) -> Outcome:
+async def _program(log: list[tuple[int, str, object]], index: int, ops: list[str]) -> int:
     """A call doing ``ops`` in order, logging what each saw."""
     own = asyncio.current_task()
     for op in ops:
@@ -174,7 +175,25 @@ async def _program(log: list[tuple[int, str, object]], index: int, ops: list[str
         log.append((index, op, seen))
         if op == "raise":
             raise ValueError(index)
-    return Outcome(index, str(index))
+    return index
+
+
+async def _outcome(index: int, work: Coroutine[Any, Any, int]) -> Outcome:
+    return Outcome(await work, str(index))
+
+
+def _started(log: list[tuple[int, str, object]], index: int, ops: list[str], as_tool: bool
+             ) -> asyncio.Task[Outcome]:
+    """The call of :func:`_program`: an async tool's (its first step run by hand, the rest
+    awaited under its timeout), or any coroutine's in a task of its own."""
+    if not as_tool:
+        return start_task(_outcome(index, _program(log, index, ops)))
+
+    async def invoke() -> int:
+        return await _program(log, index, ops)
+
+    program = Tool(f"p{index}", "A program.", {"type": "object", "properties": {}}, invoke)
+    return start_async(program, {}, None, 60.0)
 
 
 def _expected(index: int, ops: list[str], *, first_step: bool) -> list[tuple[int, str, object]]:
@@ -197,9 +216,9 @@ _OPS = st.lists(st.sampled_from(["wait", "set", "read", "task", "raise"]), max_s
 
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(programs=st.lists(_OPS, min_size=1, max_size=5))
+@given(programs=st.lists(_OPS, min_size=1, max_size=5), as_tool=st.booleans())
 async def test_calls_run_their_first_steps_at_start_in_their_own_tasks_and_contexts(
-        programs: list[list[str]]) -> None:
+        programs: list[list[str]], as_tool: bool) -> None:
     """Calls that set and read a context variable, check their current task, wait and raise,
     started one after another: when each is started, every call so far has run exactly up
     to its first wait (or its end); in the end each ran all of its steps, in its own task
@@ -211,7 +230,7 @@ async def test_calls_run_their_first_steps_at_start_in_their_own_tasks_and_conte
     tasks = []
     so_far: list[tuple[int, str, object]] = []
     for index, ops in enumerate(programs):
-        tasks.append(start_task(_program(log, index, ops)))
+        tasks.append(_started(log, index, ops, as_tool))
         so_far += _expected(index, ops, first_step=True)
         assert log == so_far
         assert asyncio.current_task() is runner and eager_var.get() == "caller"
@@ -220,7 +239,9 @@ async def test_calls_run_their_first_steps_at_start_in_their_own_tasks_and_conte
     for index, (ops, result) in enumerate(zip(programs, results, strict=True)):
         assert [entry for entry in log if entry[0] == index] == _expected(
             index, ops, first_step=False)
-        if "raise" in ops:
+        if "raise" in ops and as_tool:
+            assert isinstance(result, Outcome) and result.error_type == "tool_exception"
+        elif "raise" in ops:
             assert isinstance(result, ValueError) and result.args == (index,)
         else:
             assert isinstance(result, Outcome) and result.result == index

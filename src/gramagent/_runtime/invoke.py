@@ -19,6 +19,7 @@ from contextvars import copy_context
 from dataclasses import dataclass
 from functools import partial
 from time import perf_counter
+from types import CoroutineType
 from typing import Any, Final
 
 import orjson
@@ -148,29 +149,38 @@ async def _awaited(tool: Tool, pending: Any, kwargs: dict[str, Any], started: fl
     """Await an async tool's call (``pending`` None: ``tool.invoke(**kwargs)``) or the
     awaitable a plain function returned, under the call's timeout, and never past ``until``
     (the end of the run, on the event loop's clock); ``done`` gets the outcome when there is
-    one."""
-    # Not asyncio.timeout: a timer per call (set, then cancelled) was a fifth of what an async
-    # call cost. A RunDeadline shares its event loop's one timer with every run and call.
+    one.
+
+    The call's coroutine takes its first step before the timeout is armed: nothing can time
+    it out before it first waits (the event loop does not run), and a call that never waits
+    (a quick ``async def``, started eagerly) needs no deadline at all, which was a tenth of
+    what such a call cost (bench/RESULTS.md, "Eighth pass").
+    """
     loop = asyncio.get_running_loop()
     now = loop.time()
-    when = None if timeout is None else now + timeout
-    if until is not None and (when is None or until < when):
-        # Started late (calls before it held the event loop): the run's end bounds it still.
-        when, timeout = until, (until - now if until > now else 0.0)
+    when, timeout = _bounded(now, timeout, until)
     if pending is None and when is not None and when <= now:
         outcome = _not_started(tool)  # no time left: the tool is not called at all
         if done is not None:
             done(outcome)
         return outcome
-    deadline = RunDeadline(when)
-    deadline.arm(loop)
-    deadline.start()
+    # Not asyncio.timeout: a timer per call (set, then cancelled) was a fifth of what an async
+    # call cost. A RunDeadline shares its event loop's one timer with every run and call.
+    deadline: RunDeadline | None = None
     try:
-        result = await (tool.invoke(**kwargs) if pending is None else pending)
+        if pending is None:
+            pending = _first_step(tool.invoke(**kwargs))
+        if isinstance(pending, _Returned):
+            result = pending.value
+        else:
+            deadline = _armed(loop, when)
+            result = await pending
         if _maybe_awaitable(result):  # a sync function returning an awaitable
+            if deadline is None:
+                deadline = _armed(loop, when)
             result = await result
     except asyncio.CancelledError as exc:
-        if deadline.cut_short():
+        if deadline is not None and deadline.cut_short():
             outcome = _timed_out(tool, timeout, time.perf_counter() - started)
         elif _cancel_requested():
             raise  # the call (the run) was cancelled: that goes on
@@ -178,19 +188,96 @@ async def _awaited(tool: Tool, pending: Any, kwargs: dict[str, Any], started: fl
             outcome = _failure(tool, exc, time.perf_counter() - started)
     except TimeoutError as exc:  # the tool's own (or one it let through after the deadline)
         latency = time.perf_counter() - started
-        outcome = (_timed_out(tool, timeout, latency) if deadline.expired
+        outcome = (_timed_out(tool, timeout, latency) if deadline is not None and deadline.expired
                    else _failure(tool, exc, latency))
     except Exception as exc:
         outcome = _failure(tool, exc, time.perf_counter() - started)
     else:
         outcome = _finished(tool, result, time.perf_counter() - started, max_output_chars)
     finally:
-        deadline.disarm()  # no longer watched
-        if deadline.expired:  # it cut the call short: its cancellation taken back
-            deadline.settle()
+        if deadline is not None:
+            _released(deadline)
     if done is not None:
         done(outcome)
     return outcome
+
+
+def _bounded(now: float, timeout: float | None, until: float | None
+             ) -> tuple[float | None, float | None]:
+    """When a call starting ``now`` ends at the latest, and its timeout: its own, or less if
+    ``until`` (the end of the run) comes first."""
+    when = None if timeout is None else now + timeout
+    if until is not None and (when is None or until < when):
+        # Started late (calls before it held the event loop): the run's end bounds it still.
+        return until, (until - now if until > now else 0.0)
+    return when, timeout
+
+
+def _armed(loop: asyncio.AbstractEventLoop, when: float | None) -> RunDeadline:
+    """A deadline at ``when`` for the current task's await that follows (armed, started)."""
+    deadline = RunDeadline(when)
+    deadline.arm(loop)
+    deadline.start()
+    return deadline
+
+
+def _released(deadline: RunDeadline) -> None:
+    """The await under ``deadline`` is over: no longer watched, and if the deadline cut it
+    short, its cancellation taken back."""
+    deadline.disarm()
+    if deadline.expired:
+        deadline.settle()
+
+
+class _Returned:
+    """What a coroutine returned in its first step (:func:`_first_step`)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _first_step(call: Any) -> Any:
+    """Run the first step of an async tool's coroutine here, as awaiting it would: what it
+    returned (:class:`_Returned`) if it did not wait, else an awaitable of the rest
+    (:class:`_Rest`). Another awaitable (an ``invoke`` that is not a coroutine function but
+    returns one) is left as it is. What the step raises goes on from here."""
+    if type(call) is not CoroutineType:
+        return call
+    try:
+        waiting = call.send(None)
+    except StopIteration as returned:  # a coroutine's return (its own become RuntimeError)
+        return _Returned(returned.value)
+    return _Rest(call, waiting)
+
+
+class _Rest:
+    """The rest of a coroutine whose first step was run by hand and yielded ``waiting``:
+    awaiting it does what awaiting the coroutine would have done from there on."""
+
+    __slots__ = ("_coro", "_waiting")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], waiting: Any) -> None:
+        self._coro, self._waiting = coro, waiting
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, waiting = self._coro, self._waiting
+        while True:
+            try:
+                sent = yield waiting  # to the task, as the coroutine's own await yielded it
+            except BaseException as exc:  # thrown in (cancelled while waiting): to it
+                try:
+                    waiting = coro.throw(exc)
+                except StopIteration as returned:
+                    return returned.value
+            else:
+                if sent is None:  # as a task resumes it: the rest delegated, at C speed
+                    return (yield from coro.__await__())
+                try:
+                    waiting = coro.send(sent)
+                except StopIteration as returned:
+                    return returned.value
 
 
 def start_async(tool: Tool, arguments: dict[str, Any], context: ToolContext | None,
