@@ -28,6 +28,7 @@ from gramagent import _json as exact_json
 from gramagent._json import clean_text
 from gramagent._runtime.deadline import RunDeadline, Watcher, watcher
 from gramagent._runtime.library import Tool, ToolContext
+from gramagent._runtime.loops import PerLoop
 from gramagent._runtime.threads import hand_off, tool_threads
 from gramagent._spec.calls import ToolErrorType, error_text
 
@@ -295,15 +296,18 @@ def start_async(tool: Tool, arguments: dict[str, Any], context: ToolContext | No
 
 def start_thread(tool: Tool, arguments: dict[str, Any], context: ToolContext | None,
                  timeout: float | None, max_output_chars: int | None = None,
-                 done: Callable[[Outcome], object] | None = None) -> ThreadCall:
+                 done: Callable[[Outcome], object] | None = None,
+                 until: float | None = None) -> ThreadCall:
     """Start a blocking ``tool`` in a worker thread; await the returned call for its outcome.
 
     What :func:`execute` does for such a tool, without a coroutine or a task: a turn awaits
     its thread calls one after another, and each call's outcome (its ``done`` callback, e.g.
     its result event) still comes when that call finishes, not after the calls before it.
+    ``until`` (the end of the run, on the event loop's clock) bounds the call however late it
+    starts (after calls whose first steps held the event loop).
     """
     return ThreadCall(tool, _kwargs(tool, arguments, context), timeout=timeout,
-                      max_output_chars=max_output_chars, done=done)
+                      max_output_chars=max_output_chars, done=done, until=until)
 
 
 class ThreadCall:
@@ -323,23 +327,32 @@ class ThreadCall:
 
     def __init__(self, tool: Tool, kwargs: dict[str, Any], *, timeout: float | None,
                  max_output_chars: int | None,
-                 done: Callable[[Outcome], object] | None = None) -> None:
+                 done: Callable[[Outcome], object] | None = None,
+                 until: float | None = None) -> None:
         loop = asyncio.get_running_loop()
         self._future: asyncio.Future[Outcome] = loop.create_future()
-        self._hand_off = hand_off(loop)
-        self._tool, self._kwargs, self._timeout = tool, kwargs, timeout
+        parts = _thread_parts(loop)
+        self._hand_off = parts.hand_off
+        self._tool, self._kwargs = tool, kwargs
         self._max_chars, self._done = max_output_chars, done
         self._context = contextvars.copy_context()
         self._waiter: asyncio.Task[None] | None = None
         self._watcher: Watcher | None = None
-        self.when = None if timeout is None else loop.time() + timeout
+        when = None
+        if timeout is not None or until is not None:
+            when, timeout = _bounded(loop.time(), timeout, until)
+        self.when, self._timeout = when, timeout
         self._started = time.perf_counter()
         if timeout is not None and timeout <= 0:  # no time left: the tool is not called at all
             self._settle(_not_started(tool))
             return
-        if self.when is not None:
-            self._watcher = watcher(loop)
-            self._watcher.add(self)
+        if when is not None:
+            self._watcher = loop_watcher = parts.watcher
+            # Watcher.add without its frame when the timer is set earlier already (as
+            # RunDeadline.arm): the usual case, the run's own deadline being watched.
+            loop_watcher.deadlines.add(self)
+            if when < loop_watcher.timer_when:
+                loop_watcher.add(self)
         tool_threads().submit(self)
 
     def __await__(self) -> Generator[Any, None, Outcome]:
@@ -419,6 +432,20 @@ class ThreadCall:
             self._watcher = None
         if self._waiter is not None and not self._waiter.done():
             self._waiter.cancel()
+
+
+class _ThreadParts:
+    """What a thread call needs of its event loop, found with one lookup: the hand-off of
+    results and the deadline watcher."""
+
+    __slots__ = ("hand_off", "watcher")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        # Neither holds the loop (strongly): the per-loop table's rule.
+        self.hand_off, self.watcher = hand_off(loop), watcher(loop)
+
+
+_thread_parts: Callable[[asyncio.AbstractEventLoop], _ThreadParts] = PerLoop(_ThreadParts).get
 
 
 def finished(call: asyncio.Task[Outcome] | ThreadCall) -> Outcome | None:

@@ -449,14 +449,16 @@ class ToolCalls:
         and gather's future and callback per call cost as much as a quick call. Each call's
         timeout is bounded by the time left in the run when they start.
         """
-        started = self._start(others, self._time_left())
+        started: list[asyncio.Task[Outcome] | ThreadCall] = []
         try:
+            self._start(others, self._time_left(), started)
             if inline:
                 await self._run_inline(inline)
             for c, call in zip(others, started, strict=True):
                 c.outcome = await call
         except BaseException:  # cancelled: so are the calls still running
-            for c, call in zip(others, started, strict=True):
+            # (Those started: a first step may have raised KeyboardInterrupt before the rest.)
+            for c, call in zip(others, started, strict=False):
                 if c.outcome is None:  # a call that finished unawaited keeps its outcome
                     c.outcome = finished(call)
                 call.cancel()
@@ -485,21 +487,24 @@ class ToolCalls:
             else:  # an awaitable, run by ran(timeout)
                 c.outcome = await ran(self._timeout(tool, self._time_left()))
 
-    def _start(self, calls: Sequence[_Call], remaining: float | None
-               ) -> list[asyncio.Task[Outcome] | ThreadCall]:
-        """Start the calls that run alongside: an async tool in its task; a blocking function
-        in a worker thread without a task (:class:`~gramagent._runtime.invoke.ThreadCall`).
-        Each reports its result event when it finishes. With tracing (its span must be the
-        current one around it) or in a dry run (nothing runs), a call runs in a task of
+    def _start(self, calls: Sequence[_Call], remaining: float | None,
+               started: list[asyncio.Task[Outcome] | ThreadCall]) -> None:
+        """Start the calls that run alongside, into ``started`` (each as it starts: what a
+        call's first step raises leaves the calls before it there, to be cancelled): an async
+        tool in its task, run at once until it first waits; a blocking function in a worker
+        thread without a task (:class:`~gramagent._runtime.invoke.ThreadCall`). Each reports
+        its result event when it finishes. With tracing (its span must be the current one
+        around it) or in a dry run (nothing runs), a call runs in a task of
         :meth:`_execute`."""
         if self.tracer is not None or self.dry_run:
-            # A task may first run after calls that hold the event loop: each reads the time
-            # left in the run when it does.
-            return [start_task(self._execute(c)) for c in calls]
+            # A task may start after calls that held the event loop: each reads the time
+            # left in the run as it starts.
+            for c in calls:
+                started.append(start_task(self._execute(c)))
+            return
         max_chars = self.budget.limits.max_tool_output_chars
         finished = self._finished if self.sinks else None
-        until = self.budget.when  # the end of the run: bounds an async call that starts late
-        started: list[asyncio.Task[Outcome] | ThreadCall] = []
+        until = self.budget.when  # the end of the run: bounds a call that starts late
         for c in calls:
             tool = c.tool
             assert tool is not None and isinstance(c.arguments, dict)
@@ -509,11 +514,10 @@ class ToolCalls:
                 started.append(start_async(tool, c.arguments, ctx,
                                            self._timeout(tool, remaining), max_chars, done,
                                            until))
-            else:  # a worker thread starts now, or after an async call's eager first step
+            else:  # a worker thread: bounded by the run's end, after any async first steps
                 started.append(start_thread(tool, c.arguments, ctx,
-                                            self._timeout(tool, self._time_left()), max_chars,
-                                            done))
-        return started
+                                            self._timeout(tool, remaining), max_chars, done,
+                                            until))
 
     def _finished(self, c: _Call, outcome: Outcome) -> None:
         self._emit_result(c, outcome.error_type, outcome.event_message)
