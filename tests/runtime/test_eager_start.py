@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import threading
 from collections.abc import Coroutine
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from runtime_support import ModelFactory, make_agent, script
 
+from gramagent import ToolLibrary, run_agent
+from gramagent._runtime.events import CaptureSink, ToolCallResult
 from gramagent._runtime.invoke import Outcome, start_async, start_task
 from gramagent._runtime.library import Tool, tool
+from gramagent.testing import ScriptedServer, call, calls
 
 eager_var: contextvars.ContextVar[str] = contextvars.ContextVar("eager_var", default="unset")
 
@@ -246,3 +251,48 @@ async def test_calls_run_their_first_steps_at_start_in_their_own_tasks_and_conte
         else:
             assert isinstance(result, Outcome) and result.result == index
     assert eager_var.get() == "caller"
+
+
+async def test_a_first_step_raising_keyboardinterrupt_abandons_the_calls_started_before_it(
+        server: ScriptedServer, model_for: ModelFactory) -> None:
+    """KeyboardInterrupt from an async call's first step ends the run from where the call
+    was started: a thread call started before it is abandoned as when the run is cancelled
+    (its result event says ``interrupted``, and its late result is dropped: one result per
+    call), and the calls after it are never started."""
+    library = ToolLibrary()
+    release, ended = threading.Event(), threading.Event()
+    after: list[int] = []
+
+    @library.register
+    def block(n: int) -> str:
+        """Waits until released, in a worker thread."""
+        release.wait(20)
+        ended.set()
+        return "block done"
+
+    @library.register
+    async def interrupt(n: int) -> str:
+        """Raises KeyboardInterrupt before any await."""
+        raise KeyboardInterrupt
+
+    @library.register
+    async def later(n: int) -> str:
+        """Started after the interrupting call, if at all."""
+        after.append(n)
+        return "later"
+
+    script(server, calls(call("block", {"n": 1}, id="c0"), call("interrupt", {"n": 2}, id="c1"),
+                         call("later", {"n": 3}, id="c2")))
+    sink = CaptureSink()
+    with pytest.raises(KeyboardInterrupt):
+        await run_agent(make_agent(library), "Go", library=library, events=sink,
+                        model=model_for(server, "chat"))
+    release.set()
+    assert await asyncio.to_thread(ended.wait, 20)
+    for _ in range(20):  # the worker's hand-off, had the call not been abandoned
+        await asyncio.sleep(0.01)
+    results = [(e.tool, e.error_type) for e in sink.events if isinstance(e, ToolCallResult)]
+    assert sorted(results, key=str) == sorted(
+        [("block", "interrupted"), ("interrupt", "interrupted"), ("later", "interrupted")],
+        key=str)
+    assert after == []
