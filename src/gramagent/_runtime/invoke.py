@@ -499,18 +499,18 @@ def _eager_task(work: Coroutine[Any, Any, Outcome], loop: asyncio.BaseEventLoop
     """
     context = copy_context()
     task = asyncio.Task(work, loop=loop, context=context)
-    ready: collections.deque[asyncio.Handle] = loop._ready  # type: ignore[attr-defined]
+    ready: collections.deque[Any] = loop._ready  # type: ignore[attr-defined]
     step = ready[-1] if ready else None
-    # Its own step (the handle in the task's context), or else not the asyncio this was
-    # written for: then the step stays where it is.
-    if step is None or step._context is not context:  # type: ignore[attr-defined]
+    # Its own step (the handle in the task's context, with no arguments), or else not the
+    # asyncio this was written for: then the step stays where it is.
+    if step is None or step._context is not context or step._args:
         return task
     ready.pop()
     running = asyncio.current_task(loop)
     if running is not None:  # a step enters its task: the running one leaves for its time
         _leave_task(loop, running)
     try:
-        context.run(step._callback)  # type: ignore[attr-defined]
+        context.run(step._callback)
     finally:
         if running is not None:
             _enter_task(loop, running)
