@@ -152,10 +152,10 @@ async def _awaited(tool: Tool, pending: Any, kwargs: dict[str, Any], started: fl
     (the end of the run, on the event loop's clock); ``done`` gets the outcome when there is
     one.
 
-    The call's coroutine takes its first step before the timeout is armed: nothing can time
-    it out before it first waits (the event loop does not run), and a call that never waits
-    (a quick ``async def``, started eagerly) needs no deadline at all, which was a tenth of
-    what such a call cost (bench/RESULTS.md, "Eighth pass").
+    Interpreted, the call's coroutine takes its first step before the timeout is armed:
+    nothing can time it out before it first waits (the event loop does not run), and a call
+    that never waits (a quick ``async def``, started eagerly) needs no deadline at all
+    (bench/RESULTS.md, "Eighth pass").
     """
     loop = asyncio.get_running_loop()
     now = loop.time()
@@ -170,7 +170,8 @@ async def _awaited(tool: Tool, pending: Any, kwargs: dict[str, Any], started: fl
     deadline: RunDeadline | None = None
     try:
         if pending is None:
-            pending = _first_step(tool.invoke(**kwargs))
+            pending = tool.invoke(**kwargs)
+            pending = _first_step(pending) if _STEP_BY_HAND else pending
         if isinstance(pending, _Returned):
             result = pending.value
         else:
@@ -237,6 +238,13 @@ class _Returned:
 
     def __init__(self, value: Any) -> None:
         self.value = value
+
+
+_STEP_BY_HAND: Final = __file__.endswith(".py")
+"""Whether :func:`_awaited` takes an async tool's first step by hand: interpreted, the
+deadline a call that never waits then goes without cost more than the StopIteration its
+step raises; compiled (mypyc), arming the deadline is native code, and cheaper than that
+StopIteration (~2k instructions per call either way; bench/RESULTS.md, "Eighth pass")."""
 
 
 def _first_step(call: Any) -> Any:
