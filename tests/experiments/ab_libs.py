@@ -9,8 +9,10 @@ runs across processes)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
+import threading
 
 from gramagent import ToolLibrary
 
@@ -103,3 +105,26 @@ def bracketed() -> ToolLibrary:
     assert greet is not None
     return ToolLibrary([dataclasses.replace(
         greet, description="Greets [bold]one[/bold] person [a, b] or [/path].")])
+
+
+RELEASED = threading.Event()
+"""Set by a coroutine of the test's event loop; :func:`waits_for_the_loop` waits for it."""
+
+
+def waits_for_the_loop(case: object, record: object) -> tuple[bool, str]:
+    """A plain (blocking) custom evaluator: passes when the event loop could set
+    :data:`RELEASED` while it waited (it cannot, if the evaluator blocks the loop)."""
+    released = RELEASED.wait(timeout=10)
+    return released, "the loop ran meanwhile" if released else "the loop was blocked"
+
+
+def never_returns(case: object, record: object) -> bool:
+    """A plain custom evaluator that blocks for good (its thread is abandoned)."""
+    threading.Event().wait()
+    return True
+
+
+async def never_answers(case: object, record: object) -> bool:
+    """An async custom evaluator that never returns."""
+    await asyncio.Event().wait()
+    return True

@@ -6,6 +6,7 @@ from extras import require
 
 require("experiments")
 
+import asyncio
 from typing import Any
 
 import ab_libs
@@ -15,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gramagent import ConfigurationError
+from gramagent._limit_values import limit_problem
 from gramagent.experiments import Case, EvalResult, EvaluatorSpec, RunRecord, ToolRecord
 from gramagent.experiments._evaluators import build_evaluators, evaluate
 from gramagent.experiments._judge import read_verdict
@@ -188,3 +190,43 @@ async def test_a_judge_that_cannot_work_at_all_stops_the_experiment(
         "model": "openai/judge", "rubric": "r", "base_url": "https://judge.invalid/v1"})
     with pytest.raises(ConfigurationError, match="no API key"):
         await verdicts(spec, record())
+
+
+@pytest.mark.parametrize("function", ["ab_libs:never_returns", "ab_libs:never_answers"])
+async def test_an_evaluator_that_never_returns_fails_its_verdict_at_the_time_limit(
+        function: str) -> None:
+    spec = EvaluatorSpec(name="stuck", kind="custom", options={"function": function})
+    (evaluator,) = build_evaluators([spec], time_limit=0.2)
+    # the guard only turns a hang (before time limits) into a failure of this test
+    (result,) = await asyncio.wait_for(evaluate([evaluator], CASE, record()), 30)
+    assert (result.name, result.score, result.passed) == ("stuck", 0.0, False)
+    assert result.reason == ("evaluator gave no verdict within its time limit (0.2 s, "
+                             "evaluator_timeout)")
+
+
+async def test_a_blocking_custom_evaluator_leaves_the_event_loop_free() -> None:
+    ab_libs.RELEASED.clear()
+    spec = EvaluatorSpec(name="blocks", kind="custom",
+                         options={"function": "ab_libs:waits_for_the_loop"})
+    evaluators = build_evaluators([spec])
+
+    async def release() -> None:  # another run's work, on the loop, while the evaluator waits
+        await asyncio.sleep(0)
+        ab_libs.RELEASED.set()
+
+    (result,), _ = await asyncio.gather(evaluate(evaluators, CASE, record()), release())
+    assert (result.passed, result.reason) == (True, "the loop ran meanwhile")
+
+
+@settings(max_examples=25, deadline=None)
+@given(limit=st.none() | st.booleans() | st.integers(-3, 3) | st.floats()
+       | st.text(max_size=3))
+def test_an_evaluator_time_limit_is_checked_like_every_limit(limit: object) -> None:
+    problem = limit_problem("evaluator_timeout", limit)
+    spec = EvaluatorSpec(name="c", kind="custom", options={"function": "ab_libs:greets_politely"})
+    if problem is None:
+        assert len(build_evaluators([spec], time_limit=limit)) == 1  # type: ignore[arg-type]
+    else:
+        with pytest.raises(ConfigurationError) as raised:
+            build_evaluators([spec], time_limit=limit)  # type: ignore[arg-type]
+        assert str(raised.value) == f"evaluators: {problem}"

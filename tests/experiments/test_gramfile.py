@@ -18,7 +18,7 @@ from gramagent.experiments import load_experiment
 def test_a_good_file_loads(tmp_path: Path) -> None:
     path = write_experiment(tmp_path, names=["ann", "bob"], base_url="http://127.0.0.1:9/v1",
                             repeats=2, extra=',\n  alpha: 0.1,\n  seed: 7,\n  baseline: "B",\n'
-                            '  rate_limits: {`openai/scripted`: 50}')
+                            '  rate_limits: {`openai/scripted`: 50},\n  evaluator_timeout: 5')
     experiment = load_experiment(path)
     assert experiment.name == "greetings"
     assert experiment.agent.name == "greeter"
@@ -29,6 +29,10 @@ def test_a_good_file_loads(tmp_path: Path) -> None:
     assert (experiment.repeats, experiment.alpha, experiment.seed, experiment.baseline_name) == (
         2, 0.1, 7, "B")
     assert dict(experiment.rate_limits) == {"openai/scripted": 50}
+    assert experiment.evaluator_timeout == 5
+    (tmp_path / "default").mkdir()
+    assert load_experiment(write_experiment(tmp_path / "default", names=["ann"], base_url=(
+        "http://127.0.0.1:9/v1"))).evaluator_timeout == 60
     assert len(list(experiment.run_keys())) == 2 * 2 * 2
 
 
@@ -41,7 +45,7 @@ def test_every_problem_of_a_bad_file_is_positioned(tmp_path: Path) -> None:
         '  agent: "greeter.gram",\n'                                  # 2
         '  cases: "cases.jsonl",\n'                                   # 3
         '  repeats: "two",\n'                                         # 4
-        '  colour: "blue"\n'                                          # 5
+        '  colour: "blue", evaluator_timeout: 0\n'                    # 5
         '} |\n'                                                       # 6
         '  [A:Variant {library: "ab_libs:polite", api: "soap"}],\n'   # 7
         '  [B:Variant {library: "ab_libs:planted", limits: {max_loops: 3, wall_time: 0}}],\n'  # 8
@@ -53,13 +57,15 @@ def test_every_problem_of_a_bad_file_is_positioned(tmp_path: Path) -> None:
     lines = str(info.value).splitlines()
     assert lines[0].startswith(f"{path}:4:12: experiment: repeats must be a positive integer")
     assert lines[1].startswith(f"{path}:5:3: experiment: unknown property 'colour'")
-    assert lines[2].startswith(f"{path}:7:47: variant 'A': api must be one of")
-    assert lines[3].startswith(f"{path}:8:3: variant 'B': unknown limit 'max_loops'")
-    assert lines[4].startswith(f"{path}:8:3: variant 'B': invalid RunLimits: wall_time must be "
+    assert lines[2].startswith(f"{path}:5:38: experiment: evaluator_timeout must be a "
+                               "positive number of seconds")
+    assert lines[3].startswith(f"{path}:7:47: variant 'A': api must be one of")
+    assert lines[4].startswith(f"{path}:8:3: variant 'B': unknown limit 'max_loops'")
+    assert lines[5].startswith(f"{path}:8:3: variant 'B': invalid RunLimits: wall_time must be "
                                "positive (got 0)")
-    assert lines[5].startswith(f"{path}:9:16: evaluator 'x': unknown kind 'sometimes'")
-    assert lines[6].startswith(f"{path}:10:16: evaluator 'y': regex needs option 'pattern'")
-    assert len(lines) == 7
+    assert lines[6].startswith(f"{path}:9:16: evaluator 'x': unknown kind 'sometimes'")
+    assert lines[7].startswith(f"{path}:10:16: evaluator 'y': regex needs option 'pattern'")
+    assert len(lines) == 8
 
 
 def test_syntax_errors_and_bad_references_are_positioned(tmp_path: Path) -> None:

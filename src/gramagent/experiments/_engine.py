@@ -84,7 +84,8 @@ class AsyncioEngine:
                   ) -> AsyncGenerator[list[RunRecord], None]:
         experiment.add_search_path()
         arms = {v.name: prepare(v, experiment.agent) for v in experiment.variants}
-        evaluators = build_evaluators(experiment.evaluators)
+        evaluators = build_evaluators(experiment.evaluators,
+                                      time_limit=experiment.evaluator_timeout)
         models: dict[ModelKey, Model] = {}
         try:
             for arm in arms.values():

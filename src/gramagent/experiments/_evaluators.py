@@ -15,32 +15,42 @@ Built-ins (``kind``, and the options each takes):
 ``latency_under``  the run took under ``ms`` milliseconds
 ``custom``         ``function``: ``module:function`` taking ``(case, record)`` and
                    returning a bool, a number in [0, 1], a ``(value, reason)`` pair or
-                   an :class:`EvalResult`; may be async
+                   an :class:`EvalResult`; may be async (a plain function runs on a
+                   worker thread, so it never holds up the other runs)
 ``judge``          an LLM grades the answer against ``rubric`` on ``model`` (any model,
                    the embedded ``local/...`` ones too); a score in [0, 1]
 =================  ================================================================
 
 Evaluators are data (:class:`EvaluatorSpec`, custom ones named by import path), built into
-callables by :func:`build_evaluators` in whatever process runs the cases.
+callables by :func:`build_evaluators` in whatever process runs the cases. A custom or judge
+verdict has a time limit (:data:`DEFAULT_TIME_LIMIT` seconds unless the experiment says
+otherwise): past it, that run fails the evaluator with a reason saying so.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
 import re
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import orjson
 
-from gramagent._limit_values import limit_problem
+from gramagent._limit_values import limit_problem, refuse_problems
 from gramagent.errors import ConfigurationError
 from gramagent.experiments._cases import Case
 from gramagent.experiments._imports import import_object
 from gramagent.experiments._records import EvalResult, RunRecord
 
-__all__ = ["KINDS", "Evaluator", "EvaluatorSpec", "build_evaluators", "evaluate"]
+__all__ = ["DEFAULT_TIME_LIMIT", "KINDS", "Evaluator", "EvaluatorSpec", "build_evaluators",
+           "evaluate"]
+
+DEFAULT_TIME_LIMIT = 60.0
+"""Seconds a custom or judge evaluator has for one verdict (``evaluator_timeout``)."""
 
 KINDS = ("exact", "contains", "regex", "json_schema", "tool_called", "no_tool_errors",
          "latency_under", "custom", "judge")
@@ -56,7 +66,6 @@ _OPTIONS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "custom": (frozenset({"function"}), frozenset()),
     "judge": (frozenset({"model", "rubric"}), frozenset({"api", "base_url", "pass_score"})),
 }
-
 
 
 def _is_number(value: Any) -> bool:
@@ -195,23 +204,29 @@ def _checked(name: str, result: Any) -> EvalResult:
     return result
 
 
-def build_evaluators(specs: Sequence[EvaluatorSpec]) -> list[Evaluator]:
+def build_evaluators(specs: Sequence[EvaluatorSpec], *,
+                     time_limit: float | None = DEFAULT_TIME_LIMIT) -> list[Evaluator]:
     """Build callables from specs (imports custom functions, prepares judges).
 
+    Args:
+        specs: the evaluators.
+        time_limit: seconds a custom or judge evaluator has for one verdict (None: no
+            limit); past it the run fails that evaluator, with the reason.
+
     Raises:
-        ConfigurationError: a spec is invalid or a custom function cannot be imported.
+        ConfigurationError: a spec or the time limit is invalid, or a custom function cannot
+            be imported.
     """
-    problems = [p for spec in specs for p in spec.problems()]
-    if problems:
-        raise ConfigurationError("; ".join(problems))
+    refuse_problems("evaluators", [limit_problem("evaluator_timeout", time_limit),
+                                   *(p for spec in specs for p in spec.problems())])
     out: list[Evaluator] = []
     for spec in specs:
         if spec.kind == "custom":
-            out.append(_Custom(spec.name, spec.options["function"]))
+            out.append(_TimeLimited(_Custom(spec.name, spec.options["function"]), time_limit))
         elif spec.kind == "judge":
             from gramagent.experiments._judge import Judge
 
-            out.append(Judge(spec.name, **spec.options))
+            out.append(_TimeLimited(Judge(spec.name, **spec.options), time_limit))
         else:
             out.append(_Sync(spec.name, _BUILTINS[spec.kind](spec.options)))
     return out
@@ -364,13 +379,95 @@ class _Custom:
         self.function = fn
 
     async def __call__(self, case: Case, record: RunRecord) -> EvalResult:
-        value = self.function(case, record)
+        if _is_async(self.function):
+            value = self.function(case, record)
+        else:  # a plain function may block (a network call, a long computation): not the loop
+            value = await _in_thread(self.function, case, record)
         if inspect.isawaitable(value):
             value = await value
         return to_result(self.name, value)
 
     async def aclose(self) -> None:
         return None
+
+
+def _is_async(function: Callable[..., Any]) -> bool:
+    """A coroutine function, or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+        type(function).__call__)
+
+
+async def _in_thread(function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)`` on a thread of its own, awaited without blocking the event loop.
+
+    A daemon thread, not the loop's executor: a function that never returns is abandoned at
+    its time limit, and must keep neither a pool's worker nor the process's exit waiting.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():  # abandoned (time limit, Ctrl-C)
+            return
+        if error is None:
+            future.set_result(value)
+        else:
+            future.set_exception(error)
+
+    def run() -> None:
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            value = function(*args)
+        except Exception as exc:
+            error = exc
+        except BaseException as exc:  # SystemExit in a thread: a failed verdict, not an exit
+            error = RuntimeError(f"{type(exc).__name__}: {exc}")
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=run, name=f"evaluator {getattr(function, '__name__', '?')}",
+                     daemon=True).start()
+    return await future
+
+
+@dataclass(slots=True)
+class _TimeLimited:
+    """An evaluator whose verdict fails, saying why, when it takes over ``seconds``."""
+
+    inner: Evaluator
+    seconds: float | None
+    name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.name = self.inner.name
+
+    async def __call__(self, case: Case, record: RunRecord) -> EvalResult:
+        result = self.inner(case, record)
+        if isinstance(result, EvalResult):
+            return result
+        task = asyncio.ensure_future(result)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=self.seconds)
+        finally:
+            if not task.done():  # past the limit, or this run was cancelled (Ctrl-C)
+                task.cancel()
+                task.add_done_callback(_forget)
+        if not done:
+            return EvalResult(
+                name=self.name, score=0.0, passed=False,
+                reason=f"evaluator gave no verdict within its time limit ({self.seconds:g} s, "
+                       "evaluator_timeout)")
+        return task.result()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def _forget(task: asyncio.Future[Any]) -> None:
+    """Retrieve an abandoned verdict's outcome, so asyncio does not log it as lost."""
+    if not task.cancelled():
+        task.exception()
 
 
 def to_result(name: str, value: Any) -> EvalResult:

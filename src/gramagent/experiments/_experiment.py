@@ -19,7 +19,7 @@ from gramagent import Agent, to_gram
 from gramagent._limit_values import limit_problem
 from gramagent.errors import ConfigurationError
 from gramagent.experiments._cases import Dataset
-from gramagent.experiments._evaluators import EvaluatorSpec
+from gramagent.experiments._evaluators import DEFAULT_TIME_LIMIT, EvaluatorSpec
 from gramagent.experiments._imports import add_search_path
 from gramagent.experiments._records import LATENCY, TOKENS, RunKey
 from gramagent.experiments._variants import Variant
@@ -47,6 +47,9 @@ class Experiment:
     """Where results go (default ``<name>.sqlite`` in the working directory)."""
     rate_limits: Mapping[str, float] = field(default_factory=dict)
     """Per model (``provider/name``), at most this many requests per second."""
+    evaluator_timeout: float | None = DEFAULT_TIME_LIMIT
+    """Seconds a custom or judge evaluator has for one run's verdict (None: no limit); past it
+    that verdict fails, saying so."""
     source: str | None = None
     """The file it was read from, if any."""
 
@@ -87,6 +90,8 @@ class Experiment:
             out.append("alpha must be between 0 and 1")
         out += [problem for model, rate in self.rate_limits.items()
                 if (problem := limit_problem(f"rate limit of {model!r}", rate, optional=False))]
+        if problem := limit_problem("evaluator_timeout", self.evaluator_timeout):
+            out.append(problem)
         used = sorted({v.model or str(self.agent.model) for v in self.variants})
         out += [f"rate limit of {model!r}: no variant uses that model (they use "
                 f"{', '.join(used)}), so it would limit nothing"

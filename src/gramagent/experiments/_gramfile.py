@@ -30,6 +30,7 @@ from typing import Any
 from tree_sitter import Node
 
 from gramagent import Agent, load_agent
+from gramagent._limit_values import limit_problem
 from gramagent._models.chat import TOOL_CALL_MODES
 from gramagent._spec.syntax import K_COMMENT, K_SUBJECT, NodeInfo
 from gramagent._spec.typereader import INVALID as _INVALID
@@ -37,7 +38,7 @@ from gramagent._spec.typereader import TypeReader as _Reader
 from gramagent._spec.typereader import elements as _elements
 from gramagent.errors import ConfigurationError, Diagnostic, ExperimentError, SpecError
 from gramagent.experiments._cases import Dataset, load_cases
-from gramagent.experiments._evaluators import EvaluatorSpec
+from gramagent.experiments._evaluators import DEFAULT_TIME_LIMIT, EvaluatorSpec
 from gramagent.experiments._experiment import Experiment
 from gramagent.experiments._variants import Variant
 
@@ -54,12 +55,14 @@ _EXPERIMENT_KEYS: dict[str, Callable[[Any], bool]] = {
     "store": lambda v: isinstance(v, str) and bool(v),
     "rate_limits": lambda v: isinstance(v, dict) and all(
         isinstance(r, (int, float)) and not isinstance(r, bool) and r > 0 for r in v.values()),
+    "evaluator_timeout": lambda v: limit_problem("evaluator_timeout", v, optional=False) is None,
 }
 _EXPECTED = {
     "agent": "a file name", "agent_name": "an agent name", "cases": "a file name",
     "repeats": "a positive integer", "baseline": "a variant name",
     "alpha": "a number between 0 and 1", "seed": "an integer", "store": "a file name",
     "rate_limits": "a map of model to requests per second, e.g. {`openai/gpt-4o-mini`: 5}",
+    "evaluator_timeout": "a positive number of seconds",
 }
 _VARIANT_KEYS: dict[str, Callable[[Any], bool]] = {
     "library": lambda v: isinstance(v, str),
@@ -128,6 +131,7 @@ def _read(reader: _Reader, path: Path) -> Experiment:
             repeats=fields.get("repeats", 1), baseline=fields.get("baseline"),
             alpha=float(fields.get("alpha", 0.05)), seed=fields.get("seed", 0),
             store=fields.get("store"), rate_limits=fields.get("rate_limits", {}),
+            evaluator_timeout=fields.get("evaluator_timeout", DEFAULT_TIME_LIMIT),
             source=str(path))
     except ConfigurationError as exc:
         raise ExperimentError([Diagnostic(str(exc), str(path), *reader.decoder.position(
