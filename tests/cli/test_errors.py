@@ -157,4 +157,4 @@ def test_a_metrics_port_in_use_is_a_user_error(tmp_path: Path) -> None:
                                             "--metrics-port", port])]
     for result in results:
         assert result.exit_code == EXIT_ERROR, result.output
-        assert f"--metrics-port {port}: cannot serve metrics there" in result.stderr
+        assert f"ConfigurationError: cannot serve metrics on 127.0.0.1:{port}: " in result.stderr

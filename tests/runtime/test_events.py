@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import socket
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 from runtime_support import reference_hash
 
@@ -21,6 +25,7 @@ from gramagent._runtime.events import (
     fan_out,
     serve_metrics,
 )
+from gramagent.errors import ConfigurationError
 
 
 def test_hash_matches_the_adr_definition() -> None:
@@ -138,6 +143,32 @@ def test_serve_metrics_serves_the_registry_over_http() -> None:
         metrics.stop_serving()
     assert metrics.server_port is None
     assert 'tool_calls_total{status="ok",tool="sayHello"} 1.0' in body
+
+
+@pytest.fixture(scope="module")
+def busy_port() -> Iterator[int]:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        yield busy.getsockname()[1]
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(port=st.integers(max_value=-1) | st.integers(min_value=65536) | st.booleans()
+       | st.just("busy") | st.floats() | st.text(max_size=5))
+def test_a_port_that_cannot_be_served_is_a_configuration_error(busy_port: int,
+                                                               port: object) -> None:
+    """Whatever the port, serve_metrics serves or says why in a typed error naming it: never
+    an OSError, an OverflowError or a TypeError from the socket layer."""
+    port = busy_port if port == "busy" else port
+    with pytest.raises(ConfigurationError) as raised:
+        serve_metrics(port, registry=CollectorRegistry())  # type: ignore[arg-type]
+    message = str(raised.value)
+    if port == busy_port:
+        assert message.startswith(f"cannot serve metrics on 127.0.0.1:{busy_port}: ")
+    else:
+        assert message == f"metrics port must be a whole number from 0 to 65535 (got {port!r})"
 
 
 def test_tag_events_stamps_experiment_and_variant() -> None:

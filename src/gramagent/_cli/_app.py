@@ -144,19 +144,16 @@ def print_error(exc: BaseException) -> None:
 
 
 def serve_metrics_on(port: int) -> ToolMetrics:
-    """Serve Prometheus metrics on 127.0.0.1:``port`` for ``--metrics-port``.
+    """Serve Prometheus metrics on 127.0.0.1:``port`` for ``--metrics-port`` (imported where a
+    command runs, so ``--help`` stays fast).
 
     Raises:
-        ConfigurationError: the port cannot be bound (in use, not allowed): the user's input,
-            not a bug.
+        ConfigurationError: the port cannot be bound (in use, not allowed, not a port): the
+            user's input, not a bug.
     """
-    from gramagent._runtime.events import serve_metrics  # where a command runs: --help stays fast
+    from gramagent._runtime.events import serve_metrics
 
-    try:
-        return serve_metrics(port)
-    except (OSError, OverflowError) as exc:  # OverflowError: a port beyond 65535
-        raise ConfigurationError(f"--metrics-port {port}: cannot serve metrics there: "
-                                 f"{getattr(exc, 'strerror', None) or exc}") from None
+    return serve_metrics(port)
 
 
 def read_stdin() -> str:

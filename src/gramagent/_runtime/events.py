@@ -32,6 +32,8 @@ from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, TypeVar
 
 import orjson
 
+from gramagent.errors import ConfigurationError
+
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
@@ -318,12 +320,23 @@ def serve_metrics(port: int, *, addr: str = "127.0.0.1",
 
     Returns the :class:`ToolMetrics` sink of that registry: pass it to ``run_agent(events=...)``.
     Port 0 picks a free port; the bound port is in ``metrics.server_port``.
+
+    Raises:
+        ConfigurationError: ``port`` is not a port number (0 to 65535), or it cannot be bound
+            on ``addr`` (in use, not allowed); the message names both and the cause.
     """
     from prometheus_client import REGISTRY, start_http_server
 
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ConfigurationError(f"metrics port must be a whole number from 0 to 65535 (got "
+                                 f"{port!r})")
     metrics = ToolMetrics.for_registry(registry)
-    server, _thread = start_http_server(port, addr=addr,
-                                        registry=REGISTRY if registry is None else registry)
+    try:
+        server, _thread = start_http_server(port, addr=addr,
+                                            registry=REGISTRY if registry is None else registry)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot serve metrics on {addr}:{port}: "
+                                 f"{exc.strerror or exc}") from None
     metrics.server_port = server.server_port
     metrics._server = server
     return metrics
