@@ -33,7 +33,7 @@ from gramagent.experiments import (
     report,
     run_experiment,
 )
-from gramagent.testing import CaptureSink, ScriptedServer, ScriptTurn
+from gramagent.testing import CaptureSink, ScriptedServer, ScriptTurn, call
 
 HERE = Path(__file__).parent
 NAMES = [f"person{i}" for i in range(30)]
@@ -228,3 +228,31 @@ async def test_a_run_waiting_for_approval_ends_its_case(tmp_path: Path,
         assert record.error is not None and "sayHello" in record.error
     assert {r.stop for r in records if r.variant == "A"} == {"answer"}
     assert sorted(calls.read_text().splitlines()) == [f"polite\t{n}" for n in NAMES[:2]]
+
+
+def _inventive_script(path: str, body: Any) -> ScriptTurn:
+    """Like the greeter, but first calls a tool named after the person (no such tool)."""
+    messages = body.get("messages") or []
+    if messages[-1].get("role") == "user":
+        return call(f"invented_{str(messages[-1]['content']).split()[-1]}", {})
+    if sum(m.get("role") == "tool" for m in messages) == 1:  # told there is no such tool
+        return greeter_script(path, {"messages": [m for m in messages
+                                                  if m.get("role") == "user"]})
+    return greeter_script(path, body)
+
+
+async def test_tool_labels_stay_bounded_whatever_names_the_model_invents(
+        tmp_path: Path) -> None:
+    """A tool name the model made up is counted as <unknown> in both tool families, so an
+    inventive model cannot grow the number of series."""
+    with ScriptedServer(_inventive_script, record=False) as server:
+        path = write_experiment(tmp_path, names=NAMES[:3], base_url=server.base_url)
+        registry = CollectorRegistry()
+        await run_experiment(load_experiment(path), events=ToolMetrics(registry),
+                             metrics=ExperimentMetrics.for_registry(registry))
+    tools = {sample.labels["tool"] for family in registry.collect() for sample in family.samples
+             if "tool" in sample.labels}
+    assert tools == {"sayHello", "<unknown>"}
+    assert registry.get_sample_value("experiment_tool_calls_total", {
+        "experiment": "greetings", "variant": "A", "tool": "<unknown>",
+        "status": "error"}) == 3

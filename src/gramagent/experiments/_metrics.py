@@ -13,7 +13,9 @@ are; experiments add their own families, so two arms in one process are told apa
   events the engine stamps with experiment and variant
 
 Label values are bounded: experiment, variant and evaluator names come from the experiment
-file, tools from the agent's spec, ``stop`` from a fixed set plus error type names.
+file, tools from the agent's spec (the events name a tool the model invented
+:data:`~gramagent._runtime.events.UNKNOWN_TOOL_LABEL`, ``<unknown>``), ``stop`` from a fixed
+set plus error type names.
 """
 
 from __future__ import annotations
