@@ -10,10 +10,12 @@ from extras import require
 require("experiments")
 
 import asyncio
+import csv
 import dataclasses
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from experiments_support import greeter_script, write_experiment
 from hypothesis import HealthCheck, given, settings
@@ -138,3 +140,33 @@ def test_runs_of_two_experiments_never_mix_in_one_store(tmp_path: Path) -> None:
             first.write([dataclasses.replace(run, case_id="d")])
     with Store.read(path) as store:
         assert [r.case_id for r in store.records()] == ["c"]
+
+
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(answer=st.one_of(st.sampled_from(['=HYPERLINK("http://x","y")', "+1+1", "-2+3",
+                                         "@SUM(A1)", "\t=1", "\r=1", "Hello"]),
+                        st.text(max_size=8)),
+       error=st.none() | st.text(max_size=8), variant=st.sampled_from(["A", "=B", "-C"]))
+def test_csv_export_never_hands_a_spreadsheet_a_formula(
+        tmp_path: Path, answer: str, error: str | None, variant: str) -> None:
+    """Every text cell a spreadsheet would run gets a leading ', every other cell is as it
+    was; Parquet is untouched."""
+    path = tmp_path / "s.sqlite"
+    path.unlink(missing_ok=True)
+    record = RunRecord(variant=variant, case_id="c", repeat=0, answer=answer, stop="answer",
+                       error=error, evaluations=(EvalResult(name="e", score=1.0, passed=True),))
+    with Store.create(path, fingerprint={}, settings={"evaluators": ["e"]}) as store:
+        store.write([record])
+        store.export(tmp_path / "runs.csv")
+        store.export(tmp_path / "runs.parquet")
+    with open(tmp_path / "runs.csv", newline="", encoding="utf-8") as text:
+        (row,) = list(csv.DictReader(text))
+    for column, original in [("variant", variant), ("answer", answer), ("error", error or "")]:
+        defused = "'" + original if original.startswith(_FORMULA_STARTS) else original
+        assert row[column] == defused
+    assert row["score:e"] == "1.0"
+    assert pq.read_table(tmp_path / "runs.parquet").to_pylist()[0]["answer"] == answer

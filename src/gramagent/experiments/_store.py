@@ -169,7 +169,9 @@ class Store:
         """Write every run as one flat row to ``.parquet`` or ``.csv``; returns the row count.
 
         Tool calls are summarized (count, errors, JSON list); each evaluator gets a
-        ``score:<name>`` column.
+        ``score:<name>`` column. In CSV, a text cell a spreadsheet would read as a formula
+        (starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return: a model's answer
+        may) gets a leading ``'``, so it is shown as text, never run.
 
         Raises:
             ExperimentError: unknown suffix, or pyarrow is missing for Parquet.
@@ -179,9 +181,9 @@ class Store:
         if suffix == ".csv":
             columns = list(rows[0]) if rows else list(_COLUMNS)
             with open(path, "w", newline="", encoding="utf-8") as out:
-                writer = csv.DictWriter(out, fieldnames=columns)
-                writer.writeheader()
-                writer.writerows(rows)
+                writer = csv.writer(out)
+                writer.writerow(map(_defused, columns))
+                writer.writerows([_defused(row[column]) for column in columns] for row in rows)
         elif suffix == ".parquet":
             try:
                 import pyarrow as pa
@@ -218,6 +220,17 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""How a cell starts that a spreadsheet reads as a formula (OWASP's CSV injection list)."""
+
+
+def _defused(value: Any) -> Any:
+    """``value``, with a leading ``'`` when it is text a spreadsheet would run as a formula."""
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 @contextlib.contextmanager
