@@ -136,3 +136,24 @@ def test_a_csv_column_named_twice_is_refused_not_overwritten(tmp_path: Path) -> 
     with pytest.raises(ExperimentError) as info:
         load_cases(path)
     assert str(info.value) == f"{path}:1: column 'input' appears more than once"
+
+
+@settings(max_examples=40, deadline=None)
+@given(case_id=st.integers(), expected=st.integers())
+def test_an_integer_of_any_size_is_read_exactly(tmp_path_factory: pytest.TempPathFactory,
+                                                case_id: int, expected: int) -> None:
+    """A 30-digit id is that id (not a float, nor "a number" refused), and an expected value
+    of 30 digits stays exact, so an exact evaluator can match it."""
+    path = tmp_path_factory.mktemp("ints") / "cases.jsonl"
+    path.write_text(f'{{"id": {case_id}, "input": "hi", "expected": {expected}}}\n')
+    (case,) = load_cases(path).cases
+    assert (case.id, case.expected["answer"]) == (str(case_id), expected)
+
+
+def test_a_fractional_id_is_refused_showing_it(tmp_path: Path) -> None:
+    path = tmp_path / "cases.jsonl"
+    path.write_text('{"id": 1.5, "input": "hi"}\n')
+    with pytest.raises(ExperimentError) as info:
+        load_cases(path)
+    assert str(info.value) == (f"{path}:1: id must be a non-empty string or an integer, got "
+                               "the number 1.5")

@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from gramagent import _json as exact_json
 from gramagent._install import needs_extra
 from gramagent.errors import Diagnostic, ExperimentError
 
@@ -121,8 +120,13 @@ def _jsonl_rows(data: bytes) -> Iterator[tuple[int, Any]]:
         if not raw.strip():
             continue
         try:
-            yield number, orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield number, _Bad(f"not UTF-8 text: {exc}")
+            continue
+        try:  # exact: an id or expected value of 30 digits stays that integer
+            yield number, exact_json.loads(text)
+        except ValueError as exc:
             yield number, _Bad(f"invalid JSON: {exc.args[0] if exc.args else exc}")
 
 
@@ -159,8 +163,8 @@ def _csv_cell(key: str, value: str) -> Any:
     if (key == "input" and stripped.startswith("[")) or (
             key in ("expected", "metadata") and stripped.startswith("{")):
         try:
-            return orjson.loads(stripped)
-        except orjson.JSONDecodeError:
+            return exact_json.loads(stripped)
+        except ValueError:
             return value
     return value
 
@@ -238,7 +242,7 @@ def _kind(value: Any) -> str:
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, (int, float)):
-        return "a number"
+        return f"the number {value!r}"[:60]
     if isinstance(value, str):
         return "a string" if value else "an empty string"
     if isinstance(value, (list, tuple)):
