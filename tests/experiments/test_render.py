@@ -8,6 +8,8 @@ from extras import require
 require("experiments")
 
 import io
+import re
+from collections import Counter
 from pathlib import Path
 
 from experiments_support import write_experiment
@@ -18,6 +20,7 @@ from typer.testing import CliRunner
 
 from gramagent._cli import app
 from gramagent.experiments import EvalResult, RunRecord, render_report
+from gramagent.experiments._html import html_report
 from gramagent.experiments._report import build_report
 from gramagent.testing import ScriptedServer
 
@@ -52,3 +55,33 @@ def test_a_docstring_with_brackets_is_warned_about_as_written(
     assert done.exit_code == 0, done.output
     assert "Greets [bold]one[/bold] person [a, b] or [/path]." in " ".join(
         done.stderr.split())
+
+
+_run = st.tuples(st.sampled_from(["A", "B"]), st.sampled_from(["c1", "c2", "c3"]),
+                 st.sampled_from(["answer", "error:ModelAPIError"]), st.booleans())
+
+
+@settings(max_examples=40, deadline=None)
+@given(runs=st.lists(_run, max_size=6, unique_by=lambda r: r[:2]))
+def test_no_report_shows_nan_whatever_runs_are_missing(
+        runs: list[tuple[str, str, str, bool]]) -> None:
+    """A variant without runs reads "no runs", a comparison without pairs "no pairs": in the
+    terminal and in HTML, never ``nan%`` or ``+nan``."""
+    records = [RunRecord(variant=v, case_id=c, repeat=0, answer=None if stop != "answer"
+                         else "x", stop=stop, wall_ms=5.0, input_tokens=3,
+                         evaluations=(EvalResult(name="ok", score=float(ok), passed=ok),))
+               for v, c, stop, ok in runs]
+    result = build_report(records, {"experiment": "e", "baseline": "A", "variants": ["A", "B"],
+                                    "evaluators": ["ok"], "cases": 3})
+    console = Console(width=400, file=io.StringIO())
+    console.print(render_report(result))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    page = re.sub(r"<img [^>]*>", "", html_report(result))  # base64 may spell "nan"
+    for shown in (text, page):
+        assert "nan" not in shown.lower()
+    counts = Counter(v for v, *_ in runs)
+    for variant in ("A", "B"):
+        if not counts[variant]:
+            assert "no runs" in text and "no runs" in page
+    if any(c.pairs == 0 for c in result.comparisons):
+        assert "no pairs" in text and "no pairs" in page

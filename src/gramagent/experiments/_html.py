@@ -18,7 +18,14 @@ from typing import Any
 
 from gramagent._install import needs_extra
 from gramagent.errors import ConfigurationError
-from gramagent.experiments._report import LATENCY, TOKENS, Comparison, Report
+from gramagent.experiments._report import (
+    LATENCY,
+    NO_PAIRS,
+    TOKENS,
+    Comparison,
+    Report,
+    empty_metric,
+)
 
 __all__ = ["html_report", "write_html"]
 
@@ -201,7 +208,9 @@ def _variant_table(report: Report) -> str:
     for v in report.variants:
         cells = []
         for m in v.metrics:
-            if m.kind == "rate":
+            if m.n == 0 or math.isnan(m.value):
+                cells.append(f"<td class=num>{empty_metric(v.runs)}</td>")
+            elif m.kind == "rate":
                 cells.append(f"<td class=num>{m.value:.1%}<br><small>[{m.low:.1%}, "
                              f"{m.high:.1%}]</small></td>")
             else:
@@ -220,12 +229,15 @@ def _comparison_table(rows: tuple[Comparison, ...]) -> str:
            "<th>outcome</th></tr>"]
     for c in rows:
         s = _scale(c)
+        difference = (f"{_signed(c.difference * s)} [{_signed(c.low * s)}, "
+                      f"{_signed(c.high * s)}]{_unit(c)}" if c.pairs else NO_PAIRS)
+        p_values = (f"<td class=num>{c.p_value:.3g}</td><td class=num>{c.p_adjusted:.3g}</td>"
+                    if c.pairs else "<td class=num>-</td><td class=num>-</td>")
         out.append(
             f"<tr><td>{escape(c.variant)}</td><td>{escape(c.metric)}</td>"
             f"<td class=num>{c.pairs}</td><td class=num>{_num(c.baseline_mean)}</td>"
-            f"<td class=num>{_num(c.variant_mean)}</td><td class=num>{_signed(c.difference * s)} "
-            f"[{_signed(c.low * s)}, {_signed(c.high * s)}]{_unit(c)}</td><td>{c.test}</td>"
-            f"<td class=num>{c.p_value:.3g}</td><td class=num>{c.p_adjusted:.3g}</td>"
+            f"<td class=num>{_num(c.variant_mean)}</td><td class=num>{difference}</td>"
+            f"<td>{c.test}</td>{p_values}"
             f"<td class={_css(c.outcome)}>{escape(c.outcome)}</td></tr>")
     out.append("</table>")
     return "".join(out)

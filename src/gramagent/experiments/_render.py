@@ -8,7 +8,14 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from gramagent.experiments._report import LATENCY, TOKENS, MetricSummary, Report
+from gramagent.experiments._report import (
+    LATENCY,
+    NO_PAIRS,
+    TOKENS,
+    MetricSummary,
+    Report,
+    empty_metric,
+)
 
 __all__ = ["render_report"]
 
@@ -42,7 +49,7 @@ def _variants(report: Report) -> Table:
     table.add_row("runs", *(str(v.runs) for v in report.variants))
     names = [m.name for m in report.variants[0].metrics] if report.variants else []
     for i, name in enumerate(names):
-        table.add_row(Text(name), *(_metric(v.metrics[i]) for v in report.variants))
+        table.add_row(Text(name), *(_metric(v.metrics[i], v.runs) for v in report.variants))
     table.add_row("tool errors", *(f"{sum(v.tool_errors.values())}/{v.tool_calls}"
                                    for v in report.variants))
     stops = sorted({k for v in report.variants for k in v.stops})
@@ -52,9 +59,9 @@ def _variants(report: Report) -> Table:
     return table
 
 
-def _metric(m: MetricSummary) -> str:
+def _metric(m: MetricSummary, runs: int) -> str:
     if m.n == 0 or math.isnan(m.value):
-        return "-"
+        return empty_metric(runs)
     if m.kind == "rate":
         return f"{m.value:.0%} {_interval(m.low, m.high, '.0%')}"
     digits = 0 if m.name in (LATENCY, TOKENS) else 3
@@ -79,6 +86,10 @@ def _comparisons(report: Report) -> Group:
                                 ("test", "left"), ("p", "right"), ("outcome", "left")):
             table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
         for c in rows:
+            if c.pairs == 0:
+                table.add_row(Text(c.metric), NO_PAIRS, _TESTS.get(c.test, c.test), "-",
+                              Text(c.outcome, style=_OUTCOME_STYLE.get(c.outcome, "")))
+                continue
             scale = 100.0 if c.test == "mcnemar_exact" else 1.0
             digits = 1 if c.test == "mcnemar_exact" or abs(c.difference) < 100 else 0
             if c.metric not in (LATENCY, TOKENS) and c.test != "mcnemar_exact":

@@ -31,8 +31,8 @@ from gramagent.experiments import _stats as stats
 from gramagent.experiments._records import LATENCY, TOKENS, RunRecord
 from gramagent.experiments._store import Store
 
-__all__ = ["LATENCY", "TOKENS", "Comparison", "Disagreement", "MetricSummary", "Report",
-           "VariantSummary", "report"]
+__all__ = ["LATENCY", "NO_PAIRS", "TOKENS", "Comparison", "Disagreement", "MetricSummary",
+           "Report", "VariantSummary", "empty_metric", "report"]
 
 _COSTS = (LATENCY, TOKENS)
 MAX_DISAGREEMENTS = 200
@@ -51,6 +51,16 @@ class MetricSummary:
     n: int
     passed: int | None = None
     """Passes, for a rate."""
+
+
+NO_PAIRS = "no pairs"
+"""How a comparison without paired runs is shown in place of its difference."""
+
+
+def empty_metric(runs: int) -> str:
+    """How a metric without values is shown: the variant has no runs, or none of its runs
+    counts (latency and tokens leave out runs that ended on an error)."""
+    return "no runs" if runs == 0 else "none counted"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
