@@ -12,6 +12,7 @@ require("experiments")
 import asyncio
 import csv
 import dataclasses
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,9 @@ import pytest
 from experiments_support import greeter_script, write_experiment
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
+from gramagent._cli import app
 from gramagent.errors import ConfigurationError, ExperimentError
 from gramagent.experiments import (
     EvalResult,
@@ -170,3 +173,32 @@ def test_csv_export_never_hands_a_spreadsheet_a_formula(
         assert row[column] == defused
     assert row["score:e"] == "1.0"
     assert pq.read_table(tmp_path / "runs.parquet").to_pylist()[0]["answer"] == answer
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(saved=st.one_of(
+    st.just("{not json"),
+    _json_values.filter(lambda v: not isinstance(v, dict)).map(str),
+    st.dictionaries(st.sampled_from(["baseline", "variants", "alpha"]), _json_values,
+                    max_size=3)
+    .filter(lambda d: not isinstance(d.get("baseline"), str)).map(repr),
+    st.sampled_from(['["B"]', '"A"', '["A", 1]', "{}"])
+    .map(lambda variants: f'{{"baseline": "A", "variants": {variants}}}')))
+def test_a_store_with_damaged_settings_is_named_so_at_once(tmp_path: Path, saved: str,
+                                                          ) -> None:
+    """Settings a runner never saves (a store edited or written by hand) are refused when the
+    store is opened for a report, as a damaged store: never a KeyError from the report."""
+    path = tmp_path / "damaged.sqlite"
+    path.unlink(missing_ok=True)
+    with Store.create(path, fingerprint={"experiment": "x"}, settings={"baseline": "A"}):
+        pass
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'settings'", (saved,))
+    db.close()
+    with pytest.raises(ExperimentError, match="a damaged experiment store"):
+        report(path)
+    done = CliRunner().invoke(app, ["experiment", "report", str(path)])
+    assert done.exit_code == 1
+    assert "a damaged experiment store" in done.output
+    assert "Traceback" not in done.output

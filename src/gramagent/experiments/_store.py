@@ -112,8 +112,12 @@ class Store:
         if not Path(path).is_file():
             raise ExperimentError(f"{path}: no such store")
         with _opening(path) as db:
-            if "settings" not in _meta(db):
+            meta = _meta(db)
+            if "settings" not in meta:
                 raise ExperimentError(f"{path}: not an experiment store (no settings)")
+            problem = _settings_problem(meta["settings"])
+            if problem is not None:
+                raise ExperimentError(f"{path}: a damaged experiment store ({problem})")
         return cls(path, db)
 
     def settings(self) -> dict[str, Any]:
@@ -290,3 +294,21 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         wall_ms=wall_ms, started=started,
         tools=tuple(ToolRecord.from_dict(t) for t in exact_json.loads(tools)),
         evaluations=tuple(EvalResult.from_dict(e) for e in exact_json.loads(evaluations)))
+
+
+def _settings_problem(raw: str) -> str | None:
+    """What is wrong with a store's saved settings for a report, or None: a JSON object naming
+    the baseline, and the variants with it if it lists them (as every runner saves them)."""
+    try:
+        settings = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return "its settings are not JSON"
+    if not isinstance(settings, dict):
+        return "its settings are not a JSON object"
+    baseline, variants = settings.get("baseline"), settings.get("variants")
+    if not isinstance(baseline, str):
+        return f"its settings name no baseline variant (got {baseline!r})"
+    if variants is not None and not (isinstance(variants, list) and baseline in variants
+                                     and all(isinstance(v, str) for v in variants)):
+        return f"its settings' variants are not a list of names with the baseline {baseline!r}"
+    return None
