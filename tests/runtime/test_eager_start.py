@@ -21,7 +21,7 @@ from gramagent import ToolLibrary, run_agent
 from gramagent._runtime.events import CaptureSink, ToolCallResult
 from gramagent._runtime.invoke import Outcome, start_async, start_task
 from gramagent._runtime.library import Tool, tool
-from gramagent.testing import ScriptedServer, call, calls
+from gramagent.testing import ScriptedServer, call, calls, reply
 
 eager_var: contextvars.ContextVar[str] = contextvars.ContextVar("eager_var", default="unset")
 
@@ -296,3 +296,48 @@ async def test_a_first_step_raising_keyboardinterrupt_abandons_the_calls_started
         [("block", "interrupted"), ("interrupt", "interrupted"), ("later", "interrupted")],
         key=str)
     assert after == []
+
+
+_SELF_CANCEL_KINDS = ("cancel, wait", "cancel, return", "wait, cancel, wait", "wait, cancel, raise",
+                      "quick", "waits")
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kinds=st.lists(st.sampled_from(_SELF_CANCEL_KINDS), min_size=1, max_size=4))
+async def test_a_tool_that_cancels_its_own_task_fails_alone(
+        server: ScriptedServer, model_for: ModelFactory, kinds: list[str]) -> None:
+    """A tool that cancels its own task (``asyncio.current_task().cancel()``, in its first
+    step or later; then waiting, returning or raising) fails with its CancelledError, as one
+    that raises CancelledError does: the run is not cancelled (it used to end in a
+    CancelledError nobody asked for), the other calls keep their results, and every call has
+    one result event."""
+    library = ToolLibrary()
+
+    @library.register
+    async def act(kind: str, n: int) -> str:
+        """Does what ``kind`` says (``n``: each call its own, not a repeat)."""
+        for step in kind.split(", "):
+            if step == "cancel":
+                own = asyncio.current_task()
+                assert own is not None
+                own.cancel()
+            elif step in ("wait", "waits"):
+                await asyncio.sleep(0.001)
+            elif step == "raise":
+                raise ValueError(kind)
+        return kind
+
+    script(server, calls(*(call("act", {"kind": kind, "n": i}, id=f"c{i}")
+                           for i, kind in enumerate(kinds))), reply("done"))
+    sink = CaptureSink()
+    response = await run_agent(make_agent(library), "Go", library=library, events=sink,
+                               model=model_for(server, "chat"))
+    assert response.content == "done"
+    runner = asyncio.current_task()
+    assert runner is not None and runner.cancelling() == 0
+    got = [(i.call_id, i.error_type, i.result) for i in response.tool_invocations]
+    assert got == [(f"c{i}", "tool_exception" if "cancel" in kind else None,
+                    None if "cancel" in kind else kind) for i, kind in enumerate(kinds)]
+    results = [e for e in sink.events if isinstance(e, ToolCallResult)]
+    assert sorted(e.seq for e in results) == sorted(i.seq for i in response.tool_invocations)

@@ -32,8 +32,8 @@ from gramagent._runtime.loops import PerLoop
 from gramagent._runtime.threads import hand_off, tool_threads
 from gramagent._spec.calls import ToolErrorType, error_text
 
-__all__ = ["DRY_RUN_RESULT", "Outcome", "ThreadCall", "execute", "finished", "render_output",
-           "run_inline", "start_async", "start_task", "start_thread"]
+__all__ = ["DRY_RUN_RESULT", "Outcome", "ThreadCall", "cancelled_itself", "execute", "finished",
+           "render_output", "run_inline", "start_async", "start_task", "start_thread"]
 
 DRY_RUN_RESULT: Final = {"ok": True}
 """What every call returns in dry-run mode (the no-op executor of the ADR)."""
@@ -460,6 +460,16 @@ def finished(call: asyncio.Task[Outcome] | ThreadCall) -> Outcome | None:
     """The outcome of a call started alongside others if it has ended (None while it runs,
     or if it was cancelled)."""
     return call.finished() if isinstance(call, ThreadCall) else _ended(call)
+
+
+def cancelled_itself(tool: Tool, exc: asyncio.CancelledError) -> Outcome:
+    """The outcome of a call whose task ended cancelled although nobody cancelled the code
+    awaiting it: the tool cancelled its own task (``asyncio.current_task().cancel()``), its
+    failure as a CancelledError it raises is, not the run's cancellation. ``exc`` is raised
+    again when the awaiting task is being cancelled (then the cancellation is the run's)."""
+    if _cancel_requested():
+        raise exc
+    return _failure(tool, exc, 0.0)
 
 
 def _ended(future: asyncio.Future[Outcome]) -> Outcome | None:

@@ -56,6 +56,7 @@ from gramagent._runtime.events import (
 from gramagent._runtime.invoke import (
     Outcome,
     ThreadCall,
+    cancelled_itself,
     execute,
     finished,
     run_inline,
@@ -455,7 +456,10 @@ class ToolCalls:
             if inline:
                 await self._run_inline(inline)
             for c, call in zip(others, started, strict=True):
-                c.outcome = await call
+                try:
+                    c.outcome = await call
+                except asyncio.CancelledError as exc:  # the run's, or the tool's own
+                    c.outcome = self._cancelled(c, exc)
         except BaseException:  # cancelled: so are the calls still running
             # (Those started: a first step may have raised KeyboardInterrupt before the rest.)
             for c, call in zip(others, started, strict=False):
@@ -463,6 +467,17 @@ class ToolCalls:
                     c.outcome = finished(call)
                 call.cancel()
             raise
+
+    def _cancelled(self, c: _Call, exc: asyncio.CancelledError) -> Outcome:
+        """A call's task ended cancelled: the run was cancelled (``exc`` goes on), or the tool
+        cancelled its own task, and that is its failure; its result event is emitted if it
+        had none (a tool that cancelled itself and returned had one: its task is cancelled
+        all the same, as asyncio does)."""
+        assert c.tool is not None
+        outcome = cancelled_itself(c.tool, exc)
+        if self.sinks and not c.reported:
+            self._emit_result(c, outcome.error_type, outcome.event_message)
+        return outcome
 
     async def _run_inline(self, calls: Sequence[_Call]) -> None:
         """Run inline calls (plain functions declared ``blocking=False``) one after another,
