@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import threading
 from collections.abc import Coroutine
 from typing import Any
@@ -85,6 +86,27 @@ async def test_what_a_first_step_raises_is_its_tasks() -> None:
     with pytest.raises(KeyboardInterrupt):
         start_task(interrupts())
     assert asyncio.current_task() is runner and runner is not None and runner.cancelling() == 0
+
+
+async def test_a_first_step_keyboardinterrupt_leaves_no_unretrieved_task_exception() -> None:
+    """The KeyboardInterrupt goes on from the start; the task that holds it as well is not
+    reported when collected ("Task exception was never retrieved", with a traceback, after
+    the interrupt was handled)."""
+    async def interrupts() -> Outcome:
+        raise KeyboardInterrupt
+
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            start_task(interrupts())
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(previous)
+    assert reported == []
 
 
 async def test_an_async_tool_that_fails_at_once_has_its_outcome_when_started() -> None:

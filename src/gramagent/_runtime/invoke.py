@@ -529,6 +529,12 @@ def _eager_task(work: Coroutine[Any, Any, Outcome], loop: asyncio.BaseEventLoop
         _leave_task(loop, running)
     try:
         context.run(step._callback)
+    except BaseException:  # KeyboardInterrupt, SystemExit: on from here, to the caller
+        # The task holds it too; it is the caller's now, so the task is not reported (when
+        # collected) as one whose exception nobody retrieved.
+        if task.done() and not task.cancelled():
+            task.exception()
+        raise
     finally:
         if running is not None:
             _enter_task(loop, running)
