@@ -451,6 +451,9 @@ class ToolCalls:
         timeout is bounded by the time left in the run when they start.
         """
         started: list[asyncio.Task[Outcome] | ThreadCall] = []
+        run = asyncio.current_task()
+        assert run is not None
+        cancels = run.cancelling()
         try:
             self._start(others, self._time_left(), started)
             if inline:
@@ -460,6 +463,8 @@ class ToolCalls:
                     c.outcome = await call
                 except asyncio.CancelledError as exc:  # the run's, or the tool's own
                     c.outcome = self._cancelled(c, exc)
+                if run.cancelling() > cancels:  # the run's, caught by the tool: it goes on
+                    raise asyncio.CancelledError
         except BaseException:  # cancelled: so are the calls still running
             # (Those started: a first step may have raised KeyboardInterrupt before the rest.)
             for c, call in zip(others, started, strict=False):
@@ -487,7 +492,9 @@ class ToolCalls:
         through :meth:`_execute`."""
         if self.tracer is not None or self.dry_run:
             for c in calls:
+                cancels = _cancels()
                 c.outcome = await self._execute(c)
+                _go_on_cancelled(cancels)
             return
         max_chars = self.budget.limits.max_tool_output_chars
         finished = self._finished if self.sinks else None
@@ -500,7 +507,9 @@ class ToolCalls:
             if isinstance(ran, Outcome):
                 c.outcome = ran
             else:  # an awaitable, run by ran(timeout)
+                cancels = _cancels()
                 c.outcome = await ran(self._timeout(tool, self._time_left()))
+                _go_on_cancelled(cancels)
 
     def _start(self, calls: Sequence[_Call], remaining: float | None,
                started: list[asyncio.Task[Outcome] | ThreadCall]) -> None:
@@ -535,7 +544,11 @@ class ToolCalls:
                                             until))
 
     def _finished(self, c: _Call, outcome: Outcome) -> None:
-        self._emit_result(c, outcome.error_type, outcome.event_message)
+        """A call's result event, as it finishes: none if it has one already (abandoned when
+        the run was cancelled, its result was ``interrupted``; a tool that caught the
+        cancellation still ends later)."""
+        if not c.reported:
+            self._emit_result(c, outcome.error_type, outcome.event_message)
 
     def _timeout(self, tool: Tool, remaining: float | None) -> float | None:
         """A call's timeout: its tool's (or the run's tool timeout), bounded by ``remaining``,
@@ -578,7 +591,7 @@ class ToolCalls:
                 if outcome.error_type is not None:
                     tracing.fail(span, outcome.error_type)
         if self.sinks:
-            self._emit_result(c, outcome.error_type, outcome.event_message)
+            self._finished(c, outcome)
         return outcome
 
     def _answer_copy(self, c: _Call) -> None:
@@ -736,6 +749,23 @@ def _repeat_form(arguments: dict[str, Any]) -> bytes:
         return _orjson_dumps(arguments, option=_SORT_KEYS)
     except TypeError:  # a big integer, deep nesting or a lone surrogate
         return exact_json.dumps(arguments, sort_keys=True).encode()
+
+
+def _cancels() -> int:
+    """The running task's count of cancellation requests (0 outside a task)."""
+    task = asyncio.current_task()
+    return 0 if task is None else task.cancelling()
+
+
+def _go_on_cancelled(cancels: int) -> None:
+    """Raise CancelledError if the running task (the run's) was asked to cancel since it
+    counted ``cancels``, although the call it awaited ended otherwise: the tool caught the
+    cancellation (a call's task passes it on to the tool; an inline call's await gets it)
+    and returned or failed. The run is cancelled all the same: it would go on to its next
+    model request, and an ``asyncio.timeout`` around it would not end it. (A call started
+    alongside others is checked so in :meth:`ToolCalls._run`, without the two calls.)"""
+    if _cancels() > cancels:
+        raise asyncio.CancelledError
 
 
 def _decided(c: _Call) -> bool:
