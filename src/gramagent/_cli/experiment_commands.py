@@ -221,8 +221,7 @@ def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, js
     err_console.print(f"{summary.ran} runs done, {summary.skipped} already in "
                       f"{escape(summary.store)}")
     result = report(summary.store)
-    errors = sum(n for v in result.variants for stop, n in v.stops.items()
-                 if stop.startswith("error:"))
+    errors = sum(v.errors for v in result.variants)
     if errors:
         err_console.print(f"{errors} runs ended on an error; --retry-errors runs them again")
     _show(result, json=json, html=html)

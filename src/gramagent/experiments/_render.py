@@ -111,8 +111,7 @@ def _verdicts(report: Report) -> Text:
         text.append(f"  {c.variant} vs {report.baseline}, {c.metric}: ")
         text.append(c.verdict, style=_OUTCOME_STYLE.get(c.outcome, ""))
         text.append("\n")
-    errors = {v.name: sum(n for stop, n in v.stops.items() if stop.startswith("error:"))
-              for v in report.variants}
+    errors = {v.name: v.errors for v in report.variants}
     if any(errors.values()):
         counts = ", ".join(f"{name} {n}" for name, n in errors.items())
         text.append(f"  runs that ended on an error ({counts}) fail every evaluator and are "

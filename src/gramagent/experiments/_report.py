@@ -76,6 +76,11 @@ class VariantSummary:
     latencies: tuple[float, ...] = field(repr=False, default=())
     tokens: tuple[int, ...] = field(repr=False, default=())
 
+    @property
+    def errors(self) -> int:
+        """How many runs ended on an error (``error:...``: left out of latency and tokens)."""
+        return sum(n for stop, n in self.stops.items() if stop.startswith("error:"))
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Comparison:
