@@ -96,7 +96,9 @@ from typing import Any
 
 from gramagent._messages import UserMessage
 from gramagent._models.base import Model
-from gramagent._models.chat import ChatCompletionsModel, build_chat_body, parse_chat_reply
+from gramagent._models.chat import ChatCompletionsModel
+from gramagent._models.chat_reply import parse_chat_reply
+from gramagent._models.chat_request import build_chat_body
 from gramagent._models.http import HTTPClient
 from gramagent._models.jsoncalls import FINAL_ANSWER, SEVERAL_CALLS_HINT, continued_list_schema
 from gramagent._models.local import local_model

@@ -69,7 +69,7 @@ from gramagent._messages import (  # noqa: E402
     ToolResultMessage,
     UserMessage,
 )
-from gramagent._models.chat import chat_messages  # noqa: E402
+from gramagent._models.chat_request import chat_messages  # noqa: E402
 from gramagent._models.responses import responses_input  # noqa: E402
 from gramagent._runtime.library import Tool, ToolLibrary, tool  # noqa: E402
 from gramagent._spec.model import Agent, ModelRef  # noqa: E402

@@ -32,7 +32,7 @@ from _harness import INSTRUCTION  # noqa: E402
 from callgrind_rows import PEOPLE, _helper, callgrind  # noqa: E402
 
 from gramagent._messages import Conversation  # noqa: E402
-from gramagent._models.chat import parse_chat_reply  # noqa: E402
+from gramagent._models.chat_reply import parse_chat_reply  # noqa: E402
 from gramagent._runtime.budget import Budget  # noqa: E402
 from gramagent._runtime.library import BoundAgent, ToolLibrary  # noqa: E402
 from gramagent._runtime.limits import RunLimits  # noqa: E402

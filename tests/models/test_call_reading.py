@@ -14,7 +14,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gramagent._messages import ToolCall
-from gramagent._models import chat, responses
+from gramagent._models import chat_reply, responses
 
 _scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
                      st.text(max_size=8), st.sampled_from(["", "call_1", "sayHello", "{}"]))
@@ -65,8 +65,8 @@ def _fn(**fields: Any) -> dict[str, Any]:
 def test_chat_reader_reads_any_item_as_the_careful_reading_does(items: list[Any]) -> None:
     """Chat Completions ``tool_calls``: every item, usual or not, gives the call the
     field-by-field reading gives (or none for an item that is not an object)."""
-    read = chat._native_calls(items, {})
-    careful = [c for c in map(chat._odd_call, items) if c is not None]
+    read = chat_reply._native_calls(items, {})
+    careful = [c for c in map(chat_reply._odd_call, items) if c is not None]
     assert len(read) == len(careful)
     assert all(_same(a, b) for a, b in zip(read, careful, strict=True))
 
@@ -95,7 +95,7 @@ def test_the_usual_call_keeps_its_fields() -> None:
     """The short path's own result: the id, name and arguments as sent."""
     item = {"id": "call_7", "type": "function",
             "function": {"name": "sayHello", "arguments": '{"personName": "Ann"}'}}
-    (call,) = chat._native_calls([item], {})
+    (call,) = chat_reply._native_calls([item], {})
     assert (call.id, call.name, call.arguments) == ("call_7", "sayHello",
                                                     '{"personName": "Ann"}')
     (call,) = responses.parse_responses_reply({"output": [

@@ -12,13 +12,10 @@ from hypothesis import strategies as st
 
 from gramagent._messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from gramagent._models.base import ModelTurn, NamedToolChoice
-from gramagent._models.chat import (
-    ChatCompletionsModel,
-    assemble_chat_chunks,
-    parse_chat_reply,
-    render_chat_chunks,
-    render_chat_completion,
-)
+from gramagent._models.chat import ChatCompletionsModel
+from gramagent._models.chat_render import render_chat_chunks, render_chat_completion
+from gramagent._models.chat_reply import parse_chat_reply
+from gramagent._models.chat_stream import assemble_chat_chunks
 from gramagent._models.jsoncalls import SEVERAL_CALLS_HINT
 from gramagent.errors import ConfigurationError, ModelAPIError
 from gramagent.testing import call, calls, http_response, reply

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from gramagent._models.chat import assemble_chat_chunks, parse_chat_reply
+from gramagent._models.chat_reply import parse_chat_reply
+from gramagent._models.chat_stream import assemble_chat_chunks
 from gramagent._models.responses import parse_responses_reply
 
 

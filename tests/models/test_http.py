@@ -19,14 +19,11 @@ from hypothesis import strategies as st
 
 from gramagent._models.chat import ChatCompletionsModel
 from gramagent._models.harmony import HarmonyModel
-from gramagent._models.http import (
-    HTTPAdapter,
-    HTTPClient,
-    parse_retry_after,
-    parse_sse,
-    retry_delay,
-)
+from gramagent._models.http import HTTPClient
+from gramagent._models.http_adapter import HTTPAdapter
+from gramagent._models.http_retry import parse_retry_after, retry_delay
 from gramagent._models.responses import ResponsesModel
+from gramagent._models.sse import parse_sse
 from gramagent.errors import AuthenticationError, ConfigurationError, ModelAPIError
 from gramagent.testing import drop, error, http_response, reply
 

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from gramagent._messages import ToolCall, Usage
 from gramagent._models.base import ModelTurn, NamedToolChoice
-from gramagent._models.chat import ChatCompletionsModel, parse_chat_reply
+from gramagent._models.chat import ChatCompletionsModel
+from gramagent._models.chat_reply import parse_chat_reply
 from gramagent._models.hybrid import CALL_RATHER_THAN_SOLVE, read_free_reply
 from gramagent._models.jsoncalls import SEVERAL_CALLS_HINT, tool_step_schema
 from gramagent.testing import call, calls, http_response, reply

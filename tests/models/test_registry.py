@@ -161,7 +161,7 @@ def test_one_registration_reaches_resolve_model_the_cli_and_the_scripted_server(
 
     register_wire_format(WireFormat(
         name="chat-strict", adapter="gramagent._models.chat:ChatCompletionsModel",
-        endpoint="/chat/completions", renderer="gramagent._models.chat:render_reply",
+        endpoint="/chat/completions", renderer="gramagent._models.chat_render:render_reply",
         options={"strict": True}, summary="Chat Completions, strict tools"))
     assert "chat-strict" in registry.api_names()
     model = resolve_model("openai/m", api="chat-strict", api_key="k")

@@ -18,8 +18,8 @@ from gramagent._messages import (
     ToolResultMessage,
     UserMessage,
 )
-from gramagent._models import chat
-from gramagent._models.chat import chat_messages
+from gramagent._models import chat_request
+from gramagent._models.chat_request import chat_messages
 from gramagent._models.responses import responses_input
 
 _text = st.text(max_size=8)
@@ -140,13 +140,13 @@ def test_another_instruction_reuses_the_rendered_history() -> None:
     instructions = ("A", "B", "A", "", "B")
     fresh = [chat_messages(instruction, history) for instruction in instructions]
     rendered_messages: list[int] = []
-    real = chat._append_chat
+    real = chat_request._append_chat
 
     def counted(messages: Sequence[Message], out: list[Any]) -> None:
         rendered_messages.append(len(messages))
         real(messages, out)
 
-    with mock.patch.object(chat, "_append_chat", counted):
+    with mock.patch.object(chat_request, "_append_chat", counted):
         bodies = [chat_messages(instruction, conversation.messages,
                                 rendered=conversation.rendered) for instruction in instructions]
     assert bodies == fresh

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from gramagent._models.harmony import read_completion
-from gramagent._models.http import parse_sse
+from gramagent._models.sse import parse_sse
 from gramagent.testing import (
     ScriptCall,
     ScriptCalls,

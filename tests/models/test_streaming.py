@@ -13,13 +13,13 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from gramagent._models._wire import sse
 from gramagent._models.base import ModelRequest, ModelTurn, StreamingModel
-from gramagent._models.chat import ChatCompletionsModel, assemble_chat_chunks
+from gramagent._models.chat import ChatCompletionsModel
+from gramagent._models.chat_stream import assemble_chat_chunks
 from gramagent._models.harmony import HarmonyModel
-from gramagent._models.http import SSEDecoder, parse_sse
 from gramagent._models.jsoncalls import StepTextStream, read_tool_step
 from gramagent._models.responses import ResponsesModel
+from gramagent._models.sse import SSEDecoder, encode_sse, parse_sse
 from gramagent.errors import ModelAPIError
 from gramagent.testing import ScriptedServer, call, calls, completion, http_response, reply
 
@@ -343,8 +343,9 @@ async def test_a_hostile_reply_gives_a_turn_or_a_typed_error(make_request, event
     if how == "whole":
         answer = http_response(events[0])
     else:
-        answer = http_response(sse(events, named=api == "responses", done=api != "responses"),
-                               content_type="text/event-stream")
+        answer = http_response(
+            encode_sse(events, named=api == "responses", done=api != "responses"),
+            content_type="text/event-stream")
     with ScriptedServer([answer]) as srv:
         async with _HOSTILE_ADAPTERS[api](srv.base_url, how == "streamed") as model:
             try:

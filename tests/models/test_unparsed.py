@@ -16,10 +16,13 @@ from hypothesis import strategies as st
 from gramagent._messages import UserMessage
 from gramagent._models._wire import ReplyError
 from gramagent._models.base import ModelRequest
-from gramagent._models.chat import ChatCompletionsModel, build_chat_body, parse_chat_reply
+from gramagent._models.chat import ChatCompletionsModel
+from gramagent._models.chat_reply import parse_chat_reply
+from gramagent._models.chat_request import build_chat_body
 from gramagent._models.http import HTTPClient
 from gramagent._models.unparsed import (
     chat_reply_from_completion,
+    llama_retryable_answer,
     raw_completion_body,
     rejected_by_chat_parser,
 )
@@ -141,7 +144,8 @@ async def test_the_rejection_is_not_retried(serve: Any) -> None:
     """The same request would write the same output: one attempt, the server's message kept;
     another 500 is still retried."""
     srv = serve([error(500, REJECTED), error(500, "oops"), reply("fine")])
-    async with HTTPClient(srv.base_url, backoff_base=0.01) as http:
+    async with HTTPClient(srv.base_url, backoff_base=0.01,
+                          retryable_answer=llama_retryable_answer) as http:
         with pytest.raises(ModelAPIError, match="peg-native") as caught:
             await http.post_json("/chat/completions", {"model": "m", "messages": []})
         assert caught.value.status == 500
@@ -149,6 +153,16 @@ async def test_the_rejection_is_not_retried(serve: Any) -> None:
         data = await http.post_json("/chat/completions", {"model": "m", "messages": []})
     assert data["choices"][0]["message"]["content"] == "fine"
     assert len(srv.requests) == 3
+
+
+async def test_the_generic_client_retries_the_rejection_as_any_500(serve: Any) -> None:
+    """The rule is llama.cpp's, given by its adapter: a client without it knows nothing of
+    llama.cpp's parser and retries its 500 as any other."""
+    srv = serve([error(500, REJECTED), reply("fine")])
+    async with HTTPClient(srv.base_url, backoff_base=0.01) as http:
+        data = await http.post_json("/chat/completions", {"model": "m", "messages": []})
+    assert data["choices"][0]["message"]["content"] == "fine"
+    assert len(srv.requests) == 2
 
 
 async def test_the_adapter_recovers_through_the_two_endpoints(serve: Any) -> None:

@@ -24,7 +24,6 @@ __all__ = [
     "REMEMBERED_FROM",
     "render_history",
     "split_cut_off",
-    "sse",
     "tool_parameters",
     "MAX_REPORTED_TOKENS",
     "usage_from",
@@ -71,17 +70,6 @@ def error_reply(status: int, message: str) -> RenderedReply:
     kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
     body = {"error": {"message": message, "type": kind, "param": None, "code": status}}
     return RenderedReply(exact_json.dumps(body).encode(), status=status)
-
-
-def sse(events: Sequence[Any], *, named: bool = False, done: bool = True) -> bytes:
-    """Server-sent events: one ``data:`` line per event (after an ``event:`` line naming its
-    ``type`` when ``named``, as the Responses API sends), then ``data: [DONE]`` when
-    ``done`` (Chat Completions ends so; the Responses API does not)."""
-    parts = [(b"event: " + str(e.get("type")).encode() + b"\n" if named else b"")
-             + b"data: " + exact_json.dumps(e).encode() + b"\n\n" for e in events]
-    if done:
-        parts.append(b"data: [DONE]\n\n")
-    return b"".join(parts)
 
 
 def render_history(head: list[Any], messages: Sequence[Message], rendered: dict[str, Any] | None,

@@ -50,7 +50,6 @@ from gramagent._models._wire import (
     completion_choice,
     finish_chunk,
     new_call_id,
-    sse,
     usage_from,
 )
 from gramagent._models.base import (
@@ -71,7 +70,9 @@ from gramagent._models.harmony_parse import (
     parse_harmony,
 )
 from gramagent._models.harmony_render import Reasoning, render_history, render_prompt
-from gramagent._models.http import HTTPAdapter, HTTPClient, HTTPOptions
+from gramagent._models.http import HTTPClient, HTTPOptions
+from gramagent._models.http_adapter import HTTPAdapter
+from gramagent._models.sse import encode_sse
 from gramagent.errors import ConfigurationError
 
 __all__ = [
@@ -450,7 +451,7 @@ def render_reply(turn: ModelTurn, request: Mapping[str, Any], *, model: str, num
     options = request.get("stream_options")
     if usage and isinstance(options, dict) and options.get("include_usage") is True:
         events.append({**head, "choices": [], **usage})
-    return RenderedReply(sse(events), content_type="text/event-stream")
+    return RenderedReply(encode_sse(events), content_type="text/event-stream")
 
 
 def completion_text(turn: ModelTurn) -> str:

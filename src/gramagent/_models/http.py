@@ -2,57 +2,48 @@
 
 :class:`HTTPClient` owns one pooled :class:`aiohttp.ClientSession` (HTTP/1.1 keep-alive, created
 lazily on first use, sized for a hundred concurrent runs), encodes bodies with orjson, and
-retries what is worth retrying:
+retries what is worth retrying (:mod:`gramagent._models.http_retry`):
 
-- HTTP 408, 409, 429 and 5xx answers (not llama.cpp's chat parser refusing a finished
-  generation, :func:`~gramagent._models.unparsed.rejected_by_chat_parser`), waiting what
-  the server's ``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms`` header asks
-  for, else an exponential backoff with jitter;
-- dropped connections and other transport errors (connect, read, write, protocol, timeouts).
-
+- error answers its retry rule accepts (by default HTTP 408, 409, 429 and 5xx; an adapter may
+  give a rule of its own, ``retryable_answer``), waiting what the server's ``Retry-After``
+  (seconds or an HTTP date) or ``retry-after-ms`` header asks for, else an exponential backoff
+  with jitter;
+- dropped connections and other transport errors (connect, read, write, protocol, timeouts);
 - a 2xx answer whose body cannot be decoded (not JSON, empty, JSON that is not an object, a
   stream where JSON was asked, a body cut short): one rule for all, it is retried like a
   transport error, since a body cut short and a glitching server look alike.
 
-Every answer is bounded: its body may hold at most ``max_response_bytes`` (default 32 MiB), as
-received and again after gzip/deflate decompression, counted while reading (a decompression
-bomb stops at the limit); each attempt, the whole body read included, must end within
-``request_timeout`` (default 900 s), beside ``timeout`` for each wait for data. A body over the
-limit is not retried.
+Every answer is bounded (:mod:`gramagent._models.http_body`): its body may hold at most
+``max_response_bytes`` (default 32 MiB), as received and again after gzip/deflate
+decompression, counted while reading (a decompression bomb stops at the limit); each attempt,
+the whole body read included, must end within ``request_timeout`` (default 900 s), beside
+``timeout`` for each wait for data. A body over the limit is not retried.
 
 Every failure that survives the retries becomes a :class:`~gramagent.errors.ModelAPIError`
-built by :meth:`HTTPClient.error`, the one place such errors are made: it names the model, the
-URL, the HTTP status and the server's message, and carries an excerpt of the body. The API key
-travels only in the ``Authorization`` header of the pooled client; a server that echoes it back
-finds it masked in the error (message and body), in log records and in what the
+built by :meth:`HTTPClient.error` (:func:`~gramagent._models.http_errors.request_error`): it
+names the model, the URL, the HTTP status and the server's message, and carries an excerpt of
+the body. A 429 that survives is a ModelAPIError with ``status == 429``. The API key travels
+only in the ``Authorization`` header of the pooled client; a server that echoes it back finds
+it masked in the error (message and body), in log records and in what the
 :data:`ExchangeHook` sees. The key is never sent over plain ``http`` to a host that is not this
 machine unless the caller allows it (``allow_insecure_http``, or the environment variable
 ``GRAMAGENT_ALLOW_INSECURE_HTTP=1``).
 
-Why aiohttp: the client's CPU per request is most of an agent loop's own cost, and aiohttp
-(C-accelerated HTTP parsing, a connection pool that hands out an idle connection without
-scanning the others) spends several times less per request than httpx, whose pool checks
-every pooled connection on each request (``bench/RESULTS.md``, "Loop overhead"). Proxies named
-by the environment (``HTTP(S)_PROXY``, ``NO_PROXY``) are honoured, looked up once per pool.
+aiohttp, not httpx: docs/performance.md ("Models and HTTP") has the measurement. Proxies
+named by the environment (``HTTP(S)_PROXY``, ``NO_PROXY``) are honoured, looked up once per
+pool.
 """
-
 from __future__ import annotations
 
 import asyncio
-import codecs
-import email.utils
 import logging
 import os
-import random
-import re
 import time
 import urllib.parse
 import urllib.request
-import zlib
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
-from datetime import UTC, datetime
 from functools import partial
-from typing import Any, Final, Protocol, Self, TypedDict, TypeVar, Unpack
+from typing import Any, Final, Protocol, TypedDict, TypeVar
 
 import aiohttp
 import orjson
@@ -61,31 +52,38 @@ from gramagent import _json as exact_json
 from gramagent._limit_values import limit_problem, refuse_problems
 from gramagent._logs import MODEL_LOGGER, Redactor, log_model_attempt
 from gramagent._models._wire import ReplyError
+from gramagent._models.http_body import (
+    CUT_SHORT,
+    BodyTooLarge,
+    UnreadableBody,
+    body_text,
+    decode_json,
+    decode_sse,
+    keep_open,
+    one_payload,
+    read_body,
+    sse_payloads,
+)
+from gramagent._models.http_errors import (
+    error_detail,
+    error_detail_bytes,
+    request_error,
+    transport_detail,
+)
+from gramagent._models.http_retry import RetryRule, parse_retry_after, retry_delay, retryable_answer
 from gramagent._models.registry import is_loopback
-from gramagent._models.unparsed import rejected_by_chat_parser
-from gramagent.errors import AuthenticationError, ConfigurationError, ModelAPIError
+from gramagent._models.sse import SSEDecoder
+from gramagent.errors import ConfigurationError, ModelAPIError
 
 __all__ = [
-    "AUTH_STATUSES",
-    "RETRY_STATUSES",
+    "ALLOW_INSECURE_ENV",
+    "MAX_RESPONSE_BYTES",
+    "REQUEST_TIMEOUT",
     "ExchangeHook",
-    "HTTPAdapter",
     "HTTPClient",
     "HTTPOptions",
-    "SSEDecoder",
     "body_model",
-    "parse_retry_after",
-    "parse_sse",
-    "retry_delay",
 ]
-
-RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
-"""HTTP statuses answered by a retry (any other 5xx is retried too)."""
-AUTH_STATUSES = frozenset({401, 403})
-"""HTTP statuses that mean the API key was refused: an AuthenticationError, not retried."""
-
-EXCERPT_CHARS = 500
-"""How much of an error body a ModelAPIError keeps."""
 
 MAX_RESPONSE_BYTES: Final = 32 * 1024 * 1024
 """Default body limit of one answer, as received and decompressed (32 MiB)."""
@@ -148,145 +146,10 @@ class HTTPOptions(TypedDict, total=False):
     """Send the API key over plain http to a host that is not this machine (default False)."""
     sleep: Callable[[float], Awaitable[None]]
     """The coroutine used to wait between attempts (default :func:`asyncio.sleep`)."""
-
-
-def retry_delay(
-    attempt: int,
-    retry_after: float | None,
-    *,
-    base: float = 0.5,
-    rand: Callable[[], float] = random.random,
-) -> float:
-    """Seconds to wait before retry number ``attempt + 1`` (``attempt`` counts from 0).
-
-    A server hint (``Retry-After``) wins; otherwise ``base * 2**attempt`` with "equal jitter":
-    half of it fixed, the other half random, so that many clients backing off together spread
-    out.
-    """
-    if retry_after is not None:
-        return max(0.0, retry_after)
-    step = base * 2.0**attempt
-    return step / 2 + rand() * step / 2
-
-
-def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
-    """The wait a server asks for, in seconds, or None when it asks for none.
-
-    Reads ``retry-after-ms`` (milliseconds, sent by OpenAI) and ``Retry-After`` (delta-seconds
-    or an HTTP date, RFC 9110 section 10.2.3). Unreadable values are ignored.
-    """
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
-
-
-def parse_sse(text: str) -> list[str]:
-    """The ``data`` payloads of a Server-Sent Events stream, in order, up to ``[DONE]``.
-
-    Multi-line ``data`` fields are joined with newlines (the SSE rule); comments, ``event``,
-    ``id`` and ``retry`` fields are skipped.
-    """
-    decoder = SSEDecoder()
-    payloads = decoder.feed(text)
-    payloads.extend(decoder.close())
-    return payloads
-
-
-_SSE_LINE_END = re.compile(r"\r\n|\r|\n")
-
-
-class SSEDecoder:
-    """An incremental Server-Sent Events decoder: feed text as it arrives, get whole payloads.
-
-    Text may be split anywhere (inside a line or a ``\\r\\n`` pair). A payload is released at
-    the blank line ending its event; ``data: [DONE]`` ends the stream (:attr:`done`; later text
-    is ignored). :meth:`close` releases an event the stream ended without a blank line.
-
-    Each piece is scanned once, whatever its size and however a long line is split: the
-    unfinished line is kept as its pieces, joined when it ends (a line rescanned and copied
-    with every piece cost time in the square of its length: a hostile server's 8 MB line in
-    1 KB pieces held the event loop's thread for minutes).
-    """
-
-    __slots__ = ("_after_cr", "_data", "_pending", "done")
-
-    def __init__(self) -> None:
-        self._pending: list[str] = []
-        """The pieces of the line not ended yet."""
-        self._after_cr = False
-        """Whether the last piece ended with a CR that ended a line: a LF next is its CRLF's."""
-        self._data: list[str] = []
-        self.done = False
-        """Whether ``[DONE]`` was seen."""
-
-    def feed(self, text: str) -> list[str]:
-        """Take a piece of the stream; return the payloads it completed, in order."""
-        if self.done or not text:
-            return []
-        out: list[str] = []
-        start = 0
-        if self._after_cr:
-            self._after_cr = False
-            if text[0] == "\n":
-                start = 1
-        # Only CR, LF and CRLF end lines (not the other line breaks str.splitlines knows).
-        for match in _SSE_LINE_END.finditer(text, start):
-            piece = text[start:match.start()]
-            if self._pending:
-                self._pending.append(piece)
-                piece = "".join(self._pending)
-                self._pending = []
-            self._line(piece, out)
-            start = match.end()
-            if self.done:
-                return out
-        if start < len(text):
-            self._pending.append(text[start:])
-        elif text[-1] == "\r":
-            self._after_cr = True  # half of a CRLF, perhaps: a LF at the next piece's start
-        return out
-
-    def close(self) -> list[str]:
-        """The end of the stream: release what is still pending."""
-        out: list[str] = []
-        if not self.done:
-            if self._pending:
-                self._line("".join(self._pending), out)
-                self._pending = []
-            if not self.done:
-                self._line("", out)
-        return out
-
-    def _line(self, line: str, out: list[str]) -> None:
-        if not line:
-            if self._data:
-                payload = "\n".join(self._data)
-                self._data = []
-                if payload == "[DONE]":
-                    self.done = True
-                else:
-                    out.append(payload)
-        elif line.startswith("data:"):
-            value = line[5:]
-            self._data.append(value[1:] if value.startswith(" ") else value)
+    retryable_answer: RetryRule
+    """Whether an error answer is worth another attempt, given its status and the server's
+    message (default :func:`~gramagent._models.http_retry.retryable_answer`: 408, 409, 429
+    and 5xx)."""
 
 
 _WHOLE_OPTIONS: Final = frozenset({"max_connections", "max_response_bytes"})
@@ -334,6 +197,7 @@ class HTTPClient:
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         allow_insecure_http: bool = False,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        retryable_answer: RetryRule = retryable_answer,
     ) -> None:
         _check_options(max_retries=max_retries, timeout=timeout, connect_timeout=connect_timeout,
                        request_timeout=request_timeout, backoff_base=backoff_base,
@@ -349,6 +213,7 @@ class HTTPClient:
         self._max_backoff = max_backoff
         self._max_total_backoff = max_total_backoff
         self._sleep = sleep
+        self._retryable_answer = retryable_answer
         self._headers = {
             "User-Agent": _USER_AGENT,
             "Content-Type": "application/json",
@@ -390,7 +255,7 @@ class HTTPClient:
                 answer over the size limit. A 2xx answer that is not a JSON object counts as a
                 failed attempt and is retried.
         """
-        return self._post(path, body, _decode_json, _as_is)
+        return self._post(path, body, decode_json, _as_is)
 
     def post_read(self, path: str, body: Mapping[str, Any],
                   read: Callable[[dict[str, Any]], _T]) -> Coroutine[Any, Any, _T]:
@@ -405,7 +270,7 @@ class HTTPClient:
                 else ``read`` raises passes through. The exchange hook sees the decoded
                 object, as with :meth:`post_json`.
         """
-        return self._post(path, body, _decode_json, read)
+        return self._post(path, body, decode_json, read)
 
     async def post_sse(self, path: str, body: Mapping[str, Any], *,
                        ends: Callable[[Mapping[str, Any]], bool] | None = None
@@ -421,12 +286,12 @@ class HTTPClient:
         (its connection's end is a legal end of its body): a failed attempt, like a JSON body
         cut short.
         """
-        decode = _decode_sse if ends is None else partial(_decode_sse, ends=ends)
+        decode = decode_sse if ends is None else partial(decode_sse, ends=ends)
         events = await self._post(path, body, decode, _as_is, headers=_STREAM_HEADERS, sse=True)
         for event in events:
             if isinstance(event.get("error"), dict):
                 raise self.error(
-                    f"the stream reported an error: {_error_detail(event) or 'no message'}",
+                    f"the stream reported an error: {error_detail(event) or 'no message'}",
                     url=self.base_url + path, status=200, body=orjson.dumps(event),
                     model=body_model(body),
                 )
@@ -447,7 +312,7 @@ class HTTPClient:
         stream (it may generate for long); the wait for each piece is bounded by ``timeout``.
         With ``ends``, as for :meth:`post_sse`: a stream cut short is a ModelAPIError.
         """
-        reply = await self._post(path, body, _keep_open, _as_is, headers=_STREAM_HEADERS,
+        reply = await self._post(path, body, keep_open, _as_is, headers=_STREAM_HEADERS,
                                  keep_open=True)
         url, status, model = self.base_url + path, reply.status, body_model(body)
         events: list[dict[str, Any]] = []
@@ -456,10 +321,10 @@ class HTTPClient:
         ended = ends is None  # whether the answer said it was over
         try:
             if reply.headers.get("content-type", "").startswith("application/json"):
-                payloads: Any = _one_payload(reply, self._max_response_bytes)
+                payloads: Any = one_payload(reply, self._max_response_bytes)
                 ended = True  # a whole JSON answer
             else:
-                payloads = _sse_payloads(reply, self._max_response_bytes, decoder)
+                payloads = sse_payloads(reply, self._max_response_bytes, decoder)
             async for payload in payloads:
                 try:
                     event = orjson.loads(payload)
@@ -472,20 +337,20 @@ class HTTPClient:
                 events.append(event)
                 if isinstance(event.get("error"), dict):
                     raise self.error(
-                        f"the stream reported an error: {_error_detail(event) or 'no message'}",
+                        f"the stream reported an error: {error_detail(event) or 'no message'}",
                         url=url, status=status, body=orjson.dumps(event), model=model)
                 if not ended and ends is not None:
                     ended = ends(event)
                 yield event
             if not (ended or decoder.done):
-                raise self.error(f"the stream broke off: {_CUT_SHORT}", url=url,
+                raise self.error(f"the stream broke off: {CUT_SHORT}", url=url,
                                  status=status, model=model)
             finished = True
         except (aiohttp.ClientError, TimeoutError) as exc:
-            detail = _transport_detail(exc, self._request_timeout)
+            detail = transport_detail(exc, self._request_timeout)
             raise self.error(f"the stream broke off: {detail}", url=url, status=status,
                              model=model) from exc
-        except _TooLarge as exc:
+        except BodyTooLarge as exc:
             raise self.error(str(exc), url=url, status=status, model=model) from None
         finally:
             if finished:
@@ -505,29 +370,15 @@ class HTTPClient:
         model: str | None = None,
         attempts: int | None = None,
     ) -> ModelAPIError:
-        """Build the :class:`~gramagent.errors.ModelAPIError` for a failed request.
+        """Build the :class:`~gramagent.errors.ModelAPIError` for a failed request, this
+        client's API key masked in it.
 
         This is the one place such errors are made, for transport failures, HTTP errors and
         replies an adapter cannot read alike. ``body`` is cut to an excerpt of about 500
         characters.
         """
-        where = f" ({url})" if url else ""
-        tries = f" after {attempts} attempts" if attempts and attempts > 1 else ""
-        who = f"model {model!r}" if model else "the model server"
-        excerpt = _excerpt(body)
-        if status in AUTH_STATUSES:
-            return AuthenticationError(
-                self._mask(f"request to {who} failed: {message}{where}; the server refused the "
-                           "API key: check --api-key / OPENAI_API_KEY (or api_key=)"),
-                status=status, body=None if excerpt is None else self._mask(excerpt),
-                model=model,
-            )
-        return ModelAPIError(
-            self._mask(f"request to {who} failed{tries}: {message}{where}"),
-            status=status,
-            body=None if excerpt is None else self._mask(excerpt),
-            model=model,
-        )
+        return request_error(message, mask=self._mask, url=url, status=status, body=body,
+                             model=model, attempts=attempts)
 
     async def aclose(self) -> None:
         """Close the pooled connections; the next request opens a new pool.
@@ -565,7 +416,7 @@ class HTTPClient:
                 limit=self._max_connections, limit_per_host=0, keepalive_timeout=30.0
             ),
             cookie_jar=aiohttp.DummyCookieJar(),  # model APIs set no cookies worth keeping
-            auto_decompress=False,  # done by _read_body, within the size limit
+            auto_decompress=False,  # done by read_body, within the size limit
         )
         closer = _close_at_shutdown(client)
         await closer.__anext__()  # runs to its yield: no suspension, no interleaving
@@ -581,11 +432,11 @@ class HTTPClient:
         """Send with retries; return the decoded body of a 2xx answer, read: ``read(decoded)``
         (a :class:`~gramagent._models._wire.ReplyError` it raises is a ModelAPIError, not
         retried). ``headers`` are added to
-        the pool's (which ask for JSON); ``decode(body, reply)`` raises :class:`_Unreadable`
+        the pool's (which ask for JSON); ``decode(body, reply)`` raises :class:`UnreadableBody`
         for a body it cannot use (an attempt that failed, like a dropped connection). With
         ``keep_open`` a 2xx answer is not read: ``decode`` gets it open (an empty body), the
         caller reads and releases it. With ``sse`` the body is an event stream, read to its
-        ``[DONE]`` (see :func:`_read_body`).
+        ``[DONE]`` (see :func:`read_body`).
 
         The usual attempt (one answer, its body whole with its headers) runs straight through
         the loop's first pass: what a failure needs (its status, body, hint and cause) is
@@ -625,11 +476,11 @@ class HTTPClient:
                         data = stream.read_nowait(-1)
                         if not (stream.at_eof() and len(data) <= limit
                                 and "Content-Encoding" not in reply.headers):
-                            data = await _read_body(reply, data, limit,
+                            data = await read_body(reply, data, limit,
                                                     started + self._request_timeout, sse=sse)
                     finally:
                         reply.release()
-            except (aiohttp.ClientError, TimeoutError, _TooLarge) as exc:
+            except (aiohttp.ClientError, TimeoutError, BodyTooLarge) as exc:
                 status, failure, retryable, cause = self._broken(body, attempt, started, exc)
                 failed_body = hint = None
             else:
@@ -637,12 +488,12 @@ class HTTPClient:
                 if 200 <= code < 300:
                     try:
                         decoded = decode(data, reply)
-                    except _Unreadable as exc:
+                    except UnreadableBody as exc:
                         failure = (f"the server answered HTTP {status} with a body that cannot "
                                    f"be read: {exc}")
                         failed_body, retryable, cause, hint = data, True, None, None
                         self._log_attempt(body, attempt, started, status=status, error=failure)
-                        self._notify(body, self._mask(_text(data)), status)
+                        self._notify(body, self._mask(body_text(data)), status)
                     else:
                         if _model_log.isEnabledFor(logging.INFO):
                             self._log_attempt(body, attempt, started, status=status)
@@ -685,11 +536,11 @@ class HTTPClient:
         """An attempt without a usable answer (a transport failure, or a body over the size
         limit), logged and reported: its status (None without an answer), what failed,
         whether to retry (not a body over the limit), and the cause to chain."""
-        if isinstance(exc, _TooLarge):
+        if isinstance(exc, BodyTooLarge):
             self._log_attempt(body, attempt, started, status=exc.status, error=str(exc))
             self._notify(body, str(exc), exc.status)
             return exc.status, str(exc), False, None
-        detail = _transport_detail(exc, self._request_timeout)
+        detail = transport_detail(exc, self._request_timeout)
         self._log_attempt(body, attempt, started, error=detail)
         self._notify(body, detail, None)
         return None, f"could not get an answer: {detail}", True, exc
@@ -699,14 +550,11 @@ class HTTPClient:
         """An answer with an error status, logged and reported: what failed, whether to retry,
         and the wait the server asks for."""
         status = reply.status
-        detail = _error_detail_bytes(data)
+        detail = error_detail_bytes(data)
         failure = f"HTTP {status}" + (f": {detail}" if detail else "")
         self._log_attempt(body, attempt, started, status=status, error=failure)
-        self._notify(body, self._mask(_text(data)), status)
-        # llama.cpp's chat parser refusing a finished generation is not retried: the same
-        # request writes the same output at temperature 0 (see gramagent._models.unparsed).
-        retryable = ((status in RETRY_STATUSES or status >= 500)
-                     and not rejected_by_chat_parser(detail))
+        self._notify(body, self._mask(body_text(data)), status)
+        retryable = self._retryable_answer(status, detail)
         return failure, retryable, parse_retry_after(reply.headers) if retryable else None
 
     def _mask(self, text: str) -> str:
@@ -727,60 +575,6 @@ class HTTPClient:
             hook(request, response, status)
 
 
-class HTTPAdapter:
-    """What the HTTP adapters (chat, responses, harmony) share: the client, closing, errors.
-
-    A subclass adds its ``request`` method; it owns an :class:`HTTPClient` made from
-    ``base_url``, ``api_key`` and the transport ``options``, or uses the one passed as
-    ``http`` (sharing its pool; transport options then belong to that client).
-
-    Raises:
-        ConfigurationError: ``http`` given together with transport options.
-    """
-
-    http: HTTPClient
-    """The client every request of this adapter goes through."""
-    provider = "openai"
-    """What the spans name as ``gen_ai.provider.name``: any OpenAI-compatible server."""
-    model_name: str | None = None
-    """The model this adapter was made for (:func:`~gramagent._models.registry.resolve_model`
-    sets it from the model reference); a run given this adapter sends it as the model name.
-    None: the agent's model name."""
-
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str | None,
-        *,
-        api: str,
-        http: HTTPClient | None = None,
-        **options: Unpack[HTTPOptions],
-    ) -> None:
-        if http is not None and options:
-            raise ConfigurationError(
-                "pass transport options to the shared HTTPClient, not with http="
-            )
-        self.http = http or HTTPClient(base_url, api_key, api=api, **options)
-
-    def reply_error(
-        self, path: str, problem: Exception, *, body: bytes | Mapping[str, Any], model: str
-    ) -> ModelAPIError:
-        """The error for a successful answer at ``path`` that the adapter cannot read."""
-        return self.http.error(
-            str(problem), url=self.http.base_url + path, status=200, body=body, model=model
-        )
-
-    async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self.http.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-
 def _as_is(value: _V) -> _V:
     """The ``read`` of a decoded body used as it is."""
     return value
@@ -791,42 +585,6 @@ def body_model(body: Mapping[str, Any]) -> str | None:
     model = body.get("model")
     return model if isinstance(model, str) else None
 
-
-def _keep_open(data: bytes, reply: aiohttp.ClientResponse) -> aiohttp.ClientResponse:
-    """The ``decode`` of a stream: the answer as it is, still open (its body unread)."""
-    return reply
-
-
-async def _sse_payloads(reply: aiohttp.ClientResponse, limit: int, decoder: SSEDecoder
-                        ) -> AsyncGenerator[str, None]:
-    """The SSE payloads of ``reply``'s body as its bytes arrive (decompressed, UTF-8 split
-    anywhere), within ``limit`` bytes, through ``decoder`` (whose ``done`` then says whether
-    the stream ended with ``[DONE]``)."""
-    body = _body_for(reply, limit)
-    text = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    stream = reply.content
-    while not stream.at_eof():
-        chunk = await stream.readany()
-        if not chunk:
-            continue
-        body.feed(chunk)
-        data, body.parts = b"".join(body.parts), []
-        for payload in decoder.feed(text.decode(data)):
-            yield payload
-        if decoder.done:
-            return
-    for payload in decoder.feed(text.decode(body.finish(), final=True)) + decoder.close():
-        yield payload
-
-
-async def _one_payload(reply: aiohttp.ClientResponse, limit: int
-                       ) -> AsyncGenerator[str, None]:
-    """A plain JSON answer to a streamed request, as a stream of one payload."""
-    body = _body_for(reply, limit)
-    stream = reply.content
-    while not stream.at_eof():
-        body.feed(await stream.readany())
-    yield _text(body.finish())
 
 
 _STREAM_HEADERS = {"Accept": "text/event-stream"}
@@ -849,48 +607,6 @@ async def _close_at_shutdown(client: aiohttp.ClientSession) -> AsyncGenerator[No
         await client.close()
 
 
-def _text(content: bytes) -> str:
-    return content.decode("utf-8", errors="replace")
-
-
-def _excerpt(body: bytes | str | Mapping[str, Any] | None) -> str | None:
-    if body is None:
-        return None
-    if isinstance(body, bytes):
-        text = _text(body[: EXCERPT_CHARS * 4])
-    elif isinstance(body, str):
-        text = body
-    else:
-        text = _text(orjson.dumps(body))
-    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "…"
-
-
-def _error_detail(data: Any) -> str | None:
-    """The human message of an OpenAI-style error body (``{"error": {"message": ...}}``)."""
-    if isinstance(data, dict):
-        err = data.get("error")
-        if isinstance(err, dict):
-            message = err.get("message")
-            if isinstance(message, str) and message:
-                return message
-        elif isinstance(err, str) and err:
-            return err
-        message = data.get("message") or data.get("detail")
-        if isinstance(message, str) and message:
-            return message
-    return None
-
-
-def _error_detail_bytes(content: bytes) -> str:
-    try:
-        detail = _error_detail(orjson.loads(content))
-    except orjson.JSONDecodeError:
-        detail = None
-    if detail is None:
-        detail = _text(content[:400]).strip()
-    return detail if len(detail) <= 300 else detail[:300] + "…"
-
-
 def _check_key_transport(base_url: str, allowed: bool) -> None:
     """Refuse to send an API key in clear text over the network, unless allowed."""
     if urllib.parse.urlsplit(base_url).scheme != "http" or is_loopback(base_url):
@@ -902,167 +618,3 @@ def _check_key_transport(base_url: str, allowed: bool) -> None:
         f"read it. Use https, or allow it explicitly (allow_insecure_http=True, or "
         f"{ALLOW_INSECURE_ENV}=1)"
     )
-
-
-class _Unreadable(Exception):
-    """A 2xx body that cannot be decoded: the attempt failed (and may be retried)."""
-
-
-class _TooLarge(Exception):
-    """An answer whose body passes the size limit (never retried)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        self.status = status
-        super().__init__(message)
-
-
-_GZIP_WBITS = 16 + zlib.MAX_WBITS
-_ZLIB_WBITS = zlib.MAX_WBITS
-_RAW_DEFLATE_WBITS = -zlib.MAX_WBITS
-
-
-async def _read_body(reply: aiohttp.ClientResponse, chunk: bytes, limit: int, deadline: float,
-                     *, sse: bool = False) -> bytes:
-    """The body of ``reply`` (``chunk``: what was read of it already), decompressed, or
-    :class:`_TooLarge` as soon as it passes ``limit`` bytes as received or as decompressed (a
-    gzip bomb stops there). Past ``deadline`` (``time.perf_counter``), checked as each piece
-    arrives, a TimeoutError: a server that trickles its answer is cut off without a timer per
-    request. With ``sse``, an event stream's body ends at ``data: [DONE]`` as a live reading
-    of it does (what a server sends after it, or holding the connection open, is not
-    waited for)."""
-    stream = reply.content
-    body = _body_for(reply, limit)
-    events = SSEDecoder() if sse else None
-    text = codecs.getincrementaldecoder("utf-8")(errors="replace") if sse else None
-    read = 0  # the body's parts the decoder has seen
-    while True:
-        if chunk:
-            body.feed(chunk)
-            if events is not None and text is not None:
-                for part in body.parts[read:]:
-                    events.feed(text.decode(part))
-                read = len(body.parts)
-                if events.done:
-                    return body.finish()
-        if stream.at_eof():
-            return body.finish()
-        if time.perf_counter() > deadline:
-            raise TimeoutError
-        chunk = await stream.readany()
-
-
-def _body_for(reply: aiohttp.ClientResponse, limit: int) -> _Body:
-    """The reader of ``reply``'s body, or :class:`_TooLarge` when its ``Content-Length`` is
-    over ``limit`` or it uses an encoding that was not asked for."""
-    status = reply.status
-    length = reply.content_length
-    if length is not None and length > limit:
-        raise _TooLarge(status, f"the answer's body is {length} bytes (Content-Length), over "
-                                f"the limit of {limit} bytes (max_response_bytes)")
-    encoding = reply.headers.get("Content-Encoding", "").strip().lower()
-    identity = not encoding or encoding == "identity"
-    if not identity and encoding not in ("gzip", "x-gzip", "deflate"):
-        raise _TooLarge(status, f"the answer uses Content-Encoding {encoding[:40]!r}, which "
-                                "was not asked for (gzip and deflate were)")
-    return _Body(status, limit, None if identity else encoding)
-
-
-class _Body:
-    """A body read piece by piece within the size limit, inflated on the way if compressed."""
-
-    __slots__ = ("_inflate", "encoding", "limit", "parts", "received", "size", "status")
-
-    def __init__(self, status: int, limit: int, encoding: str | None) -> None:
-        self.status, self.limit, self.encoding = status, limit, encoding
-        self.parts: list[bytes] = []
-        self.received = self.size = 0
-        self._inflate: Any = None
-
-    def feed(self, chunk: bytes) -> None:
-        self.received += len(chunk)
-        if self.received > self.limit:
-            raise _TooLarge(self.status, f"the answer's body passed the limit of {self.limit} "
-                                         "bytes (max_response_bytes)")
-        if self.encoding is None:
-            self.parts.append(chunk)
-            return
-        if self._inflate is None:
-            self._inflate = zlib.decompressobj(_GZIP_WBITS if "gzip" in self.encoding
-                                               else _deflate_wbits(chunk))
-        try:
-            data = chunk
-            while data:
-                self._keep(self._inflate.decompress(data, self.limit - self.size + 1))
-                data = self._inflate.unconsumed_tail
-        except zlib.error as exc:
-            raise aiohttp.ClientPayloadError(
-                f"the {self.encoding} body is corrupt ({exc})") from exc
-
-    def finish(self) -> bytes:
-        if self._inflate is not None:
-            self._keep(self._inflate.flush())
-        return b"".join(self.parts)
-
-    def _keep(self, out: bytes) -> None:
-        self.size += len(out)
-        if self.size > self.limit:
-            raise _TooLarge(self.status, f"the answer's body inflates past the limit of "
-                                         f"{self.limit} bytes (max_response_bytes)")
-        self.parts.append(out)
-
-
-def _deflate_wbits(first: bytes) -> int:
-    """``deflate`` is zlib-wrapped by the RFC, raw by some servers: tell them apart."""
-    if len(first) >= 2 and first[0] & 0x0F == 8 and (first[0] << 8 | first[1]) % 31 == 0:
-        return _ZLIB_WBITS
-    return _RAW_DEFLATE_WBITS
-
-
-def _transport_detail(exc: BaseException, request_timeout: float) -> str:
-    if not isinstance(exc, aiohttp.ClientError) and isinstance(exc, TimeoutError):
-        return (f"no complete answer within {request_timeout:g} s (request_timeout); the "
-                "server was too slow")
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-
-def _decode_json(content: bytes, reply: aiohttp.ClientResponse) -> dict[str, Any]:
-    try:
-        data = orjson.loads(content)
-    except orjson.JSONDecodeError as exc:
-        if not content.strip():
-            raise _Unreadable("the body is empty") from None
-        raise _Unreadable(f"it is not JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise _Unreadable(f"it is JSON {_kind(data)}, expected an object")
-    return data
-
-
-_CUT_SHORT: Final = ("it ended before the answer did (no [DONE], no event saying the answer "
-                     "was over)")
-
-
-def _decode_sse(content: bytes, reply: aiohttp.ClientResponse,
-                ends: Callable[[Mapping[str, Any]], bool] | None = None
-                ) -> list[dict[str, Any]]:
-    text = _text(content)
-    content_type = reply.headers.get("content-type", "")
-    whole = content_type.startswith("application/json")
-    decoder = SSEDecoder()
-    payloads = [text] if whole else [*decoder.feed(text), *decoder.close()]
-    events: list[dict[str, Any]] = []
-    for payload in payloads:
-        try:
-            event = orjson.loads(payload)
-        except orjson.JSONDecodeError as exc:
-            raise _Unreadable(f"the stream carried an event that is not JSON ({exc})") from None
-        if isinstance(event, dict):
-            events.append(event)
-    if not events:
-        raise _Unreadable("the stream carried no JSON event")
-    if ends is not None and not (whole or decoder.done or any(ends(e) for e in events)):
-        raise _Unreadable(f"the stream was cut short: {_CUT_SHORT}")
-    return events
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__

@@ -70,7 +70,7 @@ class WireFormat:
     """The path below the API root the adapter posts to, e.g. ``/chat/completions``."""
     renderer: str
     """``module:function`` rendering a :class:`~gramagent._models.base.ModelTurn` as the reply
-    to a request of this endpoint (see ``gramagent._models.chat.render_reply``)."""
+    to a request of this endpoint (see ``gramagent._models.chat_render.render_reply``)."""
     summary: str
     """One line for help texts."""
     options: Mapping[str, Any] = field(default_factory=dict)
@@ -126,7 +126,7 @@ def load_object(path: str) -> Any:
     return getattr(importlib.import_module(module), attribute)
 
 
-_CHAT_RENDERER = "gramagent._models.chat:render_reply"
+_CHAT_RENDERER = "gramagent._models.chat_render:render_reply"
 for _wire in (
     WireFormat(name="chat", adapter="gramagent._models.chat:ChatCompletionsModel",
                endpoint="/chat/completions", renderer=_CHAT_RENDERER,

@@ -45,7 +45,6 @@ from gramagent._models._wire import (
     new_call_id,
     render_history,
     split_cut_off,
-    sse,
     tool_parameters,
     usage_from,
 )
@@ -57,7 +56,9 @@ from gramagent._models.base import (
     ToolChoice,
     new_turn,
 )
-from gramagent._models.http import HTTPAdapter, HTTPClient, HTTPOptions
+from gramagent._models.http import HTTPClient, HTTPOptions
+from gramagent._models.http_adapter import HTTPAdapter
+from gramagent._models.sse import encode_sse
 from gramagent._spec.definition import ToolDefinition
 
 __all__ = [
@@ -412,7 +413,7 @@ def render_reply(turn: ModelTurn, request: Mapping[str, Any], *, model: str, num
     response = render_response(turn, model=model, response_id=f"resp_{number}", request=request)
     if request.get("stream") is True:
         events = render_response_events(response)
-        return RenderedReply(sse(events, named=True, done=False),
+        return RenderedReply(encode_sse(events, named=True, done=False),
                              content_type="text/event-stream")
     return RenderedReply(exact_json.dumps(response).encode())
 

@@ -17,8 +17,13 @@ settings, and the step's schema as ``json_schema`` (which llama.cpp compiles wit
 whose strings are JSON strings: the output is JSON). The reply's text then goes through the
 adapter's usual reading, as the ``content`` of a Chat Completions reply.
 
-This module holds the pure parts: recognising the error and building the two bodies and the
-reply; :class:`~gramagent._models.chat.ChatCompletionsModel` sends them.
+This module is what talking to llama.cpp's server needs beyond Chat Completions: recognising
+the error (:func:`rejected_by_chat_parser`), the retry rule that does not repeat it
+(:func:`llama_retryable_answer`, given to the HTTP client of an adapter on llama.cpp: the
+generic client knows nothing of llama.cpp), the two bodies and the reply (pure), and
+:class:`RawCompletion`, which sends them;
+:class:`~gramagent._models.chat.ChatCompletionsModel` uses it when given
+``llama_server_root`` (the embedded model gives it).
 """
 
 from __future__ import annotations
@@ -27,12 +32,17 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gramagent._models._wire import completion_choice
+from gramagent._models._wire import ReplyError, completion_choice
+from gramagent._models.http import HTTPClient, body_model
+from gramagent._models.http_retry import retryable_answer
+from gramagent.errors import ModelAPIError
 
 __all__ = [
     "APPLY_TEMPLATE_PATH",
     "COMPLETIONS_PATH",
+    "RawCompletion",
     "chat_reply_from_completion",
+    "llama_retryable_answer",
     "raw_completion_body",
     "rejected_by_chat_parser",
 ]
@@ -57,10 +67,17 @@ def rejected_by_chat_parser(message: str) -> bool:
     """Whether an error message is llama.cpp's chat parser refusing a finished generation
     ("The model produced output that does not match the expected peg-native format").
 
-    The same request at temperature 0 writes the same output, so the HTTP client does not
-    retry it.
+    The same request at temperature 0 writes the same output, so it is not retried
+    (:func:`llama_retryable_answer`).
     """
     return _REJECTED.search(message) is not None
+
+
+def llama_retryable_answer(status: int, message: str) -> bool:
+    """The retry rule of an adapter on llama.cpp's server: the default rule
+    (:func:`~gramagent._models.http_retry.retryable_answer`), except for the chat parser
+    refusing a finished generation (:func:`rejected_by_chat_parser`)."""
+    return retryable_answer(status, message) and not rejected_by_chat_parser(message)
 
 
 def raw_completion_body(chat_body: Mapping[str, Any], prompt: str) -> dict[str, Any]:
@@ -101,3 +118,41 @@ def chat_reply_from_completion(data: Mapping[str, Any]) -> dict[str, Any]:
     if "usage" in data:
         reply["usage"] = data["usage"]
     return reply
+
+
+class RawCompletion:
+    """Generates a chat body's reply again through llama.cpp's own endpoints, at ``root_url``
+    (the server's root, e.g. ``http://127.0.0.1:8080``), on a pool of its own."""
+
+    def __init__(self, root_url: str) -> None:
+        self.http = HTTPClient(root_url.rstrip("/"), api="chat",
+                               retryable_answer=llama_retryable_answer)
+
+    @staticmethod
+    def recovers(error: ModelAPIError) -> bool:
+        """Whether ``error`` is the rejection a raw completion recovers from."""
+        return rejected_by_chat_parser(str(error))
+
+    async def generate(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The reply to the chat ``body``, as a Chat Completions reply: the prompt
+        ``/apply-template`` makes of it, completed by ``/v1/completions``.
+
+        Raises:
+            ModelAPIError: either request failed, or its answer cannot be read.
+        """
+        root = self.http
+        template = await root.post_json(APPLY_TEMPLATE_PATH, body)
+        prompt = template.get("prompt")
+        if not isinstance(prompt, str):
+            raise root.error("the answer has no prompt", url=root.base_url + APPLY_TEMPLATE_PATH,
+                             status=200, body=template, model=body_model(body))
+        data = await root.post_json(COMPLETIONS_PATH, raw_completion_body(body, prompt))
+        try:
+            return chat_reply_from_completion(data)
+        except ReplyError as exc:
+            raise root.error(str(exc), url=root.base_url + COMPLETIONS_PATH, status=200,
+                             body=data, model=body_model(body)) from exc
+
+    async def aclose(self) -> None:
+        """Close the pool."""
+        await self.http.aclose()
