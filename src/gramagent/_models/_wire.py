@@ -6,7 +6,7 @@ import secrets
 from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from gramagent import _json as exact_json
 from gramagent._messages import REMEMBERED_FROM, Message, ToolCall, Usage, new_usage
@@ -31,11 +31,15 @@ __all__ = [
 ]
 
 
+_Item = TypeVar("_Item")
+_Tool = TypeVar("_Tool")
+
+
 class ReplyError(ValueError):
     """A server reply an adapter cannot read (the adapter turns it into a ModelAPIError)."""
 
 
-def completion_choice(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+def completion_choice(data: Mapping[str, object]) -> tuple[Mapping[str, object], str]:
     """The first choice of a (legacy) completions reply and its ``text``.
 
     Raises:
@@ -72,9 +76,9 @@ def error_reply(status: int, message: str) -> RenderedReply:
     return RenderedReply(exact_json.dumps(body).encode(), status=status)
 
 
-def render_history(head: list[Any], messages: Sequence[Message], rendered: dict[str, Any] | None,
-                   wire_format: str, render: Callable[[Sequence[Message], list[Any]], None]
-                   ) -> list[Any]:
+def render_history(head: list[_Item], messages: Sequence[Message],
+                   rendered: dict[str, Any] | None, wire_format: str,
+                   render: Callable[[Sequence[Message], list[_Item]], None]) -> list[_Item]:
     """``head`` (a new list of the items before the history: the system instruction), then
     the wire items of ``messages`` (``render(messages, out)`` appends their items).
 
@@ -98,7 +102,7 @@ def render_history(head: list[Any], messages: Sequence[Message], rendered: dict[
     if rendered is None or len(messages) < REMEMBERED_FROM:
         render(messages, head)
         return head
-    memo: tuple[list[Any], Sequence[Message], list[Any], array[int]] = rendered.get(
+    memo: tuple[list[_Item], Sequence[Message], list[_Item], array[int]] = rendered.get(
         wire_format, _NOTHING_RENDERED)
     before_head, before, items, ends = memo
     # Equal prefixes: the same conversation, grown (compared by identity first, at C speed;
@@ -135,12 +139,12 @@ def render_history(head: list[Any], messages: Sequence[Message], rendered: dict[
     return items
 
 
-_NOTHING_RENDERED: tuple[list[Any], Sequence[Message], list[Any], array[int]] = (
+_NOTHING_RENDERED: tuple[list[object], Sequence[Message], list[object], array[int]] = (
     [None], (), [], array("q"))
 """No memo yet: a head no request sends, and no history."""
 
 
-def finish_chunk(event: Mapping[str, Any]) -> bool:
+def finish_chunk(event: Mapping[str, object]) -> bool:
     """Whether a streamed chunk of Chat Completions or completions (``choices``) says the
     answer is over: a choice with a ``finish_reason``. With ``[DONE]``, what tells a stream
     that ended from one cut short (:meth:`~gramagent._models.http.HTTPClient.stream_sse`)."""
@@ -154,7 +158,7 @@ def new_call_id() -> str:
     return "call_" + secrets.token_hex(12)
 
 
-def arguments_text(value: Any) -> str:
+def arguments_text(value: object) -> str:
     """A call's arguments as JSON text: strings are kept verbatim (even when malformed, the loop
     reports that), objects are encoded, a missing value means no arguments (``{}``)."""
     if isinstance(value, str):
@@ -236,7 +240,7 @@ def usage_from(data: Any, input_key: str, output_key: str) -> Usage | None:
     return new_usage(input_tokens=inp or 0, output_tokens=out or 0, requests=1)
 
 
-class ToolsMemo:
+class ToolsMemo(Generic[_Tool]):
     """The ``tools`` part of a request body, kept for the tool list it was built from.
 
     The loop sends the same definitions object (its bound agent's) on every request, so an
@@ -247,12 +251,11 @@ class ToolsMemo:
 
     __slots__ = ("_build", "_memo")
 
-    def __init__(self, build: Callable[[Sequence[ToolDefinition]], list[dict[str, Any]]]
-                 ) -> None:
+    def __init__(self, build: Callable[[Sequence[ToolDefinition]], list[_Tool]]) -> None:
         self._build = build
-        self._memo: tuple[Sequence[ToolDefinition], list[dict[str, Any]]] | None = None
+        self._memo: tuple[Sequence[ToolDefinition], list[_Tool]] | None = None
 
-    def get(self, tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+    def get(self, tools: Sequence[ToolDefinition]) -> list[_Tool]:
         """The payload of ``tools``: ``build(tools)``, unless built for this list already."""
         memo = self._memo  # one tuple: threads sharing the adapter never see a torn pair
         if memo is None or memo[0] is not tools:

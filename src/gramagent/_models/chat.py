@@ -49,7 +49,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Literal, TypeAlias, Unpack, get_args
+from typing import Literal, TypeAlias, Unpack, get_args
 
 from gramagent._logs import MODEL_LOGGER
 from gramagent._models._wire import ReplyError, ToolsMemo, finish_chunk, usage_sum
@@ -69,6 +69,7 @@ from gramagent._models.jsoncalls import (
     tool_step_content,
 )
 from gramagent._models.unparsed import RawCompletion, llama_retryable_answer
+from gramagent._models.wire_shapes import ChatBody, ChatTool, JSONObject
 from gramagent._spec.definition import ToolDefinition
 from gramagent.errors import ConfigurationError, ModelAPIError
 
@@ -156,7 +157,7 @@ class ChatCompletionsModel(HTTPAdapter):
             f"tool_call_mode={self.tool_call_mode!r}, stream={self.stream})"
         )
 
-    def request(self, request: ModelRequest) -> Coroutine[Any, Any, ModelTurn]:
+    def request(self, request: ModelRequest) -> Coroutine[object, None, ModelTurn]:
         """Send ``request`` as a Chat Completions call and return the normalized turn (to be
         awaited: the coroutine of the exchange itself, without one of its own around it).
 
@@ -194,8 +195,8 @@ class ChatCompletionsModel(HTTPAdapter):
             turn = await self._continued(request, turn, reply_content(data) or "")
         return turn
 
-    async def post_body(self, body: dict[str, Any], mode: WireMode = "constrained"
-                        ) -> dict[str, Any]:
+    async def post_body(self, body: ChatBody, mode: WireMode = "constrained"
+                        ) -> JSONObject:
         """POST a chat body (as :func:`build_chat_body` makes them, ``stream`` as configured)
         and return the reply, assembled; with ``llama_server_root``, a reply llama.cpp's chat
         parser rejected is generated again raw when ``mode`` is not ``native`` (see
@@ -209,8 +210,8 @@ class ChatCompletionsModel(HTTPAdapter):
         except ModelAPIError as error:
             return await self._recovered(body, mode, error)
 
-    async def _recovered(self, body: dict[str, Any], mode: WireMode, error: ModelAPIError
-                         ) -> dict[str, Any]:
+    async def _recovered(self, body: ChatBody, mode: WireMode, error: ModelAPIError
+                         ) -> JSONObject:
         """The reply to ``body`` generated again as a raw completion, when ``error`` is
         llama.cpp's chat parser rejecting it and gramagent reads the content itself (see
         :mod:`gramagent._models.unparsed`); else ``error`` is raised."""
@@ -227,18 +228,18 @@ class ChatCompletionsModel(HTTPAdapter):
         if self._raw is not None:
             await self._raw.aclose()
 
-    def _post(self, body: dict[str, Any]) -> Coroutine[Any, Any, dict[str, Any]]:
+    def _post(self, body: ChatBody) -> Coroutine[object, None, JSONObject]:
         """Send ``body`` (streamed when it says so); to be awaited for the reply, assembled
         (the request's own coroutine when not streamed: no coroutine of its own around it)."""
         if self.stream:
             return self._post_streamed(body)
         return self.http.post_json(CHAT_PATH, body)
 
-    async def _post_streamed(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post_streamed(self, body: ChatBody) -> JSONObject:
         return assemble_chat_chunks(await self.http.post_sse(CHAT_PATH, body,
                                                              ends=finish_chunk))
 
-    def _read(self, data: Mapping[str, Any], request: ModelRequest, mode: WireMode
+    def _read(self, data: Mapping[str, object], request: ModelRequest, mode: WireMode
               ) -> ModelTurn:
         names = () if mode == "native" else readable_tool_names(request, mode)
         try:
@@ -303,7 +304,7 @@ class ChatCompletionsModel(HTTPAdapter):
         step = StepTextStream() if mode == "constrained" else None
         live = mode != "text"
         sent: list[str] = []
-        events: list[dict[str, Any]] = []
+        events: list[JSONObject] = []
         try:
             async for event in self.http.stream_sse(CHAT_PATH, body, ends=finish_chunk):
                 events.append(event)
@@ -325,6 +326,6 @@ class ChatCompletionsModel(HTTPAdapter):
             on_text(turn.text[len(streamed):])  # what could not be streamed (see above)
         return turn
 
-    def _tools_payload(self, tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
-        return chat_tools(tools, functions=self.functions, strict=self.strict)
+    def _tools_payload(self, tools: Sequence[ToolDefinition]) -> list[ChatTool]:
+        return chat_tools(tools, strict=self.strict)
 

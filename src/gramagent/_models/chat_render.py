@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from gramagent import _json as exact_json
 from gramagent._messages import (
@@ -28,11 +27,17 @@ from gramagent._models.jsoncalls import (
     wants_tool_step,
 )
 from gramagent._models.sse import encode_sse
+from gramagent._models.wire_shapes import (
+    ChatCompletion,
+    ChatReplyMessage,
+    ChatUsage,
+    JSONObject,
+)
 
 __all__ = ["render_chat_chunks", "render_chat_completion", "render_reply"]
 
 
-def _usage_dict(usage: Usage | None) -> dict[str, int] | None:
+def _usage_dict(usage: Usage | None) -> ChatUsage | None:
     if usage is None:
         return None
     return {
@@ -57,17 +62,17 @@ def render_chat_completion(
     legacy: bool = False,
     completion_id: str = "chatcmpl-0",
     created: int | None = None,
-) -> dict[str, Any]:
+) -> ChatCompletion:
     """The ``chat.completion`` object a server sends for ``turn`` (inverse of
     :func:`parse_chat_reply`); ``legacy`` renders the first call as ``function_call``."""
-    message: dict[str, Any] = {"role": "assistant", "content": turn.text}
+    message: ChatReplyMessage = {"role": "assistant", "content": turn.text}
     if turn.tool_calls:
         if legacy:
             first = turn.tool_calls[0]
             message["function_call"] = {"name": first.name, "arguments": first.arguments}
         else:
             message["tool_calls"] = chat_tool_calls(turn.tool_calls)
-    out: dict[str, Any] = {
+    out: ChatCompletion = {
         "id": completion_id,
         "object": "chat.completion",
         "created": int(time.time()) if created is None else created,
@@ -94,14 +99,14 @@ def render_chat_chunks(
     completion_id: str = "chatcmpl-0",
     created: int | None = None,
     piece: int = 16,
-) -> list[dict[str, Any]]:
+) -> list[JSONObject]:
     """The ``chat.completion.chunk`` events a streaming server sends for ``turn``: a role
     delta, content in ``piece``-character deltas, each call's id and name then its arguments
     in pieces, the finish reason, and (``include_usage``) a final chunk with empty ``choices``
     and the usage."""
     stamp = int(time.time()) if created is None else created
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    def chunk(delta: JSONObject, finish: str | None = None) -> JSONObject:
         return {
             "id": completion_id,
             "object": "chat.completion.chunk",
@@ -139,7 +144,7 @@ def render_chat_chunks(
     return out
 
 
-def render_reply(turn: ModelTurn, request: Mapping[str, Any], *, model: str, number: int,
+def render_reply(turn: ModelTurn, request: Mapping[str, object], *, model: str, number: int,
                  verbatim: bool = False) -> RenderedReply:
     """The answer a Chat Completions server sends to ``request`` for ``turn`` (the renderer of
     this wire format in :class:`gramagent.testing.ScriptedServer`): the first call as legacy

@@ -10,7 +10,6 @@ modes where gramagent reads the content itself, calls written in it are read too
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from typing import Any
 
 from gramagent._messages import (
     ToolCall,
@@ -51,7 +50,7 @@ def readable_tool_names(request: ModelRequest, tool_call_mode: WireMode) -> list
 
 
 def parse_chat_reply(
-    data: Mapping[str, Any],
+    data: Mapping[str, object],
     *,
     tool_call_mode: WireMode = "native",
     tool_names: Collection[str] = (),
@@ -98,7 +97,7 @@ def parse_chat_reply(
                     data)  # by position: text, tool_calls, usage, finish_reason, cut_off_calls, raw
 
 
-def _content_text(content: Any) -> str | None:
+def _content_text(content: object) -> str | None:
     if content is None or isinstance(content, str):
         return content
     if isinstance(content, list):  # content parts, sent by some servers
@@ -107,7 +106,7 @@ def _content_text(content: Any) -> str | None:
     return str(content)
 
 
-def _native_calls(raw_calls: Any, message: Mapping[str, Any]) -> tuple[ToolCall, ...]:
+def _native_calls(raw_calls: object, message: Mapping[str, object]) -> tuple[ToolCall, ...]:
     """The calls of a reply's ``message`` (``raw_calls``: its ``tool_calls``), or its legacy
     ``function_call``."""
     calls: list[ToolCall] = []
@@ -140,7 +139,7 @@ def _native_calls(raw_calls: Any, message: Mapping[str, Any]) -> tuple[ToolCall,
     return ()
 
 
-def _odd_call(raw: Any) -> ToolCall | None:
+def _odd_call(raw: object) -> ToolCall | None:
     """A ``tool_calls`` item that is not the usual one, read as far as it goes: a missing or
     empty id gets a fresh one, a missing name is empty, arguments that are not text are
     encoded; None for an item that is not an object."""
@@ -160,7 +159,7 @@ def _odd_call(raw: Any) -> ToolCall | None:
     )
 
 
-def reply_content(data: Mapping[str, Any]) -> str | None:
+def reply_content(data: Mapping[str, object]) -> str | None:
     """The ``content`` of a reply's first choice (as :func:`parse_chat_reply` reads it)."""
     choices = data.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):

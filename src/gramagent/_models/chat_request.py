@@ -27,7 +27,7 @@ A ``constrained`` request also carries ``response_format`` (the tool step's sche
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from gramagent._messages import (
     AssistantMessage,
@@ -51,6 +51,16 @@ from gramagent._models.jsoncalls import (
     allows_several_calls,
     tool_step_response_format,
 )
+from gramagent._models.wire_shapes import (
+    ChatBody,
+    ChatFunctionMessage,
+    ChatMessage,
+    ChatTool,
+    ChatToolCall,
+    ChatToolChoice,
+    FunctionDefinition,
+    LegacyFunctionChoice,
+)
 from gramagent._spec.definition import ToolDefinition
 
 __all__ = ["build_chat_body", "chat_messages", "chat_tool_calls", "chat_tools"]
@@ -62,8 +72,8 @@ def build_chat_body(
     tool_call_mode: WireMode = "native",
     stream: bool = False,
     strict: bool = False,
-    tools_payload: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+    tools_payload: list[ChatTool] | None = None,
+) -> ChatBody:
     """The JSON body for ``request`` (pure; see the module docs for the shape).
 
     ``request.settings`` are copied in first, so the fields this function sets win over them;
@@ -79,14 +89,14 @@ def build_chat_body(
                        else SEVERAL_CALLS_HINT)
     messages = chat_messages(instruction, request.messages, functions, request.rendered)
     # One dict display, the settings first (fields set here win over them).
-    body: dict[str, Any] = ({**settings, "model": request.model, "messages": messages}
-                            if settings else {"model": request.model, "messages": messages})
+    body: ChatBody = (cast(ChatBody, {**settings, "model": request.model, "messages": messages})
+                      if settings else {"model": request.model, "messages": messages})
     if tools:
         if tools_payload is None:
-            tools_payload = chat_tools(tools, functions=functions, strict=strict)
+            tools_payload = chat_tools(tools, strict=strict)
         choice = request.tool_choice
         if functions:
-            body["functions"] = tools_payload
+            body["functions"] = [tool["function"] for tool in tools_payload]
             if native_choice:
                 body["function_call"] = _legacy_function_call(choice, tools)
         elif native_choice:
@@ -106,29 +116,26 @@ def build_chat_body(
     return body
 
 
-def chat_tools(
-    tools: Sequence[ToolDefinition], *, functions: bool = False, strict: bool = False
-) -> list[dict[str, Any]]:
-    """The ``tools`` list (or legacy ``functions`` list) describing ``tools``."""
-    if functions:
-        return [_function_def(t, strict) for t in tools]
+def chat_tools(tools: Sequence[ToolDefinition], *, strict: bool = False) -> list[ChatTool]:
+    """The ``tools`` list describing ``tools`` (a legacy ``functions`` list holds their
+    ``function`` objects)."""
     return [{"type": "function", "function": _function_def(t, strict)} for t in tools]
 
 
 def chat_messages(
     instruction: str, messages: Sequence[Message], legacy: bool = False,
     rendered: dict[str, Any] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[ChatMessage]:
     """The ``messages`` list: the system instruction first, then the history (``rendered``:
     the conversation's memo of earlier requests, see :func:`render_history`)."""
-    out: list[dict[str, Any]] = [{"role": "system", "content": instruction}] if instruction else []
+    out: list[ChatMessage] = [{"role": "system", "content": instruction}] if instruction else []
     if legacy:
         out.extend(_legacy_history(list(messages)))
         return out
     return render_history(out, messages, rendered, "chat", _append_chat)
 
 
-def _append_chat(messages: Sequence[Message], out: list[Any]) -> None:
+def _append_chat(messages: Sequence[Message], out: list[ChatMessage]) -> None:
     for message in messages:
         if isinstance(message, UserMessage):
             out.append({"role": "user", "content": message.content})
@@ -147,10 +154,10 @@ def _append_chat(messages: Sequence[Message], out: list[Any]) -> None:
             )
 
 
-def _legacy_history(messages: Sequence[Message]) -> list[dict[str, Any]]:
+def _legacy_history(messages: Sequence[Message]) -> list[ChatMessage]:
     """History in the legacy form: one ``function_call`` per assistant message, each followed
     by its ``role: function`` result (several calls become successive pairs)."""
-    out: list[dict[str, Any]] = []
+    out: list[ChatMessage] = []
     i = 0
     while i < len(messages):
         message = messages[i]
@@ -181,15 +188,13 @@ def _legacy_history(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return out
 
 
-def _function_result(message: ToolResultMessage) -> dict[str, Any]:
+def _function_result(message: ToolResultMessage) -> ChatFunctionMessage:
     return {"role": "function", "name": message.name, "content": message.content}
 
 
-def chat_tool_calls(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
-    """The ``tool_calls`` of an assistant message. A plain loop: ``list(map(...))`` over a
-    function per call cost ~1.6k machine instructions more per rendered message with one call
-    (a type call, a map object, a frame per call; bench/RESULTS.md, issue 18, eighth pass)."""
-    out = []
+def chat_tool_calls(calls: Sequence[ToolCall]) -> list[ChatToolCall]:
+    """The ``tool_calls`` of an assistant message."""
+    out: list[ChatToolCall] = []
     for call in calls:
         out.append({
             "id": call.id,
@@ -199,9 +204,9 @@ def chat_tool_calls(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
     return out
 
 
-def _function_def(tool: ToolDefinition, strict: bool) -> dict[str, Any]:
+def _function_def(tool: ToolDefinition, strict: bool) -> FunctionDefinition:
     parameters, is_strict = tool_parameters(tool, strict)
-    out: dict[str, Any] = {
+    out: FunctionDefinition = {
         "name": tool.name,
         "description": tool.description,
         "parameters": parameters,
@@ -211,7 +216,7 @@ def _function_def(tool: ToolDefinition, strict: bool) -> dict[str, Any]:
     return out
 
 
-def _tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
+def _tool_choice(choice: ToolChoice) -> ChatToolChoice:
     if isinstance(choice, NamedToolChoice):
         return {"type": "function", "function": {"name": choice.name}}
     return choice
@@ -219,7 +224,7 @@ def _tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
 
 def _legacy_function_call(
     choice: ToolChoice, tools: Sequence[ToolDefinition]
-) -> str | dict[str, str]:
+) -> LegacyFunctionChoice:
     if isinstance(choice, NamedToolChoice):
         return {"name": choice.name}
     if choice == "required":

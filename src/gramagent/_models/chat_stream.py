@@ -8,16 +8,16 @@ non-streamed reply shape, read by the same parser, so both paths give the same t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from gramagent._models._wire import (
     arguments_text,
 )
+from gramagent._models.wire_shapes import JSONObject
 
 __all__ = ["assemble_chat_chunks", "content_delta"]
 
 
-def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def assemble_chat_chunks(chunks: Iterable[Mapping[str, object]]) -> JSONObject:
     """Fold streamed ``chat.completion.chunk`` events into the non-streamed reply shape.
 
     Content pieces are concatenated; ``tool_calls`` deltas are merged by ``index`` (the id and
@@ -32,12 +32,12 @@ def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     200,000 pieces of 10 characters took 69 s, on the event loop's thread, where neither the
     wall time nor anything else could interrupt it).
     """
-    meta: dict[str, Any] = {}
+    meta: JSONObject = {}
     texts: dict[str, list[str]] = {"content": [], "refusal": []}
     calls = _CallsSoFar()
     legacy: _CallPieces | None = None
     finish: str | None = None
-    usage: Any = None
+    usage: object = None
     seen = False
     for chunk in chunks:
         if not meta and chunk.get("id") is not None:
@@ -57,7 +57,7 @@ def assemble_chat_chunks(chunks: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     if not seen:
         return {**meta, "object": "chat.completion", "choices": [], "usage": usage}
     content, refusal = texts["content"], texts["refusal"]
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(content) if content
+    message: JSONObject = {"role": "assistant", "content": "".join(content) if content
                                else None}
     if refusal:
         message["refusal"] = "".join(refusal)
@@ -79,11 +79,11 @@ class _CallPieces:
     __slots__ = ("arguments", "id", "name")
 
     def __init__(self) -> None:
-        self.id: Any = None
+        self.id: object = None
         self.name: list[str] = []
         self.arguments: list[str] = []
 
-    def add(self, fn: Mapping[str, Any]) -> None:
+    def add(self, fn: Mapping[str, object]) -> None:
         """The ``name`` and ``arguments`` pieces of one delta (arguments that are not text, as
         JSON text; anything else adds nothing)."""
         self.name.append(_piece(fn.get("name")))
@@ -97,7 +97,7 @@ class _CallPieces:
         return {"name": "".join(self.name), "arguments": "".join(self.arguments)}
 
 
-def _fold_delta(delta: Mapping[str, Any], texts: dict[str, list[str]],
+def _fold_delta(delta: Mapping[str, object], texts: dict[str, list[str]],
                 calls: _CallsSoFar, legacy: _CallPieces | None
                 ) -> _CallPieces | None:
     """Add one delta's text pieces (``content``, ``refusal``) and call pieces; returns the
@@ -117,7 +117,7 @@ def _fold_delta(delta: Mapping[str, Any], texts: dict[str, list[str]],
     return legacy
 
 
-def _piece(value: Any) -> str:
+def _piece(value: object) -> str:
     """A streamed name or arguments piece; anything but a string adds nothing."""
     return value if isinstance(value, str) else ""
 
@@ -133,7 +133,7 @@ class _CallsSoFar:
         self.latest: dict[int, tuple[int, int]] = {}
         """Per index, the key of its last call."""
 
-    def merge(self, raw: Mapping[str, Any]) -> None:
+    def merge(self, raw: Mapping[str, object]) -> None:
         """Add one ``tool_calls`` delta to its call: the last call of its ``index``, unless it
         brings an id other than that call's (a server that numbers every call 0: a new call).
         Without an index (some servers send none), a delta with an id starts a new call and
@@ -161,13 +161,13 @@ class _CallsSoFar:
         if isinstance(fn, dict):
             slot.add(fn)
 
-    def joined(self) -> list[dict[str, Any]]:
+    def joined(self) -> list[JSONObject]:
         """The calls in the reply shape."""
         return [{"id": self.slots[k].id, "type": "function", "function": self.slots[k].joined()}
                 for k in sorted(self.slots)]
 
 
-def content_delta(chunk: Mapping[str, Any]) -> str | None:
+def content_delta(chunk: Mapping[str, object]) -> str | None:
     """The content piece of a streamed chunk's first choice (as :func:`assemble_chat_chunks`
     reads it), or None."""
     choices = chunk.get("choices")

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Unpack
+from typing import Final, Unpack
 
 import orjson
 
@@ -73,6 +73,7 @@ from gramagent._models.harmony_render import Reasoning, render_history, render_p
 from gramagent._models.http import HTTPClient, HTTPOptions
 from gramagent._models.http_adapter import HTTPAdapter
 from gramagent._models.sse import encode_sse
+from gramagent._models.wire_shapes import JSONObject
 from gramagent.errors import ConfigurationError
 
 __all__ = [
@@ -166,12 +167,13 @@ class HarmonyModel(HTTPAdapter):
         body = build_completion_body(
             request, self.prompt(request), max_tokens=self.max_tokens, stream=self.stream
         )
+        reply: JSONObject | list[JSONObject]
         if self.stream:
-            reply: Any = await self.http.post_sse(COMPLETIONS_PATH, body, ends=finish_chunk)
+            reply = await self.http.post_sse(COMPLETIONS_PATH, body, ends=finish_chunk)
         else:
             reply = await self.http.post_json(COMPLETIONS_PATH, body)
         try:
-            data = _assemble(reply) if self.stream else reply
+            data = reply if isinstance(reply, dict) else _assemble(reply)
             return read_completion(data, prefill=prefill)
         except ReplyError as exc:
             raise self.reply_error(
@@ -195,7 +197,7 @@ class HarmonyModel(HTTPAdapter):
         )
         parser = HarmonyStreamParser()
         parser.feed(prefill)
-        events: list[dict[str, Any]] = []
+        events: list[JSONObject] = []
         sent: list[str] = []
         over = False  # a message ended the turn (<|call|>, <|return|>): the rest is not read
         async for event in self.http.stream_sse(COMPLETIONS_PATH, body, ends=finish_chunk):
@@ -222,7 +224,7 @@ class HarmonyModel(HTTPAdapter):
         return turn
 
 
-def _text_piece(event: Mapping[str, Any]) -> str | None:
+def _text_piece(event: Mapping[str, object]) -> str | None:
     """The text of a streamed completion event's first choice, or None."""
     choices = event.get("choices")
     for choice in choices if isinstance(choices, list) else ():
@@ -262,9 +264,9 @@ def prefill_for(choice: ToolChoice, has_tools: bool) -> str:
 def build_completion_body(
     request: ModelRequest, prompt: str, *, max_tokens: int = DEFAULT_MAX_TOKENS,
     stream: bool = False,
-) -> dict[str, Any]:
+) -> JSONObject:
     """The ``/v1/completions`` body; ``request.settings`` override any field."""
-    body: dict[str, Any] = {
+    body: JSONObject = {
         "model": request.model,
         "prompt": prompt,
         "stop": list(STOP),
@@ -278,7 +280,7 @@ def build_completion_body(
     return body
 
 
-def read_completion(data: Mapping[str, Any], *, prefill: str = "") -> ModelTurn:
+def read_completion(data: Mapping[str, object], *, prefill: str = "") -> ModelTurn:
     """Turn a ``/v1/completions`` reply into a :class:`ModelTurn`.
 
     Args:
@@ -383,7 +385,7 @@ def _stub_arguments(payload: str) -> str:
     return payload
 
 
-def _stop_token(stop_reason: Any, last: HarmonyMessage) -> str:
+def _stop_token(stop_reason: object, last: HarmonyMessage) -> str:
     """The stop sequence the server stripped: named by vLLM's ``stop_reason`` when it can be,
     else ``<|call|>`` after a call and ``<|return|>`` otherwise."""
     if isinstance(stop_reason, str) and stop_reason in (CALL, RETURN, END):
@@ -393,12 +395,12 @@ def _stop_token(stop_reason: Any, last: HarmonyMessage) -> str:
     return CALL if last.is_tool_call else RETURN
 
 
-def _assemble(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _assemble(events: Sequence[Mapping[str, object]]) -> JSONObject:
     """A streamed completion as the non-streamed reply shape (text joined, last finish)."""
     pieces: list[str] = []
-    finish: Any = None
-    stop_reason: Any = None
-    usage: Any = None
+    finish: object = None
+    stop_reason: object = None
+    usage: object = None
     for event in events:
         if isinstance(event.get("usage"), dict):
             usage = event["usage"]
@@ -414,16 +416,16 @@ def _assemble(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 stop_reason = choice["stop_reason"]
     if not events:
         raise ReplyError("the completion stream carried no events")
-    choice_out: dict[str, Any] = {"index": 0, "text": "".join(pieces), "finish_reason": finish}
+    choice_out: JSONObject = {"index": 0, "text": "".join(pieces), "finish_reason": finish}
     if stop_reason is not None:
         choice_out["stop_reason"] = stop_reason
-    out: dict[str, Any] = {"choices": [choice_out]}
+    out: JSONObject = {"choices": [choice_out]}
     if usage is not None:
         out["usage"] = usage
     return out
 
 
-def render_reply(turn: ModelTurn, request: Mapping[str, Any], *, model: str, number: int,
+def render_reply(turn: ModelTurn, request: Mapping[str, object], *, model: str, number: int,
                  verbatim: bool = False) -> RenderedReply:
     """The answer a ``/v1/completions`` server sends to ``request`` for ``turn`` (the renderer
     of this wire format in :class:`gramagent.testing.ScriptedServer`), whole or as SSE in
@@ -438,13 +440,13 @@ def render_reply(turn: ModelTurn, request: Mapping[str, Any], *, model: str, num
     head = {"id": f"cmpl-{number}", "object": "text_completion", "created": int(time.time()),
             "model": model}
 
-    def choice(piece: str, finish: str | None) -> dict[str, Any]:
+    def choice(piece: str, finish: str | None) -> JSONObject:
         return {"index": 0, "text": piece, "logprobs": None, "finish_reason": finish}
 
     if request.get("stream") is not True:
         whole = {**head, "choices": [choice(text, "stop")], **usage}
         return RenderedReply(exact_json.dumps(whole).encode())
-    events: list[dict[str, Any]] = [
+    events: list[JSONObject] = [
         {**head, "choices": [choice(text[i:i + 16], None)]} for i in range(0, len(text), 16)
     ]
     events.append({**head, "choices": [choice("", "stop")]})

@@ -43,7 +43,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from functools import partial
-from typing import Any, Final, Protocol, TypedDict, TypeVar
+from typing import Final, Protocol, TypedDict, TypeVar
 
 import aiohttp
 import orjson
@@ -73,6 +73,7 @@ from gramagent._models.http_errors import (
 from gramagent._models.http_retry import RetryRule, parse_retry_after, retry_delay, retryable_answer
 from gramagent._models.registry import is_loopback
 from gramagent._models.sse import SSEDecoder
+from gramagent._models.wire_shapes import JSONObject
 from gramagent.errors import ConfigurationError, ModelAPIError
 
 __all__ = [
@@ -112,7 +113,8 @@ class ExchangeHook(Protocol):
     the connection failed.
     """
 
-    def __call__(self, request: Mapping[str, Any], response: Any, status: int | None) -> None: ...
+    def __call__(self, request: Mapping[str, object], response: object,
+                 status: int | None) -> None: ...
 
 
 class HTTPOptions(TypedDict, total=False):
@@ -245,8 +247,8 @@ class HTTPClient:
 
     # -- public API ---------------------------------------------------------------------------
 
-    def post_json(self, path: str, body: Mapping[str, Any]
-                  ) -> Coroutine[Any, Any, dict[str, Any]]:
+    def post_json(self, path: str, body: Mapping[str, object]
+                  ) -> Coroutine[object, None, JSONObject]:
         """POST ``body`` as JSON to ``base_url + path`` and return the decoded JSON object (to
         be awaited: the coroutine of the request itself, without one of its own around it).
 
@@ -257,8 +259,8 @@ class HTTPClient:
         """
         return self._post(path, body, decode_json, _as_is)
 
-    def post_read(self, path: str, body: Mapping[str, Any],
-                  read: Callable[[dict[str, Any]], _T]) -> Coroutine[Any, Any, _T]:
+    def post_read(self, path: str, body: Mapping[str, object],
+                  read: Callable[[JSONObject], _T]) -> Coroutine[object, None, _T]:
         """:meth:`post_json`, the decoded object then read by ``read`` (an adapter's reply
         parser) in the request's own coroutine: no coroutine of the adapter's around the
         request (each layer costs measurably per request, bench/RESULTS.md, issue 18).
@@ -272,9 +274,9 @@ class HTTPClient:
         """
         return self._post(path, body, decode_json, read)
 
-    async def post_sse(self, path: str, body: Mapping[str, Any], *,
-                       ends: Callable[[Mapping[str, Any]], bool] | None = None
-                       ) -> list[dict[str, Any]]:
+    async def post_sse(self, path: str, body: Mapping[str, object], *,
+                       ends: Callable[[Mapping[str, object]], bool] | None = None
+                       ) -> list[JSONObject]:
         """POST ``body`` (with ``stream: true``) and return the stream's decoded JSON events.
 
         The whole stream is read before returning, so a connection dropped mid-stream is
@@ -297,9 +299,9 @@ class HTTPClient:
                 )
         return events
 
-    async def stream_sse(self, path: str, body: Mapping[str, Any], *,
-                         ends: Callable[[Mapping[str, Any]], bool] | None = None
-                         ) -> AsyncGenerator[dict[str, Any], None]:
+    async def stream_sse(self, path: str, body: Mapping[str, object], *,
+                         ends: Callable[[Mapping[str, object]], bool] | None = None
+                         ) -> AsyncGenerator[JSONObject, None]:
         """POST ``body`` (with ``stream: true``) and yield the stream's JSON events as they
         arrive.
 
@@ -315,13 +317,13 @@ class HTTPClient:
         reply = await self._post(path, body, keep_open, _as_is, headers=_STREAM_HEADERS,
                                  keep_open=True)
         url, status, model = self.base_url + path, reply.status, body_model(body)
-        events: list[dict[str, Any]] = []
+        events: list[JSONObject] = []
         finished = False
         decoder = SSEDecoder()
         ended = ends is None  # whether the answer said it was over
         try:
             if reply.headers.get("content-type", "").startswith("application/json"):
-                payloads: Any = one_payload(reply, self._max_response_bytes)
+                payloads: AsyncGenerator[str, None] = one_payload(reply, self._max_response_bytes)
                 ended = True  # a whole JSON answer
             else:
                 payloads = sse_payloads(reply, self._max_response_bytes, decoder)
@@ -366,7 +368,7 @@ class HTTPClient:
         *,
         url: str | None = None,
         status: int | None = None,
-        body: bytes | str | Mapping[str, Any] | None = None,
+        body: bytes | str | Mapping[str, object] | None = None,
         model: str | None = None,
         attempts: int | None = None,
     ) -> ModelAPIError:
@@ -424,7 +426,7 @@ class HTTPClient:
         self._proxy = _env_proxy(self.base_url)
         return client
 
-    async def _post(self, path: str, body: Mapping[str, Any],
+    async def _post(self, path: str, body: Mapping[str, object],
                     decode: Callable[[bytes, aiohttp.ClientResponse], _D],
                     read: Callable[[_D], _T], *,
                     headers: Mapping[str, str] | None = None, keep_open: bool = False,
@@ -531,7 +533,7 @@ class HTTPClient:
         return None, (f"{failure}; the next retry would wait {delay:.1f} s, beyond the "
                       f"{self._max_backoff:g} s / {self._max_total_backoff:g} s total allowed")
 
-    def _broken(self, body: Mapping[str, Any], attempt: int, started: float,
+    def _broken(self, body: Mapping[str, object], attempt: int, started: float,
                 exc: BaseException) -> tuple[int | None, str, bool, BaseException | None]:
         """An attempt without a usable answer (a transport failure, or a body over the size
         limit), logged and reported: its status (None without an answer), what failed,
@@ -545,7 +547,7 @@ class HTTPClient:
         self._notify(body, detail, None)
         return None, f"could not get an answer: {detail}", True, exc
 
-    def _refused(self, body: Mapping[str, Any], attempt: int, started: float,
+    def _refused(self, body: Mapping[str, object], attempt: int, started: float,
                  reply: aiohttp.ClientResponse, data: bytes) -> tuple[str, bool, float | None]:
         """An answer with an error status, logged and reported: what failed, whether to retry,
         and the wait the server asks for."""
@@ -561,7 +563,7 @@ class HTTPClient:
         """``text`` with this client's API key masked (a server may echo it back)."""
         return text if self._redactor is None else self._redactor.redact_text(text)
 
-    def _log_attempt(self, body: Mapping[str, Any], attempt: int, started: float, *,
+    def _log_attempt(self, body: Mapping[str, object], attempt: int, started: float, *,
                      status: int | None = None, error: str | None = None) -> None:
         log_model_attempt(
             model=body_model(body) or "", api=self.api, attempt=attempt + 1,
@@ -569,7 +571,7 @@ class HTTPClient:
             error=None if error is None else self._mask(error),
         )
 
-    def _notify(self, request: Mapping[str, Any], response: Any, status: int | None) -> None:
+    def _notify(self, request: Mapping[str, object], response: object, status: int | None) -> None:
         hook = self.on_exchange
         if hook is not None:
             hook(request, response, status)
@@ -580,7 +582,7 @@ def _as_is(value: _V) -> _V:
     return value
 
 
-def body_model(body: Mapping[str, Any]) -> str | None:
+def body_model(body: Mapping[str, object]) -> str | None:
     """The model a request body names (for error messages and logs), else None."""
     model = body.get("model")
     return model if isinstance(model, str) else None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Self, Unpack
+from typing import Self, Unpack
 
 from gramagent._models.http import HTTPClient, HTTPOptions
 from gramagent.errors import ConfigurationError, ModelAPIError
@@ -47,7 +47,7 @@ class HTTPAdapter:
         self.http = http or HTTPClient(base_url, api_key, api=api, **options)
 
     def reply_error(
-        self, path: str, problem: Exception, *, body: bytes | Mapping[str, Any], model: str
+        self, path: str, problem: Exception, *, body: bytes | Mapping[str, object], model: str
     ) -> ModelAPIError:
         """The error for a successful answer at ``path`` that the adapter cannot read."""
         return self.http.error(

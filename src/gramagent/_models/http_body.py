@@ -14,12 +14,13 @@ import codecs
 import time
 import zlib
 from collections.abc import AsyncGenerator, Callable, Mapping
-from typing import Any, Final
+from typing import Final
 
 import aiohttp
 import orjson
 
 from gramagent._models.sse import SSEDecoder
+from gramagent._models.wire_shapes import JSONObject
 
 __all__ = [
     "CUT_SHORT",
@@ -109,7 +110,7 @@ class BoundedBody:
         self.status, self.limit, self.encoding = status, limit, encoding
         self.parts: list[bytes] = []
         self.received = self.size = 0
-        self._inflate: Any = None
+        self._inflate: zlib._Decompress | None = None
 
     def feed(self, chunk: bytes) -> None:
         self.received += len(chunk)
@@ -190,7 +191,7 @@ async def one_payload(reply: aiohttp.ClientResponse, limit: int
 
 
 
-def decode_json(content: bytes, reply: aiohttp.ClientResponse) -> dict[str, Any]:
+def decode_json(content: bytes, reply: aiohttp.ClientResponse) -> JSONObject:
     try:
         data = orjson.loads(content)
     except orjson.JSONDecodeError as exc:
@@ -207,14 +208,14 @@ CUT_SHORT: Final = ("it ended before the answer did (no [DONE], no event saying 
 
 
 def decode_sse(content: bytes, reply: aiohttp.ClientResponse,
-                ends: Callable[[Mapping[str, Any]], bool] | None = None
-                ) -> list[dict[str, Any]]:
+                ends: Callable[[Mapping[str, object]], bool] | None = None
+                ) -> list[JSONObject]:
     text = body_text(content)
     content_type = reply.headers.get("content-type", "")
     whole = content_type.startswith("application/json")
     decoder = SSEDecoder()
     payloads = [text] if whole else [*decoder.feed(text), *decoder.close()]
-    events: list[dict[str, Any]] = []
+    events: list[JSONObject] = []
     for payload in payloads:
         try:
             event = orjson.loads(payload)
@@ -229,7 +230,7 @@ def decode_sse(content: bytes, reply: aiohttp.ClientResponse,
     return events
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 

@@ -10,7 +10,6 @@ text through the caller's ``mask`` (the API key masked). A refused key (401, 403
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import aiohttp
 import orjson
@@ -41,7 +40,7 @@ def request_error(
     mask: Callable[[str], str],
     url: str | None = None,
     status: int | None = None,
-    body: bytes | str | Mapping[str, Any] | None = None,
+    body: bytes | str | Mapping[str, object] | None = None,
     model: str | None = None,
     attempts: int | None = None,
 ) -> ModelAPIError:
@@ -66,7 +65,7 @@ def request_error(
     )
 
 
-def excerpt(body: bytes | str | Mapping[str, Any] | None) -> str | None:
+def excerpt(body: bytes | str | Mapping[str, object] | None) -> str | None:
     if body is None:
         return None
     if isinstance(body, bytes):
@@ -78,7 +77,7 @@ def excerpt(body: bytes | str | Mapping[str, Any] | None) -> str | None:
     return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "…"
 
 
-def error_detail(data: Any) -> str | None:
+def error_detail(data: object) -> str | None:
     """The human message of an OpenAI-style error body (``{"error": {"message": ...}}``)."""
     if isinstance(data, dict):
         err = data.get("error")

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
 
 import orjson
 
@@ -32,6 +31,7 @@ from gramagent import _json as exact_json
 from gramagent._messages import ToolCall, new_tool_call
 from gramagent._models._wire import arguments_text, new_call_id
 from gramagent._models.base import ModelTurn, NamedToolChoice, ToolChoice
+from gramagent._models.wire_shapes import JSONSchema, ResponseFormat
 from gramagent._spec.definition import ToolDefinition
 from gramagent.errors import ConfigurationError
 
@@ -65,7 +65,7 @@ SEVERAL_CALLS_HINT = "To make several calls at once, reply with a JSON list of t
 small models write one call object unless told that a list is the way to write several
 (bench/RESULTS.md, "BFCL")."""
 
-_FINAL_VARIANT: dict[str, Any] = {
+_FINAL_VARIANT: dict[str, object] = {
     "type": "object",
     "properties": {"text": {"type": "string"}},
     "required": ["text"],
@@ -84,7 +84,7 @@ _decoder = json.JSONDecoder()
 # -- constrained mode ------------------------------------------------------------------------
 
 
-def tool_step_schema(tools: Sequence[ToolDefinition], tool_choice: ToolChoice) -> dict[str, Any]:
+def tool_step_schema(tools: Sequence[ToolDefinition], tool_choice: ToolChoice) -> dict[str, object]:
     """The JSON Schema of one constrained step, honouring ``tool_choice``.
 
     ``"auto"``: every tool variant, a list of calls (one or more, each any tool variant) and
@@ -112,13 +112,13 @@ def tool_step_schema(tools: Sequence[ToolDefinition], tool_choice: ToolChoice) -
         variants.append({"type": "array", "items": _one_call(variants), "minItems": 1})
         if tool_choice != "required":
             variants.append(_FINAL_VARIANT)
-    schema: dict[str, Any] = dict(variants[0]) if len(variants) == 1 else {"anyOf": variants}
+    schema: dict[str, object] = dict(variants[0]) if len(variants) == 1 else {"anyOf": variants}
     if defs:
         schema["$defs"] = defs
     return schema
 
 
-def continued_list_schema(tools: Sequence[ToolDefinition], written: Any) -> dict[str, Any]:
+def continued_list_schema(tools: Sequence[ToolDefinition], written: object) -> dict[str, object]:
     """The JSON Schema of a list of calls that opens with the call ``written``.
 
     A JSON list whose first item is ``written`` (``prefixItems`` with a ``const``: the call
@@ -129,7 +129,7 @@ def continued_list_schema(tools: Sequence[ToolDefinition], written: Any) -> dict
     for several things at once often write only the first (bench/RESULTS.md, "BFCL").
     """
     variants, defs = _tool_variants(tools)
-    schema: dict[str, Any] = {
+    schema: dict[str, object] = {
         "type": "array",
         "prefixItems": [{"const": written}],
         "items": _one_call(variants),
@@ -140,27 +140,27 @@ def continued_list_schema(tools: Sequence[ToolDefinition], written: Any) -> dict
     return schema
 
 
-def continued_list_response_format(tools: Sequence[ToolDefinition], written: Any
-                                   ) -> dict[str, Any]:
+def continued_list_response_format(tools: Sequence[ToolDefinition], written: object
+                                   ) -> ResponseFormat:
     """The ``response_format`` carrying :func:`continued_list_schema` (as
     :func:`tool_step_response_format`)."""
     return _response_format(continued_list_schema(tools, written))
 
 
-def _one_call(variants: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def _one_call(variants: Sequence[dict[str, object]]) -> dict[str, object]:
     """The schema of one call to any of the tools whose ``variants`` these are."""
     return variants[0] if len(variants) == 1 else {"anyOf": list(variants)}
 
 
 def tool_step_response_format(
     tools: Sequence[ToolDefinition], tool_choice: ToolChoice
-) -> dict[str, Any]:
+) -> ResponseFormat:
     """The ``response_format`` carrying :func:`tool_step_schema` (OpenAI's ``json_schema`` form,
     which llama.cpp's server reads as ``response_format.json_schema.schema``)."""
     return _response_format(tool_step_schema(tools, tool_choice))
 
 
-def _response_format(schema: dict[str, Any]) -> dict[str, Any]:
+def _response_format(schema: JSONSchema) -> ResponseFormat:
     return {
         "type": "json_schema",
         "json_schema": {"name": STEP_SCHEMA_NAME, "strict": False, "schema": schema},
@@ -169,9 +169,9 @@ def _response_format(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _tool_variants(
     tools: Iterable[ToolDefinition],
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    variants: list[dict[str, Any]] = []
-    defs: dict[str, Any] = {}
+) -> tuple[list[dict[str, object]], dict[str, object]]:
+    variants: list[dict[str, object]] = []
+    defs: dict[str, object] = {}
     for tool in tools:
         params = tool.parameters
         if "$defs" in params or "definitions" in params:
@@ -244,7 +244,7 @@ def _step_json(content: str | None) -> str | None:
     return body
 
 
-def lone_call(content: str | None, tool_names: Collection[str]) -> dict[str, Any] | None:
+def lone_call(content: str | None, tool_names: Collection[str]) -> dict[str, object] | None:
     """The call of a constrained step that is one call object, decoded; else None.
 
     One call: a JSON object ``{"name": N, "arguments": {...}}`` with ``N`` in ``tool_names``
@@ -291,7 +291,7 @@ def _same_call(call: ToolCall, other: ToolCall) -> bool:
         return False
 
 
-def _read_step(step: Any, tool_names: Collection[str]) -> ToolCall | str | None:
+def _read_step(step: object, tool_names: Collection[str]) -> ToolCall | str | None:
     if not isinstance(step, dict):
         return None
     name = step.get("name")
@@ -339,7 +339,7 @@ def allows_several_calls(tools: Sequence[ToolDefinition], tool_choice: ToolChoic
     return bool(tools) and tool_choice in ("auto", "required")
 
 
-def wants_tool_step(body: Mapping[str, Any]) -> bool:
+def wants_tool_step(body: Mapping[str, object]) -> bool:
     """Whether a chat request body asks for the constrained format of :func:`tool_step_schema`."""
     fmt = body.get("response_format")
     if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
@@ -486,7 +486,7 @@ def _next_open(text: str, pos: int) -> int:
     return min(brace, bracket)
 
 
-def _collect_calls(value: Any, tool_names: Collection[str], out: list[ToolCall]) -> bool:
+def _collect_calls(value: object, tool_names: Collection[str], out: list[ToolCall]) -> bool:
     """Append the calls in ``value`` to ``out``; False when ``value`` holds something that is
     not a call to a known tool (then nothing of it should be taken out of the text)."""
     if isinstance(value, list):

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any, Unpack
+from typing import Any, Unpack, cast
 
 from gramagent import _json as exact_json
 from gramagent._messages import AssistantMessage, Message, ToolCall, UserMessage, new_tool_call
@@ -59,6 +59,13 @@ from gramagent._models.base import (
 from gramagent._models.http import HTTPClient, HTTPOptions
 from gramagent._models.http_adapter import HTTPAdapter
 from gramagent._models.sse import encode_sse
+from gramagent._models.wire_shapes import (
+    JSONObject,
+    ResponsesBody,
+    ResponsesInputItem,
+    ResponsesTool,
+    ResponsesToolChoice,
+)
 from gramagent._spec.definition import ToolDefinition
 
 __all__ = [
@@ -104,7 +111,7 @@ class ResponsesModel(HTTPAdapter):
     def __repr__(self) -> str:
         return f"ResponsesModel({self.http.base_url!r}, strict={self.strict})"
 
-    def request(self, request: ModelRequest) -> Coroutine[Any, Any, ModelTurn]:
+    def request(self, request: ModelRequest) -> Coroutine[object, None, ModelTurn]:
         """Send ``request`` to ``/responses`` and return the normalized turn (to be awaited:
         the coroutine of the HTTP request itself, which reads the reply, without one of the
         adapter's around it).
@@ -131,7 +138,7 @@ class ResponsesModel(HTTPAdapter):
             request, strict=self.strict, tools_payload=self._tools.get(request.tools),
         )
         body["stream"] = True
-        final: Any = None
+        final: object = None
         async for event in self.http.stream_sse(RESPONSES_PATH, body):
             kind = event.get("type")
             if not isinstance(kind, str):  # a hostile event (a list is not even hashable)
@@ -158,7 +165,7 @@ class ResponsesModel(HTTPAdapter):
             error.__cause__ = exc  # as ``raise ... from exc`` (a compiled build drops ``from``)
             raise error  # noqa: B904 (set above)
 
-    def _tools_payload(self, tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+    def _tools_payload(self, tools: Sequence[ToolDefinition]) -> list[ResponsesTool]:
         return responses_tools(tools, strict=self.strict)
 
 
@@ -171,25 +178,26 @@ _FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "respons
 
 def build_responses_body(
     request: ModelRequest, strict: bool = True,
-    tools_payload: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+    tools_payload: list[ResponsesTool] | None = None,
+) -> ResponsesBody:
     """The JSON body for ``request`` (pure; see the module docs for the shape).
 
     ``tools_payload`` is :func:`responses_tools` of ``request.tools``, when the caller has it.
     """
     settings = request.settings
     tools = request.tools
-    body: dict[str, Any] = {
+    body: ResponsesBody = {
         "model": request.model,
         "input": responses_input(request.instruction, request.messages, request.rendered),
     }
     if settings:  # first, so the fields set here win over them
-        body = {**settings, **body}
-        if "max_tokens" in body:
-            body.setdefault("max_output_tokens", body.pop("max_tokens"))
-        body.pop("stream", None)
-        body.pop("stream_options", None)
-        body.pop("previous_response_id", None)
+        merged: dict[str, object] = {**settings, **body}
+        if "max_tokens" in merged:
+            merged.setdefault("max_output_tokens", merged.pop("max_tokens"))
+        merged.pop("stream", None)
+        merged.pop("stream_options", None)
+        merged.pop("previous_response_id", None)
+        body = cast(ResponsesBody, merged)
     if tools:
         body["tools"] = (tools_payload if tools_payload is not None
                          else responses_tools(tools, strict=strict))
@@ -201,9 +209,9 @@ def build_responses_body(
 
 
 def responses_tools(tools: Sequence[ToolDefinition], *, strict: bool = True
-                    ) -> list[dict[str, Any]]:
+                    ) -> list[ResponsesTool]:
     """The ``tools`` list describing ``tools`` (strict-compiled schemas when ``strict``)."""
-    out = []
+    out: list[ResponsesTool] = []
     for tool in tools:
         parameters, is_strict = tool_parameters(tool, strict)
         out.append({
@@ -217,15 +225,15 @@ def responses_tools(tools: Sequence[ToolDefinition], *, strict: bool = True
 
 
 def responses_input(instruction: str, messages: Sequence[Message],
-                    rendered: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                    rendered: dict[str, Any] | None = None) -> list[ResponsesInputItem]:
     """The ``input`` items: the system instruction, then the history (``rendered``: the
     conversation's memo of earlier requests, see :func:`render_history`)."""
-    items: list[dict[str, Any]] = ([{"role": "system", "content": instruction}] if instruction
-                                   else [])
+    items: list[ResponsesInputItem] = ([{"role": "system", "content": instruction}]
+                                       if instruction else [])
     return render_history(items, messages, rendered, "responses", _append_items)
 
 
-def _append_items(messages: Sequence[Message], items: list[Any]) -> None:
+def _append_items(messages: Sequence[Message], items: list[ResponsesInputItem]) -> None:
     """Append the ``input`` items of ``messages`` (an assistant turn: its text, its calls)."""
     for message in messages:
         if isinstance(message, UserMessage):
@@ -252,7 +260,7 @@ def _append_items(messages: Sequence[Message], items: list[Any]) -> None:
             })
 
 
-def _tool_choice(choice: ToolChoice) -> str | dict[str, str]:
+def _tool_choice(choice: ToolChoice) -> ResponsesToolChoice:
     if isinstance(choice, NamedToolChoice):
         return {"type": "function", "name": choice.name}
     return choice
@@ -261,7 +269,7 @@ def _tool_choice(choice: ToolChoice) -> str | dict[str, str]:
 # -- reply -----------------------------------------------------------------------------------
 
 
-def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
+def parse_responses_reply(data: Mapping[str, object]) -> ModelTurn:
     """Read a Responses API ``response`` object into a :class:`ModelTurn`.
 
     Raises:
@@ -311,7 +319,7 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
     return new_turn(text, whole, usage, finish, cut_off, data)  # by position, as new_turn's
 
 
-def _odd_call(item: Mapping[str, Any]) -> ToolCall:
+def _odd_call(item: Mapping[str, object]) -> ToolCall:
     """The call of a ``function_call`` output item that is not the usual one, read as far as
     it goes: a missing or empty id is the item's ``id`` or a fresh one, a missing name is
     empty, arguments that are not text are encoded."""
@@ -325,7 +333,7 @@ def _odd_call(item: Mapping[str, Any]) -> ToolCall:
     )
 
 
-def _message_text(item: Mapping[str, Any], texts: list[str]) -> bool:
+def _message_text(item: Mapping[str, object], texts: list[str]) -> bool:
     """Append the text of a ``message`` output item to ``texts``; whether it holds a
     refusal."""
     refused = False
@@ -354,11 +362,11 @@ def render_response(
     model: str,
     response_id: str = "resp_0",
     created: int | None = None,
-    request: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    request: Mapping[str, object] | None = None,
+) -> JSONObject:
     """The ``response`` object a server sends for ``turn`` (inverse of
     :func:`parse_responses_reply`); ``request`` fields such as ``tools`` are echoed back."""
-    output: list[dict[str, Any]] = []
+    output: list[JSONObject] = []
     if turn.text is not None:
         output.append({
             "type": "message",
@@ -379,7 +387,7 @@ def render_response(
         for n, call in enumerate(turn.tool_calls)
     )
     request = request or {}
-    out: dict[str, Any] = {
+    out: JSONObject = {
         "id": response_id,
         "object": "response",
         "created_at": int(time.time()) if created is None else created,
@@ -404,7 +412,7 @@ def render_response(
     return out
 
 
-def render_reply(turn: ModelTurn, request: Mapping[str, Any], *, model: str, number: int,
+def render_reply(turn: ModelTurn, request: Mapping[str, object], *, model: str, number: int,
                  verbatim: bool = False) -> RenderedReply:
     """The answer a Responses server sends to ``request`` for ``turn`` (the renderer of this
     wire format in :class:`gramagent.testing.ScriptedServer`): the ``response`` object, or,

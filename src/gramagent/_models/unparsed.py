@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from gramagent._models._wire import ReplyError, completion_choice
 from gramagent._models.http import HTTPClient, body_model
 from gramagent._models.http_retry import retryable_answer
+from gramagent._models.wire_shapes import JSONObject
 from gramagent.errors import ModelAPIError
 
 __all__ = [
@@ -80,7 +80,7 @@ def llama_retryable_answer(status: int, message: str) -> bool:
     return retryable_answer(status, message) and not rejected_by_chat_parser(message)
 
 
-def raw_completion_body(chat_body: Mapping[str, Any], prompt: str) -> dict[str, Any]:
+def raw_completion_body(chat_body: Mapping[str, object], prompt: str) -> JSONObject:
     """The ``/v1/completions`` body generating ``chat_body``'s reply from ``prompt`` (what
     ``/apply-template`` made of it): the same settings, the chat-only fields left out, the
     ``response_format`` schema (if any) as ``json_schema``; never streamed."""
@@ -92,7 +92,7 @@ def raw_completion_body(chat_body: Mapping[str, Any], prompt: str) -> dict[str, 
     return body
 
 
-def _schema(response_format: Any) -> Any:
+def _schema(response_format: object) -> object:
     """The schema of a ``json_schema`` response format, else None."""
     if isinstance(response_format, Mapping):
         spec = response_format.get("json_schema")
@@ -101,7 +101,7 @@ def _schema(response_format: Any) -> Any:
     return None
 
 
-def chat_reply_from_completion(data: Mapping[str, Any]) -> dict[str, Any]:
+def chat_reply_from_completion(data: Mapping[str, object]) -> JSONObject:
     """A ``/v1/completions`` reply in the shape of a Chat Completions reply: its first
     choice's ``text`` as the message's ``content``, its ``finish_reason`` and ``usage`` kept.
 
@@ -110,7 +110,7 @@ def chat_reply_from_completion(data: Mapping[str, Any]) -> dict[str, Any]:
             ``text``.
     """
     choice, text = completion_choice(data)
-    reply: dict[str, Any] = {"choices": [{
+    reply: JSONObject = {"choices": [{
         "index": 0,
         "message": {"role": "assistant", "content": text},
         "finish_reason": choice.get("finish_reason"),
@@ -133,7 +133,7 @@ class RawCompletion:
         """Whether ``error`` is the rejection a raw completion recovers from."""
         return rejected_by_chat_parser(str(error))
 
-    async def generate(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def generate(self, body: Mapping[str, object]) -> JSONObject:
         """The reply to the chat ``body``, as a Chat Completions reply: the prompt
         ``/apply-template`` makes of it, completed by ``/v1/completions``.
 
