@@ -85,35 +85,32 @@ def render_history(head: list[_Item], messages: Sequence[Message],
     With ``rendered`` (the conversation's memo, ``ModelRequest.rendered``, shared by the
     conversation and its copies), the items of the longest prefix of ``messages`` that the
     last request of the conversation (or of a copy) also sent are taken from it, and only the
-    messages after that prefix are rendered: a long history costs a list copy per request, not
+    messages after that prefix are rendered: a long history is a list copy per request, not
     new dicts per message. The memo holds ``(head, messages, items, ends)`` per wire format,
-    ``items`` being the whole list sent (the head's items first) and ``ends[i]`` (an array of
-    machine integers: copied per request without a reference count per entry) the number of
-    history items up to ``messages[i]`` included. A request with the same head as the last
-    one continues that list (no copy into the body: the list itself is sent, and sent again
-    when nothing was added); another head (an instruction that changed, e.g. a constrained
-    step's hint) takes the history's items after its own. Items, and lists, are shared between
-    request bodies: read-only, never extended in place. Histories shorter than
-    :data:`REMEMBERED_FROM` messages are rendered afresh (into ``head``).
+    ``items`` being the whole list sent (the head's items first) and ``ends[i]`` (an
+    ``array("q")``) the number of history items up to ``messages[i]`` included. A request
+    with the same head as the last one continues that list (no copy into the body: the list
+    itself is sent, and sent again when nothing was added); another head (an instruction
+    that changed, e.g. a constrained step's hint) takes the history's items after its own.
+    Items, and lists, are shared between request bodies: read-only, never extended in place.
+    Histories shorter than :data:`REMEMBERED_FROM` messages are rendered afresh (into
+    ``head``).
     """
-    # A short history renders faster than its memo pays for itself: the memo is held until
-    # the conversation ends, and at concurrency 100 every object a run holds across its waits
-    # costs collections (bench/RESULTS.md, "Per call and per message").
+    # Short histories are rendered afresh (docs/performance.md, "Models and HTTP").
     if rendered is None or len(messages) < REMEMBERED_FROM:
         render(messages, head)
         return head
     memo: tuple[list[_Item], Sequence[Message], list[_Item], array[int]] = rendered.get(
         wire_format, _NOTHING_RENDERED)
     before_head, before, items, ends = memo
-    # Equal prefixes: the same conversation, grown (compared by identity first, at C speed;
-    # one slice, of the longer one).
+    # Equal prefixes: the same conversation, grown (one slice, of the longer one).
     shown, sent = len(messages), len(before)
-    common = shown if shown < sent else sent  # not min(): a builtin parsing keywords
+    common = min(shown, sent)
     if common and (messages[:sent] != before if shown > sent
                    else messages != before[:shown] if shown < sent
                    else messages != before):
         # Another branch. Runs that each continue one context with a message of their own part
-        # at the last message both hold: checked first, at C speed; else found one by one.
+        # at the last message both hold: checked first; else found one by one.
         last = common - 1
         if messages[:last] == before[:last]:
             common = last

@@ -158,8 +158,8 @@ class ChatCompletionsModel(HTTPAdapter):
         )
 
     def request(self, request: ModelRequest) -> Coroutine[object, None, ModelTurn]:
-        """Send ``request`` as a Chat Completions call and return the normalized turn (to be
-        awaited: the coroutine of the exchange itself, without one of its own around it).
+        """Send ``request`` as a Chat Completions call; the returned coroutine, awaited, gives
+        the normalized turn.
 
         Raises:
             ModelAPIError: transport or HTTP failure after retries, or an unreadable reply.
@@ -167,13 +167,10 @@ class ChatCompletionsModel(HTTPAdapter):
         """
         mode = self.tool_call_mode
         if mode == "native" and not self.stream:
-            # The usual request, in the fewest frames (each costs measurably per request:
-            # bench/RESULTS.md, issue 18): the body built here, the reply read in the HTTP
-            # request's own coroutine, no coroutine of the adapter's around it.
-            # By position (request, functions, tool_call_mode, stream, strict, tools_payload):
-            # a keyword costs ~125 machine instructions per request.
-            body = build_chat_body(request, self.functions, "native", False, self.strict,
-                                   self._tools.get(request.tools))
+            # The usual request: the reply is read in the HTTP request's own coroutine
+            # (docs/performance.md, "Models and HTTP").
+            body = build_chat_body(request, functions=self.functions, tool_call_mode="native",
+                                   strict=self.strict, tools_payload=self._tools.get(request.tools))
             return self.http.post_read(CHAT_PATH, body, parse_chat_reply)
         if mode == "hybrid":
             return hybrid_turn(request, self._exchange, self._continued)

@@ -93,8 +93,9 @@ def parse_chat_reply(
     if finish == "length":
         calls, cut_off = split_cut_off(calls)
     usage = usage_from(data.get("usage"), "prompt_tokens", "completion_tokens")
-    return new_turn(text, calls, usage, finish if isinstance(finish, str) else None, cut_off,
-                    data)  # by position: text, tool_calls, usage, finish_reason, cut_off_calls, raw
+    return new_turn(text=text, tool_calls=calls, usage=usage,
+                    finish_reason=finish if isinstance(finish, str) else None,
+                    cut_off_calls=cut_off, raw=data)
 
 
 def _content_text(content: object) -> str | None:
@@ -113,8 +114,8 @@ def _native_calls(raw_calls: object, message: Mapping[str, object]) -> tuple[Too
     if isinstance(raw_calls, list):
         for raw in raw_calls:
             # The usual call: an object with a non-empty string id and a function object with
-            # a string name and string arguments, read without a method call or isinstance
-            # each; anything else is read field by field (_odd_call).
+            # a string name and string arguments, read at once; anything else is read field
+            # by field (_odd_call).
             try:
                 fn = raw["function"]
                 call_id, name, arguments = raw["id"], fn["name"], fn["arguments"]

@@ -27,10 +27,8 @@ def assemble_chat_chunks(chunks: Iterable[Mapping[str, object]]) -> JSONObject:
     whole ``message`` (a server that ignored ``stream: true``) counts as one big delta. With no
     choice in any chunk the result has no choices (the parser reports that).
 
-    Every piece is kept in a list and joined once at the end: a string grown by ``+=`` in a
-    dict is copied whole at every piece, time in the square of its length (a hostile server's
-    200,000 pieces of 10 characters took 69 s, on the event loop's thread, where neither the
-    wall time nor anything else could interrupt it).
+    Time is linear in the stream's length: every piece is kept in a list and joined once at
+    the end (docs/performance.md, "Models and HTTP", has the hostile case this guards against).
     """
     meta: JSONObject = {}
     texts: dict[str, list[str]] = {"content": [], "refusal": []}

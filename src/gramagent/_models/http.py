@@ -225,9 +225,8 @@ class HTTPClient:
         }
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
-        # Per operation, as before: connecting, then each wait for data (not the whole body).
         # Per operation: connecting, then each wait for data. The attempt as a whole is
-        # bounded by ``request_timeout``, checked as the body arrives (no timer per request).
+        # bounded by ``request_timeout``, checked as the body arrives.
         self._timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=min(connect_timeout, timeout), sock_read=timeout
         )
@@ -249,8 +248,8 @@ class HTTPClient:
 
     def post_json(self, path: str, body: Mapping[str, object]
                   ) -> Coroutine[object, None, JSONObject]:
-        """POST ``body`` as JSON to ``base_url + path`` and return the decoded JSON object (to
-        be awaited: the coroutine of the request itself, without one of its own around it).
+        """POST ``body`` as JSON to ``base_url + path``; the returned coroutine, awaited,
+        gives the decoded JSON object.
 
         Raises:
             ModelAPIError: after the retries, or at once for a non-retryable status or an
@@ -262,8 +261,7 @@ class HTTPClient:
     def post_read(self, path: str, body: Mapping[str, object],
                   read: Callable[[JSONObject], _T]) -> Coroutine[object, None, _T]:
         """:meth:`post_json`, the decoded object then read by ``read`` (an adapter's reply
-        parser) in the request's own coroutine: no coroutine of the adapter's around the
-        request (each layer costs measurably per request, bench/RESULTS.md, issue 18).
+        parser) within the request's own coroutine: awaited, it gives what ``read`` returns.
 
         Raises:
             ModelAPIError: as :meth:`post_json`; or ``read`` raised

@@ -15,7 +15,7 @@ The wire formats are one table: an entry names the format, its adapter class and
 it posts to, and the renderer of that endpoint's replies (which the scripted test server of
 :mod:`gramagent.testing` serves). The CLI's ``--api``, the scripted server and the tests read
 the table, so a new wire format is its adapter module plus one :func:`register_wire_format`
-entry. Adapters are imported by name on first use: reading the table costs nothing.
+entry. Adapters are imported by name on first use: reading the table imports none of them.
 
 Everything that can be checked before a request is checked here and raised as a
 :class:`~gramagent.errors.ConfigurationError`: an unknown provider or api, a malformed base

@@ -112,17 +112,15 @@ class ResponsesModel(HTTPAdapter):
         return f"ResponsesModel({self.http.base_url!r}, strict={self.strict})"
 
     def request(self, request: ModelRequest) -> Coroutine[object, None, ModelTurn]:
-        """Send ``request`` to ``/responses`` and return the normalized turn (to be awaited:
-        the coroutine of the HTTP request itself, which reads the reply, without one of the
-        adapter's around it).
+        """Send ``request`` to ``/responses``; the returned coroutine, awaited, gives the
+        normalized turn.
 
         Raises:
             ModelAPIError: transport or HTTP failure after retries, a ``failed`` response, or
                 an unreadable reply.
         """
-        # By position (request, strict, tools_payload): a keyword costs ~125 machine
-        # instructions per request.
-        body = build_responses_body(request, self.strict, self._tools.get(request.tools))
+        body = build_responses_body(request, strict=self.strict,
+                                    tools_payload=self._tools.get(request.tools))
         return self.http.post_read(RESPONSES_PATH, body, parse_responses_reply)
 
     async def stream_request(self, request: ModelRequest, on_text: TextSink) -> ModelTurn:
@@ -245,7 +243,7 @@ def _append_items(messages: Sequence[Message], items: list[ResponsesInputItem]) 
                     "role": "assistant",
                     "content": [{"type": "output_text", "text": message.content}],
                 })
-            for call in message.tool_calls:  # a plain loop: no generator frame
+            for call in message.tool_calls:
                 items.append({
                     "type": "function_call",
                     "call_id": call.id,
@@ -294,7 +292,7 @@ def parse_responses_reply(data: Mapping[str, object]) -> ModelTurn:
             refused = _message_text(item, texts) or refused
         elif kind == "function_call":
             # The usual call (a non-empty string call_id, string name and arguments) read
-            # without a method call or isinstance each; anything else field by field.
+            # at once; anything else field by field.
             call_id, name, arguments = (item.get("call_id"), item.get("name"),
                                         item.get("arguments"))
             calls.append(new_tool_call(call_id, name, arguments)
@@ -316,7 +314,8 @@ def parse_responses_reply(data: Mapping[str, object]) -> ModelTurn:
         whole, cut_off = split_cut_off(whole)
     text = "".join(texts) if texts else None
     usage = usage_from(data.get("usage"), "input_tokens", "output_tokens")
-    return new_turn(text, whole, usage, finish, cut_off, data)  # by position, as new_turn's
+    return new_turn(text=text, tool_calls=whole, usage=usage, finish_reason=finish,
+                    cut_off_calls=cut_off, raw=data)
 
 
 def _odd_call(item: Mapping[str, object]) -> ToolCall:

@@ -37,10 +37,9 @@ class SSEDecoder:
     the blank line ending its event; ``data: [DONE]`` ends the stream (:attr:`done`; later text
     is ignored). :meth:`close` releases an event the stream ended without a blank line.
 
-    Each piece is scanned once, whatever its size and however a long line is split: the
-    unfinished line is kept as its pieces, joined when it ends (a line rescanned and copied
-    with every piece cost time in the square of its length: a hostile server's 8 MB line in
-    1 KB pieces held the event loop's thread for minutes).
+    Time is linear in the stream's length, however a long line is split: each piece is
+    scanned once, and the unfinished line is kept as its pieces, joined when it ends
+    (docs/performance.md, "Models and HTTP", has the hostile case this guards against).
     """
 
     __slots__ = ("_after_cr", "_data", "_pending", "done")
