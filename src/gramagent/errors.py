@@ -222,7 +222,13 @@ class RunError(GramagentError):
 
 
 class ModelAPIError(RunError):
-    """The model server could not be reached or answered with an error, after retries."""
+    """The model server could not be reached or answered with an error, after retries.
+
+    ``status`` is the last answer's HTTP status (None when none came: 429 when the server was
+    rate limiting), ``retry_after`` the seconds that answer asked to wait before another try
+    (its ``Retry-After`` or ``retry-after-ms`` header, read on answers worth retrying: 408,
+    409, 429, 5xx), None when it asked for none.
+    """
 
     def __init__(
         self,
@@ -233,14 +239,17 @@ class ModelAPIError(RunError):
         model: str | None = None,
         context: Any = None,
         usage: Any = None,
+        retry_after: float | None = None,
     ) -> None:
         self.status = status
         self.body = body
         self.model = model
+        self.retry_after = retry_after
         super().__init__(message, context=context, usage=usage)
 
     def _state(self) -> dict[str, Any]:
-        return {**super()._state(), "status": self.status, "body": self.body, "model": self.model}
+        return {**super()._state(), "status": self.status, "body": self.body, "model": self.model,
+                "retry_after": self.retry_after}
 
 
 class AuthenticationError(ModelAPIError, ConfigurationError):

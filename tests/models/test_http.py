@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import math
+import pickle
 import socket
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -54,6 +55,25 @@ async def test_429_retry_after_is_honoured(serve):
     assert data["choices"][0]["message"]["content"] == "ok"
     assert len(srv.requests) == 2
     assert sleep.waits == [7.0]
+
+
+async def test_a_429_that_survives_the_retries_says_how_long_to_wait(serve):
+    """The last refusal's status and the wait it asked for are on the error (what a caller
+    scheduling many runs backs off by), and survive pickling; an answer naming no wait has
+    ``retry_after`` None."""
+    srv = serve([error(429, "slow down", retry_after=3), error(429, "slow down", retry_after=7),
+                 error(503), error(503)])
+    http, sleep = client(srv, max_retries=1)
+    async with http:
+        with pytest.raises(ModelAPIError) as caught:
+            await http.post_json("/chat/completions", BODY)
+        assert (caught.value.status, caught.value.retry_after) == (429, 7.0)
+        assert sleep.waits == [3.0]
+        copy = pickle.loads(pickle.dumps(caught.value))
+        assert (type(copy), copy.status, copy.retry_after) == (ModelAPIError, 429, 7.0)
+        with pytest.raises(ModelAPIError) as plain:
+            await http.post_json("/chat/completions", BODY)
+    assert (plain.value.status, plain.value.retry_after) == (503, None)
 
 
 async def test_500_is_retried_with_jittered_backoff(serve):

@@ -20,6 +20,7 @@ __all__ = [
     "completion_choice",
     "error_reply",
     "finish_chunk",
+    "first_choice",
     "new_call_id",
     "REMEMBERED_FROM",
     "render_history",
@@ -39,16 +40,28 @@ class ReplyError(ValueError):
     """A server reply an adapter cannot read (the adapter turns it into a ModelAPIError)."""
 
 
+def first_choice(data: Mapping[str, object], reply: str = "the reply"
+                 ) -> Mapping[str, object]:
+    """The first of a reply's ``choices`` (Chat Completions, completions).
+
+    Raises:
+        ReplyError: the reply has no first choice that is an object (``reply`` names it in
+            the message).
+    """
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        raise ReplyError(f"{reply} has no choices")
+    choice: Mapping[str, object] = choices[0]
+    return choice
+
+
 def completion_choice(data: Mapping[str, object]) -> tuple[Mapping[str, object], str]:
     """The first choice of a (legacy) completions reply and its ``text``.
 
     Raises:
         ReplyError: the reply has no first choice with a string ``text``.
     """
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
-        raise ReplyError("the completion reply has no choices")
-    choice = choices[0]
+    choice = first_choice(data, "the completion reply")
     text = choice.get("text")
     if not isinstance(text, str):
         raise ReplyError("the completion reply's first choice has no text")

@@ -18,6 +18,7 @@ from gramagent._messages import (
 from gramagent._models._wire import (
     ReplyError,
     arguments_text,
+    first_choice,
     new_call_id,
     split_cut_off,
     usage_from,
@@ -64,10 +65,7 @@ def parse_chat_reply(
     Raises:
         ReplyError: the reply has no ``choices[0].message``.
     """
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise ReplyError("the reply has no choices")
-    choice = choices[0]
+    choice = first_choice(data)
     message = choice.get("message")
     if not isinstance(message, dict):
         raise ReplyError("the reply's first choice has no message")

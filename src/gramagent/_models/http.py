@@ -22,7 +22,9 @@ the whole body read included, must end within ``request_timeout`` (default 900 s
 Every failure that survives the retries becomes a :class:`~gramagent.errors.ModelAPIError`
 built by :meth:`HTTPClient.error` (:func:`~gramagent._models.http_errors.request_error`): it
 names the model, the URL, the HTTP status and the server's message, and carries an excerpt of
-the body. A 429 that survives is a ModelAPIError with ``status == 429``. The API key travels
+the body. A refusal that survives the retries (a 429 from a server rate limiting, say) is a
+ModelAPIError with that ``status`` and, when the server named a wait, ``retry_after`` (seconds):
+what a caller scheduling many runs reads to back off. The API key travels
 only in the ``Authorization`` header of the pooled client; a server that echoes it back finds
 it masked in the error (message and body), in log records and in what the
 :data:`ExchangeHook` sees. The key is never sent over plain ``http`` to a host that is not this
@@ -369,6 +371,7 @@ class HTTPClient:
         body: bytes | str | Mapping[str, object] | None = None,
         model: str | None = None,
         attempts: int | None = None,
+        retry_after: float | None = None,
     ) -> ModelAPIError:
         """Build the :class:`~gramagent.errors.ModelAPIError` for a failed request, this
         client's API key masked in it.
@@ -378,7 +381,7 @@ class HTTPClient:
         characters.
         """
         return request_error(message, mask=self._mask, url=url, status=status, body=body,
-                             model=model, attempts=attempts)
+                             model=model, attempts=attempts, retry_after=retry_after)
 
     async def aclose(self) -> None:
         """Close the pooled connections; the next request opens a new pool.
@@ -516,7 +519,7 @@ class HTTPClient:
                 continue
             raise self.error(
                 failure, url=url, status=status, body=failed_body, model=body_model(body),
-                attempts=attempt + 1,
+                attempts=attempt + 1, retry_after=hint,
             ) from cause
 
     def _retry(self, failure: str, retryable: bool, attempt: int, hint: float | None,

@@ -43,10 +43,12 @@ def request_error(
     body: bytes | str | Mapping[str, object] | None = None,
     model: str | None = None,
     attempts: int | None = None,
+    retry_after: float | None = None,
 ) -> ModelAPIError:
     """The error for a failed request: ``message`` with where it went (``url``), who answered
     (``model``), how many ``attempts`` were made, and an excerpt of ``body`` (about 500
-    characters), every text through ``mask``."""
+    characters), every text through ``mask``; ``retry_after`` is the wait the last answer
+    asked for (:attr:`~gramagent.errors.ModelAPIError.retry_after`)."""
     where = f" ({url})" if url else ""
     tries = f" after {attempts} attempts" if attempts and attempts > 1 else ""
     who = f"model {model!r}" if model else "the model server"
@@ -62,6 +64,7 @@ def request_error(
         status=status,
         body=None if shown is None else mask(shown),
         model=model,
+        retry_after=retry_after,
     )
 
 
