@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from gramagent._models._wire import (
     arguments_text,
 )
-from gramagent._models.wire_shapes import JSONObject
+from gramagent._models.wire_shapes import FunctionCall, JSONObject
 
 __all__ = ["assemble_chat_chunks", "content_delta"]
 
@@ -91,7 +91,8 @@ class _CallPieces:
         elif args is not None:
             self.arguments.append(arguments_text(args))
 
-    def joined(self) -> dict[str, str]:
+    def joined(self) -> FunctionCall:
+        """The call's ``{"name", "arguments"}``, each piece list joined."""
         return {"name": "".join(self.name), "arguments": "".join(self.arguments)}
 
 

@@ -434,16 +434,13 @@ class HTTPClient:
                     sse: bool = False) -> _T:
         """Send with retries; return the decoded body of a 2xx answer, read: ``read(decoded)``
         (a :class:`~gramagent._models._wire.ReplyError` it raises is a ModelAPIError, not
-        retried). ``headers`` are added to
-        the pool's (which ask for JSON); ``decode(body, reply)`` raises :class:`UnreadableBody`
-        for a body it cannot use (an attempt that failed, like a dropped connection). With
-        ``keep_open`` a 2xx answer is not read: ``decode`` gets it open (an empty body), the
-        caller reads and releases it. With ``sse`` the body is an event stream, read to its
-        ``[DONE]`` (see :func:`read_body`).
-
-        The usual attempt (one answer, its body whole with its headers) runs straight through
-        the loop's first pass: what a failure needs (its status, body, hint and cause) is
-        worked out only when one happens.
+        retried). ``headers`` are added to the pool's (which ask for JSON);
+        ``decode(body, reply)`` raises :class:`UnreadableBody` for a body it cannot use (an
+        attempt that failed, like a dropped connection). With ``keep_open`` a 2xx answer is not
+        read: ``decode`` gets it open (an empty body), the caller reads and releases it. With
+        ``sse`` the body is an event stream, read to its ``[DONE]`` (see
+        :func:`~gramagent._models.http_body.read_body`). A failed attempt's details (status,
+        body, retry hint, cause) are worked out only when one fails.
         """
         url = self.base_url + path
         try:

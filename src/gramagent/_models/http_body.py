@@ -113,6 +113,12 @@ class BoundedBody:
         self._inflate: zlib._Decompress | None = None
 
     def feed(self, chunk: bytes) -> None:
+        """Take the next piece as received (inflating it when compressed).
+
+        Raises:
+            BodyTooLarge: the body passed the limit, as received or inflated.
+            aiohttp.ClientPayloadError: a compressed body is corrupt.
+        """
         self.received += len(chunk)
         if self.received > self.limit:
             raise BodyTooLarge(self.status, f"the answer's body passed the limit of {self.limit} "
@@ -133,6 +139,7 @@ class BoundedBody:
                 f"the {self.encoding} body is corrupt ({exc})") from exc
 
     def finish(self) -> bytes:
+        """The whole body (what is left of a compressed one inflated)."""
         if self._inflate is not None:
             self._keep(self._inflate.flush())
         return b"".join(self.parts)
@@ -192,6 +199,11 @@ async def one_payload(reply: aiohttp.ClientResponse, limit: int
 
 
 def decode_json(content: bytes, reply: aiohttp.ClientResponse) -> JSONObject:
+    """A 2xx body as the JSON object it must be.
+
+    Raises:
+        UnreadableBody: the body is empty, not JSON, or JSON that is not an object.
+    """
     try:
         data = orjson.loads(content)
     except orjson.JSONDecodeError as exc:
@@ -210,6 +222,12 @@ CUT_SHORT: Final = ("it ended before the answer did (no [DONE], no event saying 
 def decode_sse(content: bytes, reply: aiohttp.ClientResponse,
                 ends: Callable[[Mapping[str, object]], bool] | None = None
                 ) -> list[JSONObject]:
+    """A whole event stream's JSON events (one event for a plain JSON answer).
+
+    Raises:
+        UnreadableBody: an event is not JSON, there is none, or (with ``ends``) the stream
+            was cut short: neither ``[DONE]`` nor an event ``ends`` accepts.
+    """
     text = body_text(content)
     content_type = reply.headers.get("content-type", "")
     whole = content_type.startswith("application/json")
@@ -235,5 +253,6 @@ def _kind(value: object) -> str:
 
 
 def body_text(content: bytes) -> str:
+    """``content`` as text (UTF-8, bad bytes replaced)."""
     return content.decode("utf-8", errors="replace")
 

@@ -69,6 +69,7 @@ def request_error(
 
 
 def excerpt(body: bytes | str | Mapping[str, object] | None) -> str | None:
+    """The start of ``body`` an error keeps (about :data:`EXCERPT_CHARS` characters)."""
     if body is None:
         return None
     if isinstance(body, bytes):
@@ -97,6 +98,8 @@ def error_detail(data: object) -> str | None:
 
 
 def error_detail_bytes(content: bytes) -> str:
+    """The server's message in an error body: its :func:`error_detail`, else the start of
+    its text (at most about 300 characters)."""
     try:
         detail = error_detail(orjson.loads(content))
     except orjson.JSONDecodeError:
@@ -107,6 +110,8 @@ def error_detail_bytes(content: bytes) -> str:
 
 
 def transport_detail(exc: BaseException, request_timeout: float) -> str:
+    """What a transport failure says in an error (``request_timeout`` passed: its own
+    sentence)."""
     if not isinstance(exc, aiohttp.ClientError) and isinstance(exc, TimeoutError):
         return (f"no complete answer within {request_timeout:g} s (request_timeout); the "
                 "server was too slow")
