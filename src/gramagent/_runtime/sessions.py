@@ -37,13 +37,14 @@ import shlex
 import sqlite3
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import orjson
 
 from gramagent import _json as exact_json
+from gramagent._logs import Redactor, default_redactor
 from gramagent._messages import Conversation, message_from_dict
 from gramagent._runtime.approval import (
     ApprovalRequest,
@@ -251,12 +252,21 @@ class SessionStore:
             f"`gramagent sessions delete {shlex.quote(name)}` removes it")
 
     def save(self, name: str, conversation: Conversation, *, agent: str | None = None,
-             stored: int = 0, paused: AgentResponse | None = None) -> None:
+             stored: int = 0, paused: AgentResponse | None = None,
+             secrets: Iterable[str | None] = ()) -> None:
         """Append the messages of ``conversation`` after the first ``stored`` ones, in one
         transaction (creating the session if needed). ``paused``: the response the turn
-        paused with (its conversation ``conversation``), kept until the next save."""
+        paused with (its conversation ``conversation``), kept until the next save.
+
+        Secrets are not stored: ``secrets`` (e.g. the run's API key), the secrets added with
+        ``gramagent._logs.add_secret`` and the secret-named environment variables are
+        replaced by ``[REDACTED]`` wherever they appear (a server echoing the key in an
+        answer or in tool arguments).
+        """
         now = time.time()
-        rows = [(name, seq, orjson.dumps(m.to_dict()).decode())
+        masker = Redactor([*default_redactor().secrets, *(s for s in secrets if s)],
+                          shapes=False)
+        rows = [(name, seq, orjson.dumps(_masked(m.to_dict(), masker)).decode())
                 for seq, m in enumerate(conversation.messages) if seq >= stored]
         with self._db() as db:
             (held,) = db.execute("SELECT COUNT(*) FROM messages WHERE session = ?",
@@ -276,7 +286,7 @@ class SessionStore:
             db.execute("DELETE FROM pauses WHERE session = ?", (name,))
             if paused is not None and paused.paused:
                 db.execute("INSERT INTO pauses (session, messages, response) VALUES (?, ?, ?)",
-                           (name, len(conversation), _pause_text(paused)))
+                           (name, len(conversation), _pause_text(paused, masker)))
 
     def load_pause(self, name: str, conversation: Conversation) -> AgentResponse | None:
         """The response the last turn of ``name`` paused with, on ``conversation`` (the
@@ -377,7 +387,7 @@ def _typename(value: object) -> str:
     return "empty" if value is None else f"a value of type {type(value).__name__}"
 
 
-def _pause_text(paused: AgentResponse) -> str:
+def _pause_text(paused: AgentResponse, masker: Redactor) -> str:
     """The JSON kept of a paused response: all but its conversation (the session's messages).
 
     Written whatever its tools returned (``tool_invocations[].result`` holds their return
@@ -388,12 +398,17 @@ def _pause_text(paused: AgentResponse) -> str:
     data = paused.to_dict()
     del data["context"]
     try:
-        return exact_json.dumps(data, default=str)
-    except ValueError:
+        return exact_json.dumps(_masked(data, masker), default=str)
+    except (ValueError, RecursionError):
         for invocation in data["tool_invocations"]:
             invocation["result"] = None if invocation["result"] is None else _text(
                 invocation["result"])
-        return exact_json.dumps(data, default=str)
+        return exact_json.dumps(_masked(data, masker), default=str)
+
+
+def _masked(data: dict[str, Any], masker: Redactor) -> Any:
+    """``data`` with ``masker``'s secrets replaced (itself when there are none)."""
+    return masker.redact(data) if masker.secrets else data
 
 
 def _text(value: object) -> str:
@@ -480,6 +495,8 @@ class StoredSession:
             raise TypeError("a session supplies the context; do not pass context=")
         name = agent.agent.name if isinstance(agent, BoundAgent) else agent.name
         async with self.turn(name) as turn:
+            api_key = options.get("api_key")
+            turn.secrets = (api_key,) if isinstance(api_key, str) and api_key else ()
             try:
                 response = await start(turn)
             except RunError as exc:
@@ -504,11 +521,13 @@ class SessionTurn:
         it continues that run, whose limits hold across the pause."""
         self._agent = agent
         self._stored = 0 if context is None else len(context)
+        self.secrets: tuple[str, ...] = ()
+        """Secrets of this turn (its API key) kept out of what is stored."""
 
     def save(self, conversation: Conversation, response: AgentResponse | None = None
              ) -> None:
         """Store the messages ``conversation`` has beyond :attr:`context` (once per turn);
         ``response``: the one the turn ended with, kept if it paused."""
         self.session.store.save(self.session.name, conversation, agent=self._agent,
-                                stored=self._stored, paused=response)
+                                stored=self._stored, paused=response, secrets=self.secrets)
         self._stored = len(conversation)
