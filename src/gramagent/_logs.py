@@ -117,9 +117,13 @@ class Redactor:
         env: Environment whose variables named ``*KEY*``, ``*TOKEN*`` or ``*SECRET*`` hold
             secrets (values of 6 characters or more); ``None`` to use none.
         mask: The replacement text.
+        shapes: Also mask what looks like a secret (``Authorization: Bearer ...``,
+            ``api_key=...``, ``sk-...``, the value of a key named like a credential);
+            False masks only the literal secrets (what a stored conversation needs: it is
+            sent to the model again, and a user's own ``password=`` stays as written).
     """
 
-    __slots__ = ("_literal", "_lock", "_secrets", "mask")
+    __slots__ = ("_literal", "_lock", "_secrets", "mask", "shapes")
 
     def __init__(
         self,
@@ -127,8 +131,10 @@ class Redactor:
         *,
         env: Mapping[str, str] | None = None,
         mask: str = MASK,
+        shapes: bool = True,
     ) -> None:
         self.mask = mask
+        self.shapes = shapes
         self._lock = threading.Lock()
         self._secrets: frozenset[str] = frozenset()
         self._literal: re.Pattern[str] | None = None
@@ -164,6 +170,8 @@ class Redactor:
         literal = self._literal
         if literal is not None:
             text = literal.sub(self.mask, text)
+        if not self.shapes:
+            return text
         for pattern, replacement in _PATTERNS:
             text = pattern.sub(replacement, text)
         if self.mask != MASK:
@@ -183,7 +191,8 @@ class Redactor:
         if isinstance(obj, Mapping):
             out: dict[Any, Any] = {}
             for key, value in obj.items():
-                if isinstance(key, str) and isinstance(value, str) and _SECRET_KEY.search(key):
+                if (self.shapes and isinstance(key, str) and isinstance(value, str)
+                        and _SECRET_KEY.search(key)):
                     out[key] = self.mask if value else value
                 else:
                     out[key] = self.redact(value)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
+import stat
 import sys
 import traceback
 from collections.abc import Callable
@@ -184,11 +185,23 @@ def require_file(path: Path, expected: str) -> None:
         ConfigurationError: ``path`` does not exist, is a directory, or is not a regular file
             (a device, a pipe).
     """
-    if path.is_file():
+    try:
+        mode = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise ConfigurationError(f"{path}: no such file; expected {expected}") from None
+    except (OSError, ValueError) as exc:  # a name too long, a NUL byte, a parent not readable
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigurationError(f"{_short(str(path))}: cannot be read as a file ({reason}); "
+                                 f"expected {expected}") from None
+    if stat.S_ISREG(mode):
         return
-    what = ("is a directory" if path.is_dir() else "is not a regular file" if path.exists()
-            else "no such file")
+    what = "is a directory" if stat.S_ISDIR(mode) else "is not a regular file"
     raise ConfigurationError(f"{path}: {what}; expected {expected}")
+
+
+def _short(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters, marked where it was cut."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
 def _describe(exc: BaseException) -> str:

@@ -60,7 +60,8 @@ def list_sessions(json: bool = _JSON) -> None:
 
     table = Table("name", "agent", "messages", "updated", box=None, pad_edge=False)
     for s in sessions:
-        table.add_row(s.name, s.agent or "", str(s.messages), _when(s.updated))
+        # names come from whoever ran a turn: shown as text, never as markup or escapes
+        table.add_row(_plain(s.name), _plain(s.agent or ""), str(s.messages), _when(s.updated))
     Console(highlight=False).print(table)
 
 
@@ -110,4 +111,4 @@ def delete(name: str = typer.Argument(..., help="The session.")) -> None:
     """Delete a session and its conversation."""
     if not _store().delete(name):
         raise ConfigurationError(f"no session named {name!r} (see gramagent sessions list)")
-    Console(stderr=True).print(f"[dim]deleted session {name}[/dim]", highlight=False)
+    Console(stderr=True).print(f"[dim]deleted session {_plain(name)}[/dim]", highlight=False)

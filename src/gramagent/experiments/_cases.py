@@ -135,7 +135,20 @@ def _csv_rows(data: bytes, name: str) -> Iterator[tuple[int, Any]]:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ExperimentError(f"{name}: not UTF-8 text ({exc.reason})") from None
+    # A cell may be as long as the file (a document to summarise): the csv module's default
+    # limit (131,072 characters) would refuse it. The limit is process-wide; it is only
+    # raised, and only to the length of text already read.
+    if csv.field_size_limit() < len(text):
+        csv.field_size_limit(len(text))
     reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        yield from _csv_records(reader, name)
+    except csv.Error as exc:  # e.g. a NUL byte: the reader stops where it is
+        raise ExperimentError([Diagnostic(f"not readable as CSV: {exc}", name,
+                                          reader.line_num or 1)]) from None
+
+
+def _csv_records(reader: csv.DictReader[str], name: str) -> Iterator[tuple[int, Any]]:
     if reader.fieldnames is None:
         return
     columns = list(reader.fieldnames)
