@@ -50,6 +50,7 @@ __all__ = [
     "MASK",
     "MODEL_LOGGER",
     "RUN_LOGGER",
+    "SDK_LOGGER",
     "TOOL_LOGGER",
     "USAGE_LOGGER",
     "RedactingFilter",
@@ -70,6 +71,8 @@ __all__ = [
 MASK = "[REDACTED]"
 """What a secret is replaced with."""
 
+SDK_LOGGER = "mcp"
+"""The MCP SDK's logger: its records reach the CLI's stderr only with ``-v``."""
 MODEL_LOGGER = "gramagent.model"
 TOOL_LOGGER = "gramagent.tool"
 USAGE_LOGGER = "gramagent.usage"
@@ -335,7 +338,9 @@ def configure_logging(
 
     Args:
         verbosity: -1 (or less) for critical records only, 0 for warnings and errors, 1 for
-            INFO (model attempts, tool calls, token counts), 2 or more for DEBUG.
+            INFO (model attempts, tool calls, token counts), 2 or more for DEBUG. From 1 on,
+            the MCP SDK's records too (what a server sent that was not JSON-RPC, with the
+            SDK's traceback).
         json: One JSON object per record instead of text.
         stream: Where to write; ``sys.stderr`` at the time of the call by default.
 
@@ -357,15 +362,18 @@ def configure_logging(
     handler.setLevel(level)
     root.addHandler(handler)
     root.setLevel(level)
+    if verbosity >= 1:
+        logging.getLogger(SDK_LOGGER).addHandler(handler)
     return handler
 
 
 def reset_logging() -> None:
     """Undo :func:`configure_logging`: remove its handler and reset the ``gramagent`` level."""
     root = logging.getLogger("gramagent")
-    for old in [h for h in root.handlers if getattr(h, _HANDLER_FLAG, False)]:
-        root.removeHandler(old)
-        old.close()
+    for logger in (root, logging.getLogger(SDK_LOGGER)):
+        for old in [h for h in logger.handlers if getattr(h, _HANDLER_FLAG, False)]:
+            logger.removeHandler(old)
+            old.close()
     root.setLevel(logging.NOTSET)
 
 

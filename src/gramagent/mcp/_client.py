@@ -48,6 +48,7 @@ from opentelemetry.trace import NoOpTracer
 from pydantic import ValidationError
 
 from gramagent._limit_values import limit_problem, refuse_problems
+from gramagent._logs import SDK_LOGGER
 from gramagent.errors import MCPFailureKind, MCPServerError
 from gramagent.mcp._address import HttpServer, ServerAddress, StdioServer, parse_server
 from gramagent.mcp._bounded import DEFAULT_MAX_MESSAGE_BYTES, BoundedTransport, oversized_message
@@ -65,6 +66,11 @@ session loop)."""
 
 log = logging.getLogger("gramagent.mcp")
 server_log = logging.getLogger("gramagent.mcp.server")
+# The SDK logs what a server got wrong (a line on stdout that is not JSON-RPC) with its
+# traceback. Without a handler of its own, Python's last-resort handler would print that to
+# stderr of every program using gramagent.mcp; an application that configures logging still
+# gets the records, and `gramagent -v` shows them (gramagent._logs.configure_logging).
+logging.getLogger(SDK_LOGGER).addHandler(logging.NullHandler())
 
 T = TypeVar("T")
 
