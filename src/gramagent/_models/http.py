@@ -310,10 +310,13 @@ class HTTPClient:
         not JSON or passes ``max_response_bytes`` is a :class:`~gramagent.errors.ModelAPIError`
         (its events were already handed out, so it is not replayed), as is an event carrying
         an ``error`` object. A server that answers with plain JSON gives one event. Closing
-        the generator early closes the connection. ``request_timeout`` does not bound a
-        stream (it may generate for long); the wait for each piece is bounded by ``timeout``.
-        With ``ends``, as for :meth:`post_sse`: a stream cut short is a ModelAPIError.
+        the generator early closes the connection. The whole stream, from the request on,
+        must end within ``request_timeout`` however steadily pieces come (deltas, single
+        bytes, ``: ping`` comments): past it, a ModelAPIError saying so; the wait for each
+        piece is bounded by ``timeout``. With ``ends``, as for :meth:`post_sse`: a stream cut
+        short is a ModelAPIError.
         """
+        deadline = time.perf_counter() + self._request_timeout
         reply = await self._post(path, body, keep_open, _as_is, headers=_STREAM_HEADERS,
                                  keep_open=True)
         url, status, model = self.base_url + path, reply.status, body_model(body)
@@ -323,10 +326,11 @@ class HTTPClient:
         ended = ends is None  # whether the answer said it was over
         try:
             if reply.headers.get("content-type", "").startswith("application/json"):
-                payloads: AsyncGenerator[str, None] = one_payload(reply, self._max_response_bytes)
+                payloads: AsyncGenerator[str, None] = one_payload(
+                    reply, self._max_response_bytes, deadline)
                 ended = True  # a whole JSON answer
             else:
-                payloads = sse_payloads(reply, self._max_response_bytes, decoder)
+                payloads = sse_payloads(reply, self._max_response_bytes, decoder, deadline)
             async for payload in payloads:
                 try:
                     event = orjson.loads(payload)

@@ -165,16 +165,19 @@ def keep_open(data: bytes, reply: aiohttp.ClientResponse) -> aiohttp.ClientRespo
     return reply
 
 
-async def sse_payloads(reply: aiohttp.ClientResponse, limit: int, decoder: SSEDecoder
-                        ) -> AsyncGenerator[str, None]:
+async def sse_payloads(reply: aiohttp.ClientResponse, limit: int, decoder: SSEDecoder,
+                       deadline: float) -> AsyncGenerator[str, None]:
     """The SSE payloads of ``reply``'s body as its bytes arrive (decompressed, UTF-8 split
     anywhere), within ``limit`` bytes, through ``decoder`` (whose ``done`` then says whether
-    the stream ended with ``[DONE]``)."""
+    the stream ended with ``[DONE]``). Past ``deadline`` (``time.perf_counter``), checked as
+    each piece arrives (an event, a byte, a ``: ping`` comment), a TimeoutError."""
     body = body_reader(reply, limit)
     text = codecs.getincrementaldecoder("utf-8")(errors="replace")
     stream = reply.content
     while not stream.at_eof():
         chunk = await stream.readany()
+        if time.perf_counter() > deadline:
+            raise TimeoutError
         if not chunk:
             continue
         body.feed(chunk)
@@ -187,13 +190,16 @@ async def sse_payloads(reply: aiohttp.ClientResponse, limit: int, decoder: SSEDe
         yield payload
 
 
-async def one_payload(reply: aiohttp.ClientResponse, limit: int
-                       ) -> AsyncGenerator[str, None]:
-    """A plain JSON answer to a streamed request, as a stream of one payload."""
+async def one_payload(reply: aiohttp.ClientResponse, limit: int, deadline: float
+                      ) -> AsyncGenerator[str, None]:
+    """A plain JSON answer to a streamed request, as a stream of one payload (past
+    ``deadline``, as for :func:`sse_payloads`, a TimeoutError)."""
     body = body_reader(reply, limit)
     stream = reply.content
     while not stream.at_eof():
         body.feed(await stream.readany())
+        if time.perf_counter() > deadline:
+            raise TimeoutError
     yield body_text(body.finish())
 
 
