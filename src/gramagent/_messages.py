@@ -31,7 +31,6 @@ __all__ = [
     "new_tool_call",
     "new_tool_result",
     "new_usage",
-    "new_user_message",
     "unique_call_ids",
 ]
 
@@ -163,30 +162,26 @@ class ToolResultMessage:
 
 Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
 
-# The same objects as the classes make, built the cheap way and taking their arguments by
-# position too (the loop and the adapters make several per run; gramagent._frozen says why).
+# Builders of the objects the loop and the adapters make for every request, reply and tool
+# call: the same objects as the classes make, without a call of ``object.__setattr__`` per
+# field (gramagent._frozen; docs/performance.md, "Frozen builders", has the measurement that
+# keeps them). Objects made once per run are built by their classes.
 
 
 @builds(ToolCall)
-def new_tool_call(id: str, name: str, arguments: str) -> ToolCall:
+def new_tool_call(*, id: str, name: str, arguments: str) -> ToolCall:
     """A :class:`ToolCall` (:func:`gramagent._frozen.builds`)."""
     return ToolCall(id=id, name=name, arguments=arguments)
 
 
 @builds(Usage)
-def new_usage(input_tokens: int = 0, output_tokens: int = 0, requests: int = 0) -> Usage:
+def new_usage(*, input_tokens: int = 0, output_tokens: int = 0, requests: int = 0) -> Usage:
     """A :class:`Usage` (:func:`gramagent._frozen.builds`)."""
     return Usage(input_tokens=input_tokens, output_tokens=output_tokens, requests=requests)
 
 
-@builds(UserMessage)
-def new_user_message(content: str, kind: Literal["user"] = "user") -> UserMessage:
-    """A :class:`UserMessage` (:func:`gramagent._frozen.builds`)."""
-    return UserMessage(content=content, kind=kind)
-
-
 @builds(AssistantMessage)
-def new_assistant_message(content: str | None = None, tool_calls: tuple[ToolCall, ...] = (),
+def new_assistant_message(*, content: str | None = None, tool_calls: tuple[ToolCall, ...] = (),
                           interrupted: bool = False,
                           kind: Literal["assistant"] = "assistant") -> AssistantMessage:
     """An :class:`AssistantMessage` (:func:`gramagent._frozen.builds`)."""
@@ -195,7 +190,7 @@ def new_assistant_message(content: str | None = None, tool_calls: tuple[ToolCall
 
 
 @builds(ToolResultMessage)
-def new_tool_result(call_id: str, name: str, content: str, is_error: bool = False,
+def new_tool_result(*, call_id: str, name: str, content: str, is_error: bool = False,
                     kind: Literal["tool_result"] = "tool_result") -> ToolResultMessage:
     """A :class:`ToolResultMessage` (:func:`gramagent._frozen.builds`)."""
     return ToolResultMessage(call_id=call_id, name=name, content=content, is_error=is_error,
@@ -282,9 +277,7 @@ class Conversation:
 
     def copy(self) -> Conversation:
         """A new list of the same messages, with the same :attr:`id` (and rendering memo)."""
-        # By position: a class called with a keyword packs it into a dict (once per run: each
-        # run continues a copy).
-        copy = Conversation(self._messages, self.id)
+        copy = Conversation(self._messages, id=self.id)
         copy.rendered = self.rendered  # a memo of renderings of both (never of their value)
         return copy
 
@@ -295,7 +288,7 @@ class Conversation:
         (:attr:`rendered`, shared with its copies), with the messages they were read from, up
         to the last one holding calls: the next run of the same conversation, or of a copy of
         it, reads only the messages after the prefix it shares with those (compared by identity
-        first, at C speed), instead of going through the whole history once per run. Ending
+        first), instead of going through the whole history once per run. Ending
         the prefix there keeps it shared by runs that each continue one context with messages
         of their own (their user message first).
         """
@@ -309,12 +302,7 @@ class Conversation:
                 ids.update(known)
                 start = len(before)
         last = -1  # the last message read here that holds calls
-        # A while loop, not range(): range() makes an object whose length it computes with
-        # integer objects (bench/RESULTS.md, issue 18, eighth pass).
-        index = start - 1
-        end = len(messages) - 1
-        while index < end:
-            index += 1
+        for index in range(start, len(messages)):
             message = messages[index]
             if isinstance(message, AssistantMessage) and message.tool_calls:
                 for call in message.tool_calls:
@@ -329,13 +317,7 @@ class Conversation:
         order): those a paused run awaits approval for, or an interrupted run left behind.
         Empty when the conversation does not end with calls and their results."""
         messages = self._messages
-        # A while loop, not range(len(messages) - 1, -1, -1), which costs ~1.3k machine
-        # instructions to make (its length computed with integer objects) where this usually
-        # reads one message: every run continuing a context asks (bench/RESULTS.md, issue 18,
-        # eighth pass).
-        index = len(messages)
-        while index:
-            index -= 1
+        for index in range(len(messages) - 1, -1, -1):
             message = messages[index]
             if isinstance(message, AssistantMessage):
                 if not message.tool_calls:

@@ -665,8 +665,9 @@ def parse_chat_reply(
     if finish == "length":
         calls, cut_off = split_cut_off(calls)
     usage = usage_from(data.get("usage"), "prompt_tokens", "completion_tokens")
-    return new_turn(text, calls, usage, finish if isinstance(finish, str) else None, cut_off,
-                    data)  # by position: text, tool_calls, usage, finish_reason, cut_off_calls, raw
+    return new_turn(text=text, tool_calls=calls, usage=usage,
+                    finish_reason=finish if isinstance(finish, str) else None,
+                    cut_off_calls=cut_off, raw=data)
 
 
 def _content_text(content: Any) -> str | None:
@@ -693,7 +694,7 @@ def _native_calls(raw_calls: Any, message: Mapping[str, Any]) -> tuple[ToolCall,
             except (TypeError, KeyError, IndexError):
                 call = _odd_call(raw)
             else:
-                call = (new_tool_call(call_id, name, arguments)
+                call = (new_tool_call(id=call_id, name=name, arguments=arguments)
                         if type(call_id) is str and call_id and type(name) is str
                         and type(arguments) is str else _odd_call(raw))
             if call is not None:

@@ -288,7 +288,7 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
             # without a method call or isinstance each; anything else field by field.
             call_id, name, arguments = (item.get("call_id"), item.get("name"),
                                         item.get("arguments"))
-            calls.append(new_tool_call(call_id, name, arguments)
+            calls.append(new_tool_call(id=call_id, name=name, arguments=arguments)
                          if type(call_id) is str and call_id and type(name) is str
                          and type(arguments) is str else _odd_call(item))
     if status == "incomplete":  # even with calls: the last one may be cut off
@@ -307,7 +307,8 @@ def parse_responses_reply(data: Mapping[str, Any]) -> ModelTurn:
         whole, cut_off = split_cut_off(whole)
     text = "".join(texts) if texts else None
     usage = usage_from(data.get("usage"), "input_tokens", "output_tokens")
-    return new_turn(text, whole, usage, finish, cut_off, data)  # by position, as new_turn's
+    return new_turn(text=text, tool_calls=whole, usage=usage, finish_reason=finish,
+                    cut_off_calls=cut_off, raw=data)
 
 
 def _odd_call(item: Mapping[str, Any]) -> ToolCall:

@@ -49,7 +49,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from gramagent._spec.validate import compile_validator
+from gramagent._spec.calls.validate import compile_validator
 from gramagent.errors import ConfigurationError, SchemaError
 
 __all__ = ["bfcl_data_dir", "iter_bfcl_functions", "normalize_bfcl_function",

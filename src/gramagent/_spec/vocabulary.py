@@ -1,8 +1,8 @@
 """The vocabulary of the signature notation: type names, JSON Schema keywords and their checks.
 
-Shared by the gram reader (:mod:`gramagent._spec.typereader`), the check of schemas coming
-from JSON (:mod:`gramagent._spec.schemacheck`) and the writer
-(:mod:`gramagent._spec.sigwriter`). The notation itself is described in
+Shared by the gram reader (:mod:`gramagent._spec.gram.typereader`), the check of schemas coming
+from JSON (:mod:`gramagent._spec.schema.check`) and the writer
+(:mod:`gramagent._spec.gram.sigwriter`). The notation itself is described in
 :mod:`gramagent._spec.signature` and ``docs/signatures.md``.
 """
 

@@ -40,8 +40,8 @@ from gramagent._runtime.invoke import execute
 from gramagent._runtime.library import BoundAgent, Tool, ToolContext, ToolLibrary
 from gramagent._runtime.limits import INHERIT, RunLimits
 from gramagent._runtime.loop import resume_agent, run_agent
+from gramagent._spec.calls.validate import compile_validator
 from gramagent._spec.model import Agent
-from gramagent._spec.validate import compile_validator
 from gramagent.errors import ConfigurationError, GramagentError
 
 __all__ = ["AGENT_INPUT", "SESSION_META", "build_server", "running_http", "serve_http",

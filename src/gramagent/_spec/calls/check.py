@@ -4,10 +4,6 @@ Pure functions, no I/O: :func:`parse_arguments` (shared with the Harmony parser)
 :func:`check_call`, which turns a raw :class:`~gramagent._messages.ToolCall` into either a
 :class:`PreparedCall` ready to execute or a :class:`CallRejection` whose text tells the model
 what was wrong and what was expected. Nothing here raises on bad model output.
-
-The compiled build compiles this module (``gramagent._compiled``): every call goes through
-:func:`parse_object` and :func:`check_arguments`. The frozen classes it returns live in
-:mod:`gramagent._spec.checked`, interpreted, and are imported from here.
 """
 
 from __future__ import annotations
@@ -15,19 +11,14 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypeAlias
 
 import orjson
 
 from gramagent import _json as exact_json
-from gramagent._spec.checked import (
-    TOOL_ERROR_TYPES,
-    CallRejection,
-    PreparedCall,
-    ToolErrorType,
-    new_prepared,
-)
-from gramagent._spec.nulls import strip_strict_nulls
+from gramagent._frozen import builds
+from gramagent._spec.schema.nulls import strip_strict_nulls
 
 __all__ = [
     "INVALID_CALL_TYPES",
@@ -39,6 +30,7 @@ __all__ = [
     "check_arguments",
     "check_call",
     "check_parsed",
+    "new_prepared",
     "error_text",
     "near_names",
     "parse_arguments",
@@ -46,6 +38,51 @@ __all__ = [
     "rejection",
     "unknown_tool",
 ]
+
+ToolErrorType: TypeAlias = Literal[
+    "tool_payload_too_large",
+    "tool_payload_parse_error",
+    "unknown_tool",
+    "invalid_arguments",
+    "tool_exception",
+    "tool_timeout",
+    "repeated_call",
+    "approval_refused",
+    "interrupted",
+]
+"""Why a tool call produced an error result (results, events and the Harmony parser alike).
+``interrupted``: the run ended (cancelled, a closed stream, a failing approve callback) before
+the call finished; only in events (the run's result is its exception)."""
+
+TOOL_ERROR_TYPES: Final[frozenset[str]] = frozenset(ToolErrorType.__args__)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class CallRejection:
+    """A call that cannot run, with one message for the model and one for events."""
+
+    error_type: ToolErrorType
+    message: str
+    """The text sent back to the model: what was wrong and what was expected."""
+    event_message: str
+    """A short description that never contains argument values (for events and metrics)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedCall:
+    """A call that passed every check: a known tool and schema-valid arguments."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
+@builds(PreparedCall)
+def new_prepared(*, name: str, arguments: dict[str, Any]) -> PreparedCall:
+    """A :class:`PreparedCall` (every checked call makes one), built without a call of
+    ``object.__setattr__`` per field (:func:`gramagent._frozen.builds`; docs/performance.md,
+    "Frozen builders")."""
+    return PreparedCall(name, arguments)
+
 
 INVALID_CALL_TYPES: Final[frozenset[str]] = frozenset(
     {"tool_payload_too_large", "tool_payload_parse_error", "unknown_tool", "invalid_arguments"}
@@ -179,10 +216,12 @@ def check_parsed(
     """Check parsed arguments: the tool must be known and the arguments match its schema.
 
     ``null`` values a strict-mode model sends for optional properties are removed first
-    (:func:`~gramagent._spec.nulls.strip_strict_nulls`), so the tool's defaults apply.
+    (:func:`~gramagent._spec.schema.nulls.strip_strict_nulls`), so the tool's defaults apply.
     """
     checked = check_arguments(name, arguments, validators=validators, schemas=schemas)
-    return checked if isinstance(checked, CallRejection) else new_prepared(name, checked)
+    if isinstance(checked, CallRejection):
+        return checked
+    return new_prepared(name=name, arguments=checked)
 
 
 def check_arguments(

@@ -1,7 +1,7 @@
 """The lexical layer of the gram reader: tree-sitter parsing and decoded values (syntax
-errors are in :mod:`gramagent._spec.syntaxerrors`).
+errors are in :mod:`gramagent._spec.gram.syntaxerrors`).
 
-The readers (:mod:`gramagent._spec.typereader` and those built on it) give gram its meaning;
+The readers (:mod:`gramagent._spec.gram.typereader` and those built on it) give gram its meaning;
 this module turns the syntax tree into small decoded pieces they read without touching
 tree-sitter nodes again:
 

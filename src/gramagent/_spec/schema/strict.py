@@ -38,9 +38,9 @@ without ``items``, a ``required`` name with no property, a limit exceeded) is re
 
 **Local validation always uses the original schema**, never the strict one: the strict schema
 is for the model. Because optional properties became nullable, a strict model sends ``null``
-for what it wants to leave out: :func:`~gramagent._spec.nulls.strip_strict_nulls` removes
+for what it wants to leave out: :func:`~gramagent._spec.schema.nulls.strip_strict_nulls` removes
 those nulls (where the original schema does not accept null) before validating against the
-original (:func:`~gramagent._spec.validate.compile_validator`).
+original (:func:`~gramagent._spec.calls.validate.compile_validator`).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from typing import Any, Literal
 import orjson
 
 from gramagent._spec.data import JSONSchema
-from gramagent._spec.nulls import admits_null, has_type
+from gramagent._spec.schema.nulls import admits_null, has_type
 from gramagent._spec.vocabulary import pointer
 from gramagent.errors import SchemaError
 

@@ -2,7 +2,7 @@
 
 :func:`fast_check` gives a predicate equivalent to jsonschema's ``is_valid`` when the schema
 keeps to the keywords tool schemas use (about ten times faster than jsonschema's interpreter),
-or None, and then jsonschema decides (see :mod:`gramagent._spec.validate`).
+or None, and then jsonschema decides (see :mod:`gramagent._spec.calls.validate`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker
 
 from gramagent._spec.data import JSONSchema
-from gramagent._spec.nulls import resolve_local
+from gramagent._spec.schema.nulls import resolve_local
 
 __all__ = ["Check", "FORMAT_CHECKER", "fast_check"]
 

@@ -4,7 +4,7 @@
 canonical JSON) and returns a :class:`SchemaValidator` whose :meth:`errors
 <SchemaValidator.errors>` gives short messages with the JSON path of each problem, e.g.
 ``personName: 3 is not of type 'string'``. Validity itself is decided by a predicate compiled
-into closures (:mod:`gramagent._spec.fastcheck`) where the schema allows it.
+into closures (:mod:`gramagent._spec.calls.fastcheck`) where the schema allows it.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import orjson
 from jsonschema import Draft202012Validator
 from jsonschema import exceptions as js_exceptions
 
+from gramagent._spec.calls.fastcheck import FORMAT_CHECKER, fast_check
 from gramagent._spec.data import JSONSchema
-from gramagent._spec.fastcheck import FORMAT_CHECKER, fast_check
-from gramagent._spec.nulls import resolve_local
+from gramagent._spec.schema.nulls import resolve_local
 from gramagent._spec.vocabulary import pointer
 from gramagent.errors import SchemaError
 
