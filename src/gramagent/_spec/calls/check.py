@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
@@ -134,7 +134,7 @@ def parse_arguments(
             "Call it again with smaller arguments.",
             f"arguments payload of {size} bytes exceeds the {max_bytes}-byte limit",
         )
-    try:  # a name of its own: compiled, ``value``'s declared type would refuse a list
+    try:
         decoded = exact_json.loads(raw)
     except _NOT_JSON as exc:
         where = _error_position(exc)
@@ -180,8 +180,8 @@ def check_call(
     name: str,
     raw_arguments: str,
     *,
-    validators: Mapping[str, Callable[[Any], Sequence[str]]],
-    schemas: Mapping[str, Mapping[str, Any]],
+    validators: Mapping[str, Callable[[object], Sequence[str]]],
+    schemas: Mapping[str, Mapping[str, object]],
     max_bytes: int = MAX_PAYLOAD_BYTES,
 ) -> PreparedCall | CallRejection:
     """Run every check on one call, in order: payload size, JSON object, known tool, schema.
@@ -210,8 +210,8 @@ def check_parsed(
     name: str,
     arguments: dict[str, Any],
     *,
-    validators: Mapping[str, Callable[[Any], Sequence[str]]],
-    schemas: Mapping[str, Mapping[str, Any]],
+    validators: Mapping[str, Callable[[object], Sequence[str]]],
+    schemas: Mapping[str, Mapping[str, object]],
 ) -> PreparedCall | CallRejection:
     """Check parsed arguments: the tool must be known and the arguments match its schema.
 
@@ -227,19 +227,18 @@ def check_parsed(
 def check_arguments(
     name: str,
     arguments: dict[str, Any],
-    validators: Mapping[str, Callable[[Any], Sequence[str]]],
-    schemas: Mapping[str, Mapping[str, Any]],
+    validators: Mapping[str, Callable[[object], Sequence[str]]],
+    schemas: Mapping[str, Mapping[str, object]],
     text: str | None = None,
 ) -> dict[str, Any] | CallRejection:
     """What :func:`check_parsed` checks, giving the arguments to run with (strict-mode nulls
-    removed) instead of a :class:`PreparedCall`: the loop's path, once per call (its
-    parameters may be passed by position: matching keywords costs a call more).
+    removed) instead of a :class:`PreparedCall`: the loop's path, once per call.
 
     ``text``: the JSON text ``arguments`` were parsed from, when known. JSON writes null one
     way only, so arguments whose text has no ``null`` in it hold none, and are not searched
     for one.
     """
-    try:  # subscripts: get() of a read-only mapping (a bound agent's) is a method call more
+    try:
         validate = validators[name]
     except KeyError:
         return unknown_tool(name, validators.keys())
@@ -286,16 +285,15 @@ def _or_list(names: Sequence[str]) -> str:
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
 
 
-def _has_null(value: Any) -> bool:
+def _has_null(value: object) -> bool:
+    items: Iterable[object]
     if isinstance(value, dict):
-        items: Any = value.values()
+        items = value.values()
     elif isinstance(value, list):
         items = value
     else:
         return value is None
-    # A plain loop, recursing into containers only: this runs on every call, mostly over a
-    # few scalar values (a generator under any() cost as much again).
-    for v in items:  # noqa: SIM110
+    for v in items:  # noqa: SIM110 - recursing into containers only
         if v is None or (isinstance(v, (dict, list)) and _has_null(v)):
             return True
     return False
@@ -317,7 +315,7 @@ def _error_position(exc: BaseException) -> str | None:
     return None
 
 
-def _json_kind(value: Any) -> str:
+def _json_kind(value: object) -> str:
     match value:
         case list():
             return "an array"
@@ -332,7 +330,7 @@ def _json_kind(value: Any) -> str:
     return type(value).__name__
 
 
-def _schema_text(schema: Mapping[str, Any] | None) -> str:
+def _schema_text(schema: Mapping[str, object] | None) -> str:
     if schema is None:
         return "{}"
     text = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)

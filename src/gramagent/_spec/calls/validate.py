@@ -68,11 +68,11 @@ class SchemaValidator:
         """Whether validity is decided by the compiled fast path (jsonschema otherwise)."""
         return self._check != self._validator.is_valid
 
-    def is_valid(self, instance: Any) -> bool:
+    def is_valid(self, instance: object) -> bool:
         """Whether ``instance`` satisfies the schema."""
         return bool(self._check(instance))
 
-    def errors(self, instance: Any) -> list[str]:
+    def errors(self, instance: object) -> list[str]:
         """Every violation, one line each, as ``path: message``; empty when valid.
 
         The path is a JSON path relative to the instance (``series[0].name``); problems at the
@@ -91,7 +91,7 @@ class SchemaValidator:
         return out
 
 
-def _refs(node: Any) -> Iterable[Any]:
+def _refs(node: object) -> Iterable[Any]:
     """Every ``$ref`` value in a schema, at any depth."""
     if isinstance(node, dict):
         for key, value in node.items():
@@ -171,7 +171,7 @@ _cache: OrderedDict[bytes, SchemaValidator] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def compile_validator(schema: Mapping[str, Any]) -> SchemaValidator:
+def compile_validator(schema: Mapping[str, object]) -> SchemaValidator:
     """The validator of ``schema``, built once and cached by its canonical JSON.
 
     Equal schemas (whatever their key order) share one validator, so calling this on every
