@@ -226,7 +226,7 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
     raise ValueError(f"unknown message kind {kind!r}")
 
 
-def _str(value: Any, what: str) -> str:
+def _str(value: object, what: str) -> str:
     if not isinstance(value, str):
         raise TypeError(f"a message's {what} is {type(value).__name__}, not a string")
     return value
@@ -349,7 +349,7 @@ class Conversation:
         return [m.to_dict() for m in self._messages]
 
     @classmethod
-    def from_list(cls, data: Iterable[Mapping[str, Any]], *, id: str | None = None
+    def from_list(cls, data: Iterable[Mapping[str, object]], *, id: str | None = None
                   ) -> Conversation:
         """Inverse of :meth:`to_list` (pass ``id`` to keep the conversation's identity)."""
         return cls((message_from_dict(d) for d in data), id=id)

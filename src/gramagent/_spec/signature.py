@@ -38,7 +38,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from gramagent._spec.data import (
     JSONSchema,
@@ -126,7 +125,7 @@ def signature_to_schema(sig: Signature) -> JSONSchema:
     return out
 
 
-def schema_to_signature(schema: Mapping[str, Any]) -> Signature:
+def schema_to_signature(schema: Mapping[str, object]) -> Signature:
     """The signature whose :func:`signature_to_schema` is ``schema``.
 
     ``schema`` is the JSON Schema of a tool's arguments (``type: object``). The result has one

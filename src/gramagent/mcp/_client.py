@@ -111,7 +111,7 @@ class _QuietTracer:
     SDK in the process) its own.
     """
 
-    def __init__(self, sdk: Any) -> None:
+    def __init__(self, sdk: object) -> None:
         self._sdk = sdk
         self._quiet = NoOpTracer()
 

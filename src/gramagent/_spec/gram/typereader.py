@@ -59,7 +59,7 @@ MAX_EXPANDED = 200_000
 copy for every use. A type used twice in a type used twice ... doubles at every level: without
 a budget, a few lines would expand to gigabytes. Real agent files stay in the thousands."""
 
-INVALID: Any = object()
+INVALID: object = object()
 """Marks a value that could not be read (its problem is already recorded)."""
 _KNOWN_KEYWORDS = sorted(KEYWORDS - {"type"})
 
@@ -513,7 +513,7 @@ def _copy(schema: JSONSchema) -> JSONSchema:
     return {k: _copy_value(v) for k, v in schema.items()}
 
 
-def _copy_value(value: Any) -> Any:
+def _copy_value(value: object) -> Any:
     if isinstance(value, dict):
         return {k: _copy_value(v) for k, v in value.items()}
     if isinstance(value, list):

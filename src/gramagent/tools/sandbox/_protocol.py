@@ -96,7 +96,7 @@ def parse_body(body: bytes) -> dict[str, Any]:
     return message
 
 
-def _check_strings(value: Any) -> None:
+def _check_strings(value: object) -> None:
     """Refuse lone surrogates anywhere (keys included), without recursion."""
     stack = [value]
     while stack:
