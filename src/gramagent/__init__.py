@@ -10,8 +10,8 @@ scripted OpenAI-compatible server and test helpers), :mod:`gramagent.tools` (bui
 and :mod:`gramagent.tools.sandbox`; modules whose name starts with ``_`` are private.
 
 Names are imported on first use, so that ``import gramagent`` (and with it every ``import
-gramagent.<module>``) stays cheap: the CLI, the spec tools and the error types do not pay for
-the loop, the event loop machinery or the HTTP client.
+gramagent.<module>``) loads only what is used: the CLI, the spec tools and the error types do
+not load the loop, the event loop machinery or the HTTP client.
 
 Re-exported objects keep their defining module as ``__module__``: every module uses postponed
 annotations, which ``typing.get_type_hints`` resolves in the namespace ``__module__`` names, so

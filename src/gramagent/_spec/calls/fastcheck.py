@@ -1,8 +1,9 @@
 """The fast path of the validators: a schema compiled into nested closures.
 
 :func:`fast_check` gives a predicate equivalent to jsonschema's ``is_valid`` when the schema
-keeps to the keywords tool schemas use (about ten times faster than jsonschema's interpreter),
-or None, and then jsonschema decides (see :mod:`gramagent._spec.calls.validate`).
+keeps to the keywords tool schemas use, or None, and then jsonschema decides (see
+:mod:`gramagent._spec.calls.validate`; docs/performance.md, "Validators compiled at bind time",
+compares the two).
 """
 
 from __future__ import annotations

@@ -35,8 +35,8 @@ class SchemaValidator:
     """A compiled Draft 2020-12 validator for one schema. Build with :func:`compile_validator`.
 
     Validity is decided by a predicate compiled from the schema into nested closures when the
-    schema keeps to the keywords tool schemas use (about ten times faster than jsonschema's
-    interpreter); other schemas, and every error message, go through jsonschema itself.
+    schema keeps to the keywords tool schemas use (:mod:`~gramagent._spec.calls.fastcheck`);
+    other schemas, and every error message, go through jsonschema itself.
     """
 
     __slots__ = ("_check", "_validator", "schema")
@@ -174,10 +174,10 @@ _cache_lock = threading.Lock()
 def compile_validator(schema: Mapping[str, object]) -> SchemaValidator:
     """The validator of ``schema``, built once and cached by its canonical JSON.
 
-    Equal schemas (whatever their key order) share one validator, so calling this on every
-    tool call is cheap; still, bind-time code should keep the result. Formats are checked
-    where that is cheap (``date``, ``email``, ``ipv4``, ``ipv6``, ``uuid``, ``regex``, and
-    ``date-time``/``time`` when ``rfc3339-validator`` is installed).
+    Equal schemas (whatever their key order) share one validator; bind-time code should
+    still keep the result rather than call this per tool call. Formats are checked where
+    that needs no network and no slow parsing (``date``, ``email``, ``ipv4``, ``ipv6``,
+    ``uuid``, ``regex``, and ``date-time``/``time`` when ``rfc3339-validator`` is installed).
 
     Args:
         schema: A JSON Schema (Draft 2020-12).

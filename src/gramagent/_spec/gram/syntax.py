@@ -9,13 +9,14 @@ tree-sitter nodes again:
   with its byte offset (for positioned errors);
 - values (:data:`Val`): ``(kind, payload, offset)`` tuples, see the ``V_*`` kinds.
 
-Reading every tree-sitter node from Python costs about a microsecond a node, and most nodes of
-a gram file are punctuation and string pieces inside records. So, for a subtree tree-sitter
-parsed without error, the decoder first tries to read a signature path, node or record from
-its text slice with anchored regular expressions covering the common, simple forms (plain
-names, double-quoted strings without escapes, numbers, booleans, lists of those). Anything
-else (escapes, other string forms, maps, comments, ...) falls back to walking the tree. Both
-routes give the same result; tests compare them.
+Most nodes of a gram file are punctuation and string pieces inside records, and reading each
+node from Python is what loading a file spends its time on (docs/performance.md, "Gram
+parsing"). So, for a subtree tree-sitter parsed without error, the decoder first tries to
+read a signature path, node or record from its text slice with anchored regular expressions
+covering the common, simple forms (plain names, double-quoted strings without escapes,
+numbers, booleans, lists of those). Anything else (escapes, other string forms, maps,
+comments, ...) falls back to walking the tree. Both routes give the same result; tests
+compare them.
 """
 
 from __future__ import annotations

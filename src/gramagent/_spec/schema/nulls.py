@@ -4,8 +4,8 @@ model sends for optional properties.
 A strict model (see :mod:`gramagent._spec.schema.strict`) must send every property, so it sends
 ``null`` for one it wants to leave out. Local validation uses the original schema, where that
 ``null`` is usually invalid: :func:`strip_strict_nulls` removes those nulls first, so the
-tool's defaults apply. Plain Python, cheap to import (the tool-call checks of
-:mod:`gramagent._spec.calls.check` use it on the hot path).
+tool's defaults apply. Plain Python on the standard library alone (the tool-call checks of
+:mod:`gramagent._spec.calls.check` use it for every call).
 """
 
 from __future__ import annotations
