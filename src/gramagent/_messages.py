@@ -14,18 +14,23 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
 from gramagent._frozen import builds
 
 __all__ = [
     "AssistantMessage",
+    "AssistantMessageDict",
     "Conversation",
     "Message",
+    "MessageDict",
     "ToolCall",
+    "ToolCallDict",
     "ToolResultMessage",
+    "ToolResultMessageDict",
     "Usage",
     "UserMessage",
+    "UserMessageDict",
     "message_from_dict",
     "new_assistant_message",
     "new_tool_call",
@@ -33,6 +38,45 @@ __all__ = [
     "new_usage",
     "unique_call_ids",
 ]
+
+
+class ToolCallDict(TypedDict):
+    """The JSON form of a :class:`ToolCall` (:meth:`ToolCall.to_dict`)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+class UserMessageDict(TypedDict):
+    """The JSON form of a :class:`UserMessage`."""
+
+    kind: Literal["user"]
+    content: str
+
+
+class AssistantMessageDict(TypedDict):
+    """The JSON form of an :class:`AssistantMessage`: ``tool_calls`` and ``interrupted`` only
+    where there are calls, or the text was cut short."""
+
+    kind: Literal["assistant"]
+    content: str | None
+    tool_calls: NotRequired[list[ToolCallDict]]
+    interrupted: NotRequired[bool]
+
+
+class ToolResultMessageDict(TypedDict):
+    """The JSON form of a :class:`ToolResultMessage`."""
+
+    kind: Literal["tool_result"]
+    call_id: str
+    name: str
+    content: str
+    is_error: bool
+
+
+MessageDict: TypeAlias = UserMessageDict | AssistantMessageDict | ToolResultMessageDict
+"""The JSON form of a message (:meth:`Conversation.to_list` gives a list of them)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,7 +90,7 @@ class ToolCall:
     arguments: str
     """The arguments as raw JSON text; may be malformed, it is validated by the loop."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ToolCallDict:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
 
 
@@ -116,7 +160,7 @@ class UserMessage:
     content: str
     kind: Literal["user"] = "user"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> UserMessageDict:
         return {"kind": self.kind, "content": self.content}
 
 
@@ -130,8 +174,8 @@ class AssistantMessage:
     """The text is partial: the run was stopped while the model was writing it."""
     kind: Literal["assistant"] = "assistant"
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "content": self.content}
+    def to_dict(self) -> AssistantMessageDict:
+        out: AssistantMessageDict = {"kind": self.kind, "content": self.content}
         if self.tool_calls:
             out["tool_calls"] = [c.to_dict() for c in self.tool_calls]
         if self.interrupted:
@@ -150,7 +194,7 @@ class ToolResultMessage:
     is_error: bool = False
     kind: Literal["tool_result"] = "tool_result"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ToolResultMessageDict:
         return {
             "kind": self.kind,
             "call_id": self.call_id,
@@ -271,7 +315,7 @@ class Conversation:
     def extend(self, messages: Iterable[Message]) -> None:
         self._messages.extend(messages)
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[object, ...]:
         # Pickled (errors carry a conversation across processes) without the memo.
         return (_conversation, (self._messages, self.id))
 
@@ -344,7 +388,7 @@ class Conversation:
     def __repr__(self) -> str:
         return f"Conversation({self._messages!r})"
 
-    def to_list(self) -> list[dict[str, Any]]:
+    def to_list(self) -> list[MessageDict]:
         """JSON-ready list of message dicts."""
         return [m.to_dict() for m in self._messages]
 
