@@ -26,7 +26,7 @@ import codecs
 import json
 import re
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import tree_sitter_gram
 from tree_sitter import Language, Node, Parser, Tree
@@ -489,7 +489,7 @@ _SCALARS: dict[int, Callable[[Decoder, Node], Any]] = {
 """How the tree route decodes each kind of scalar value node."""
 
 
-def _no_constant(name: str) -> Any:
+def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
