@@ -86,7 +86,7 @@ class Session:
         self.capture_fd = capture_fd
         self.limits = limits
         self.cells = 0
-        self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins,
+        self.namespace: dict[str, object] = {"__name__": "__main__", "__builtins__": builtins,
                                           "DATA_DIR": data_dirs[0] if data_dirs else None,
                                           "DATA_DIRS": tuple(data_dirs)}
         exec(compile(_PRELUDE, "<sandbox prelude>", "exec"), self.namespace)
