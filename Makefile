@@ -3,10 +3,10 @@
 PYTHON ?= python3
 SOURCES := src tests bench
 BENCH_SCRIPTS := bench/schema_bench.py bench/parse_gram.py bench/harmony_parse.py \
-	bench/loop_overhead.py bench/sandbox_bench.py
+	bench/json_codec.py bench/loop_overhead.py bench/sandbox_bench.py
 
 .DEFAULT_GOAL := help
-.PHONY: help install lint format typecheck test e2e bench
+.PHONY: help install lint format typecheck test e2e bench guardrail
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z0-9_-]*:.*## / {printf "  %-10s %s\n", $$1, $$2}' \
@@ -31,6 +31,10 @@ test: ## Run the test suite: the README's test command
 e2e: ## Run the end-to-end tests on the embedded model (needs gramagent[local])
 	$(PYTHON) -m pytest -m e2e
 
-bench: ## Run the benchmark scripts (record figures in bench/RESULTS.md with their command)
+bench: ## Run the benchmark scripts (figures go to bench/RESULTS.md with their command)
 	@set -e; for script in $(BENCH_SCRIPTS); do \
 		echo "== $(PYTHON) $$script"; $(PYTHON) $$script; done
+
+guardrail: ## Instructions per run of the loop next to a bare aiohttp loop (callgrind, ~4 min)
+	nice -n 19 setarch x86_64 -R env PYTHONPATH=$(CURDIR)/src $(PYTHON) \
+		bench/peers/callgrind_rows.py --runs 20 --warmup 10

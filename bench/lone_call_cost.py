@@ -24,7 +24,7 @@ from typing import Any
 
 from gramagent._models.local import LocalModel, local_model
 from gramagent._runtime.loop import run_agent
-from gramagent._spec.gram import load_agent
+from gramagent._spec.gram.text import load_agent
 from gramagent.tools import builtin_library
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "hello_world.gram"

@@ -5,7 +5,7 @@ with descriptions, defaults, enums and bounds, some array and nested-object para
 type patterns), then times
 
 - ``parse``: tree-sitter-gram parsing the bytes into a syntax tree, and
-- ``load``: :func:`gramagent._spec.gram.load_gram`, i.e. parse + walk + build every
+- ``load``: :func:`gramagent._spec.gram.text.load_gram`, i.e. parse + walk + build every
   ``ToolSpec`` (signature and JSON Schema),
 - ``load, tree walk only``: the same with the reader's regex fast route turned off (every
   value read from tree-sitter nodes), to show what the fast route saves,
@@ -29,9 +29,9 @@ from pathlib import Path
 
 from tree_sitter import Parser
 
-from gramagent._spec.docreader import DocumentReader
-from gramagent._spec.gram import load_gram
-from gramagent._spec.syntax import LANGUAGE
+from gramagent._spec.gram.docreader import DocumentReader
+from gramagent._spec.gram.syntax import LANGUAGE
+from gramagent._spec.gram.text import load_gram
 
 WORDS = ("city", "name", "count", "limit", "unit", "query", "date", "region", "price", "mode",
          "label", "title", "note", "weight", "height", "depth", "color", "size", "level")

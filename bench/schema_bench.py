@@ -28,14 +28,14 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from gramagent._spec.bfcl import iter_bfcl_functions, normalize_bfcl_function
+from gramagent._spec.calls.validate import compile_validator
+from gramagent._spec.schema.strict import strict_schema
 from gramagent._spec.signature import (
     format_signature,
     parse_signature,
     schema_to_signature,
     signature_to_schema,
 )
-from gramagent._spec.strict import strict_schema
-from gramagent._spec.validate import compile_validator
 from gramagent.errors import ConfigurationError
 
 CHART: dict[str, Any] = json.loads(

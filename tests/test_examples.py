@@ -20,7 +20,7 @@ from jsonschema import Draft202012Validator
 from gramagent._cli.run_commands import load_library
 from gramagent._models.registry import resolve_model
 from gramagent._runtime.loop import run_agent
-from gramagent._spec.gram import load_file
+from gramagent._spec.gram.text import load_file
 from gramagent._spec.model import Agent, ModelRef
 from gramagent.testing import ScriptedServer, ScriptTurn, call, reply
 from gramagent.tools import available_tools, builtin_library

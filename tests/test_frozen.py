@@ -1,4 +1,5 @@
-"""The cheap constructors of frozen dataclasses build the very objects the classes build."""
+"""The builders of frozen dataclasses (gramagent._frozen) build the very objects the classes
+build."""
 
 from __future__ import annotations
 
@@ -15,24 +16,17 @@ from hypothesis import strategies as st
 from gramagent._frozen import builds
 from gramagent._messages import (
     AssistantMessage,
-    Conversation,
     ToolCall,
     ToolResultMessage,
     Usage,
-    UserMessage,
     new_assistant_message,
     new_tool_call,
     new_tool_result,
     new_usage,
-    new_user_message,
 )
 from gramagent._models.base import ModelTurn, new_request, new_turn
-from gramagent._runtime.results import (
-    ToolInvocation,
-    new_invocation,
-    new_response,
-)
-from gramagent._spec.calls import PreparedCall, check_parsed
+from gramagent._runtime.results import ToolInvocation, new_invocation
+from gramagent._spec.calls.check import PreparedCall, check_parsed, new_prepared
 
 text = st.text(max_size=20)
 calls = st.builds(ToolCall, id=text, name=text, arguments=text).map(lambda c: (c,))
@@ -44,7 +38,6 @@ CASES: list[tuple[Any, Any, st.SearchStrategy[dict[str, Any]]]] = [
         "input_tokens": st.integers(0, 10**6), "output_tokens": st.integers(0, 10**6)})),
     (ToolCall, new_tool_call, st.fixed_dictionaries(
         {"id": text, "name": text, "arguments": text})),
-    (UserMessage, new_user_message, st.fixed_dictionaries({"content": text})),
     (AssistantMessage, new_assistant_message, st.fixed_dictionaries({}, optional={
         "content": st.none() | text, "tool_calls": calls, "interrupted": st.booleans()})),
     (ToolResultMessage, new_tool_result, st.fixed_dictionaries(
@@ -55,6 +48,8 @@ CASES: list[tuple[Any, Any, st.SearchStrategy[dict[str, Any]]]] = [
     (ToolInvocation, new_invocation, st.fixed_dictionaries(
         {"call_id": text, "name": text, "arguments": st.dictionaries(text, text, max_size=3)},
         optional={"error": st.none() | text, "latency": st.floats(0, 10), "seq": st.integers(0)})),
+    (PreparedCall, new_prepared, st.fixed_dictionaries(
+        {"name": text, "arguments": st.dictionaries(text, text, max_size=3)})),
 ]
 
 
@@ -81,18 +76,16 @@ def test_builds_the_same_object_as_the_class(cls: Any, build: Any, kwargs: Any,
     assert dataclasses.asdict(built) == dataclasses.asdict(made)
 
 
-@pytest.mark.parametrize("build", [c[1] for c in CASES] + [new_request, new_response],
-                         ids=[c[0].__name__ for c in CASES] + ["ModelRequest", "AgentResponse"])
+@pytest.mark.parametrize("build", [c[1] for c in CASES] + [new_request],
+                         ids=[c[0].__name__ for c in CASES] + ["ModelRequest"])
 def test_what_it_builds_is_immutable(build: Any) -> None:
     required: dict[Any, dict[str, Any]] = {
         new_tool_call: {"id": "1", "name": "n", "arguments": "{}"},
-        new_user_message: {"content": "hi"},
         new_tool_result: {"call_id": "1", "name": "n", "content": "x"},
         new_invocation: {"call_id": "1", "name": "n", "arguments": {}},
+        new_prepared: {"name": "n", "arguments": {}},
         new_request: {"model": "m", "instruction": "i", "messages": (), "tools": (),
-                      "tool_choice": "auto", "settings": {}},
-        new_response: {"content": "x", "tool_invocations": (), "context": Conversation(),
-                       "usage": Usage()}}
+                      "tool_choice": "auto", "settings": {}}}
     built = build(**required.get(build, {}))
     name = dataclasses.fields(built)[0].name
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -105,17 +98,20 @@ def test_what_it_builds_is_immutable(build: Any) -> None:
         built.not_a_field = 1
 
 
-BUILDERS = [new_tool_call, new_usage, new_user_message, new_assistant_message, new_tool_result,
-            new_request, new_turn, new_invocation, new_response]
+BUILDERS = [new_tool_call, new_usage, new_assistant_message, new_tool_result, new_request,
+            new_turn, new_invocation, new_prepared]
 
 
 @pytest.mark.parametrize("build", BUILDERS, ids=[b.__name__ for b in BUILDERS])
-def test_by_position_as_its_reference_does(build: Any) -> None:
-    """Each builder takes its arguments by position in the order of its reference function
-    (the decorated one, which builds the object through the class), with its defaults."""
+def test_takes_its_arguments_as_its_reference_does(build: Any) -> None:
+    """Each builder takes its arguments as its reference function does (the decorated one,
+    which builds the object through the class): by keyword, with its defaults."""
+    own = inspect.signature(build, follow_wrapped=False).parameters.values()
     parameters = inspect.signature(build.__wrapped__).parameters.values()
-    values = [f"v{i}" for i, p in enumerate(parameters) if p.default is p.empty]
-    made, built = build.__wrapped__(*values), build(*values)
+    assert [(p.name, p.kind, p.default) for p in own] == [
+        (p.name, p.kind, p.default) for p in parameters]
+    values = {p.name: f"v{i}" for i, p in enumerate(parameters) if p.default is p.empty}
+    made, built = build.__wrapped__(**values), build(**values)
     assert type(built) is type(made) and built == made and repr(built) == repr(made)
 
 
@@ -123,9 +119,8 @@ def test_factory_fields_are_passed() -> None:
     """A field whose default is a factory has no default in its builder: each object gets
     the value it is given (never one shared between objects)."""
     with pytest.raises(TypeError):
-        new_request("m", "i", (), (), "auto")  # type: ignore[call-arg]  # no settings
-    with pytest.raises(TypeError):
-        new_response("x")  # type: ignore[call-arg]
+        new_request(model="m", instruction="i", messages=(), tools=(),  # type: ignore[call-arg]
+                    tool_choice="auto")  # no settings
 
     @dataclasses.dataclass(frozen=True, slots=True)
     class Holder:

@@ -8,7 +8,7 @@ import pytest
 
 from gramagent import _json as exact_json
 from gramagent._models.harmony_parse import parse_harmony
-from gramagent._spec.calls import parse_arguments
+from gramagent._spec.calls.check import parse_arguments
 
 BIG = 123456789012345678901234
 

@@ -61,7 +61,6 @@ import floor_loop  # noqa: E402
 import gramagent_peer  # noqa: E402
 from _harness import EXPECTED, Contender  # noqa: E402
 
-from gramagent._compiled import MODULES, compiled_modules  # noqa: E402
 from gramagent._messages import (  # noqa: E402
     AssistantMessage,
     Message,
@@ -340,19 +339,10 @@ def main() -> None:
         print_rows(args, Path(scratch))
 
 
-def build() -> str:
-    """Which gramagent the figures are of: pure Python, or its compiled hot path (README,
-    "Compiled hot path")."""
-    compiled = compiled_modules()
-    return (f"gramagent with {len(compiled)} of {len(MODULES)} hot-path modules compiled"
-            if compiled else "gramagent in pure Python")
-
-
 def print_rows(args: argparse.Namespace, keep: Path) -> None:
     """Measure each row of ``--rows`` and print it beside its floor(s); callgrind files in
     ``keep``."""
     floors: dict[Row, float] = {}
-    print(build())
     print(f"{'row':<18} {'floor':>10} {'gramagent':>10} {'ratio':>6}  "
           f"{'concurrent floor':>17} {'ratio':>6}  (instructions/run)")
     for name in args.rows.split(","):

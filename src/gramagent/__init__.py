@@ -10,8 +10,8 @@ scripted OpenAI-compatible server and test helpers), :mod:`gramagent.tools` (bui
 and :mod:`gramagent.tools.sandbox`; modules whose name starts with ``_`` are private.
 
 Names are imported on first use, so that ``import gramagent`` (and with it every ``import
-gramagent.<module>``) stays cheap: the CLI, the spec tools and the error types do not pay for
-the loop, the event loop machinery or the HTTP client.
+gramagent.<module>``) loads only what is used: the CLI, the spec tools and the error types do
+not load the loop, the event loop machinery or the HTTP client.
 
 Re-exported objects keep their defining module as ``__module__``: every module uses postponed
 annotations, which ``typing.get_type_hints`` resolves in the namespace ``__module__`` names, so
@@ -72,8 +72,9 @@ if TYPE_CHECKING:
     )
     from gramagent._spec.data import Param
     from gramagent._spec.definition import ToolDefinition
-    from gramagent._spec.gram import load_agent, load_file, load_gram, to_gram
+    from gramagent._spec.gram.text import load_agent, load_file, load_gram, to_gram
     from gramagent._spec.model import Agent, GramDocument, ModelRef, ToolSpec
+    from gramagent._spec.schema.strict import strict_schema
     from gramagent._spec.signature import (
         Signature,
         format_signature,
@@ -81,7 +82,6 @@ if TYPE_CHECKING:
         schema_to_signature,
         signature_to_schema,
     )
-    from gramagent._spec.strict import strict_schema
     from gramagent.errors import (
         ApprovalError,
         AuthenticationError,
@@ -201,13 +201,13 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "_spec.data": ("Param",),
     "_spec.definition": ("ToolDefinition",),
-    "_spec.gram": ("load_agent", "load_file", "load_gram", "to_gram",),
+    "_spec.gram.text": ("load_agent", "load_file", "load_gram", "to_gram",),
     "_spec.model": ("Agent", "GramDocument", "ModelRef", "ToolSpec",),
     "_spec.signature": (
         "Signature", "format_signature", "parse_signature", "schema_to_signature",
         "signature_to_schema",
     ),
-    "_spec.strict": ("strict_schema",),
+    "_spec.schema.strict": ("strict_schema",),
     "_models.base": (
         "Model", "ModelRequest", "ModelTurn", "NamedToolChoice", "StreamingModel", "ToolChoice",
     ),

@@ -1,21 +1,17 @@
 """Building frozen dataclasses without a call of ``object.__setattr__`` per field.
 
 A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__`` (its own
-``__setattr__`` refuses): a C call that costs about 1,200 machine instructions per field, a
-multiple of the whole rest of the construction (bench/RESULTS.md, "Per call and per message").
-The loop builds a dozen such objects per run (requests, turns, usage, messages, records).
+``__setattr__`` refuses). For the objects the loop makes for every request, reply and tool
+call (requests, turns, usage, messages, records) that is most of the construction; the
+measurement that keeps these builders is in docs/performance.md, "Frozen builders".
 
 :func:`builds` turns a function that builds such an object through its class into one that
-builds the same object the cheap way: it makes an instance of a twin subclass that keeps the
-plain ``__setattr__`` (no slots of its own, so the layout is the same), stores the fields as
-ordinary attribute stores, then turns the instance into the class itself (``__class__``
+builds the same object without those calls: it makes an instance of a twin subclass that keeps
+the plain ``__setattr__`` (no slots of its own, so the layout is the same), stores the fields
+as ordinary attribute stores, then turns the instance into the class itself (``__class__``
 assignment). The result is an instance of exactly the class, equal to, hashed, printed,
 pickled and as immutable as one made by the class's own constructor. The class itself is
 unchanged: users keep constructing it as before.
-
-The builders take their arguments by position too (the classes are keyword-only): matching a
-keyword to its parameter costs ~90 machine instructions per argument, and the loop passes
-about seventy per run.
 
 A leaf module: it imports nothing else of gramagent.
 """
@@ -36,7 +32,7 @@ T = TypeVar("T")
 
 def builds(cls: type[T]) -> Callable[[Callable[P, T]], Callable[P, T]]:
     """Decorator: the decorated function, which builds a ``cls`` through the class, replaced by
-    one that builds the same object cheaply.
+    one that builds the same object without ``object.__setattr__``.
 
     The decorated function says what the builder takes: its parameters are the fields of
     ``cls`` (each once, in any order, positional or keyword-only; a default, where it has one,
@@ -104,9 +100,8 @@ def _check_params(cls: type, fields: dict[str, dataclasses.Field[Any]],
 def _compile(cls: type[T], params: list[inspect.Parameter]) -> Callable[..., T]:
     """The builder: the twin instance, one attribute store per field, the class set."""
     # The twin keeps object's own __setattr__ and __delattr__ (both: they share one C slot,
-    # so the attribute stores below take the fast path of a plain slotted class), and
-    # object's __init__, so that calling it makes an empty instance (a type call costs less
-    # than ``object.__new__(twin)``, whose wrapper packs its arguments into a tuple).
+    # so the attribute stores below are those of a plain slotted class), and object's
+    # __init__, so that calling it makes an empty instance.
     twin = type(f"_{cls.__name__}Builder", (cls,), {
         "__slots__": (), "__setattr__": object.__setattr__,
         "__delattr__": object.__delattr__, "__init__": object.__init__,

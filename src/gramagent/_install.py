@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 __all__ = ["EXTRA_OF_MODULE", "examples_dir", "install_command", "needs_extra"]
 
@@ -44,7 +43,7 @@ def install_command(
     extra: str,
     *,
     package_dir: Path | None = None,
-    direct_url: Mapping[str, Any] | None | bool = True,
+    direct_url: Mapping[str, object] | None | bool = True,
     cwd: Path | None = None,
 ) -> str:
     """The pip command that installs ``extra`` for the gramagent that is running.
@@ -67,9 +66,8 @@ def install_command(
     if checkout is not None:
         return f'pip install -e "{_show(checkout, here)}[{extra}]"'
     record = _direct_url() if direct_url is True else direct_url
-    if not isinstance(record, Mapping) or not isinstance(record.get("url"), str):
+    if not isinstance(record, Mapping) or not isinstance(url := record.get("url"), str):
         return f'pip install "{DISTRIBUTION}[{extra}]"'
-    url: str = record["url"]
     parts = urlsplit(url)
     vcs = record.get("vcs_info")
     if isinstance(vcs, Mapping):
@@ -108,7 +106,7 @@ def _checkout(package_dir: Path) -> Path | None:
     return root if f'name = "{DISTRIBUTION}"' in text else None
 
 
-def _direct_url() -> Mapping[str, Any] | None:
+def _direct_url() -> Mapping[str, object] | None:
     import json
     from importlib import metadata  # only when a hint is wanted: it is slow to import
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import orjson
 
@@ -33,16 +33,11 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 """An escaped surrogate (half of a pair, or a lone one) in JSON text."""
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
-"""A surrogate code point in a Python string (never valid in UTF-8). The pattern spells them as
-escapes for re to read: mypyc compiles no string literal holding a surrogate."""
+"""A surrogate code point in a Python string (never valid in UTF-8), spelt as escapes for re to
+read."""
 
 _NESTING_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
 """A string (skipped whole) or a bracket, for counting nesting without parsing."""
-
-
-_orjson_loads: Final = orjson.loads
-"""A name of its own: compiled, ``orjson.loads`` is a generic attribute lookup on the module
-per call (every tool call's arguments), a final name a C variable."""
 
 
 def loads(text: str) -> Any:
@@ -58,7 +53,7 @@ def loads(text: str) -> Any:
         if depth > MAX_DEPTH:
             raise ValueError(f"JSON nested {depth} levels deep; the limit is {MAX_DEPTH}")
     if not _LONG_INTEGER.search(text):
-        return _orjson_loads(text)  # refuses surrogates, NaN, Infinity and 1e999 itself
+        return orjson.loads(text)  # refuses surrogates, NaN, Infinity and 1e999 itself
     text.encode("utf-8")  # a literal lone surrogate: UnicodeEncodeError, a ValueError
     value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     if _SURROGATE_ESCAPE.search(text) and _has_surrogate(value):
@@ -66,8 +61,8 @@ def loads(text: str) -> Any:
     return value
 
 
-def dumps(value: Any, *, sort_keys: bool = False, indent: bool = False,
-          default: Callable[[Any], Any] | None = None) -> str:
+def dumps(value: object, *, sort_keys: bool = False, indent: bool = False,
+          default: Callable[[Any], object] | None = None) -> str:
     """Compact (or 2-space indented) JSON text, non-ASCII kept as is, always valid UTF-8.
 
     Integers beyond 64 bits are encoded exactly, nesting deeper than orjson allows goes
@@ -90,9 +85,7 @@ def dumps(value: Any, *, sort_keys: bool = False, indent: bool = False,
                           separators=(",", ": ") if indent else (",", ":"),
                           ensure_ascii=False, allow_nan=False, default=default)
     except RecursionError:
-        error = ValueError("the value is nested too deeply to encode as JSON")
-        error.__suppress_context__ = True  # ``from None`` (a compiled build drops ``from``)
-        raise error  # noqa: B904 (set above)
+        raise ValueError("the value is nested too deeply to encode as JSON") from None
     # A surrogate can only stand inside a string here: escape it as ensure_ascii would.
     return _SURROGATE.sub(_escape, text)
 
@@ -120,7 +113,7 @@ def _nesting(text: str) -> int:
     return deepest
 
 
-def _no_constant(name: str) -> Any:
+def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")
 
 
@@ -131,7 +124,7 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _has_surrogate(value: Any) -> bool:
+def _has_surrogate(value: object) -> bool:
     stack = [value]
     while stack:
         item = stack.pop()

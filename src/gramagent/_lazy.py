@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from typing import Any
 
 __all__ = ["lazy_exports"]
 
 
 def lazy_exports(
-    namespace: dict[str, Any], homes: Mapping[str, str]
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    namespace: dict[str, object], homes: Mapping[str, str]
+) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """The module ``__getattr__`` and ``__dir__`` of a package that imports names on first use.
 
     Args:
@@ -26,7 +25,7 @@ def lazy_exports(
     """
     package = namespace["__name__"]
 
-    def __getattr__(name: str) -> Any:
+    def __getattr__(name: str) -> object:
         home = homes.get(name)
         if home is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")

@@ -40,7 +40,7 @@ import re
 import sys
 import threading
 from collections.abc import Iterable, Mapping
-from typing import IO, Any
+from typing import IO, overload
 
 import orjson
 
@@ -181,7 +181,12 @@ class Redactor:
             text = text.replace(MASK, self.mask)
         return text
 
-    def redact(self, obj: Any) -> Any:
+    @overload
+    def redact(self, obj: str) -> str: ...
+    @overload
+    def redact(self, obj: object) -> object: ...
+
+    def redact(self, obj: object) -> object:
         """A copy of ``obj`` with secrets masked.
 
         Strings are redacted as text; mappings, lists and tuples are copied with their items
@@ -192,7 +197,7 @@ class Redactor:
         if isinstance(obj, str):
             return self.redact_text(obj)
         if isinstance(obj, Mapping):
-            out: dict[Any, Any] = {}
+            out: dict[object, object] = {}
             for key, value in obj.items():
                 if (self.shapes and isinstance(key, str) and isinstance(value, str)
                         and _SECRET_KEY.search(key)):
@@ -239,7 +244,13 @@ def add_secret(*secrets: str | None) -> None:
     default_redactor().add(*secrets)
 
 
-def redact(obj: Any, redactor: Redactor | None = None) -> Any:
+@overload
+def redact(obj: str, redactor: Redactor | None = None) -> str: ...
+@overload
+def redact(obj: object, redactor: Redactor | None = None) -> object: ...
+
+
+def redact(obj: object, redactor: Redactor | None = None) -> object:
     """A copy of ``obj`` (string, mapping, list, ...) with secrets masked.
 
     Uses the process-wide :func:`default_redactor` unless ``redactor`` is given.
@@ -253,7 +264,7 @@ _RECORD_ATTRS = frozenset(
 ) | {"message", "asctime", "taskName"}
 
 
-def record_fields(record: logging.LogRecord) -> dict[str, Any]:
+def record_fields(record: logging.LogRecord) -> dict[str, object]:
     """The structured fields a record was logged with (its ``extra``)."""
     return {k: v for k, v in record.__dict__.items() if k not in _RECORD_ATTRS}
 
@@ -302,7 +313,7 @@ class StructuredFormatter(logging.Formatter):
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if self._json:
-            out: dict[str, Any] = {
+            out: dict[str, object] = {
                 "ts": round(record.created, 6),
                 "level": record.levelname,
                 "logger": record.name,
@@ -320,7 +331,7 @@ class StructuredFormatter(logging.Formatter):
         return text
 
 
-def _text_value(value: Any) -> str:
+def _text_value(value: object) -> str:
     if isinstance(value, str):
         return value if value and " " not in value else repr(value)
     return str(value)

@@ -14,26 +14,69 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
 from gramagent._frozen import builds
 
 __all__ = [
     "AssistantMessage",
+    "AssistantMessageDict",
     "Conversation",
     "Message",
+    "MessageDict",
     "ToolCall",
+    "ToolCallDict",
     "ToolResultMessage",
+    "ToolResultMessageDict",
     "Usage",
     "UserMessage",
+    "UserMessageDict",
     "message_from_dict",
     "new_assistant_message",
     "new_tool_call",
     "new_tool_result",
     "new_usage",
-    "new_user_message",
     "unique_call_ids",
 ]
+
+
+class ToolCallDict(TypedDict):
+    """The JSON form of a :class:`ToolCall` (:meth:`ToolCall.to_dict`)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+class UserMessageDict(TypedDict):
+    """The JSON form of a :class:`UserMessage`."""
+
+    kind: Literal["user"]
+    content: str
+
+
+class AssistantMessageDict(TypedDict):
+    """The JSON form of an :class:`AssistantMessage`: ``tool_calls`` and ``interrupted`` only
+    where there are calls, or the text was cut short."""
+
+    kind: Literal["assistant"]
+    content: str | None
+    tool_calls: NotRequired[list[ToolCallDict]]
+    interrupted: NotRequired[bool]
+
+
+class ToolResultMessageDict(TypedDict):
+    """The JSON form of a :class:`ToolResultMessage`."""
+
+    kind: Literal["tool_result"]
+    call_id: str
+    name: str
+    content: str
+    is_error: bool
+
+
+MessageDict: TypeAlias = UserMessageDict | AssistantMessageDict | ToolResultMessageDict
+"""The JSON form of a message (:meth:`Conversation.to_list` gives a list of them)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,7 +90,7 @@ class ToolCall:
     arguments: str
     """The arguments as raw JSON text; may be malformed, it is validated by the loop."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ToolCallDict:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
 
 
@@ -117,7 +160,7 @@ class UserMessage:
     content: str
     kind: Literal["user"] = "user"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> UserMessageDict:
         return {"kind": self.kind, "content": self.content}
 
 
@@ -131,8 +174,8 @@ class AssistantMessage:
     """The text is partial: the run was stopped while the model was writing it."""
     kind: Literal["assistant"] = "assistant"
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "content": self.content}
+    def to_dict(self) -> AssistantMessageDict:
+        out: AssistantMessageDict = {"kind": self.kind, "content": self.content}
         if self.tool_calls:
             out["tool_calls"] = [c.to_dict() for c in self.tool_calls]
         if self.interrupted:
@@ -151,7 +194,7 @@ class ToolResultMessage:
     is_error: bool = False
     kind: Literal["tool_result"] = "tool_result"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ToolResultMessageDict:
         return {
             "kind": self.kind,
             "call_id": self.call_id,
@@ -163,30 +206,26 @@ class ToolResultMessage:
 
 Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage
 
-# The same objects as the classes make, built the cheap way and taking their arguments by
-# position too (the loop and the adapters make several per run; gramagent._frozen says why).
+# Builders of the objects the loop and the adapters make for every request, reply and tool
+# call: the same objects as the classes make, without a call of ``object.__setattr__`` per
+# field (gramagent._frozen; docs/performance.md, "Frozen builders", has the measurement that
+# keeps them). Objects made once per run are built by their classes.
 
 
 @builds(ToolCall)
-def new_tool_call(id: str, name: str, arguments: str) -> ToolCall:
+def new_tool_call(*, id: str, name: str, arguments: str) -> ToolCall:
     """A :class:`ToolCall` (:func:`gramagent._frozen.builds`)."""
     return ToolCall(id=id, name=name, arguments=arguments)
 
 
 @builds(Usage)
-def new_usage(input_tokens: int = 0, output_tokens: int = 0, requests: int = 0) -> Usage:
+def new_usage(*, input_tokens: int = 0, output_tokens: int = 0, requests: int = 0) -> Usage:
     """A :class:`Usage` (:func:`gramagent._frozen.builds`)."""
     return Usage(input_tokens=input_tokens, output_tokens=output_tokens, requests=requests)
 
 
-@builds(UserMessage)
-def new_user_message(content: str, kind: Literal["user"] = "user") -> UserMessage:
-    """A :class:`UserMessage` (:func:`gramagent._frozen.builds`)."""
-    return UserMessage(content=content, kind=kind)
-
-
 @builds(AssistantMessage)
-def new_assistant_message(content: str | None = None, tool_calls: tuple[ToolCall, ...] = (),
+def new_assistant_message(*, content: str | None = None, tool_calls: tuple[ToolCall, ...] = (),
                           interrupted: bool = False,
                           kind: Literal["assistant"] = "assistant") -> AssistantMessage:
     """An :class:`AssistantMessage` (:func:`gramagent._frozen.builds`)."""
@@ -195,7 +234,7 @@ def new_assistant_message(content: str | None = None, tool_calls: tuple[ToolCall
 
 
 @builds(ToolResultMessage)
-def new_tool_result(call_id: str, name: str, content: str, is_error: bool = False,
+def new_tool_result(*, call_id: str, name: str, content: str, is_error: bool = False,
                     kind: Literal["tool_result"] = "tool_result") -> ToolResultMessage:
     """A :class:`ToolResultMessage` (:func:`gramagent._frozen.builds`)."""
     return ToolResultMessage(call_id=call_id, name=name, content=content, is_error=is_error,
@@ -231,7 +270,7 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
     raise ValueError(f"unknown message kind {kind!r}")
 
 
-def _str(value: Any, what: str) -> str:
+def _str(value: object, what: str) -> str:
     if not isinstance(value, str):
         raise TypeError(f"a message's {what} is {type(value).__name__}, not a string")
     return value
@@ -276,15 +315,13 @@ class Conversation:
     def extend(self, messages: Iterable[Message]) -> None:
         self._messages.extend(messages)
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[object, ...]:
         # Pickled (errors carry a conversation across processes) without the memo.
         return (_conversation, (self._messages, self.id))
 
     def copy(self) -> Conversation:
         """A new list of the same messages, with the same :attr:`id` (and rendering memo)."""
-        # By position: a class called with a keyword packs it into a dict (once per run: each
-        # run continues a copy).
-        copy = Conversation(self._messages, self.id)
+        copy = Conversation(self._messages, id=self.id)
         copy.rendered = self.rendered  # a memo of renderings of both (never of their value)
         return copy
 
@@ -295,7 +332,7 @@ class Conversation:
         (:attr:`rendered`, shared with its copies), with the messages they were read from, up
         to the last one holding calls: the next run of the same conversation, or of a copy of
         it, reads only the messages after the prefix it shares with those (compared by identity
-        first, at C speed), instead of going through the whole history once per run. Ending
+        first), instead of going through the whole history once per run. Ending
         the prefix there keeps it shared by runs that each continue one context with messages
         of their own (their user message first).
         """
@@ -309,12 +346,7 @@ class Conversation:
                 ids.update(known)
                 start = len(before)
         last = -1  # the last message read here that holds calls
-        # A while loop, not range(): range() makes an object whose length it computes with
-        # integer objects (bench/RESULTS.md, issue 18, eighth pass).
-        index = start - 1
-        end = len(messages) - 1
-        while index < end:
-            index += 1
+        for index in range(start, len(messages)):
             message = messages[index]
             if isinstance(message, AssistantMessage) and message.tool_calls:
                 for call in message.tool_calls:
@@ -329,13 +361,7 @@ class Conversation:
         order): those a paused run awaits approval for, or an interrupted run left behind.
         Empty when the conversation does not end with calls and their results."""
         messages = self._messages
-        # A while loop, not range(len(messages) - 1, -1, -1), which costs ~1.3k machine
-        # instructions to make (its length computed with integer objects) where this usually
-        # reads one message: every run continuing a context asks (bench/RESULTS.md, issue 18,
-        # eighth pass).
-        index = len(messages)
-        while index:
-            index -= 1
+        for index in range(len(messages) - 1, -1, -1):
             message = messages[index]
             if isinstance(message, AssistantMessage):
                 if not message.tool_calls:
@@ -362,12 +388,12 @@ class Conversation:
     def __repr__(self) -> str:
         return f"Conversation({self._messages!r})"
 
-    def to_list(self) -> list[dict[str, Any]]:
+    def to_list(self) -> list[MessageDict]:
         """JSON-ready list of message dicts."""
         return [m.to_dict() for m in self._messages]
 
     @classmethod
-    def from_list(cls, data: Iterable[Mapping[str, Any]], *, id: str | None = None
+    def from_list(cls, data: Iterable[Mapping[str, object]], *, id: str | None = None
                   ) -> Conversation:
         """Inverse of :meth:`to_list` (pass ``id`` to keep the conversation's identity)."""
         return cls((message_from_dict(d) for d in data), id=id)

@@ -30,7 +30,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias
+
+if TYPE_CHECKING:  # types only: this leaf imports nothing of gramagent when it runs
+    from gramagent._messages import Conversation, Usage
 
 __all__ = [
     "ApprovalError",
@@ -92,7 +95,7 @@ class SpecError(GramagentError):
         self.diagnostics: tuple[Diagnostic, ...] = tuple(diagnostics)
         super().__init__("\n".join(str(d) for d in self.diagnostics))
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.diagnostics,))
 
 
@@ -118,7 +121,7 @@ class SchemaError(GramagentError):
         self.path = path
         super().__init__(message)
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[object, ...]:
         return (_rebuild, (type(self), self.args, {"keyword": self.keyword, "path": self.path}))
 
 
@@ -150,7 +153,7 @@ class ToolError(GramagentError):
             )
         super().__init__(message if hint is None else f"{message}\n{hint}")
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[object, ...]:
         return (_rebuild, (type(self), (self.problems,), {"hint": self.hint}))
 
 
@@ -173,7 +176,7 @@ class SandboxError(GramagentError):
         self.state_lost = state_lost
         super().__init__(message)
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[object, ...]:
         state = {"kind": self.kind, "state_lost": self.state_lost}
         return (_rebuild, (type(self), self.args, state))
 
@@ -198,7 +201,7 @@ class MCPServerError(GramagentError):
         self.kind = kind
         super().__init__(message)
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[object, ...]:
         return (_rebuild, (type(self), self.args, {"server": self.server, "kind": self.kind}))
 
 
@@ -209,15 +212,16 @@ class RunError(GramagentError):
     continue), ``usage`` the tokens spent so far; nothing of the run is lost.
     """
 
-    def __init__(self, message: str, *, context: Any = None, usage: Any = None) -> None:
+    def __init__(self, message: str, *, context: Conversation | None = None,
+                 usage: Usage | None = None) -> None:
         self.context = context
         self.usage = usage
         super().__init__(message)
 
-    def _state(self) -> dict[str, Any]:
+    def _state(self) -> dict[str, object]:
         return {"context": self.context, "usage": self.usage}
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[object, ...]:
         return (_rebuild, (type(self), self.args, self._state()))
 
 
@@ -237,8 +241,8 @@ class ModelAPIError(RunError):
         status: int | None = None,
         body: str | None = None,
         model: str | None = None,
-        context: Any = None,
-        usage: Any = None,
+        context: Conversation | None = None,
+        usage: Usage | None = None,
         retry_after: float | None = None,
     ) -> None:
         self.status = status
@@ -247,7 +251,7 @@ class ModelAPIError(RunError):
         self.retry_after = retry_after
         super().__init__(message, context=context, usage=usage)
 
-    def _state(self) -> dict[str, Any]:
+    def _state(self) -> dict[str, object]:
         return {**super()._state(), "status": self.status, "body": self.body, "model": self.model,
                 "retry_after": self.retry_after}
 
@@ -269,17 +273,17 @@ class LimitExceeded(RunError):
         message: str,
         *,
         limit: str,
-        value: Any = None,
-        observed: Any = None,
-        context: Any = None,
-        usage: Any = None,
+        value: float | None = None,
+        observed: float | None = None,
+        context: Conversation | None = None,
+        usage: Usage | None = None,
     ) -> None:
         self.limit = limit
         self.value = value
         self.observed = observed
         super().__init__(message, context=context, usage=usage)
 
-    def _state(self) -> dict[str, Any]:
+    def _state(self) -> dict[str, object]:
         return {**super()._state(), "limit": self.limit, "value": self.value,
                 "observed": self.observed}
 
@@ -294,7 +298,7 @@ class ApprovalError(RunError):
     """
 
 
-def _rebuild(cls: type[Exception], args: tuple[Any, ...], state: dict[str, Any]) -> Exception:
+def _rebuild(cls: type[Exception], args: tuple[object, ...], state: dict[str, object]) -> Exception:
     """Unpickle an error whose constructor takes keyword-only state."""
     return cls(*args, **state)
 

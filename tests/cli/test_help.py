@@ -56,7 +56,7 @@ def test_help_loads_no_library_module(tmp_path: Path) -> None:
     assert done.returncode == 0
     imported = _imported(done.stderr)
     assert "gramagent._cli.run_commands" in imported  # the measurement works
-    heavy = {"gramagent._spec.gram", "gramagent._spec.signature", "gramagent._spec.model",
+    heavy = {"gramagent._spec.gram.text", "gramagent._spec.signature", "gramagent._spec.model",
              "gramagent._models.base", "gramagent._logs", "gramagent._runtime.loop",
              "asyncio", "orjson", "pyarrow", "matplotlib", "tree_sitter"}
     assert not heavy & imported, sorted(heavy & imported)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from gramagent._cli import app
-from gramagent._spec.gram import load_file, load_gram
+from gramagent._spec.gram.text import load_file, load_gram
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 EXAMPLES = ROOT / "examples"
@@ -297,7 +297,7 @@ def test_a_problem_in_comma_separated_text_points_into_the_text_as_given() -> No
 
 
 def test_schema_of_a_file_prints_its_tools_schemas(tmp_path: Path) -> None:
-    from gramagent._spec.gram import load_file
+    from gramagent._spec.gram.text import load_file
 
     tools = {t.name: t.schema for t in load_file(EXAMPLES / "tools.gram").tools}
     every = run_gramagent("schema", str(EXAMPLES / "tools.gram"), cwd=tmp_path)

@@ -16,7 +16,7 @@ import pytest
 
 from gramagent._models.local import DEFAULT_MODEL, shutdown_servers
 from gramagent._runtime.library import Tool, ToolLibrary
-from gramagent._spec.gram import load_agent
+from gramagent._spec.gram.text import load_agent
 from gramagent._spec.model import Agent
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -16,7 +16,7 @@ import pytest
 from gramagent._messages import ToolResultMessage
 from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.loop import run_agent
-from gramagent._spec.gram import load_agent
+from gramagent._spec.gram.text import load_agent
 from gramagent.errors import LimitExceeded
 from gramagent.tools import builtin_library
 

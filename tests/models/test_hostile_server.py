@@ -473,7 +473,8 @@ async def test_a_stream_that_ends_before_the_answer_is_cut_short_not_an_answer(
     from gramagent._models.base import new_request
 
     text = "<|channel|>final<|message|>The answer is 4" if api == "harmony" else "The answer is 4"
-    request = new_request("m1", "sys", [UserMessage(content="2+2?")], (), "auto", {}, None)
+    request = new_request(model="m1", instruction="sys", messages=[UserMessage(content="2+2?")],
+                          tools=(), tool_choice="auto", settings={}, rendered=None)
     cut, whole = (stream_answer(api, text, finished=f) for f in (False, True))
     async with hostile(cut, whole, cut) as server:
         model = _streaming_model(api, server.base_url)
@@ -511,7 +512,8 @@ async def test_a_stream_read_whole_ends_at_done_like_a_live_one(hostile: Any) ->
     request_timeout, each retry asking the model again; read live, it ended at [DONE]."""
     from gramagent._models.base import new_request
 
-    request = new_request("m1", "sys", [UserMessage(content="2+2?")], (), "auto", {}, None)
+    request = new_request(model="m1", instruction="sys", messages=[UserMessage(content="2+2?")],
+                          tools=(), tool_choice="auto", settings={}, rendered=None)
     async with hostile(done_then_hold()) as server:
         model = ChatCompletionsModel(server.base_url, stream=True, max_retries=2,
                                      backoff_base=0.001, request_timeout=3)

@@ -23,7 +23,7 @@ from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.loop import resume_agent, run_agent
 from gramagent._runtime.sessions import SessionStore
 from gramagent._runtime.stream import FinalResponse, run_agent_stream
-from gramagent._spec.gram import load_gram
+from gramagent._spec.gram.text import load_gram
 from gramagent._spec.model import Agent
 from gramagent.errors import ApprovalError, ValidationError
 from gramagent.testing import ScriptedServer, call, calls, reply

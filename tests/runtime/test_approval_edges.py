@@ -36,7 +36,7 @@ from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.loop import resume_agent, run_agent
 from gramagent._runtime.results import AgentResponse
 from gramagent._runtime.sessions import SessionStore
-from gramagent._spec.gram import load_gram
+from gramagent._spec.gram.text import load_gram
 from gramagent.errors import LimitExceeded, ValidationError
 from gramagent.testing import ScriptedServer, call, calls, http_response, reply
 

@@ -30,7 +30,7 @@ from gramagent._messages import AssistantMessage, Conversation, ToolResultMessag
 from gramagent._runtime.library import ToolLibrary
 from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.loop import AgentResponse, run_agent_sync
-from gramagent._spec.calls import INVALID_CALL_TYPES
+from gramagent._spec.calls.check import INVALID_CALL_TYPES
 from gramagent._spec.model import Agent
 from gramagent.errors import RunError, ValidationError
 from gramagent.testing import ScriptedServer, call, calls, reply

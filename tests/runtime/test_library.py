@@ -290,7 +290,7 @@ WEATHER_GRAM = """
 
 def test_python_function_and_gram_spec_are_compared() -> None:
     """A @tool function binds to the gram spec it matches and not to one that differs."""
-    from gramagent._spec.gram import load_agent
+    from gramagent._spec.gram.text import load_agent
 
     @tool
     def getWeather(city: str, days: int = 3, unit: Literal["C", "F"] = "C") -> str:
@@ -362,7 +362,7 @@ def test_check_description_warn_binds_another_docstring_and_reports_it(
 def test_an_unavailable_tool_says_why_when_an_agent_needs_it() -> None:
     """A tool marked unavailable (a missing extra) is reported with its reason, not as an
     unknown name; registering it later clears the mark."""
-    from gramagent._spec.gram import load_gram
+    from gramagent._spec.gram.text import load_gram
 
     agent = load_gram(
         '[a:Agent {instruction: "x", model: "openai/m"} |\n'

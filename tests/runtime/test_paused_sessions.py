@@ -17,7 +17,7 @@ from test_approval import GRAM, Mail
 
 from gramagent._runtime.library import ToolLibrary
 from gramagent._runtime.sessions import SessionStore
-from gramagent._spec.gram import load_gram
+from gramagent._spec.gram.text import load_gram
 from gramagent.testing import ScriptedServer, call, calls, reply
 
 

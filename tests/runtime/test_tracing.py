@@ -16,7 +16,7 @@ from gramagent import Refused, resume_agent, run_agent
 from gramagent._messages import ToolResultMessage
 from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.tracing import run_tracer
-from gramagent._spec.gram import load_gram
+from gramagent._spec.gram.text import load_gram
 from gramagent._spec.model import Agent, ModelRef
 from gramagent.errors import LimitExceeded, ModelAPIError
 from gramagent.testing import ScriptedServer, call, calls, error, reply

@@ -23,8 +23,8 @@ from gramagent._spec.bfcl import (
     normalize_bfcl_function,
     normalize_bfcl_schema,
 )
-from gramagent._spec.strict import strict_schema
-from gramagent._spec.validate import compile_validator
+from gramagent._spec.calls.validate import compile_validator
+from gramagent._spec.schema.strict import strict_schema
 from gramagent.errors import ConfigurationError, SchemaError
 
 README = Path(__file__).resolve().parents[2] / "README.md"

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gramagent._spec.calls import (
+from gramagent._spec.calls.check import (
     MAX_PAYLOAD_BYTES,
     TOOL_ERROR_TYPES,
     CallRejection,
@@ -19,7 +19,7 @@ from gramagent._spec.calls import (
     parse_arguments,
     parse_object,
 )
-from gramagent._spec.validate import compile_validator
+from gramagent._spec.calls.validate import compile_validator
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

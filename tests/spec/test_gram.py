@@ -1,4 +1,4 @@
-"""Tests for gramagent._spec.gram: reading gram files into spec objects, and every error."""
+"""Tests for gramagent._spec.gram.text: reading gram files into spec objects, and every error."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gramagent._spec.docreader import DocumentReader
-from gramagent._spec.gram import has_comments, load_agent, load_file, load_gram, to_gram
-from gramagent._spec.literals import quote_string
+from gramagent._spec.gram.docreader import DocumentReader
+from gramagent._spec.gram.literals import quote_string
+from gramagent._spec.gram.text import has_comments, load_agent, load_file, load_gram, to_gram
 from gramagent._spec.model import Agent, ModelRef
 from gramagent.errors import SpecError
 

@@ -1,4 +1,4 @@
-"""Tests for gramagent._spec.gramwrite: the canonical writer keeps the user's type names,
+"""Tests for gramagent._spec.gram.docwriter: the canonical writer keeps the user's type names,
 file-level types and comments (to_gram, format_gram, format_file)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gramagent._spec.gram import format_file, format_gram, load_file, load_gram, to_gram
+from gramagent._spec.gram.syntax import K_COMMENT, K_STRING, K_TAGGED, descendants, parse
+from gramagent._spec.gram.text import format_file, format_gram, load_file, load_gram, to_gram
 from gramagent._spec.model import Param, Signature
 from gramagent._spec.signature import format_signature, parse_signature
-from gramagent._spec.syntax import K_COMMENT, K_STRING, K_TAGGED, descendants, parse
 from gramagent.errors import SpecError
 
 ROOT = Path(__file__).resolve().parent.parent.parent

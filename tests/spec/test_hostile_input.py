@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from spec_support import bad_input, gramagent
 
-from gramagent._spec.gram import format_gram, has_comments, load_agent, load_gram, to_gram
+from gramagent._spec.gram.text import format_gram, has_comments, load_agent, load_gram, to_gram
+from gramagent._spec.gram.typereader import MAX_EXPANDED
 from gramagent._spec.signature import format_signature, parse_signature, schema_to_signature
-from gramagent._spec.typereader import MAX_EXPANDED
 from gramagent._spec.vocabulary import MAX_DEPTH
 from gramagent.errors import SchemaError, SpecError
 

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gramagent._spec.docreader import DocumentReader
-from gramagent._spec.gram import format_gram, load_file, load_gram, to_gram
+from gramagent._spec.gram.docreader import DocumentReader
+from gramagent._spec.gram.syntax import K_COMMENT, descendants, parse
+from gramagent._spec.gram.text import format_gram, load_file, load_gram, to_gram
 from gramagent._spec.model import Agent, GramDocument, ModelRef, Param, Signature, ToolSpec
-from gramagent._spec.syntax import K_COMMENT, descendants, parse
 from gramagent._spec.vocabulary import TYPE_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -1,5 +1,5 @@
-"""Tests for gramagent._spec.strict, .nulls and .validate: strict-mode compilation and compiled
-validators."""
+"""Tests for gramagent._spec.schema.strict, gramagent._spec.schema.nulls and
+gramagent._spec.calls.validate: strict-mode compilation and compiled validators."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from gramagent._spec.nulls import strip_strict_nulls
-from gramagent._spec.strict import OPENAI, OPENAI_FINE_TUNED, StrictResult, strict_schema
-from gramagent._spec.validate import compile_validator
+from gramagent._spec.calls.validate import compile_validator
+from gramagent._spec.schema.nulls import strip_strict_nulls
+from gramagent._spec.schema.strict import OPENAI, OPENAI_FINE_TUNED, StrictResult, strict_schema
 from gramagent.errors import SchemaError
 
 

@@ -1,11 +1,11 @@
-"""Tests for gramagent._spec.seedhints: the seed documents' notation gets a hint at the form
+"""Tests for gramagent._spec.gram.seedhints: the seed documents' notation gets a hint at the form
 gram reads, instead of syntax errors and far-fetched guesses."""
 
 from __future__ import annotations
 
 import pytest
 
-from gramagent._spec.gram import load_gram
+from gramagent._spec.gram.text import load_gram
 from gramagent._spec.signature import parse_signature
 from gramagent.errors import SpecError
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gramagent._spec.literals import format_value
+from gramagent._spec.gram.literals import format_value
 from gramagent._spec.model import Param, Signature
 from gramagent._spec.signature import (
     format_signature,
@@ -616,7 +616,7 @@ def _doc_blocks() -> list[tuple[str, str]]:
 
 def _doc_schema(block: str, types: list[str]) -> dict[str, Any]:
     """The schema of a documentation block; ``types`` collects the blocks of type patterns."""
-    from gramagent._spec.gram import load_gram
+    from gramagent._spec.gram.text import load_gram
 
     if ":Tool" in block:
         (tool,) = load_gram(block).tools

@@ -12,7 +12,7 @@ from extras import needs_tools
 from tools_support import EXAMPLES, fast_config
 
 from gramagent._runtime.loop import run_agent
-from gramagent._spec.gram import load_agent
+from gramagent._spec.gram.text import load_agent
 from gramagent.testing import ScriptedServer, call, reply
 from gramagent.tools import builtin_library
 from gramagent.tools.sandbox import PythonSandbox, SandboxError

@@ -8,7 +8,7 @@ import pytest
 from extras import needs_tools
 from tools_support import EXAMPLES
 
-from gramagent._spec.gram import load_agent, load_file
+from gramagent._spec.gram.text import load_agent, load_file
 from gramagent._spec.model import Agent
 from gramagent.tools import available_tools, builtin_library
 from gramagent.tools._workspace import DIRECT_CONVERSATION, STATE_KEY, Workspace

@@ -17,8 +17,8 @@ from matplotlib import image
 from tools_support import invoke_tool
 
 from gramagent._runtime.library import ToolLibrary
-from gramagent._spec.strict import strict_schema
-from gramagent._spec.validate import compile_validator
+from gramagent._spec.calls.validate import compile_validator
+from gramagent._spec.schema.strict import strict_schema
 from gramagent.tools import DataError, builtin_library
 from gramagent.tools._chart import CHART_SCHEMA
 

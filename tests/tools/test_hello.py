@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tools_support import EXAMPLES
 
-from gramagent._spec.gram import load_agent
+from gramagent._spec.gram.text import load_agent
 from gramagent._spec.model import ToolSpec
 from gramagent.tools import builtin_library
 from gramagent.tools._hello import say_hello

@@ -125,7 +125,7 @@ def ab(
     retry_errors: bool = _RETRY,
 ) -> None:
     """Compare tool libraries on one agent and one dataset (the one-line A/B test)."""
-    from gramagent._spec.gram import load_agent
+    from gramagent._spec.gram.text import load_agent
     from gramagent.experiments import EvaluatorSpec, Experiment, Variant, load_cases
 
     variants = []

@@ -82,7 +82,7 @@ def render(
     from gramagent._models.base import ModelRequest
     from gramagent._models.harmony import build_prompt
     from gramagent._spec.definition import ToolDefinition
-    from gramagent._spec.gram import load_agent
+    from gramagent._spec.gram.text import load_agent
 
     if reasoning not in ("low", "medium", "high"):
         raise ConfigurationError(

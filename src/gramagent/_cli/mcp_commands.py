@@ -116,7 +116,7 @@ def serve(
     from gramagent._cli.run_commands import load_library
     from gramagent._logs import configure_logging, reset_logging
     from gramagent._models.registry import resolve_model
-    from gramagent._spec.gram import load_agent
+    from gramagent._spec.gram.text import load_agent
     from gramagent._spec.model import ModelRef
     from gramagent.errors import ConfigurationError
     from gramagent.mcp._serve import build_server, serve_http, serve_stdio

@@ -195,7 +195,7 @@ class Session:
         """Load, bind and resolve everything ``options`` names."""
         from gramagent._logs import add_secret, env_secrets
         from gramagent._runtime.limits import RunLimits
-        from gramagent._spec.gram import load_agent
+        from gramagent._spec.gram.text import load_agent
 
         session = cls(options)
         if options.session is not None:

@@ -40,7 +40,7 @@ def check(
         ..., help="Gram files to validate.", metavar="FILE", show_default=False),
 ) -> None:
     """Validate gram files; print every problem as file:line:col: message."""
-    from gramagent._spec.gram import load_file
+    from gramagent._spec.gram.text import load_file
 
     problems: list[Diagnostic] = []
     agents = tools = 0
@@ -81,7 +81,7 @@ def fmt(
     (written one entry a line). Should a comment find no place, it is named on stderr and
     --write refuses to rewrite the file unless --force is given.
     """
-    from gramagent._spec.gram import format_file
+    from gramagent._spec.gram.text import format_file
 
     try:
         formatted = format_file(file)
@@ -159,7 +159,7 @@ def schema(
         schemas = _file_schemas(Path(source), tool)
     ok = True
     if strict:
-        from gramagent._spec.strict import strict_schema  # only this option needs it
+        from gramagent._spec.schema.strict import strict_schema  # only this option needs it
 
         for name, plain in schemas.items():
             compiled = strict_schema(plain)
@@ -179,7 +179,7 @@ def schema(
 
 def _file_schemas(path: Path, tool: str | None) -> dict[str, Any]:
     """The schemas of the tools of a gram file (stand-alone and agents'), by name."""
-    from gramagent._spec.gram import load_file
+    from gramagent._spec.gram.text import load_file
 
     require_file(path, "a gram file or a signature such as '(x::String)==>(::String)'")
     document = load_file(path)
@@ -188,7 +188,7 @@ def _file_schemas(path: Path, tool: str | None) -> dict[str, Any]:
     if tool is None:
         return {name: spec.schema for name, spec in specs.items()}
     if tool not in specs:
-        from gramagent._spec.calls import near_names
+        from gramagent._spec.calls.check import near_names
 
         near = near_names(tool, specs)
         hint = f"; did you mean {', '.join(map(repr, near))}?" if near else ""
@@ -208,7 +208,7 @@ def signature(
                                    "function definition with a name and description)."),
 ) -> None:
     """Print the gram signature of a JSON Schema."""
-    from gramagent._spec.gram import to_gram
+    from gramagent._spec.gram.text import to_gram
     from gramagent._spec.model import ToolSpec
     from gramagent._spec.signature import format_signature, schema_to_signature
 

@@ -65,7 +65,7 @@ def _library(reference: str | None, session: Path | None) -> ToolLibrary:
 
 
 def _lookup(library: ToolLibrary, name: str) -> Tool:
-    from gramagent._spec.calls import near_names
+    from gramagent._spec.calls.check import near_names
 
     found = library.lookup(name)
     if found is None:
@@ -81,7 +81,7 @@ def _lookup(library: ToolLibrary, name: str) -> Tool:
 def _arguments(text: str, tool: Tool) -> dict[str, Any]:
     """Parse and validate ``text`` against ``tool``'s schema."""
     from gramagent import _json as exact_json
-    from gramagent._spec.validate import compile_validator
+    from gramagent._spec.calls.validate import compile_validator
 
     try:
         arguments = exact_json.loads(text)  # the loop's rules: no NaN, surrogates, deep nesting

@@ -241,7 +241,7 @@ def usage_from(data: Any, input_key: str, output_key: str) -> Usage | None:
     # Two counts, neither negative (``inp | out`` is negative if one is) nor beyond the bound.
     if (type(inp) is int and type(out) is int and (inp | out) >= 0
             and inp <= MAX_REPORTED_TOKENS >= out):
-        return new_usage(inp, out, 1)  # input, output, requests
+        return new_usage(input_tokens=inp, output_tokens=out, requests=1)
     if not isinstance(data, dict) or inp is None and out is None:
         return None
     if not all(v is None or (type(v) is int and 0 <= v <= MAX_REPORTED_TOKENS)

@@ -87,12 +87,13 @@ class ModelTurn:
     """The decoded wire response, for debugging (``-v``); never read by the loop."""
 
 
-# The same objects as the classes make, built the cheap way and taking their arguments by
-# position too (gramagent._frozen says why).
+# Builders of the objects the loop makes for every request and reply: the same objects as the
+# classes make, without a call of ``object.__setattr__`` per field (gramagent._frozen;
+# docs/performance.md, "Frozen builders").
 
 
 @builds(ModelRequest)
-def new_request(model: str, instruction: str, messages: Sequence[Message],
+def new_request(*, model: str, instruction: str, messages: Sequence[Message],
                 tools: Sequence[ToolDefinition], tool_choice: ToolChoice,
                 settings: Mapping[str, Any], rendered: dict[str, Any] | None = None,
                 parallel_tool_calls: bool = True) -> ModelRequest:
@@ -103,7 +104,7 @@ def new_request(model: str, instruction: str, messages: Sequence[Message],
 
 
 @builds(ModelTurn)
-def new_turn(text: str | None = None, tool_calls: tuple[ToolCall, ...] = (),
+def new_turn(*, text: str | None = None, tool_calls: tuple[ToolCall, ...] = (),
              usage: Usage | None = None, finish_reason: str | None = None,
              cut_off_calls: tuple[ToolCall, ...] = (), raw: Any = None) -> ModelTurn:
     """A :class:`ModelTurn` (:func:`gramagent._frozen.builds`)."""

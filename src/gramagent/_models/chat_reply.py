@@ -120,7 +120,7 @@ def _native_calls(raw_calls: object, message: Mapping[str, object]) -> tuple[Too
             except (TypeError, KeyError, IndexError):
                 call = _odd_call(raw)
             else:
-                call = (new_tool_call(call_id, name, arguments)
+                call = (new_tool_call(id=call_id, name=name, arguments=arguments)
                         if type(call_id) is str and call_id and type(name) is str
                         and type(arguments) is str else _odd_call(raw))
             if call is not None:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
 from gramagent import _json as exact_json
-from gramagent._spec.calls import (
+from gramagent._spec.calls.check import (
     MAX_PAYLOAD_BYTES,
     CallRejection,
     parse_arguments,

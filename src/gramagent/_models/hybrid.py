@@ -43,8 +43,8 @@ from gramagent._messages import ToolCall
 from gramagent._models._wire import usage_sum
 from gramagent._models.base import ModelRequest, ModelTurn, NamedToolChoice
 from gramagent._models.jsoncalls import SEVERAL_CALLS_HINT, call_names_in
+from gramagent._spec.calls.validate import compile_validator
 from gramagent._spec.definition import ToolDefinition
-from gramagent._spec.validate import compile_validator
 from gramagent.errors import SchemaError
 
 __all__ = ["CALL_RATHER_THAN_SOLVE", "FreeReply", "WireMode", "hybrid_turn", "read_free_reply"]

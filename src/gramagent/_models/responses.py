@@ -295,7 +295,7 @@ def parse_responses_reply(data: Mapping[str, object]) -> ModelTurn:
             # at once; anything else field by field.
             call_id, name, arguments = (item.get("call_id"), item.get("name"),
                                         item.get("arguments"))
-            calls.append(new_tool_call(call_id, name, arguments)
+            calls.append(new_tool_call(id=call_id, name=name, arguments=arguments)
                          if type(call_id) is str and call_id and type(name) is str
                          and type(arguments) is str else _odd_call(item))
     if status == "incomplete":  # even with calls: the last one may be cut off

@@ -25,7 +25,7 @@ from typing import Any, TypeAlias
 
 from gramagent import _json as exact_json
 from gramagent._messages import Conversation
-from gramagent._spec.calls import CallRejection, rejection
+from gramagent._spec.calls.check import CallRejection, rejection
 from gramagent.errors import ValidationError
 
 __all__ = [

@@ -71,7 +71,8 @@ class Budget(RunDeadline):
     @property
     def usage(self) -> Usage:
         """Tokens and requests of the run so far."""
-        return new_usage(self.input_tokens, self.output_tokens, self.requests)
+        return new_usage(input_tokens=self.input_tokens, output_tokens=self.output_tokens,
+                         requests=self.requests)
 
     def carry(self, usage: Usage) -> None:
         """Start from the requests and tokens of an earlier part of the run (one that paused

@@ -30,7 +30,7 @@ from gramagent._runtime.deadline import RunDeadline, Watcher, watcher
 from gramagent._runtime.library import Tool, ToolContext
 from gramagent._runtime.loops import PerLoop
 from gramagent._runtime.threads import hand_off, tool_threads
-from gramagent._spec.calls import ToolErrorType, error_text
+from gramagent._spec.calls.check import ToolErrorType, error_text
 
 __all__ = ["DRY_RUN_RESULT", "Outcome", "ThreadCall", "cancelled_itself", "execute", "finished",
            "render_output", "run_inline", "start_async", "start_task", "start_thread"]

@@ -38,7 +38,7 @@ from typing import Any, Literal, overload
 from gramagent._limit_values import limit_problem
 from gramagent._runtime.introspect import describe_function
 from gramagent._runtime.limits import INHERIT, Inherit
-from gramagent._spec.calls import near_names
+from gramagent._spec.calls.check import near_names
 from gramagent._spec.definition import ToolDefinition
 from gramagent._spec.model import Agent, Param, Signature, ToolSpec
 from gramagent.errors import SchemaError, ToolError
@@ -426,8 +426,8 @@ class BoundAgent:
               *, warnings: tuple[str, ...] = ()) -> BoundAgent:
         """Compile definitions and validators for already checked ``tools``."""
         # Imported here for import cost: jsonschema takes ~0.1-0.3 s, needed only to bind.
-        from gramagent._spec.strict import strict_schema
-        from gramagent._spec.validate import compile_validator
+        from gramagent._spec.calls.validate import compile_validator
+        from gramagent._spec.schema.strict import strict_schema
 
         definitions = []
         validators: dict[str, Callable[[Any], list[str]]] = {}

@@ -42,8 +42,8 @@ from gramagent._messages import (
     Conversation,
     Message,
     Usage,
+    UserMessage,
     new_assistant_message,
-    new_user_message,
     unique_call_ids,
 )
 from gramagent._models.base import (
@@ -61,7 +61,7 @@ from gramagent._runtime.events import EventSink, fan_out
 from gramagent._runtime.hooks import RunHooks
 from gramagent._runtime.library import BoundAgent, ToolLibrary
 from gramagent._runtime.limits import RunLimits
-from gramagent._runtime.results import AgentResponse, ToolInvocation, new_response
+from gramagent._runtime.results import AgentResponse, ToolInvocation
 from gramagent._runtime.setup import bind, conversation_for, model_for, new_id, new_ids
 from gramagent._runtime.tool_calls import ToolCalls
 from gramagent._spec.model import Agent, ModelRef
@@ -338,7 +338,7 @@ class _Run(ToolCalls):
         conversation ends with. Logs the error that ends it; closes an owned model."""
         conversation = self.conversation
         if isinstance(start, str):
-            conversation.append(new_user_message(start))
+            conversation.append(UserMessage(content=start))
         hooks = self.hooks
         if hooks is not None:
             hooks.on_start(conversation)
@@ -362,10 +362,10 @@ class _Run(ToolCalls):
             while not self.awaiting:
                 # The repeat guard answered a call: ask for the final answer.
                 asked = "none" if self.force_answer else choice
-                # By position (model, instruction, messages, tools, tool_choice, settings,
-                # rendered): a keyword costs measurably per request.
-                request = new_request(self.model_name, instruction, conversation.messages,
-                                      tools, asked, self.settings, conversation.rendered)
+                request = new_request(model=self.model_name, instruction=instruction,
+                                      messages=conversation.messages, tools=tools,
+                                      tool_choice=asked, settings=self.settings,
+                                      rendered=conversation.rendered)
                 # The limits checked; the end of the wall time cuts the request short.
                 budget.start_request(clock())
                 try:
@@ -508,15 +508,14 @@ class _Run(ToolCalls):
                     ".context", model=self.model_name, context=self.conversation.copy(),
                     usage=self.budget.usage)
             finish = "stop"
-        self.conversation.append(new_assistant_message(text))
+        self.conversation.append(new_assistant_message(content=text))
         usage = self.budget.usage
         if self.info_logs:
             log_usage(usage, model=self.model_name, scope="run")
         stopped_by = "repeated_call" if self.force_answer else None
-        # By position (content, tool_invocations, context, usage, stopped_by, run_id,
-        # finish_reason): a keyword costs measurably per run.
-        return new_response(text or "", self.tool_invocations(), self.conversation, usage,
-                            stopped_by, self.run_id, finish)
+        return AgentResponse(content=text or "", tool_invocations=self.tool_invocations(),
+                             context=self.conversation, usage=usage, stopped_by=stopped_by,
+                             run_id=self.run_id, finish_reason=finish)
 
     def _paused(self) -> AgentResponse:
         """The run's result when calls wait for approval: no answer yet."""

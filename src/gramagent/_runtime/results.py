@@ -13,7 +13,7 @@ from gramagent._runtime.approval import ApprovalRequest
 from gramagent._spec.vocabulary import json_problem
 from gramagent.errors import ValidationError
 
-__all__ = ["AgentResponse", "ToolInvocation", "new_invocation", "new_response"]
+__all__ = ["AgentResponse", "ToolInvocation", "new_invocation"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -184,25 +184,15 @@ def _typed(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
     return value
 
 
-# The same objects as the classes make, built the cheap way and taking their arguments by
-# position too (gramagent._frozen says why).
+# The builder of the record the loop makes for every tool call: the same object as the class
+# makes, without a call of ``object.__setattr__`` per field (gramagent._frozen;
+# docs/performance.md, "Frozen builders"). An AgentResponse, once per run, is built by its class.
 
 
 @builds(ToolInvocation)
-def new_invocation(call_id: str, name: str, arguments: dict[str, Any] | str, result: Any = None,
-                   error: str | None = None, error_type: str | None = None,
+def new_invocation(*, call_id: str, name: str, arguments: dict[str, Any] | str,
+                   result: Any = None, error: str | None = None, error_type: str | None = None,
                    latency: float = 0.0, seq: int = 0) -> ToolInvocation:
     """A :class:`ToolInvocation` (:func:`gramagent._frozen.builds`)."""
     return ToolInvocation(call_id=call_id, name=name, arguments=arguments, result=result,
                           error=error, error_type=error_type, latency=latency, seq=seq)
-
-
-@builds(AgentResponse)
-def new_response(content: str, tool_invocations: tuple[ToolInvocation, ...],
-                 context: Conversation, usage: Usage, stopped_by: str | None = None,
-                 run_id: str = "", finish_reason: str = "stop",
-                 pending_approvals: tuple[ApprovalRequest, ...] = ()) -> AgentResponse:
-    """An :class:`AgentResponse` (:func:`gramagent._frozen.builds`)."""
-    return AgentResponse(content=content, tool_invocations=tool_invocations, context=context,
-                         usage=usage, stopped_by=stopped_by, run_id=run_id,
-                         finish_reason=finish_reason, pending_approvals=pending_approvals)

@@ -406,7 +406,7 @@ def _pause_text(paused: AgentResponse, masker: Redactor) -> str:
         return exact_json.dumps(_masked(data, masker), default=str)
 
 
-def _masked(data: dict[str, Any], masker: Redactor) -> Any:
+def _masked(data: object, masker: Redactor) -> object:
     """``data`` with ``masker``'s secrets replaced (itself when there are none)."""
     return masker.redact(data) if masker.secrets else data
 

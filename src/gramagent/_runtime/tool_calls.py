@@ -67,7 +67,7 @@ from gramagent._runtime.invoke import (
 from gramagent._runtime.library import BoundAgent, Tool, ToolContext
 from gramagent._runtime.limits import INHERIT
 from gramagent._runtime.results import ToolInvocation, new_invocation
-from gramagent._spec.calls import (
+from gramagent._spec.calls.check import (
     INVALID_CALL_TYPES,
     CallRejection,
     ToolErrorType,
@@ -247,7 +247,7 @@ class ToolCalls:
         # A reply of one cut-off call leaves neither text nor calls: an empty text keeps the
         # roles alternating for chat templates that require it.
         text = turn.text if turn.text is not None or calls else ""
-        self.conversation.append(new_assistant_message(text, calls))
+        self.conversation.append(new_assistant_message(content=text, tool_calls=calls))
 
     def _stop_at_call_limit(self, calls: Sequence[ToolCall], cut_off: Sequence[ToolCall],
                             limit: int) -> None:
@@ -635,12 +635,12 @@ class ToolCalls:
                 error_type, text, result, latency = self._rejected(c)
             failed = error_type is not None and error_type != "repeated_call"
             if not c.cut_off:  # a cut-off call is not in the conversation: a note tells of it
-                results.append(new_tool_result(call_id, name, text, failed))
+                results.append(new_tool_result(call_id=call_id, name=name, content=text,
+                                               is_error=failed))
             error = text if failed else None
-            # By position, in new_invocation's order (call_id, name, arguments, result, error,
-            # error_type, latency, seq): a keyword costs measurably per call.
-            invocations.append(new_invocation(call_id, name, c.arguments, result, error,
-                                              error_type, latency, c.seq))
+            invocations.append(new_invocation(call_id=call_id, name=name, arguments=c.arguments,
+                                              result=result, error=error, error_type=error_type,
+                                              latency=latency, seq=c.seq))
             if info_logs or error_type is not None:  # errors are WARNING records
                 self._log(c, error_type, latency)
         return results

@@ -49,13 +49,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from gramagent._spec.validate import compile_validator
+from gramagent._spec.calls.validate import compile_validator
+from gramagent._spec.data import JSONSchema
 from gramagent.errors import ConfigurationError, SchemaError
 
 __all__ = ["bfcl_data_dir", "iter_bfcl_functions", "normalize_bfcl_function",
            "normalize_bfcl_schema"]
-
-JSONSchema = dict[str, Any]
 
 _TYPES: dict[str, str | None] = {
     "string": "string", "String": "string", "char": "string",
@@ -89,7 +88,7 @@ _JSON_TYPES: tuple[tuple[str, type | tuple[type, ...]], ...] = (
 )
 
 
-def normalize_bfcl_function(doc: Mapping[str, Any]) -> JSONSchema:
+def normalize_bfcl_function(doc: Mapping[str, object]) -> JSONSchema:
     """Turn one BFCL function document into ``{"name", "description", "parameters"}``.
 
     ``parameters`` becomes a JSON Schema object (see the module documentation for every
@@ -126,7 +125,7 @@ def normalize_bfcl_function(doc: Mapping[str, Any]) -> JSONSchema:
     return {"name": name, "description": description, "parameters": schema}
 
 
-def normalize_bfcl_schema(node: Mapping[str, Any], *, path: str = "") -> JSONSchema:
+def normalize_bfcl_schema(node: Mapping[str, object], *, path: str = "") -> JSONSchema:
     """Turn one BFCL (sub)schema into JSON Schema; ``path`` prefixes error locations."""
     return _Normalizer().node(node, path)
 
@@ -141,7 +140,7 @@ def _child(path: str, *parts: str | int) -> str:
 class _Normalizer:
     """The recursive walk of :func:`normalize_bfcl_schema`."""
 
-    def node(self, node: Any, path: str, *, parent: JSONSchema | None = None) -> JSONSchema:
+    def node(self, node: object, path: str, *, parent: JSONSchema | None = None) -> JSONSchema:
         if not isinstance(node, Mapping):
             raise SchemaError(f"{path or '/'}: a schema must be an object, not {node!r}",
                               keyword="type", path=path)
@@ -161,7 +160,7 @@ class _Normalizer:
             self.default(node["default"], out, path)
         return out
 
-    def keywords(self, node: Mapping[str, Any], out: JSONSchema, jtype: str | None, path: str,
+    def keywords(self, node: Mapping[str, object], out: JSONSchema, jtype: str | None, path: str,
                  parent: JSONSchema | None) -> None:
         """The description and the keywords that pass through unchanged; array keywords
         written on the items go to the array (``parent``)."""
@@ -180,11 +179,11 @@ class _Normalizer:
                 else:
                     out[key] = node[key]
 
-    def structure(self, node: Mapping[str, Any], out: JSONSchema, jtype: str | None,
+    def structure(self, node: Mapping[str, object], out: JSONSchema, jtype: str | None,
                   path: str) -> None:
         """The properties of a dict, the items of an array (refused on other types)."""
         if jtype == "object":
-            self.object(node, out, path)
+            self.object_schema(node, out, path)
         elif "properties" in node or "required" in node:
             keyword = "properties" if "properties" in node else "required"
             raise SchemaError(f"{path or '/'}: {keyword} on a non-dict type {node.get('type')!r}",
@@ -196,14 +195,14 @@ class _Normalizer:
                               keyword="items", path=path)
 
     @staticmethod
-    def type_of(node: Mapping[str, Any], path: str) -> str | None:
+    def type_of(node: Mapping[str, object], path: str) -> str | None:
         name = node.get("type", "any")
         if not isinstance(name, str) or name not in _TYPES:
             raise SchemaError(f"{path or '/'}: unknown BFCL type {name!r}", keyword="type",
                               path=path)
         return _TYPES[name]
 
-    def object(self, node: Mapping[str, Any], out: JSONSchema, path: str) -> None:
+    def object_schema(self, node: Mapping[str, object], out: JSONSchema, path: str) -> None:
         props_in = node.get("properties")
         if props_in is not None and not isinstance(props_in, Mapping):
             raise SchemaError(f"{path or '/'}: properties must be an object",
@@ -226,7 +225,7 @@ class _Normalizer:
         if required:
             out["required"] = [n for n in props if n in required]
 
-    def array(self, node: Mapping[str, Any], out: JSONSchema, path: str) -> None:
+    def array(self, node: Mapping[str, object], out: JSONSchema, path: str) -> None:
         items = node.get("items")
         if items is None:
             return
@@ -237,7 +236,7 @@ class _Normalizer:
         else:
             out["items"] = self.node(items, _child(path, "items"), parent=out)
 
-    def enum(self, values: Any, out: JSONSchema, path: str) -> None:
+    def enum(self, values: object, out: JSONSchema, path: str) -> None:
         if not isinstance(values, list) or not values:
             raise SchemaError(f"{path or '/'}: enum must be a non-empty list", keyword="enum",
                               path=path)
@@ -258,7 +257,7 @@ class _Normalizer:
                 ordered += [k for k in kinds if k != declared]
                 target["type"] = ordered[0] if len(ordered) == 1 else ordered
 
-    def default(self, value: Any, out: JSONSchema, path: str) -> None:
+    def default(self, value: object, out: JSONSchema, path: str) -> None:
         if value is None or (isinstance(value, str) and value in _NULL_STRINGS
                              and out.get("type") is not None):
             _make_nullable(out)
@@ -277,7 +276,7 @@ class _Normalizer:
         out["description"] = f"{desc} {note}" if desc else note
 
 
-def _optional_names(node: Mapping[str, Any], path: str) -> set[str]:
+def _optional_names(node: Mapping[str, object], path: str) -> set[str]:
     optional = node.get("optional")
     if optional is None:
         return set()
@@ -287,7 +286,7 @@ def _optional_names(node: Mapping[str, Any], path: str) -> set[str]:
     return set(optional)
 
 
-def _flag(props: Mapping[str, Any], name: str, path: str) -> bool | None:
+def _flag(props: Mapping[str, object], name: str, path: str) -> bool | None:
     """A property's own ``optional`` flag: True (optional), False (stated required) or None."""
     sub = props.get(name)
     if not isinstance(sub, Mapping) or "optional" not in sub:
@@ -304,7 +303,7 @@ def _flag(props: Mapping[str, Any], name: str, path: str) -> bool | None:
                       keyword="optional", path=where)
 
 
-def _coerce(value: Any, jtype: str | None) -> Any:
+def _coerce(value: object, jtype: str | None) -> Any:
     """A string spelling a literal of ``jtype`` as that literal; anything else unchanged."""
     if not isinstance(value, str) or jtype in (None, "string"):
         return value
@@ -330,7 +329,7 @@ def _coerce(value: Any, jtype: str | None) -> Any:
     return value
 
 
-def _json_type(value: Any) -> str:
+def _json_type(value: object) -> str:
     for name, kind in _JSON_TYPES:
         if isinstance(value, kind):
             return name
@@ -411,7 +410,7 @@ def iter_bfcl_functions(data_dir: Path | None = None) -> Iterator[JSONSchema]:
                     yield dict(doc)
 
 
-def _entries(file: Path) -> Iterator[Mapping[str, Any]]:
+def _entries(file: Path) -> Iterator[Mapping[str, object]]:
     """The JSON-lines entries of one file; nothing if it is not JSON lines."""
     with file.open(encoding="utf-8") as handle:
         for line in handle:

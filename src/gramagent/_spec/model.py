@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from gramagent._spec.data import JSONSchema, NamedType, Param
 from gramagent._spec.signature import Signature
 from gramagent.errors import Diagnostic, SpecError
 
-__all__ = ["Agent", "GramDocument", "ModelRef", "NamedType", "Param", "Signature", "ToolSpec"]
+__all__ = ["Agent", "AgentDict", "GramDocument", "ModelRef", "NamedType", "Param", "Signature",
+           "ToolSpec", "ToolSpecDict"]
 # NamedType, Param and Signature are defined below this module (data, signature) and
 # re-exported here, next to the objects made of them.
 
@@ -67,10 +68,10 @@ class ToolSpec:
         (kept for symmetry with :meth:`Agent.problems`)."""
         return tool_problems(self.name, self.description)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ToolSpecDict:
         """A JSON-ready dict: name, description, signature (gram text) and schema, and
         ``requires_approval`` when it is set."""
-        data: dict[str, Any] = {
+        data: ToolSpecDict = {
             "name": self.name,
             "description": self.description,
             "signature": self.signature.to_gram(),
@@ -156,15 +157,14 @@ class Agent:
                 return spec
         raise KeyError(name)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> AgentDict:
         """A JSON-ready dict; :meth:`from_dict` gives back an equal agent."""
-        out: dict[str, Any] = {"name": self.name}
-        if self.description is not None:
-            out["description"] = self.description
-        out["model"] = str(self.model)
-        out["instruction"] = self.instruction
-        out["tools"] = [t.to_dict() for t in self.tools]
-        return out
+        tools = [t.to_dict() for t in self.tools]
+        if self.description is None:
+            return {"name": self.name, "model": str(self.model),
+                    "instruction": self.instruction, "tools": tools}
+        return {"name": self.name, "description": self.description, "model": str(self.model),
+                "instruction": self.instruction, "tools": tools}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Agent:
@@ -176,6 +176,28 @@ class Agent:
             instruction=data["instruction"],
             tools=tuple(ToolSpec.from_dict(t) for t in data.get("tools", ())),
         )
+
+
+class ToolSpecDict(TypedDict):
+    """The JSON form of a :class:`ToolSpec` (:meth:`ToolSpec.to_dict`)."""
+
+    name: str
+    description: str
+    signature: str
+    """The signature as gram text."""
+    schema: JSONSchema
+    requires_approval: NotRequired[bool]
+
+
+class AgentDict(TypedDict):
+    """The JSON form of an :class:`Agent` (:meth:`Agent.to_dict`)."""
+
+    name: str
+    description: NotRequired[str]
+    model: str
+    """``provider/name``."""
+    instruction: str
+    tools: list[ToolSpecDict]
 
 
 def tool_problems(name: str, description: str) -> list[str]:

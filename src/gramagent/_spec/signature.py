@@ -29,15 +29,15 @@ The notation (documented with examples in ``docs/signatures.md``):
 
 This module holds :class:`Signature` and the ways between it, its gram text and its JSON
 Schema. The pieces below it: the vocabulary and its checks (:mod:`~gramagent._spec.vocabulary`),
-the reader (:mod:`~gramagent._spec.sigreader`), the writer (:mod:`~gramagent._spec.sigwriter`)
-and the check of schemas that come as JSON (:mod:`~gramagent._spec.schemacheck`).
+the reader (:mod:`~gramagent._spec.gram.sigreader`), the writer
+(:mod:`~gramagent._spec.gram.sigwriter`) and the check of schemas that come as JSON
+(:mod:`~gramagent._spec.schema.check`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from gramagent._spec.data import (
     JSONSchema,
@@ -47,8 +47,8 @@ from gramagent._spec.data import (
     TypeRefs,
     canonical_required,
 )
-from gramagent._spec.schemacheck import check_schema
-from gramagent._spec.sigwriter import SignatureWriter
+from gramagent._spec.gram.sigwriter import SignatureWriter
+from gramagent._spec.schema.check import check_schema
 from gramagent._spec.vocabulary import is_canonical_required, short
 from gramagent.errors import SchemaError
 
@@ -125,7 +125,7 @@ def signature_to_schema(sig: Signature) -> JSONSchema:
     return out
 
 
-def schema_to_signature(schema: Mapping[str, Any]) -> Signature:
+def schema_to_signature(schema: Mapping[str, object]) -> Signature:
     """The signature whose :func:`signature_to_schema` is ``schema``.
 
     ``schema`` is the JSON Schema of a tool's arguments (``type: object``). The result has one
@@ -168,7 +168,7 @@ def parse_signature(text: str, *, file: str | None = None) -> Signature:
     # module): the tree-sitter reader costs 33 ms to import once gramagent._spec.model is
     # loaded (best of 15 runs, timed with perf_counter, shared 2-core machine), and the model
     # adapters and the runtime import the spec objects without ever parsing text.
-    from gramagent._spec.sigreader import read_signature
+    from gramagent._spec.gram.sigreader import read_signature
 
     return Signature.from_parts(read_signature(text, file=file))
 

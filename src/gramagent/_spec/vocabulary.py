@@ -1,8 +1,8 @@
 """The vocabulary of the signature notation: type names, JSON Schema keywords and their checks.
 
-Shared by the gram reader (:mod:`gramagent._spec.typereader`), the check of schemas coming
-from JSON (:mod:`gramagent._spec.schemacheck`) and the writer
-(:mod:`gramagent._spec.sigwriter`). The notation itself is described in
+Shared by the gram reader (:mod:`gramagent._spec.gram.typereader`), the check of schemas coming
+from JSON (:mod:`gramagent._spec.schema.check`) and the writer
+(:mod:`gramagent._spec.gram.sigwriter`). The notation itself is described in
 :mod:`gramagent._spec.signature` and ``docs/signatures.md``.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TypeGuard
 
 __all__ = [
     "CANONICAL_NAME", "JSON_TYPES", "KEYWORDS", "MAX_DEPTH", "MEMBER_ANNOTATIONS", "RANK",
@@ -105,7 +105,7 @@ def keyword_kind(key: str) -> int | None:
             "type": TYPE}.get(key)
 
 
-def value_problem(key: str, value: Any) -> str | None:
+def value_problem(key: str, value: object) -> str | None:
     """What is wrong with ``value`` for the JSON-valued keyword ``key`` (None: nothing)."""
     check = _VALUE_CHECKS.get(key, "any")
     if check == "string" and isinstance(value, str):
@@ -147,7 +147,7 @@ def value_problem(key: str, value: Any) -> str | None:
     return f"{key} must be {expected}, not {short(value)}"
 
 
-def json_problem(value: Any, depth: int = 0, *, limit: int | None = MAX_DEPTH) -> str | None:
+def json_problem(value: object, depth: int = 0, *, limit: int | None = MAX_DEPTH) -> str | None:
     """Why ``value`` is not a JSON value the notation takes (None when it is one): not JSON,
     or nested more than ``limit`` levels deep (``depth`` is its own level; None: no limit
     but the interpreter's, a RecursionError)."""
@@ -174,15 +174,15 @@ def json_problem(value: Any, depth: int = 0, *, limit: int | None = MAX_DEPTH) -
     return f"{type(value).__name__} {value!r} is not a JSON value"
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def type_label(jtype: Any) -> str:
+def type_label(jtype: str | Sequence[str] | None) -> str:
     """Gram labels for a JSON Schema ``type`` value: ``String`` or ``String:Null``."""
     if jtype is None:
         return "Any"
@@ -191,13 +191,13 @@ def type_label(jtype: Any) -> str:
     return ":".join(CANONICAL_NAME[t] for t in jtype)
 
 
-def short(value: Any, limit: int = 40) -> str:
+def short(value: object, limit: int = 40) -> str:
     """``value`` as short text for a message: compact JSON, cut at ``limit`` characters."""
     text = dump_json(value) if json_problem(value) is None else repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def is_canonical_required(required: Any, names: list[str]) -> bool:
+def is_canonical_required(required: object, names: list[str]) -> bool:
     """Whether a ``required`` list is what the member flags would produce on their own."""
     if not isinstance(required, list) or not required:
         return False
@@ -212,7 +212,7 @@ def pointer(path: str, *parts: str | int) -> str:
     return path
 
 
-def dump_json(value: Any, *, sort_keys: bool = False) -> str:
+def dump_json(value: object, *, sort_keys: bool = False) -> str:
     """Compact JSON text (any size of integer; no NaN or infinity)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False,
                       sort_keys=sort_keys)

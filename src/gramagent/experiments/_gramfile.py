@@ -32,10 +32,10 @@ from tree_sitter import Node
 from gramagent import Agent, load_agent
 from gramagent._limit_values import limit_problem
 from gramagent._models.chat import TOOL_CALL_MODES
-from gramagent._spec.syntax import K_COMMENT, K_SUBJECT, NodeInfo
-from gramagent._spec.typereader import INVALID as _INVALID
-from gramagent._spec.typereader import TypeReader as _Reader
-from gramagent._spec.typereader import elements as _elements
+from gramagent._spec.gram.syntax import K_COMMENT, K_SUBJECT, NodeInfo
+from gramagent._spec.gram.typereader import INVALID as _INVALID
+from gramagent._spec.gram.typereader import TypeReader as _Reader
+from gramagent._spec.gram.typereader import elements as _elements
 from gramagent.errors import ConfigurationError, Diagnostic, ExperimentError, SpecError
 from gramagent.experiments._cases import Dataset, load_cases
 from gramagent.experiments._evaluators import DEFAULT_TIME_LIMIT, EvaluatorSpec

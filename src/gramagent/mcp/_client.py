@@ -4,8 +4,8 @@ The SDK's client lives in anyio task groups that must be entered and left by one
 its session belongs to the event loop it was opened on. gramagent binds libraries before any
 loop runs (the CLI) and runs agents on whatever loop the caller has (``run_agent_sync`` makes
 a new one per run), so each :class:`MCPClient` keeps its session on one private event loop in
-a daemon thread (shared by every client of the process) and hands calls over to it. A call
-costs a thread hop, small next to the request itself (see bench/RESULTS.md).
+a daemon thread (shared by every client of the process) and hands calls over to it: a call
+makes one thread hop each way (docs/performance.md, "MCP tool calls").
 
 Never hang:
 
@@ -117,7 +117,7 @@ class _QuietTracer:
     SDK in the process) its own.
     """
 
-    def __init__(self, sdk: Any) -> None:
+    def __init__(self, sdk: object) -> None:
         self._sdk = sdk
         self._quiet = NoOpTracer()
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import mcp_types as types
 
 from gramagent._runtime.library import canonical_schema
-from gramagent._spec.gram import load_gram, to_gram
+from gramagent._spec.gram.text import load_gram, to_gram
 from gramagent._spec.model import ToolSpec
 from gramagent._spec.signature import schema_to_signature
 from gramagent.errors import GramagentError, SchemaError

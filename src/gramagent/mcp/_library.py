@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
 
 import mcp_types as types
 
@@ -150,7 +149,7 @@ def mcp_tool(client: MCPClient, listed: types.Tool, *,
     """The :class:`~gramagent.Tool` calling one listed tool of ``client``'s server."""
     name = listed.name
 
-    async def invoke(**arguments: Any) -> str:
+    async def invoke(**arguments: object) -> str:
         result = await client.call_tool(name, arguments)
         text = result_text(result)
         if result.is_error:
@@ -172,7 +171,7 @@ def result_text(result: types.CallToolResult) -> str:
     return "\n\n".join(parts)
 
 
-def _block_text(block: Any) -> str:
+def _block_text(block: object) -> str:
     if isinstance(block, types.TextContent):
         text: str = block.text
         return text

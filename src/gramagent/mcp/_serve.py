@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -34,14 +34,15 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
 
+from gramagent._messages import Conversation
 from gramagent._models.base import Model
 from gramagent._runtime.approval import Refused
 from gramagent._runtime.invoke import execute
 from gramagent._runtime.library import BoundAgent, Tool, ToolContext, ToolLibrary
 from gramagent._runtime.limits import INHERIT, RunLimits
 from gramagent._runtime.loop import resume_agent, run_agent
+from gramagent._spec.calls.validate import compile_validator
 from gramagent._spec.model import Agent
-from gramagent._spec.validate import compile_validator
 from gramagent.errors import ConfigurationError, GramagentError
 
 __all__ = ["AGENT_INPUT", "SESSION_META", "build_server", "running_http", "serve_http",
@@ -60,7 +61,8 @@ class _Entry:
     """One served tool: what clients are told, how a call is checked, what runs it."""
 
     listed: types.Tool
-    check: Any
+    check: Callable[[object], Sequence[str]]
+    """The schema violations of a call's arguments (none when they are valid)."""
     tool: Tool | None = None
     """The implementation; None for the agent-as-a-tool."""
 
@@ -72,7 +74,7 @@ class _Service:
     limits: RunLimits
     bound: BoundAgent | None = None
     model: Model | None = None
-    conversations: OrderedDict[str, Any] = field(default_factory=OrderedDict)
+    conversations: OrderedDict[str, Conversation] = field(default_factory=OrderedDict)
     """The agent-as-a-tool's conversation per session, least recently used first."""
 
     async def list_tools(self, ctx: ServerRequestContext[Any],

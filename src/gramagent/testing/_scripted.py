@@ -24,7 +24,7 @@ text for ``/v1/completions``. Usage figures are estimated from the sizes (about 
 characters a token) unless a turn gives its own. An exhausted script answers HTTP 500
 ``script exhausted``; a malformed request gets a 400 JSON error and never stops the server.
 
-The server runs one asyncio event loop (HTTP/1.1 keep-alive, parsed by h11), so delays cost no
+The server runs one asyncio event loop (HTTP/1.1 keep-alive, parsed by h11), so delays hold no
 threads and a hundred concurrent clients are served without strain. A JSON script file and
 ``python -m gramagent.testing --script FILE [--port N] [--loop]`` serve the same from
 the command line (the base URL is the first line printed).

@@ -11,7 +11,7 @@ The figure is drawn on a :class:`matplotlib.figure.Figure` without pyplot, so co
 do not share global state. The work done in the host process is bounded: the table's size is
 checked from its parquet footer before it is read, every text drawn (title, labels, note,
 series names, category labels) is cut to :data:`MAX_TEXT_CHARS` and drawn as plain text (no
-math text, whose layout costs about a millisecond of CPU per character), and the number of
+math text, whose layout grows with every character; docs/performance.md), and the number of
 bars and points is capped. Needs ``matplotlib`` and ``pyarrow`` (the ``tools`` extra).
 """
 

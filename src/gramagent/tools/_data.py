@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gramagent._runtime.library import Tool, ToolContext, tool
 from gramagent.tools._tables import DataError, check_table_name, confined_path, find_table
@@ -229,13 +229,13 @@ def _column_summary(column: pa.ChunkedArray) -> str:
     return "; ".join(parts) if parts else "no values"
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     return str(value)
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     text = "" if value is None else _fmt(value)
     text = " ".join(text.split())
     return text if len(text) <= MAX_CELL_CHARS else text[: MAX_CELL_CHARS - 1] + "…"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import selectors
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gramagent.tools.sandbox._protocol import FrameDecoder, FrameError, encode_frame
@@ -42,7 +42,7 @@ class WorkerChannel:
         self.decoder = FrameDecoder(max_bytes=max_frame)
         os.set_blocking(request_fd, False)
 
-    def send(self, message: dict[str, Any], deadline: float,
+    def send(self, message: Mapping[str, object], deadline: float,
              wake: Callable[[], None] | None = None) -> None:
         """Write one frame, waiting for pipe space no longer than ``deadline``.
 

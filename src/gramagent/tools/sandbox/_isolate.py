@@ -81,7 +81,7 @@ _MOUNT_OPTION_FLAGS = {
     "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME,
 }
 
-_libc: Any = None
+_libc: object = None
 
 
 class _MountAttr(ctypes.Structure):

@@ -105,7 +105,7 @@ class MemoryLimit:
                 self.cgroup.rmdir()
             self.cgroup = None
 
-    def report(self, syscalls: Any, workdir: Path) -> dict[str, Any]:
+    def report(self, syscalls: object, workdir: Path) -> dict[str, Any]:
         """The ``memory`` entry of the isolation report: which accounting is in force.
 
         Args:

@@ -46,10 +46,10 @@ __all__ = [
 _SANDBOX_ID_BASE = 2_000_000_000
 _SANDBOX_ID_SPAN = 1 << 28
 _POLL = 0.00005
-"""Seconds between two looks at a worker's state in /proc, after the first few: short, as a
-warm call must stay well under 1 ms, but a sleep, so that on a busy machine the worker gets
-the CPU it needs to get there (spinning, or yielding to a whole time slice of another
-process, costs more)."""
+"""Seconds between two looks at a worker's state in /proc, after the first few: short, so that
+a warm call returns soon after the worker is done, but a sleep, so that on a busy machine the
+worker gets the CPU it needs (spinning, or yielding a whole time slice to another process,
+delays it; docs/performance.md, "Sandbox")."""
 _SPINS = 3
 """Looks at a worker's state with nothing between them, before sleeping."""
 

@@ -16,7 +16,8 @@ import json
 import os
 import re
 import struct
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, NoReturn
 
 __all__ = ["FrameDecoder", "FrameError", "encode_frame", "parse_body", "read_frame", "write_frame"]
 
@@ -28,13 +29,13 @@ class FrameError(Exception):
     """A frame was truncated, too large or not a JSON object."""
 
 
-def encode_frame(message: dict[str, Any]) -> bytes:
+def encode_frame(message: Mapping[str, object]) -> bytes:
     """The bytes of one frame holding ``message``."""
     body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return _HEADER.pack(len(body)) + body
 
 
-def write_frame(fd: int, message: dict[str, Any]) -> None:
+def write_frame(fd: int, message: Mapping[str, object]) -> None:
     """Write one frame to file descriptor ``fd`` (all of it, retrying short writes)."""
     view = memoryview(encode_frame(message))
     while view:
@@ -76,7 +77,7 @@ class FrameDecoder:
         return parse_body(body)
 
 
-def _no_constant(name: str) -> Any:
+def _no_constant(name: str) -> NoReturn:
     raise FrameError(f"frame holds {name}, which is not JSON")
 
 
@@ -96,7 +97,7 @@ def parse_body(body: bytes) -> dict[str, Any]:
     return message
 
 
-def _check_strings(value: Any) -> None:
+def _check_strings(value: object) -> None:
     """Refuse lone surrogates anywhere (keys included), without recursion."""
     stack = [value]
     while stack:

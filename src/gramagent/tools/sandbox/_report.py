@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from gramagent.tools.sandbox._config import REQUIRED_FEATURES
 
@@ -18,7 +17,7 @@ class Isolation:
     features: dict[str, tuple[bool, str]]
 
     @classmethod
-    def from_report(cls, report: Any) -> Isolation:
+    def from_report(cls, report: object) -> Isolation:
         """Read a worker's report (untrusted: anything malformed counts as not holding)."""
         features: dict[str, tuple[bool, str]] = {}
         if isinstance(report, dict):

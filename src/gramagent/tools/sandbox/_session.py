@@ -384,5 +384,5 @@ def _warn_no_filter(detail: str) -> None:
                      "see docs/sandbox.md", detail)
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value if isinstance(value, str) else ("" if value is None else str(value))

@@ -49,7 +49,7 @@ class CPUTimeExceeded(Exception):
     """The cell used more CPU seconds than one call may."""
 
 
-def _on_sigxcpu(signum: int, frame: Any) -> None:
+def _on_sigxcpu(signum: int, frame: object) -> None:
     raise CPUTimeExceeded("CPU time limit of this call exceeded")
 
 
@@ -86,7 +86,7 @@ class Session:
         self.capture_fd = capture_fd
         self.limits = limits
         self.cells = 0
-        self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins,
+        self.namespace: dict[str, object] = {"__name__": "__main__", "__builtins__": builtins,
                                           "DATA_DIR": data_dirs[0] if data_dirs else None,
                                           "DATA_DIRS": tuple(data_dirs)}
         exec(compile(_PRELUDE, "<sandbox prelude>", "exec"), self.namespace)
@@ -107,7 +107,7 @@ class Session:
         except CPUTimeExceeded:  # the signal may land here; the cell is over anyway
             pass
 
-    def run(self, code: str, request_id: Any) -> dict[str, Any]:
+    def run(self, code: str, request_id: object) -> dict[str, Any]:
         self.cells += 1
         name = f"<cell {self.cells}>"
         linecache.cache[name] = (len(code), None, code.splitlines(True), name)
@@ -147,7 +147,7 @@ class Session:
         return data.decode("utf-8", "replace"), total
 
 
-def _repr(value: Any, limit: int) -> str:
+def _repr(value: object, limit: int) -> str:
     try:
         text = repr(value)
     except Exception as exc:  # noqa: BLE001

@@ -1,9 +1,10 @@
 """The gram reader of signature paths: ``(a::T1)==>(b::T2)==>(::R)`` -> the parts of a
 :class:`~gramagent._spec.signature.Signature`.
 
-:class:`SignatureReader` adds signature paths to :class:`~gramagent._spec.typereader.TypeReader`;
-:mod:`gramagent._spec.docreader` extends it to whole files, and
-:func:`~gramagent._spec.signature.parse_signature` reads a lone signature with it.
+:class:`SignatureReader` adds signature paths to
+:class:`~gramagent._spec.gram.typereader.TypeReader`; :mod:`gramagent._spec.gram.docreader`
+extends it to whole files, and :func:`~gramagent._spec.signature.parse_signature` reads a
+lone signature with it.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import dataclasses
 from tree_sitter import Node
 
 from gramagent._spec.data import JSONSchema, Param, SignatureParts, canonical_required
-from gramagent._spec.literals import format_name
-from gramagent._spec.syntax import (
+from gramagent._spec.gram.literals import format_name
+from gramagent._spec.gram.syntax import (
     K_COMMENT,
     K_NODE,
     K_RELATIONSHIP,
@@ -24,7 +25,7 @@ from gramagent._spec.syntax import (
     NodeInfo,
     source_bytes,
 )
-from gramagent._spec.typereader import (
+from gramagent._spec.gram.typereader import (
     INVALID,
     TypeReader,
     TypeScope,

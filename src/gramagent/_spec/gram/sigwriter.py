@@ -1,7 +1,7 @@
 """The signature writer: parameters and schemas -> gram path nodes and type patterns.
 
 Used by :func:`gramagent._spec.signature.format_signature` for one signature and by
-:mod:`gramagent._spec.gramwrite` for whole files (where file-level type patterns are shared
+:mod:`gramagent._spec.gram.docwriter` for whole files (where file-level type patterns are shared
 by several tools).
 """
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gramagent._spec.data import JSONSchema, NamedType, Param, TypeRefs
-from gramagent._spec.layout import ListNotes, render_elements
-from gramagent._spec.literals import format_key, format_name, format_value
+from gramagent._spec.gram.layout import ListNotes, render_elements
+from gramagent._spec.gram.literals import format_key, format_name, format_value
 from gramagent._spec.vocabulary import (
     CANONICAL_NAME,
     ITEMS,

@@ -1,28 +1,30 @@
 """Strict-mode nulls: whether a schema admits ``null``, and the removal of the nulls a strict
 model sends for optional properties.
 
-A strict model (see :mod:`gramagent._spec.strict`) must send every property, so it sends
+A strict model (see :mod:`gramagent._spec.schema.strict`) must send every property, so it sends
 ``null`` for one it wants to leave out. Local validation uses the original schema, where that
 ``null`` is usually invalid: :func:`strip_strict_nulls` removes those nulls first, so the
-tool's defaults apply. Plain Python, cheap to import (the tool-call checks of
-:mod:`gramagent._spec.calls` use it on the hot path).
+tool's defaults apply. Plain Python on the standard library alone (the tool-call checks of
+:mod:`gramagent._spec.calls.check` use it for every call).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TypeVar, cast
 
 __all__ = ["admits_null", "has_type", "resolve_local", "strip_strict_nulls"]
 
+T = TypeVar("T")
 
-def has_type(node: Mapping[str, Any], name: str) -> bool:
+
+def has_type(node: Mapping[str, object], name: str) -> bool:
     t = node.get("type")
     return t == name or (isinstance(t, list) and name in t)
 
 
 
-def strip_strict_nulls(arguments: Any, schema: Mapping[str, Any]) -> Any:
+def strip_strict_nulls(arguments: T, schema: Mapping[str, object]) -> T:
     """Undo strict-mode nullability in a model's arguments, for the *original* schema.
 
     A strict model sends ``null`` for an optional property it wants to leave out. This returns
@@ -37,10 +39,11 @@ def strip_strict_nulls(arguments: Any, schema: Mapping[str, Any]) -> Any:
     Returns:
         The arguments, ready for validation against ``schema``; other values are unchanged.
     """
-    return _strip(arguments, schema, schema)
+    # _strip gives a dict for a dict and a list for a list, anything else back as it is
+    return cast(T, _strip(arguments, schema, schema))
 
 
-def _strip(value: Any, node: Any, root: Mapping[str, Any], hops: int = 0) -> Any:
+def _strip(value: object, node: object, root: Mapping[str, object], hops: int = 0) -> object:
     if not isinstance(node, Mapping) or hops > _MAX_REF_HOPS:
         return value
     ref = node.get("$ref")
@@ -53,7 +56,7 @@ def _strip(value: Any, node: Any, root: Mapping[str, Any], hops: int = 0) -> Any
         if not isinstance(props, Mapping):
             return value
         required = node.get("required", ())
-        out = {}
+        out: dict[object, object] = {}
         for key, item in value.items():
             sub = props.get(key)
             if sub is None:
@@ -71,7 +74,7 @@ def _strip(value: Any, node: Any, root: Mapping[str, Any], hops: int = 0) -> Any
 _MAX_REF_HOPS = 32
 
 
-def admits_null(node: Any, root: Mapping[str, Any] | None, hops: int = 0) -> bool:
+def admits_null(node: object, root: Mapping[str, object] | None, hops: int = 0) -> bool:
     """Whether a schema admits ``null``, read from its structure (``not`` is ignored).
 
     ``$ref`` is followed inside ``root``; an unresolvable one counts as refusing null.
@@ -98,11 +101,11 @@ def admits_null(node: Any, root: Mapping[str, Any] | None, hops: int = 0) -> boo
                 and not all(admits_null(sub, root, hops) for sub in node["allOf"]))
 
 
-def resolve_local(root: Mapping[str, Any], ref: Any) -> Any:
+def resolve_local(root: Mapping[str, object], ref: object) -> object:
     """The node a local reference (``#`` or ``#/$defs/name``) points to, or None."""
     if not isinstance(ref, str) or not ref.startswith("#"):
         return None
-    node: Any = root
+    node: object = root
     for part in ref[1:].split("/"):
         if not part:
             continue

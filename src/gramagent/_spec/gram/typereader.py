@@ -1,10 +1,10 @@
 """The gram reader's base: positioned problems, values, and the types of typed nodes.
 
-:class:`TypeReader` holds one parse of one text (see :mod:`gramagent._spec.syntax`) and turns
+:class:`TypeReader` holds one parse of one text (see :mod:`gramagent._spec.gram.syntax`) and turns
 typed nodes (``(x::String {minLength: 1})``) and type patterns (``[Point:Object | (x::Number),
 (y::Number)]``) into JSON Schemas, collecting every problem with its byte offset.
-:mod:`gramagent._spec.sigreader` reads signature paths on top of it, and
-:mod:`gramagent._spec.docreader` whole files.
+:mod:`gramagent._spec.gram.sigreader` reads signature paths on top of it, and
+:mod:`gramagent._spec.gram.docreader` whole files.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 from tree_sitter import Node
 
 from gramagent._spec.data import JSONSchema, NamedType, TypeRefs
-from gramagent._spec.seedhints import with_seed_hints
-from gramagent._spec.syntax import (
+from gramagent._spec.gram.seedhints import with_seed_hints
+from gramagent._spec.gram.syntax import (
     K_COMMENT,
     K_ELEMENTS,
     K_NODE,
@@ -32,7 +32,7 @@ from gramagent._spec.syntax import (
     Val,
     parse,
 )
-from gramagent._spec.syntaxerrors import syntax_problems
+from gramagent._spec.gram.syntaxerrors import syntax_problems
 from gramagent._spec.vocabulary import (
     ITEMS,
     KEYWORDS,
@@ -59,7 +59,7 @@ MAX_EXPANDED = 200_000
 copy for every use. A type used twice in a type used twice ... doubles at every level: without
 a budget, a few lines would expand to gigabytes. Real agent files stay in the thousands."""
 
-INVALID: Any = object()
+INVALID: object = object()
 """Marks a value that could not be read (its problem is already recorded)."""
 _KNOWN_KEYWORDS = sorted(KEYWORDS - {"type"})
 
@@ -513,7 +513,7 @@ def _copy(schema: JSONSchema) -> JSONSchema:
     return {k: _copy_value(v) for k, v in schema.items()}
 
 
-def _copy_value(value: Any) -> Any:
+def _copy_value(value: object) -> Any:
     if isinstance(value, dict):
         return {k: _copy_value(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tree_sitter import Node, Tree
 
-from gramagent._spec.syntax import (
+from gramagent._spec.gram.syntax import (
     IDENTIFIERS,
     K_ARRAY,
     K_COMMENT,

@@ -4,7 +4,7 @@
 canonical JSON) and returns a :class:`SchemaValidator` whose :meth:`errors
 <SchemaValidator.errors>` gives short messages with the JSON path of each problem, e.g.
 ``personName: 3 is not of type 'string'``. Validity itself is decided by a predicate compiled
-into closures (:mod:`gramagent._spec.fastcheck`) where the schema allows it.
+into closures (:mod:`gramagent._spec.calls.fastcheck`) where the schema allows it.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import orjson
 from jsonschema import Draft202012Validator
 from jsonschema import exceptions as js_exceptions
 
+from gramagent._spec.calls.fastcheck import FORMAT_CHECKER, fast_check
 from gramagent._spec.data import JSONSchema
-from gramagent._spec.fastcheck import FORMAT_CHECKER, fast_check
-from gramagent._spec.nulls import resolve_local
+from gramagent._spec.schema.nulls import resolve_local
 from gramagent._spec.vocabulary import pointer
 from gramagent.errors import SchemaError
 
@@ -35,8 +35,8 @@ class SchemaValidator:
     """A compiled Draft 2020-12 validator for one schema. Build with :func:`compile_validator`.
 
     Validity is decided by a predicate compiled from the schema into nested closures when the
-    schema keeps to the keywords tool schemas use (about ten times faster than jsonschema's
-    interpreter); other schemas, and every error message, go through jsonschema itself.
+    schema keeps to the keywords tool schemas use (:mod:`~gramagent._spec.calls.fastcheck`);
+    other schemas, and every error message, go through jsonschema itself.
     """
 
     __slots__ = ("_check", "_validator", "schema")
@@ -68,11 +68,11 @@ class SchemaValidator:
         """Whether validity is decided by the compiled fast path (jsonschema otherwise)."""
         return self._check != self._validator.is_valid
 
-    def is_valid(self, instance: Any) -> bool:
+    def is_valid(self, instance: object) -> bool:
         """Whether ``instance`` satisfies the schema."""
         return bool(self._check(instance))
 
-    def errors(self, instance: Any) -> list[str]:
+    def errors(self, instance: object) -> list[str]:
         """Every violation, one line each, as ``path: message``; empty when valid.
 
         The path is a JSON path relative to the instance (``series[0].name``); problems at the
@@ -91,7 +91,7 @@ class SchemaValidator:
         return out
 
 
-def _refs(node: Any) -> Iterable[Any]:
+def _refs(node: object) -> Iterable[Any]:
     """Every ``$ref`` value in a schema, at any depth."""
     if isinstance(node, dict):
         for key, value in node.items():
@@ -171,13 +171,13 @@ _cache: OrderedDict[bytes, SchemaValidator] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def compile_validator(schema: Mapping[str, Any]) -> SchemaValidator:
+def compile_validator(schema: Mapping[str, object]) -> SchemaValidator:
     """The validator of ``schema``, built once and cached by its canonical JSON.
 
-    Equal schemas (whatever their key order) share one validator, so calling this on every
-    tool call is cheap; still, bind-time code should keep the result. Formats are checked
-    where that is cheap (``date``, ``email``, ``ipv4``, ``ipv6``, ``uuid``, ``regex``, and
-    ``date-time``/``time`` when ``rfc3339-validator`` is installed).
+    Equal schemas (whatever their key order) share one validator; bind-time code should
+    still keep the result rather than call this per tool call. Formats are checked where
+    that needs no network and no slow parsing (``date``, ``email``, ``ipv4``, ``ipv6``,
+    ``uuid``, ``regex``, and ``date-time``/``time`` when ``rfc3339-validator`` is installed).
 
     Args:
         schema: A JSON Schema (Draft 2020-12).

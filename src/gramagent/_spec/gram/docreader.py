@@ -1,7 +1,7 @@
 """The gram reader of whole files: agents, stand-alone tools and file-level type patterns.
 
 :class:`DocumentReader` adds tools and agents to
-:class:`~gramagent._spec.sigreader.SignatureReader`: every problem of a file (syntax errors,
+:class:`~gramagent._spec.gram.sigreader.SignatureReader`: every problem of a file (syntax errors,
 unknown types or tools, duplicates, empty names, missing fields) is collected with its
 position, and :meth:`DocumentReader.document` raises them all in one
 :class:`~gramagent.errors.SpecError`.
@@ -14,11 +14,9 @@ from typing import NamedTuple
 
 from tree_sitter import Node
 
-from gramagent._spec.literals import format_name
-from gramagent._spec.model import Agent, GramDocument, ModelRef, ToolSpec
-from gramagent._spec.signature import Signature
-from gramagent._spec.sigreader import SignatureReader
-from gramagent._spec.syntax import (
+from gramagent._spec.gram.literals import format_name
+from gramagent._spec.gram.sigreader import SignatureReader
+from gramagent._spec.gram.syntax import (
     K_COMMENT,
     K_NODE,
     K_RECORD,
@@ -29,8 +27,10 @@ from gramagent._spec.syntax import (
     V_SCALAR,
     NodeInfo,
 )
-from gramagent._spec.syntaxerrors import missing_bar
-from gramagent._spec.typereader import TypeScope, did_you_mean, elements
+from gramagent._spec.gram.syntaxerrors import missing_bar
+from gramagent._spec.gram.typereader import TypeScope, did_you_mean, elements
+from gramagent._spec.model import Agent, GramDocument, ModelRef, ToolSpec
+from gramagent._spec.signature import Signature
 from gramagent._spec.vocabulary import TYPE_NAMES
 from gramagent.errors import SpecError
 

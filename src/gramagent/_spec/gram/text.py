@@ -17,12 +17,12 @@ patterns shared by its tools::
       sayHello
     ]
 
-Reading parses the text once with tree-sitter (:mod:`gramagent._spec.syntax`) and gives it
-meaning (:mod:`gramagent._spec.docreader`, on the type and signature readers). Every problem
+Reading parses the text once with tree-sitter (:mod:`gramagent._spec.gram.syntax`) and gives it
+meaning (:mod:`gramagent._spec.gram.docreader`, on the type and signature readers). Every problem
 (syntax errors, i.e. ERROR and MISSING nodes, and semantic ones: unknown types or tools,
 duplicates, empty names, bad defaults, missing fields) is collected with its 1-based
 ``line:column`` into one :class:`~gramagent.errors.SpecError`. Writing (:func:`to_gram`, in
-:mod:`gramagent._spec.gramwrite`) emits the canonical form; reading what it wrote gives
+:mod:`gramagent._spec.gram.docwriter`) emits the canonical form; reading what it wrote gives
 equal spec objects. Reading records, as formatting metadata, the names of the type patterns
 a text used, so that writing keeps them; :func:`format_gram` (``gramagent fmt``) also keeps
 the text's comments (``docs/format.md``). The signature notation itself is described in
@@ -35,11 +35,11 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from gramagent._spec.comments import collect_comments
-from gramagent._spec.docreader import DocumentReader
-from gramagent._spec.gramwrite import write_gram
+from gramagent._spec.gram.comments import collect_comments
+from gramagent._spec.gram.docreader import DocumentReader
+from gramagent._spec.gram.docwriter import write_gram
+from gramagent._spec.gram.syntax import K_COMMENT, descendants, parse, source_bytes
 from gramagent._spec.model import Agent, GramDocument, ToolSpec
-from gramagent._spec.syntax import K_COMMENT, descendants, parse, source_bytes
 from gramagent.errors import Diagnostic, SpecError
 
 __all__ = ["Formatted", "format_file", "format_gram", "has_comments", "load_agent", "load_file",

@@ -38,9 +38,9 @@ without ``items``, a ``required`` name with no property, a limit exceeded) is re
 
 **Local validation always uses the original schema**, never the strict one: the strict schema
 is for the model. Because optional properties became nullable, a strict model sends ``null``
-for what it wants to leave out: :func:`~gramagent._spec.nulls.strip_strict_nulls` removes
+for what it wants to leave out: :func:`~gramagent._spec.schema.nulls.strip_strict_nulls` removes
 those nulls (where the original schema does not accept null) before validating against the
-original (:func:`~gramagent._spec.validate.compile_validator`).
+original (:func:`~gramagent._spec.calls.validate.compile_validator`).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from typing import Any, Literal
 import orjson
 
 from gramagent._spec.data import JSONSchema
-from gramagent._spec.nulls import admits_null, has_type
+from gramagent._spec.schema.nulls import admits_null, has_type
 from gramagent._spec.vocabulary import pointer
 from gramagent.errors import SchemaError
 
@@ -149,7 +149,7 @@ class StrictResult:
         return not self.problems
 
 
-def strict_schema(schema: Mapping[str, Any], *, profile: StrictProfile = OPENAI) -> StrictResult:
+def strict_schema(schema: Mapping[str, object], *, profile: StrictProfile = OPENAI) -> StrictResult:
     """Compile a tool's argument schema for OpenAI ``strict: true``.
 
     The rules and the choices made are described in the module documentation: every property
@@ -181,7 +181,7 @@ def strict_schema(schema: Mapping[str, Any], *, profile: StrictProfile = OPENAI)
                         problems=tuple(compiler.problems))
 
 
-def _is_object(node: Any) -> bool:
+def _is_object(node: object) -> bool:
     if not isinstance(node, dict):
         return False
     t = node.get("type")
@@ -189,7 +189,7 @@ def _is_object(node: Any) -> bool:
         t is None and "properties" in node)
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     return orjson.dumps(value).decode()
 
 
@@ -214,7 +214,7 @@ _PHRASES = {
 ``examples``); other unsupported keywords are only removed."""
 
 
-def _describe(keyword: str, value: Any) -> str | None:
+def _describe(keyword: str, value: object) -> str | None:
     """A short phrase telling the model about a constraint, or None if not worth telling."""
     if keyword == "format":
         return f"format: {value}"
@@ -236,7 +236,7 @@ _TYPED_BY = ("type", "anyOf", "$ref", "enum", "const")
 class _StrictCompiler:
     """One compilation: walks the schema, rewriting nodes and recording what it did."""
 
-    def __init__(self, profile: StrictProfile, root: Mapping[str, Any]) -> None:
+    def __init__(self, profile: StrictProfile, root: Mapping[str, object]) -> None:
         self.profile = profile
         self.root = root
         self.changes: list[StrictChange] = []
@@ -250,7 +250,7 @@ class _StrictCompiler:
 
     # -- one node ------------------------------------------------------------------------------
 
-    def node(self, node: Any, path: str) -> Any:
+    def node(self, node: object, path: str) -> Any:
         if isinstance(node, bool):
             self.problem(path, f"a boolean schema ({_json(node)}) cannot be expressed")
             return node
@@ -340,7 +340,7 @@ class _StrictCompiler:
             self.change(path, "required", "made required: " + ", ".join(missing))
         return node
 
-    def nullable(self, node: Any, path: str) -> Any:
+    def nullable(self, node: object, path: str) -> Any:
         if not isinstance(node, dict) or admits_null(node, self.root):
             return node
         node = dict(node)
@@ -419,7 +419,7 @@ class _Stats:
         self.chars = 0
         self.large_enums: list[tuple[str, list[Any]]] = []
 
-    def visit(self, node: Any, depth: int, path: str = "") -> None:
+    def visit(self, node: object, depth: int, path: str = "") -> None:
         if not isinstance(node, dict):
             return
         if _is_object(node):

@@ -4,30 +4,21 @@ Pure functions, no I/O: :func:`parse_arguments` (shared with the Harmony parser)
 :func:`check_call`, which turns a raw :class:`~gramagent._messages.ToolCall` into either a
 :class:`PreparedCall` ready to execute or a :class:`CallRejection` whose text tells the model
 what was wrong and what was expected. Nothing here raises on bad model output.
-
-The compiled build compiles this module (``gramagent._compiled``): every call goes through
-:func:`parse_object` and :func:`check_arguments`. The frozen classes it returns live in
-:mod:`gramagent._spec.checked`, interpreted, and are imported from here.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypeAlias
 
 import orjson
 
 from gramagent import _json as exact_json
-from gramagent._spec.checked import (
-    TOOL_ERROR_TYPES,
-    CallRejection,
-    PreparedCall,
-    ToolErrorType,
-    new_prepared,
-)
-from gramagent._spec.nulls import strip_strict_nulls
+from gramagent._frozen import builds
+from gramagent._spec.schema.nulls import strip_strict_nulls
 
 __all__ = [
     "INVALID_CALL_TYPES",
@@ -39,6 +30,7 @@ __all__ = [
     "check_arguments",
     "check_call",
     "check_parsed",
+    "new_prepared",
     "error_text",
     "near_names",
     "parse_arguments",
@@ -46,6 +38,51 @@ __all__ = [
     "rejection",
     "unknown_tool",
 ]
+
+ToolErrorType: TypeAlias = Literal[
+    "tool_payload_too_large",
+    "tool_payload_parse_error",
+    "unknown_tool",
+    "invalid_arguments",
+    "tool_exception",
+    "tool_timeout",
+    "repeated_call",
+    "approval_refused",
+    "interrupted",
+]
+"""Why a tool call produced an error result (results, events and the Harmony parser alike).
+``interrupted``: the run ended (cancelled, a closed stream, a failing approve callback) before
+the call finished; only in events (the run's result is its exception)."""
+
+TOOL_ERROR_TYPES: Final[frozenset[str]] = frozenset(ToolErrorType.__args__)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class CallRejection:
+    """A call that cannot run, with one message for the model and one for events."""
+
+    error_type: ToolErrorType
+    message: str
+    """The text sent back to the model: what was wrong and what was expected."""
+    event_message: str
+    """A short description that never contains argument values (for events and metrics)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedCall:
+    """A call that passed every check: a known tool and schema-valid arguments."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
+@builds(PreparedCall)
+def new_prepared(*, name: str, arguments: dict[str, Any]) -> PreparedCall:
+    """A :class:`PreparedCall` (every checked call makes one), built without a call of
+    ``object.__setattr__`` per field (:func:`gramagent._frozen.builds`; docs/performance.md,
+    "Frozen builders")."""
+    return PreparedCall(name, arguments)
+
 
 INVALID_CALL_TYPES: Final[frozenset[str]] = frozenset(
     {"tool_payload_too_large", "tool_payload_parse_error", "unknown_tool", "invalid_arguments"}
@@ -97,7 +134,7 @@ def parse_arguments(
             "Call it again with smaller arguments.",
             f"arguments payload of {size} bytes exceeds the {max_bytes}-byte limit",
         )
-    try:  # a name of its own: compiled, ``value``'s declared type would refuse a list
+    try:
         decoded = exact_json.loads(raw)
     except _NOT_JSON as exc:
         where = _error_position(exc)
@@ -143,8 +180,8 @@ def check_call(
     name: str,
     raw_arguments: str,
     *,
-    validators: Mapping[str, Callable[[Any], Sequence[str]]],
-    schemas: Mapping[str, Mapping[str, Any]],
+    validators: Mapping[str, Callable[[object], Sequence[str]]],
+    schemas: Mapping[str, Mapping[str, object]],
     max_bytes: int = MAX_PAYLOAD_BYTES,
 ) -> PreparedCall | CallRejection:
     """Run every check on one call, in order: payload size, JSON object, known tool, schema.
@@ -173,34 +210,35 @@ def check_parsed(
     name: str,
     arguments: dict[str, Any],
     *,
-    validators: Mapping[str, Callable[[Any], Sequence[str]]],
-    schemas: Mapping[str, Mapping[str, Any]],
+    validators: Mapping[str, Callable[[object], Sequence[str]]],
+    schemas: Mapping[str, Mapping[str, object]],
 ) -> PreparedCall | CallRejection:
     """Check parsed arguments: the tool must be known and the arguments match its schema.
 
     ``null`` values a strict-mode model sends for optional properties are removed first
-    (:func:`~gramagent._spec.nulls.strip_strict_nulls`), so the tool's defaults apply.
+    (:func:`~gramagent._spec.schema.nulls.strip_strict_nulls`), so the tool's defaults apply.
     """
     checked = check_arguments(name, arguments, validators=validators, schemas=schemas)
-    return checked if isinstance(checked, CallRejection) else new_prepared(name, checked)
+    if isinstance(checked, CallRejection):
+        return checked
+    return new_prepared(name=name, arguments=checked)
 
 
 def check_arguments(
     name: str,
     arguments: dict[str, Any],
-    validators: Mapping[str, Callable[[Any], Sequence[str]]],
-    schemas: Mapping[str, Mapping[str, Any]],
+    validators: Mapping[str, Callable[[object], Sequence[str]]],
+    schemas: Mapping[str, Mapping[str, object]],
     text: str | None = None,
 ) -> dict[str, Any] | CallRejection:
     """What :func:`check_parsed` checks, giving the arguments to run with (strict-mode nulls
-    removed) instead of a :class:`PreparedCall`: the loop's path, once per call (its
-    parameters may be passed by position: matching keywords costs a call more).
+    removed) instead of a :class:`PreparedCall`: the loop's path, once per call.
 
     ``text``: the JSON text ``arguments`` were parsed from, when known. JSON writes null one
     way only, so arguments whose text has no ``null`` in it hold none, and are not searched
     for one.
     """
-    try:  # subscripts: get() of a read-only mapping (a bound agent's) is a method call more
+    try:
         validate = validators[name]
     except KeyError:
         return unknown_tool(name, validators.keys())
@@ -247,16 +285,15 @@ def _or_list(names: Sequence[str]) -> str:
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
 
 
-def _has_null(value: Any) -> bool:
+def _has_null(value: object) -> bool:
+    items: Iterable[object]
     if isinstance(value, dict):
-        items: Any = value.values()
+        items = value.values()
     elif isinstance(value, list):
         items = value
     else:
         return value is None
-    # A plain loop, recursing into containers only: this runs on every call, mostly over a
-    # few scalar values (a generator under any() cost as much again).
-    for v in items:  # noqa: SIM110
+    for v in items:  # noqa: SIM110 - recursing into containers only
         if v is None or (isinstance(v, (dict, list)) and _has_null(v)):
             return True
     return False
@@ -278,7 +315,7 @@ def _error_position(exc: BaseException) -> str | None:
     return None
 
 
-def _json_kind(value: Any) -> str:
+def _json_kind(value: object) -> str:
     match value:
         case list():
             return "an array"
@@ -293,7 +330,7 @@ def _json_kind(value: Any) -> str:
     return type(value).__name__
 
 
-def _schema_text(schema: Mapping[str, Any] | None) -> str:
+def _schema_text(schema: Mapping[str, object] | None) -> str:
     if schema is None:
         return "{}"
     text = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)

@@ -5,7 +5,7 @@ document, file-level type patterns first, then stand-alone tools, then agents, o
 apart. Names the text was read with are kept: type patterns keep their names, and file-level
 types stay at file level, written once, however many tools use them.
 
-Given the comments of the text (:func:`gramagent._spec.comments.collect_comments`), the writer
+Given the comments of the text (:func:`gramagent._spec.gram.comments.collect_comments`), the writer
 puts each back next to its element. When the canonical form leaves an element out (a
 redundant ``required: true``, a keyword that repeats its named type, an empty arguments node),
 its comments go to the next element of its list that is written, else to the end of the list;
@@ -18,13 +18,21 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 
-from gramagent._spec.comments import HEADER, PATH, RECORD, CommentMap, Comments, Key, Orders
 from gramagent._spec.data import NamedType
-from gramagent._spec.layout import ListNotes, Notes, render_elements
-from gramagent._spec.literals import format_name, quote_string
+from gramagent._spec.gram.comments import (
+    HEADER,
+    PATH,
+    RECORD,
+    CommentMap,
+    Comments,
+    Key,
+    Orders,
+)
+from gramagent._spec.gram.layout import ListNotes, Notes, render_elements
+from gramagent._spec.gram.literals import format_name, quote_string
+from gramagent._spec.gram.sigwriter import SignatureWriter, TypePattern
+from gramagent._spec.gram.syntax import K_RECORD, Decoder, key_value, parse
 from gramagent._spec.model import Agent, GramDocument, ToolSpec
-from gramagent._spec.sigwriter import SignatureWriter, TypePattern
-from gramagent._spec.syntax import K_RECORD, Decoder, key_value, parse
 
 __all__ = ["write_gram"]
 

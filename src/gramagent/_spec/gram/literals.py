@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from gramagent._spec.vocabulary import dump_json
 from gramagent.errors import SpecError
@@ -26,7 +25,7 @@ def quote_string(text: str) -> str:
     return '"' + text.translate(_DQ_ESCAPES) + '"'
 
 
-def json_literal(value: Any) -> str:
+def json_literal(value: object) -> str:
     """Any JSON value as a gram tagged string: ``json`[1, [2]]```."""
     return "json`" + dump_json(value).translate(_BT_ESCAPES) + "`"
 
@@ -54,7 +53,7 @@ def format_key(key: str) -> str:
     return '"' + key.translate(_DQ_ESCAPES) + '"'
 
 
-def _scalar(value: Any) -> str | None:
+def _scalar(value: object) -> str | None:
     """A gram scalar literal, or None when the value needs the json`...` form."""
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -68,7 +67,7 @@ def _scalar(value: Any) -> str | None:
     return None
 
 
-def format_value(value: Any) -> str:
+def format_value(value: object) -> str:
     """A JSON value as a gram value: scalar, list of scalars, map of scalars, ``null``, or
     (anything else) ``json`...```."""
     if value is None:

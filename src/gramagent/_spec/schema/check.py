@@ -31,7 +31,7 @@ from gramagent.errors import SchemaError
 __all__ = ["check_schema"]
 
 
-def check_schema(node: Any, path: str, depth: int = 0) -> Any:
+def check_schema(node: object, path: str, depth: int = 0) -> Any:
     """A checked copy of a (sub)schema at the JSON pointer ``path``, itself ``depth`` schemas
     deep.
 
@@ -59,7 +59,7 @@ def check_schema(node: Any, path: str, depth: int = 0) -> Any:
     return out
 
 
-def _check_keyword(key: str, kind: int, value: Any, path: str, depth: int) -> Any:
+def _check_keyword(key: str, kind: int, value: object, path: str, depth: int) -> Any:
     """The checked value of one keyword of the schema at ``path``."""
     here = pointer(path, key)
     if kind == VALUE:
@@ -84,7 +84,7 @@ def _check_keyword(key: str, kind: int, value: Any, path: str, depth: int) -> An
     return list(value)
 
 
-def _check_map(key: str, kind: int, value: Any, path: str, depth: int) -> dict[str, Any]:
+def _check_map(key: str, kind: int, value: object, path: str, depth: int) -> dict[str, Any]:
     """A checked map of names to schemas (``properties``, ``patternProperties``, ...)."""
     here = pointer(path, key)
     if not isinstance(value, Mapping):
@@ -110,7 +110,7 @@ def _check_properties(out: JSONSchema, path: str) -> None:
                           "(properties need type object)", keyword="properties", path=path)
 
 
-def _check_type(value: Any, here: str) -> Any:
+def _check_type(value: object, here: str) -> Any:
     if isinstance(value, str) and value in JSON_TYPES:
         return value
     if (isinstance(value, list) and value and all(isinstance(t, str) and t in JSON_TYPES

@@ -1,7 +1,7 @@
 """The comments of a gram text, by the element each goes with, for ``gramagent fmt``.
 
 :func:`collect_comments` maps each ``//`` comment of a parsed text to the element it sits next
-to, so that the writer (:mod:`gramagent._spec.gramwrite`) can put it back:
+to, so that the writer (:mod:`gramagent._spec.gram.docwriter`) can put it back:
 
 - between top-level patterns (before one, at the end of its last line, or at the end of the
   file);
@@ -29,8 +29,8 @@ from typing import NamedTuple
 
 from tree_sitter import Node, Tree
 
-from gramagent._spec.layout import ListNotes, Notes
-from gramagent._spec.syntax import (
+from gramagent._spec.gram.layout import ListNotes, Notes
+from gramagent._spec.gram.syntax import (
     K_COMMENT,
     K_ELEMENTS,
     K_NODE,

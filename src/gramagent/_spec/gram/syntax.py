@@ -1,7 +1,7 @@
 """The lexical layer of the gram reader: tree-sitter parsing and decoded values (syntax
-errors are in :mod:`gramagent._spec.syntaxerrors`).
+errors are in :mod:`gramagent._spec.gram.syntaxerrors`).
 
-The readers (:mod:`gramagent._spec.typereader` and those built on it) give gram its meaning;
+The readers (:mod:`gramagent._spec.gram.typereader` and those built on it) give gram its meaning;
 this module turns the syntax tree into small decoded pieces they read without touching
 tree-sitter nodes again:
 
@@ -9,13 +9,14 @@ tree-sitter nodes again:
   with its byte offset (for positioned errors);
 - values (:data:`Val`): ``(kind, payload, offset)`` tuples, see the ``V_*`` kinds.
 
-Reading every tree-sitter node from Python costs about a microsecond a node, and most nodes of
-a gram file are punctuation and string pieces inside records. So, for a subtree tree-sitter
-parsed without error, the decoder first tries to read a signature path, node or record from
-its text slice with anchored regular expressions covering the common, simple forms (plain
-names, double-quoted strings without escapes, numbers, booleans, lists of those). Anything
-else (escapes, other string forms, maps, comments, ...) falls back to walking the tree. Both
-routes give the same result; tests compare them.
+Most nodes of a gram file are punctuation and string pieces inside records, and reading each
+node from Python is what loading a file spends its time on (docs/performance.md, "Gram
+parsing"). So, for a subtree tree-sitter parsed without error, the decoder first tries to
+read a signature path, node or record from its text slice with anchored regular expressions
+covering the common, simple forms (plain names, double-quoted strings without escapes,
+numbers, booleans, lists of those). Anything else (escapes, other string forms, maps,
+comments, ...) falls back to walking the tree. Both routes give the same result; tests
+compare them.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import codecs
 import json
 import re
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import tree_sitter_gram
 from tree_sitter import Language, Node, Parser, Tree
@@ -488,7 +489,7 @@ _SCALARS: dict[int, Callable[[Decoder, Node], Any]] = {
 """How the tree route decodes each kind of scalar value node."""
 
 
-def _no_constant(name: str) -> Any:
+def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
