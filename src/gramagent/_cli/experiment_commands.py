@@ -161,12 +161,13 @@ def _default_evaluators(dataset: Any) -> list[Any]:
                                       options={"expected": key}))
     names = ", ".join(s.name if s.kind != "contains" else f"{s.name} (the answer contains "
                       f"the case's expected {key!r})" for s in specs)
-    err_console.print(f"evaluators (no -e given): {escape(names)}", highlight=False)
+    err_console.print(f"evaluators (no -e given): {escape(names)}", highlight=False,
+                      soft_wrap=True)
     if keys and key is None:
         found = ", ".join(sorted(set().union(*keys)))
         err_console.print(f"[yellow]warning[/yellow]: no default evaluator scores the cases' "
                           f"expected values ({escape(found)}); name one with -e, e.g. -e "
-                          "exact or -e custom=MODULE:FUNCTION", highlight=False)
+                          "exact or -e custom=MODULE:FUNCTION", highlight=False, soft_wrap=True)
     return specs
 
 
@@ -264,12 +265,13 @@ class _Live:
         """The store is open: say where it is and warn (before the first run), then show the
         runs already saved."""
         where = "resuming" if started.done else "writing"
-        self.progress.console.print(f"{where} {escape(str(Path(started.store).resolve()))}",
-                                    highlight=False)
+        say = self.progress.console.print
+        say(f"{where} {escape(str(Path(started.store).resolve()))}", highlight=False,
+            soft_wrap=True)
         for warning in started.warnings:
             # a warning quotes docstrings ("Returns [a, b]"): text, never markup
-            self.progress.console.print(f"[yellow]warning[/yellow]: {escape(warning)}",
-                                        highlight=False)
+            say(f"[yellow]warning[/yellow]: {escape(warning)}", highlight=False,
+                soft_wrap=True)
         self.saved = started.done
         self.progress.update(self.task, total=started.total, completed=started.done,
                              resumed=started.done)

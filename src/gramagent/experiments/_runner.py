@@ -105,7 +105,8 @@ async def run_experiment(
     if engine is None:
         sinks = [*fan_out(events), *([metrics] if metrics is not None else [])]
         engine = AsyncioEngine(concurrency=concurrency, events=sinks or None)
-    with Store.create(path, fingerprint=fingerprint, settings=experiment.settings()) as db:
+    with Store.create(path, fingerprint=fingerprint, settings=experiment.settings(),
+                      cases=experiment.dataset.cases) as db:
         if retry_errors:
             db.forget_errors()
         done = db.done()
