@@ -152,3 +152,19 @@ def test_fmt_of_an_experiment_file_says_what_it_is() -> None:
     assert done.exit_code == 1
     assert "is an experiment file: fmt formats agent and tool files" in done.stderr
     assert "unknown type" not in done.stderr and "Traceback" not in done.output
+
+
+def test_the_eta_column_renders_the_mean_rate_estimate() -> None:
+    from rich.progress import Progress
+
+    from gramagent._cli._eta import MeanRateRemainingColumn
+
+    column = MeanRateRemainingColumn()
+    progress = Progress(column, console=Console(file=io.StringIO()))
+    task_id = progress.add_task("x", total=48, resumed=8)
+    task = progress.tasks[0]
+    assert column.render(task).plain == "-:--:--"  # nothing finished yet
+    progress.update(task_id, completed=28)
+    shown = column.render(task).plain
+    hours, minutes, seconds = (int(part) for part in shown.split(":"))
+    assert 0 <= minutes < 60 and 0 <= seconds < 60 and hours >= 0
