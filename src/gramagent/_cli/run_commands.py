@@ -435,7 +435,7 @@ def _note_outputs(session: Session, note: Callable[[], str | None]) -> None:
     """At the end, say on stderr where the tools' files went (see :mod:`._outputs`)."""
     def close() -> None:
         if text := note():
-            err_console.print(f"[dim]{text}[/dim]", highlight=False)
+            err_console.print(f"[dim]{text}[/dim]", highlight=False, soft_wrap=True)
 
     session._closers.append(close)
 
