@@ -38,9 +38,14 @@ def _greetings(response: AgentResponse, name: str) -> list[str]:
 
 
 def _check_answer_names(response: AgentResponse, name: str) -> None:
-    """The user-visible answer names the person (after a repeated call, the loop's guard
-    answers it with the earlier greeting and the forced final answer repeats that)."""
+    """The user-visible answer names the person, and is the model's own: the run ended on
+    its answer (a repeat of the call is read as the answer step, issue 33), not on the
+    loop's repeat guard copying the earlier result over."""
     assert name in response.content, f"answer {response.content!r} does not name {name}"
+    assert response.stopped_by is None, f"stopped by {response.stopped_by}"
+    assert response.finish_reason == "stop"
+    repeated = [i for i in response.tool_invocations if i.error_type == "repeated_call"]
+    assert not repeated, f"the loop answered repeated calls: {repeated}"
 
 
 async def test_hello_world_greets_alice(hello_agent: Agent, hello_library: ToolLibrary) -> None:

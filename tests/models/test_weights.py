@@ -17,6 +17,7 @@ import pytest
 
 from gramagent._install import install_command
 from gramagent._models.weights import (
+    KEEP_PARTS_ENV,
     Chunk,
     PackagedWeights,
     WeightsVerificationError,
@@ -25,6 +26,7 @@ from gramagent._models.weights import (
     known_weights,
     locate_chunks,
     materialize_weights,
+    release_parts,
     resolve_weights,
 )
 from gramagent.errors import ConfigurationError
@@ -126,9 +128,11 @@ def test_a_verified_cache_is_reused_without_the_parts(make_parts, cache: Path) -
     assert first.read_bytes() == parts.whole
 
 
-def test_a_changed_cache_file_is_verified_again_and_rebuilt(make_parts, cache: Path) -> None:
+def test_a_changed_cache_file_is_verified_again_and_rebuilt(
+        make_parts, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A cache file altered after verification (size/mtime changed) is rehashed, rejected
-    and rebuilt from the parts."""
+    and rebuilt from the parts (kept: with the default, they are emptied once joined)."""
+    monkeypatch.setenv(KEEP_PARTS_ENV, "1")
     parts = make_parts()
     path = materialize_weights(parts.weights, cache_dir=cache, progress=False)
     data = bytearray(path.read_bytes())
@@ -365,3 +369,59 @@ def test_verification_errors_pickle() -> None:
 
 def _fields(weights: PackagedWeights) -> dict[str, object]:
     return {name: getattr(weights, name) for name in PackagedWeights.__dataclass_fields__}
+
+
+def test_the_weights_are_kept_once_the_parts_emptied_once_joined(
+        make_parts, cache: Path) -> None:
+    """After a verified join the chunk files are empty (still there, for pip to uninstall),
+    so the bytes are on disk once; the joined file is used from then on."""
+    parts = make_parts()
+    before = sum(f.stat().st_blocks for f in parts.chunk_files)
+    path = materialize_weights(parts.weights, cache_dir=cache, progress=False)
+    assert path.read_bytes() == parts.whole
+    assert all(f.is_file() and f.stat().st_size == 0 for f in parts.chunk_files)
+    assert before > 0 and sum(f.stat().st_blocks for f in parts.chunk_files) == 0
+    assert materialize_weights(parts.weights, cache_dir=cache, progress=False) == path
+
+
+def test_with_the_joined_file_gone_the_emptied_parts_say_how_to_get_them_back(
+        make_parts, cache: Path) -> None:
+    parts = make_parts()
+    materialize_weights(parts.weights, cache_dir=cache, progress=False).unlink()
+    with pytest.raises(WeightsVerificationError, match="emptied once joined") as info:
+        materialize_weights(parts.weights, cache_dir=cache, progress=False)
+    assert ("pip install --force-reinstall --no-deps "
+            + " ".join(f"{p}==1.0.0" for p in parts.weights.packages)) in str(info.value)
+
+
+@pytest.mark.parametrize("keep", ["1", "yes"])
+def test_keep_weight_parts_keeps_both_copies(
+        make_parts, cache: Path, monkeypatch: pytest.MonkeyPatch, keep: str) -> None:
+    monkeypatch.setenv(KEEP_PARTS_ENV, keep)
+    parts = make_parts()
+    materialize_weights(parts.weights, cache_dir=cache, progress=False)
+    assert b"".join(f.read_bytes() for f in parts.chunk_files) == parts.whole
+
+
+def test_a_part_that_cannot_be_written_keeps_the_rest(tmp_path: Path) -> None:
+    """Release stops at the first chunk it cannot empty (a read-only install)."""
+    files = [tmp_path / f"c{i}" for i in range(3)]
+    for f in files:
+        f.write_bytes(b"x" * 10)
+    files[1].unlink()  # stands for a chunk that cannot be written
+    assert release_parts(files) == 1
+    assert files[0].stat().st_size == 0 and files[2].stat().st_size == 10
+
+
+def test_the_15b_has_an_extra_and_its_hint_is_that_extra_alone() -> None:
+    """The 1.5B's 22 parts are one extra of pyproject.toml, and a missing model names only
+    that command, not 22 requirements."""
+    import tomllib
+
+    large = known_weights()["qwen2.5-coder-1.5b"]
+    extras = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())[
+        "project"]["optional-dependencies"]
+    assert large.extra is not None and large.extra in extras
+    assert {f"{p}=={large.version}" for p in large.packages} <= set(extras[large.extra])
+    assert large.install_command() == install_command(large.extra)
+    assert len(large.install_command()) < 80

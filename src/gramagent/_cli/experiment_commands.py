@@ -24,10 +24,10 @@ from rich.progress import (
     Progress,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 
 from gramagent._cli._app import app, err_console, handle_errors, serve_metrics_on
+from gramagent._cli._eta import MeanRateRemainingColumn
 from gramagent._limit_values import limit_problem
 from gramagent.errors import ConfigurationError
 
@@ -126,7 +126,7 @@ def ab(
 ) -> None:
     """Compare tool libraries on one agent and one dataset (the one-line A/B test)."""
     from gramagent._spec.gram.text import load_agent
-    from gramagent.experiments import EvaluatorSpec, Experiment, Variant, load_cases
+    from gramagent.experiments import Experiment, Variant, load_cases
 
     variants = []
     for item in variant:
@@ -136,17 +136,39 @@ def ab(
         variants.append(Variant(name=name, library=library, model=model, base_url=base_url))
     dataset = load_cases(cases)
     spec = load_agent(agent_file, agent)
-    specs = [_evaluator(e) for e in evaluate or ()]
-    if not specs:
-        if any("answer" in c.expected for c in dataset.cases):
-            specs.append(EvaluatorSpec(name="expected", kind="contains"))
-        specs.append(EvaluatorSpec(name="no_tool_errors", kind="no_tool_errors"))
+    specs = [_evaluator(e) for e in evaluate or ()] or _default_evaluators(dataset)
     # source: modules beside the agent file (its libraries) are importable by name
     experiment = Experiment(name=f"{spec.name}_ab", agent=spec, dataset=dataset,
                             variants=tuple(variants), evaluators=tuple(specs), repeats=repeats,
                             source=str(agent_file))
     _execute(_with_rates(experiment, rate), store=store, concurrency=concurrency, json=json,
              html=html, metrics_port=None, retry_errors=retry_errors)
+
+
+def _default_evaluators(dataset: Any) -> list[Any]:
+    """The evaluators of ``ab`` without ``-e``, said on stderr: ``contains`` of the cases'
+    expected value (``answer``, else the one key every case's expected values share) and
+    ``no_tool_errors``; expected values no default can score are named, with the ``-e``
+    that would."""
+    from gramagent.experiments import EvaluatorSpec
+
+    keys = [set(c.expected) for c in dataset.cases if c.expected]
+    shared = set.intersection(*keys) if keys else set()
+    key = "answer" if "answer" in shared else next(iter(shared)) if len(shared) == 1 else None
+    specs = [EvaluatorSpec(name="no_tool_errors", kind="no_tool_errors")]
+    if key is not None:
+        specs.insert(0, EvaluatorSpec(name=f"contains_{key}", kind="contains",
+                                      options={"expected": key}))
+    names = ", ".join(s.name if s.kind != "contains" else f"{s.name} (the answer contains "
+                      f"the case's expected {key!r})" for s in specs)
+    err_console.print(f"evaluators (no -e given): {escape(names)}", highlight=False,
+                      soft_wrap=True)
+    if keys and key is None:
+        found = ", ".join(sorted(set().union(*keys)))
+        err_console.print(f"[yellow]warning[/yellow]: no default evaluator scores the cases' "
+                          f"expected values ({escape(found)}); name one with -e, e.g. -e "
+                          "exact or -e custom=MODULE:FUNCTION", highlight=False, soft_wrap=True)
+    return specs
 
 
 _PRIMARY = {"exact": "value", "contains": "value", "regex": "pattern", "tool_called": "tool",
@@ -215,9 +237,6 @@ def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, js
         raise typer.Exit(130) from None
     except (OSError, sqlite3.Error) as exc:
         raise ConfigurationError(f"{path}: {exc}") from None
-    for warning in summary.warnings:
-        # a warning quotes docstrings ("Returns [a, b]"): text, never markup
-        err_console.print(f"[yellow]warning[/yellow]: {escape(warning)}", highlight=False)
     err_console.print(f"{summary.ran} runs done, {summary.skipped} already in "
                       f"{escape(summary.store)}")
     result = report(summary.store)
@@ -234,16 +253,28 @@ class _Live:
         self.evaluator = experiment.evaluators[0].name if experiment.evaluators else None
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            TimeElapsedColumn(), TextColumn("ETA"), MeanRateRemainingColumn(),
             TextColumn("{task.fields[rates]}", markup=False), console=console,
             transient=False, disable=not console.is_terminal)
-        self.task = self.progress.add_task(escape(experiment.name), total=None, rates="")
+        self.task = self.progress.add_task(escape(experiment.name), total=None, rates="",
+                                           resumed=0)
         self.passes: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         self.saved = 0
 
     def start(self, started: Started) -> None:
+        """The store is open: say where it is and warn (before the first run), then show the
+        runs already saved."""
+        where = "resuming" if started.done else "writing"
+        say = self.progress.console.print
+        say(f"{where} {escape(str(Path(started.store).resolve()))}", highlight=False,
+            soft_wrap=True)
+        for warning in started.warnings:
+            # a warning quotes docstrings ("Returns [a, b]"): text, never markup
+            say(f"[yellow]warning[/yellow]: {escape(warning)}", highlight=False,
+                soft_wrap=True)
         self.saved = started.done
-        self.progress.update(self.task, total=started.total, completed=started.done)
+        self.progress.update(self.task, total=started.total, completed=started.done,
+                             resumed=started.done)
 
     def record(self, record: RunRecord) -> None:
         self.saved += 1

@@ -31,6 +31,7 @@ from gramagent._cli._app import (
     serve_metrics_on,
     terminal_text,
 )
+from gramagent._cli._outputs import keep_outputs
 from gramagent._limit_values import limit_problem
 from gramagent._models.registry import api_names
 from gramagent.errors import ConfigurationError, RunError, ToolError
@@ -87,6 +88,8 @@ class RunOptions:
     tool_call_mode: str | None = None
     """How the model writes tool calls (``tool_call_mode`` of the chat adapter and the
     embedded model): ``native``, ``constrained``, ``hybrid`` or ``text``."""
+    outputs: Path | None = None
+    """Keep the files the built-in tools write (charts, tables) in this directory."""
 
 
 def load_library(reference: str | None = None) -> ToolLibrary:
@@ -218,6 +221,7 @@ class Session:
         else:
             session.library = load_library(options.tools)
             _close_with(session, session.library)
+            _note_outputs(session, keep_outputs(session.library, options.outputs))
             # Every binding problem at once, before any request.
             try:
                 session.target = session.library.bind(session.agent)
@@ -425,6 +429,15 @@ def _session_model(options: RunOptions, agent: Agent) -> Model:
         raise ConfigurationError(
             f"{exc}\n--model {options.model!r} names no provider, so it was read as "
             f"{ref}; {_MODEL_FORMS}") from None
+
+
+def _note_outputs(session: Session, note: Callable[[], str | None]) -> None:
+    """At the end, say on stderr where the tools' files went (see :mod:`._outputs`)."""
+    def close() -> None:
+        if text := note():
+            err_console.print(f"[dim]{text}[/dim]", highlight=False, soft_wrap=True)
+
+    session._closers.append(close)
 
 
 def _close_with(session: Session, library: ToolLibrary | None) -> None:
@@ -691,6 +704,10 @@ _TOOL_CALL_MODE = typer.Option(
     help="How the model writes tool calls (chat wire format and the embedded model): native, "
          "constrained (the embedded model's default), hybrid (the embedded model may also "
          "decline: see the README) or text.")
+_OUTPUTS = typer.Option(
+    None, "--outputs", metavar="DIR",
+    help="Keep the files the built-in tools write (charts, tables, the sandbox's files) in "
+         "DIR; without it they are in a temporary directory, removed at exit.")
 _YES = typer.Option(
     False, "--yes", "-y",
     help="Approve every tool call that needs approval (for scripts); otherwise the terminal "
@@ -721,6 +738,7 @@ _SHARED_OPTIONS = tuple(
         ("session", str | None, _SESSION),
         ("yes", bool, _YES),
         ("tool_call_mode", str | None, _TOOL_CALL_MODE),
+        ("outputs", Path | None, _OUTPUTS),
     )
 )
 """The options of ``run`` and ``chat``, declared once (added by :func:`_with_run_options`)."""

@@ -43,20 +43,40 @@ def check(
     from gramagent._spec.gram.text import load_file
 
     problems: list[Diagnostic] = []
-    agents = tools = 0
+    agents = tools = experiments = 0
     for file in files:
         try:
             document = load_file(file)
         except SpecError as exc:
-            problems.extend(exc.diagnostics)
+            found = _experiment_problems(file)  # an experiment file: checked as one
+            problems.extend(exc.diagnostics if found is None else found)
+            experiments += found == []
             continue
         agents += len(document.agents)
         specs = [*document.tools, *(t for a in document.agents for t in a.tools)]
         tools += len({id(t) for t in specs})  # a referenced tool is the stand-alone one
     if problems:
         _report(problems)
+    ran = f", {_plural(experiments, 'experiment')}" if experiments else ""
     typer.echo(f"OK: {_plural(len(files), 'file')}, {_plural(agents, 'agent')}, "
-               f"{_plural(tools, 'tool')}")
+               f"{_plural(tools, 'tool')}{ran}")
+
+
+def _experiment_problems(file: Path) -> list[Diagnostic] | None:
+    """The problems of an experiment file (``[name:Experiment ...]``, read by
+    ``gramagent.experiments``: its agent, dataset, variants and evaluators), or None when
+    ``file`` is not one (or the experiments' modules cannot be imported)."""
+    try:
+        from gramagent.experiments._gramfile import is_experiment_file, load_experiment
+    except ImportError:
+        return None
+    if not is_experiment_file(file):
+        return None
+    try:
+        load_experiment(file)
+    except SpecError as exc:  # ExperimentError is one
+        return list(exc.diagnostics)
+    return []
 
 
 @app.command()
@@ -86,6 +106,10 @@ def fmt(
     try:
         formatted = format_file(file)
     except SpecError as exc:
+        if _experiment_problems(file) is not None:
+            raise ConfigurationError(
+                f"{file} is an experiment file: fmt formats agent and tool files; "
+                f"`gramagent check {file}` checks it") from None
         _report(list(exc.diagnostics))
     original = file.read_bytes()
     text = formatted.text

@@ -50,6 +50,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gramagent._install import needs_extra
+from gramagent._models._wire import usage_sum
+from gramagent._models.answering import repeats_answered_calls
 from gramagent._models.base import ModelRequest, ModelTurn, TextSink
 from gramagent._models.weights import check_model_name, progress_enabled, resolve_weights
 from gramagent._spec.model import ModelRef
@@ -477,9 +479,12 @@ class LocalModel:
         chat = await self._chat_for(server)
         request = dataclasses.replace(request, settings={**self.settings, **request.settings})
         try:
-            if on_text is None:
-                return await chat.request(request)
-            return await chat.stream_request(request, on_text)
+            turn = await self._exchange(chat, request, on_text)
+            if repeats_answered_calls(request, turn):  # done calling: the answer step
+                answer_step = dataclasses.replace(request, tool_choice="none")
+                answer = await self._exchange(chat, answer_step, on_text)
+                turn = dataclasses.replace(answer, usage=usage_sum(turn.usage, answer.usage))
+            return turn
         except ModelAPIError as exc:
             if server.alive:
                 raise
@@ -488,6 +493,13 @@ class LocalModel:
                 status=exc.status, body=exc.body, model=self.name,
                 context=exc.context, usage=exc.usage,
             ) from exc
+
+    @staticmethod
+    async def _exchange(chat: ChatCompletionsModel, request: ModelRequest,
+                        on_text: TextSink | None) -> ModelTurn:
+        if on_text is None:
+            return await chat.request(request)
+        return await chat.stream_request(request, on_text)
 
     async def _chat_for(self, server: EmbeddedServer) -> ChatCompletionsModel:
         """The adapter for ``server`` (made anew when a dead server was replaced)."""

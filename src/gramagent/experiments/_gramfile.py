@@ -42,7 +42,7 @@ from gramagent.experiments._evaluators import DEFAULT_TIME_LIMIT, EvaluatorSpec
 from gramagent.experiments._experiment import Experiment
 from gramagent.experiments._variants import Variant
 
-__all__ = ["load_experiment"]
+__all__ = ["is_experiment_file", "load_experiment"]
 
 _EXPERIMENT_KEYS: dict[str, Callable[[Any], bool]] = {
     "agent": lambda v: isinstance(v, str) and bool(v),
@@ -101,6 +101,22 @@ def load_experiment(path: str | os.PathLike[str]) -> Experiment:
     except SpecError as exc:
         raise ExperimentError(exc.diagnostics) from None
     return experiment
+
+
+def is_experiment_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` holds gram whose top-level pattern is an ``Experiment`` (read, not
+    checked: :func:`load_experiment` checks it); False when it cannot be read."""
+    try:
+        reader = _Reader(Path(path).read_bytes(), str(path))
+    except (OSError, SpecError):
+        return False
+    root = reader.tree.root_node
+    for child in root.named_children:
+        if child.kind_id == K_SUBJECT and not child.has_error:
+            info = reader.decoder.info(child)
+            if info is not None and info.labels == ("Experiment",):
+                return True
+    return False
 
 
 def _read(reader: _Reader, path: Path) -> Experiment:

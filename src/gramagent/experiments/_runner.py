@@ -15,7 +15,6 @@ import contextlib
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from gramagent import EventSink
 from gramagent._runtime.events import fan_out
@@ -57,15 +56,13 @@ class RunSummary:
 
 
 def store_path(experiment: Experiment, store: str | os.PathLike[str] | None = None) -> str:
-    """The store an experiment writes to: ``store``, else the experiment's own setting
-    (relative to its file), else ``<name>.sqlite`` in the working directory."""
+    """The store an experiment writes to: ``store``, else the experiment's own setting,
+    else ``<name>.sqlite``; a relative path is in the working directory, as every file a
+    command writes (not beside the experiment file: that may be an installed example, in
+    site-packages)."""
     if store is not None:
         return str(store)
-    if experiment.store is not None:
-        if experiment.source is not None and not Path(experiment.store).is_absolute():
-            return str(Path(experiment.source).parent / experiment.store)
-        return experiment.store
-    return f"{experiment.name}.sqlite"
+    return experiment.store if experiment.store is not None else f"{experiment.name}.sqlite"
 
 
 async def run_experiment(
@@ -108,7 +105,8 @@ async def run_experiment(
     if engine is None:
         sinks = [*fan_out(events), *([metrics] if metrics is not None else [])]
         engine = AsyncioEngine(concurrency=concurrency, events=sinks or None)
-    with Store.create(path, fingerprint=fingerprint, settings=experiment.settings()) as db:
+    with Store.create(path, fingerprint=fingerprint, settings=experiment.settings(),
+                      cases=experiment.dataset.cases) as db:
         if retry_errors:
             db.forget_errors()
         done = db.done()

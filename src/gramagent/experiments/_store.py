@@ -13,9 +13,11 @@ import contextlib
 import csv
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -25,7 +27,10 @@ from gramagent.errors import ExperimentError
 from gramagent.experiments._experiment import canonical, changes
 from gramagent.experiments._records import EvalResult, RunKey, RunRecord, ToolRecord
 
-__all__ = ["Store"]
+if TYPE_CHECKING:
+    from gramagent.experiments._cases import Case
+
+__all__ = ["Store", "StoredCase"]
 
 SCHEMA_VERSION = "1"
 _SCHEMA = """
@@ -45,6 +50,11 @@ CREATE TABLE IF NOT EXISTS runs (
     tools TEXT NOT NULL,
     evaluations TEXT NOT NULL,
     PRIMARY KEY (variant, case_id, repeat)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS cases (
+    case_id TEXT PRIMARY KEY,
+    inputs TEXT NOT NULL,
+    expected TEXT NOT NULL
 ) WITHOUT ROWID;
 """
 _COLUMNS = ("variant", "case_id", "repeat", "answer", "stop", "error", "input_tokens",
@@ -69,8 +79,10 @@ class Store:
 
     @classmethod
     def create(cls, path: str | os.PathLike[str], *, fingerprint: Mapping[str, Any],
-               settings: Mapping[str, Any]) -> Store:
-        """Open (or make) the store of an experiment about to run.
+               settings: Mapping[str, Any], cases: Sequence[Case] = ()) -> Store:
+        """Open (or make) the store of an experiment about to run; ``cases`` (the dataset's)
+        are kept beside the runs, so exports and reports can show each run's input and
+        expected values.
 
         A store that holds no run yet takes this experiment, whatever it was opened for
         before. Missing directories of ``path`` are made (``store: "results/ab.sqlite"``).
@@ -100,6 +112,9 @@ class Store:
             db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [
                 ("schema", SCHEMA_VERSION), ("fingerprint", mine),
                 ("settings", canonical(settings))])
+            db.executemany("INSERT OR REPLACE INTO cases VALUES (?, ?, ?)", [
+                (case.id, exact_json.dumps(list(case.inputs)),
+                 exact_json.dumps(dict(case.expected))) for case in cases])
         return cls(path, db, mine)
 
     @classmethod
@@ -124,6 +139,17 @@ class Store:
         """Baseline, alpha, seed, variant and evaluator names (see Experiment.settings)."""
         value: dict[str, Any] = orjson.loads(_meta(self._db)["settings"])
         return value
+
+    def cases(self) -> dict[str, StoredCase]:
+        """The inputs and expected values of the cases, by id (empty for a store written
+        before stores kept them)."""
+        try:
+            rows = self._db.execute("SELECT case_id, inputs, expected FROM cases").fetchall()
+        except sqlite3.OperationalError:  # no such table: an older store
+            return {}
+        return {case_id: StoredCase(inputs=tuple(orjson.loads(inputs)),
+                                    expected=orjson.loads(expected))
+                for case_id, inputs, expected in rows}
 
     def done(self) -> set[RunKey]:
         """The keys that have a result."""
@@ -201,13 +227,17 @@ class Store:
 
     def _flat(self) -> Iterator[dict[str, Any]]:
         names = self.settings().get("evaluators", [])
+        cases = self.cases()
         for record in self.records():
+            case = cases.get(record.case_id)
             row: dict[str, Any] = {
                 "variant": record.variant, "case_id": record.case_id, "repeat": record.repeat,
+                "input": None if case is None else case.inputs[-1],
+                "expected": None if case is None else exact_json.dumps(case.expected),
                 "answer": record.answer, "stop": record.stop, "error": record.error,
                 "input_tokens": record.input_tokens, "output_tokens": record.output_tokens,
                 "requests": record.requests, "wall_ms": record.wall_ms,
-                "started": record.started, "tool_calls": len(record.tools),
+                "started": _iso_time(record.started), "tool_calls": len(record.tools),
                 "tool_errors": record.tool_errors,
                 "tools": exact_json.dumps([t.to_dict() for t in record.tools]),
             }
@@ -224,6 +254,21 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredCase:
+    """A case as its store keeps it."""
+
+    inputs: tuple[str, ...]
+    """The user messages, in order."""
+    expected: dict[str, Any]
+    """The named expected values."""
+
+
+def _iso_time(epoch: float) -> str:
+    """A run's start (Unix time) as ISO 8601 in UTC, to the millisecond."""
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")
 
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")

@@ -15,8 +15,11 @@ A workspace is a directory with three parts:
 By default each conversation gets a temporary workspace, removed when the library forgets the
 conversation (:meth:`gramagent._runtime.library.ToolLibrary.forget`) or, at the latest, when
 the process exits. With ``session_dir=`` every conversation uses that directory, and it is
-kept. Removal walks the tree iteratively through directory descriptors (no recursion limit,
-no path length limit, symlinks never followed); what cannot be removed is reported.
+kept. :func:`workspaces_of` finds the provider of a built-in library, so a caller (the CLI's
+``--outputs DIR``) can point it at a directory to keep before the first call, and can list
+the files the tools wrote (:meth:`Workspace.files`) to say where they went. Removal walks
+the tree iteratively through directory descriptors (no recursion limit, no path length
+limit, symlinks never followed); what cannot be removed is reported.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import re
 import tempfile
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DATA_DIR_ENV", "DEFAULT_MAX_TABLE_BYTES", "DEFAULT_MAX_UPLOAD_BYTES",
            "DIRECT_CONVERSATION", "ToolSettings", "Workspace", "WorkspaceError",
-           "WorkspaceProvider", "remove_tree"]
+           "WorkspaceProvider", "remove_tree", "workspaces_of"]
 
 _log = logging.getLogger(__name__)
 
@@ -140,6 +143,17 @@ class Workspace:
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r}, temporary={self.temporary})"
 
+    def files(self) -> list[Path]:
+        """The regular files in this workspace now (tables, charts, what the sandbox's code
+        wrote), relative to :attr:`root`, sorted; symlinks are not followed."""
+        found: list[Path] = []
+        for folder, dirs, names in os.walk(self.root):
+            dirs.sort()
+            here = Path(folder)
+            found.extend((here / name).relative_to(self.root) for name in names
+                         if (here / name).is_file() and not (here / name).is_symlink())
+        return sorted(found)
+
 
 def _dir_name(conversation: str) -> str:
     """A directory name for a conversation id: readable, safe, distinct per id."""
@@ -229,19 +243,46 @@ class WorkspaceProvider:
     def __init__(self, settings: ToolSettings) -> None:
         self.settings = settings
         self._default_state: dict[str, Any] = {}
-        self._library: ToolLibrary | None = None
+        self._library: weakref.ref[ToolLibrary] | None = None
         self._lock = threading.Lock()
+        self._made: weakref.WeakSet[Workspace] = weakref.WeakSet()
 
     def attach(self, library: ToolLibrary) -> None:
-        """Keep the workspace of direct calls in ``library``'s conversation state."""
-        self._library = library
+        """Keep the workspace of direct calls in ``library``'s conversation state, and let
+        :func:`workspaces_of` find this provider from ``library``."""
+        self._library = weakref.ref(library)  # weak: the registry must not keep it alive
+        _providers[library] = self
+
+    def keep_in(self, directory: str | os.PathLike[str]) -> None:
+        """Keep every conversation's files in ``directory`` from now on (as ``session_dir=``).
+
+        Raises:
+            ConfigurationError: a workspace was made already (the tools have run), or
+                ``directory`` exists and is not a directory.
+        """
+        path = Path(directory)
+        if path.exists() and not path.is_dir():
+            raise ConfigurationError(f"{str(path)!r} is not a directory")
+        with self._lock:
+            if len(self._made):
+                raise ConfigurationError(
+                    "the tools have made a workspace already; name the directory to keep "
+                    "before the first call")
+            self.settings = replace(self.settings, session_dir=path)
+
+    def workspaces(self) -> list[Workspace]:
+        """The workspaces this provider made that are still on disk, temporary or kept."""
+        with self._lock:
+            made = list(self._made)
+        return sorted((w for w in made if w.root.is_dir()), key=lambda w: str(w.root))
 
     def get(self, ctx: ToolContext | None) -> Workspace:
         """The workspace of ``ctx``'s conversation (created on first use)."""
+        library = self._library() if self._library is not None else None
         if ctx is not None:
             state = ctx.state
-        elif self._library is not None:
-            state = self._library.conversation_state(DIRECT_CONVERSATION)
+        elif library is not None:
+            state = library.conversation_state(DIRECT_CONVERSATION)
         else:
             state = self._default_state
         with self._lock:
@@ -249,6 +290,7 @@ class WorkspaceProvider:
             if workspace is None:
                 conversation = ctx.conversation_id if ctx is not None else DIRECT_CONVERSATION
                 workspace = state[STATE_KEY] = self._create(conversation)
+                self._made.add(workspace)
         assert isinstance(workspace, Workspace)
         return workspace
 
@@ -271,3 +313,14 @@ class WorkspaceProvider:
                              conversation=conversation)
         root = Path(tempfile.mkdtemp(prefix="gramagent-session-")).resolve()
         return Workspace(root, data_dir=data_dir, settings=self.settings, temporary=True)
+
+
+_providers: weakref.WeakKeyDictionary[ToolLibrary, WorkspaceProvider] = (
+    weakref.WeakKeyDictionary())
+"""The provider attached to each live built-in library (an entry goes with its library)."""
+
+
+def workspaces_of(library: ToolLibrary) -> WorkspaceProvider | None:
+    """The workspace provider of ``library`` (one :func:`gramagent.tools.builtin_library`
+    made), or None for a library without the built-in tools' workspaces."""
+    return _providers.get(library)
