@@ -17,13 +17,13 @@ import re
 import sys
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from gramagent._agent_session import require_file
 from gramagent.errors import ConfigurationError, GramagentError
 
 if TYPE_CHECKING:
@@ -171,24 +171,6 @@ def read_stdin() -> str:
         raise ConfigurationError(
             f"<stdin>: not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
         ) from None
-
-
-def require_file(path: Path, expected: str) -> None:
-    """Refuse a ``path`` that is not a regular file, saying what it is instead.
-
-    Args:
-        path: The file named on the command line.
-        expected: What the command wanted there (``"an agent's .gram file"``), for the message.
-
-    Raises:
-        ConfigurationError: ``path`` does not exist, is a directory, or is not a regular file
-            (a device, a pipe).
-    """
-    if path.is_file():
-        return
-    what = ("is a directory" if path.is_dir() else "is not a regular file" if path.exists()
-            else "no such file")
-    raise ConfigurationError(f"{path}: {what}; expected {expected}")
 
 
 def _describe(exc: BaseException) -> str:
