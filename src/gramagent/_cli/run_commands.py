@@ -22,13 +22,16 @@ import typer
 
 from gramagent._agent_session import AgentSession, SessionOptions, load_library
 from gramagent._cli._app import (
+    answered_in_json,
     app,
     err_console,
     handle_errors,
+    out_console,
     print_error,
     serve_metrics_on,
     terminal_text,
 )
+from gramagent._cli._otel import EXPORTERS
 from gramagent._models.registry import api_names
 from gramagent.errors import ConfigurationError, RunError
 
@@ -139,10 +142,8 @@ class _Output:
     as it is generated (:class:`LivePrinter`) on a terminal."""
 
     def __init__(self, json: bool) -> None:
-        from rich.console import Console
-
         self.json = json
-        self.console = Console(highlight=False, soft_wrap=True)
+        self.console = out_console(soft_wrap=True)
         self.live = (LivePrinter(self.console)
                      if not json and sys.stdout.isatty() else None)
         """Set when the answer is printed as it is generated: a terminal, not ``--json``."""
@@ -211,11 +212,18 @@ class _Approvals:
         except EOFError:
             return False
 
-    def nobody_to_ask(self, pending: tuple[ApprovalRequest, ...], session: str | None) -> str:
+    def nobody_to_ask(self, pending: tuple[ApprovalRequest, ...],
+                      session: AgentSession) -> str:
         """The error of a turn whose calls wait with nobody to ask."""
+        import shlex
+
         calls = ", ".join(f"{p.tool} (call {p.call_id})" for p in pending)
-        keep = (f"; they stay waiting in session {session}: run again on a terminal, or with "
-                "--yes, to decide" if session is not None else "")
+        keep = ""
+        if session.stored is not None:
+            again = shlex.join(["gramagent", "chat", str(session.options.agent_file),
+                                "--session", session.stored.name])
+            keep = (f"; they stay waiting in session {session.stored.name}: {again} on a "
+                    "terminal, or the same command with --yes, decides")
         return (f"tool calls wait for approval: {calls}; nobody can be asked (stdin is not a "
                 f"terminal): pass --yes to approve every call{keep}")
 
@@ -243,10 +251,11 @@ def _settle(runner: asyncio.Runner, session: AgentSession, response: AgentRespon
         pending = waiting if response is None else response.pending_approvals
         decisions = approvals.decide(pending)
         if decisions is None:
+            error = ConfigurationError(approvals.nobody_to_ask(pending, session))
             if response is not None:
-                out.reply(response)
-            raise ConfigurationError(approvals.nobody_to_ask(
-                pending, None if session.stored is None else session.stored.name))
+                out.reply(response)  # with --json, the paused response says why it stopped
+                answered_in_json(error)
+            raise error
         # Resumed from the paused response, the run goes on: its limits hold across the
         # pause, and the answer has the tool calls and usage of the whole turn.
         response = runner.run(session.resume(decisions, out.live, response))
@@ -298,7 +307,7 @@ def _tool_call_modes() -> Sequence[str]:
     return TOOL_CALL_MODES
 
 
-_API = typer.Option(None, "--api", metavar="API", callback=_one_of(api_names),
+API_OPTION = typer.Option(None, "--api", metavar="API", callback=_one_of(api_names),
                     help=f"Wire format: {', '.join(api_names())} (default: chat).")
 _API_KEY = typer.Option(None, "--api-key", metavar="KEY", help="API key (else OPENAI_API_KEY).",
                         show_default=False)
@@ -317,15 +326,15 @@ _EVENTS = typer.Option(None, "--events", metavar="FILE",
 _DRY_RUN = typer.Option(False, "--dry-run",
                         help='Call the model but run no tool (each call answers {"ok": true}).')
 _MAX_ITER = typer.Option(None, "--max-iterations", min=1, metavar="N",
-                         help="Model requests per turn.")
+                         help="Model requests per turn (default: 10).")
 _TIMEOUT = typer.Option(None, "--timeout", min=0.0, metavar="SECONDS",
-                        help="Seconds one turn may take (the embedded model's loading, "
-                             "before the first turn, is not counted).")
+                        help="Seconds one turn may take (default: 600; the embedded model's "
+                             "loading, before the first turn, is not counted).")
 _SESSION = typer.Option(
     None, "--session", metavar="NAME",
     help="Keep the conversation in this stored session and resume it if it exists "
          "(see gramagent sessions).")
-_TOOL_CALL_MODE = typer.Option(
+TOOL_CALL_MODE_OPTION = typer.Option(
     None, "--tool-call-mode", metavar="MODE", callback=_one_of(_tool_call_modes),
     help="How the model writes tool calls (chat wire format and the embedded model): native, "
          "constrained (the embedded model's default), hybrid (the embedded model may also "
@@ -335,7 +344,7 @@ _YES = typer.Option(
     help="Approve every tool call that needs approval (for scripts); otherwise the terminal "
          "asks, and with no terminal such a call stops the turn.")
 _OTEL = typer.Option(
-    None, "--otel", metavar="console|otlp",
+    None, "--otel", metavar="console|otlp", callback=_one_of(lambda: EXPORTERS),
     help="Export OpenTelemetry spans of each run: to stderr (console) or to the OTLP "
          'collector of OTEL_EXPORTER_OTLP_ENDPOINT (otlp). Needs the otel extra.')
 
@@ -346,7 +355,7 @@ _SHARED_OPTIONS = tuple(
         ("agent", str | None, _AGENT),
         ("model", str | None, _MODEL),
         ("base_url", str | None, _BASE_URL),
-        ("api", str | None, _API),
+        ("api", str | None, API_OPTION),
         ("api_key", str | None, _API_KEY),
         ("tools", str | None, _TOOLS),
         ("json", bool, _JSON),
@@ -359,7 +368,7 @@ _SHARED_OPTIONS = tuple(
         ("otel", str | None, _OTEL),
         ("session", str | None, _SESSION),
         ("yes", bool, _YES),
-        ("tool_call_mode", str | None, _TOOL_CALL_MODE),
+        ("tool_call_mode", str | None, TOOL_CALL_MODE_OPTION),
     )
 )
 """The options of ``run`` and ``chat``, declared once (added by :func:`_with_run_options`)."""
@@ -514,7 +523,7 @@ def chat(options: RunOptions) -> None:
                 _converse(runner, session, line, out, approvals)
             except RunError as exc:
                 failed = True
-                print_error(exc)
+                print_error(exc, as_json=options.json)
             except KeyboardInterrupt:
                 if out.live is None:
                     raise
