@@ -31,6 +31,7 @@ from gramagent._cli._app import (
     serve_metrics_on,
     terminal_text,
 )
+from gramagent._cli._lines import read_lines
 from gramagent._cli._otel import EXPORTERS
 from gramagent._models.registry import api_names
 from gramagent.errors import ConfigurationError, RunError
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
 
 __all__ = ["LivePrinter", "RunOptions", "chat", "load_library", "run"]
 
-EXIT_COMMANDS = frozenset({"/exit", "/quit"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -465,29 +465,6 @@ def run(
             _converse(runner, session, message, out, approvals)
 
 
-def _read_lines(console: Console) -> Iterator[str]:
-    """User lines: prompted with rich on a terminal, read plainly from piped stdin."""
-    interactive = sys.stdin.isatty()
-    while True:
-        try:
-            if interactive:
-                line = console.input("[bold green]you>[/bold green] ")
-            else:
-                line = sys.stdin.readline()
-                if not line:
-                    return
-        except EOFError:
-            return
-        except UnicodeDecodeError as exc:
-            raise ConfigurationError(f"<stdin>: not valid UTF-8 ({exc.reason})") from None
-        line = line.strip()
-        if not line:
-            continue
-        if line in EXIT_COMMANDS:
-            return
-        yield line
-
-
 @app.command("chat")
 @handle_errors
 @_with_run_options
@@ -518,7 +495,7 @@ def chat(options: RunOptions) -> None:
             )
         if waiting:
             _settle(runner, session, None, waiting, out, approvals)
-        for line in _read_lines(err_console):
+        for line in read_lines(err_console):
             try:
                 _converse(runner, session, line, out, approvals)
             except RunError as exc:
