@@ -10,6 +10,7 @@ from gramagent._cli import (
     experiment_commands,
     harmony_commands,
     mcp_commands,
+    model_commands,
     run_commands,
     session_commands,
     spec_commands,
@@ -18,4 +19,4 @@ from gramagent._cli import (
 from gramagent._cli._app import app, main
 
 __all__ = ["app", "experiment_commands", "harmony_commands", "main", "mcp_commands",
-           "run_commands", "session_commands", "spec_commands", "tool_commands"]
+           "model_commands", "run_commands", "session_commands", "spec_commands", "tool_commands"]

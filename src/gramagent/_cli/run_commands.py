@@ -40,12 +40,13 @@ if TYPE_CHECKING:
     import asyncio
 
     from rich.console import Console
+    from rich.live import Live
 
     from gramagent._runtime.approval import ApprovalRequest, Decision
     from gramagent._runtime.events import EventSink
     from gramagent._runtime.loop import AgentResponse
 
-__all__ = ["LivePrinter", "RunOptions", "chat", "load_library", "run"]
+__all__ = ["LivePrinter", "MarkdownPrinter", "RunOptions", "chat", "load_library", "run"]
 
 
 
@@ -137,6 +138,55 @@ class LivePrinter:
         self._wrote = True
 
 
+class MarkdownPrinter(LivePrinter):
+    """Prints an answer on a terminal as it is generated, rendered as Markdown (rich), secrets
+    masked: each piece re-renders the answer so far, up to its last whitespace (see
+    :class:`LivePrinter`); a tool call ends the block, and the text after it starts another."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(console)
+        self._answer = ""
+        self._block: Live | None = None
+
+    def text(self, piece: str) -> None:
+        """Render the answer so far, up to its last whitespace."""
+        self._answer += piece
+        cut = max(self._answer.rfind(" "), self._answer.rfind("\n"),
+                  self._answer.rfind("\t")) + 1
+        if cut:
+            self._render(self._answer[:cut])
+
+    def tool_call(self, name: str) -> None:
+        """End the block, then note the call (see :meth:`LivePrinter.tool_call`)."""
+        self._finish()
+        super().tool_call(name)
+
+    def end(self, *, interrupted: bool = False) -> None:
+        """Render the whole answer and end the block."""
+        self._finish()
+        super().end(interrupted=interrupted)
+
+    def _render(self, text: str) -> None:
+        from rich.live import Live
+        from rich.markdown import Markdown
+
+        from gramagent._logs import redact
+
+        if self._block is None:
+            self._block = Live(console=self.console, auto_refresh=False,
+                               vertical_overflow="visible")
+            self._block.start()
+        self._block.update(Markdown(terminal_text(redact(text))), refresh=True)
+
+    def _finish(self) -> None:
+        if self._answer:
+            self._render(self._answer)
+            self._answer = ""
+        if self._block is not None:
+            self._block.stop()
+            self._block = None
+
+
 class _Output:
     """Where turn results go: rich text or one JSON object per line on stdout, or the answer
     as it is generated (:class:`LivePrinter`) on a terminal."""
@@ -144,9 +194,10 @@ class _Output:
     def __init__(self, json: bool) -> None:
         self.json = json
         self.console = out_console(soft_wrap=True)
-        self.live = (LivePrinter(self.console)
+        self.live = (MarkdownPrinter(self.console)
                      if not json and sys.stdout.isatty() else None)
-        """Set when the answer is printed as it is generated: a terminal, not ``--json``."""
+        """Set when the answer is printed as it is generated, rendered as Markdown: a
+        terminal, not ``--json``."""
 
     def reply(self, response: AgentResponse) -> None:
         """Print one turn's result, secrets masked like every other output (a streamed
