@@ -91,8 +91,11 @@ def test_debug_after_the_subcommand_shows_the_traceback(tmp_path: Path) -> None:
 
 
 def test_shell_completion_is_typers(tmp_path: Path) -> None:
-    script = run_gramagent("--show-completion", "bash", cwd=tmp_path)
+    """The script ``--install-completion`` installs (``source_bash``: what it evaluates), and
+    the completion it computes."""
+    script = run_gramagent(cwd=tmp_path, env={"_GRAMAGENT_COMPLETE": "source_bash"})
     assert script.returncode == 0 and "_gramagent_completion" in script.stdout
+    assert "--install-completion" in run_gramagent("-h", cwd=tmp_path).stdout
     done = run_gramagent(cwd=tmp_path, env={"_GRAMAGENT_COMPLETE": "complete_bash",
                                             "COMP_WORDS": "gramagent sess", "COMP_CWORD": "1"})
     assert done.stdout.split() == ["sessions"]
