@@ -85,7 +85,7 @@ def _closed_port() -> int:
 @pytest.mark.skipif(importlib.util.find_spec("opentelemetry.exporter") is None,
                     reason="needs the OTLP exporter: pip install "
                            "opentelemetry-exporter-otlp-proto-http")
-def test_otlp_with_no_collector_says_so_in_one_line() -> None:
+def test_otlp_with_no_collector_says_so_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     """No collector: the answer as usual, then one line saying the spans were not exported;
     none of the SDK's retry records."""
     from gramagent._cli._otel import OTLP_TIMEOUT, _otlp_timeout
@@ -104,9 +104,8 @@ def test_otlp_with_no_collector_says_so_in_one_line() -> None:
         f"--otel otlp: 2 spans not exported: no answer from {endpoint}/v1/traces "
         "(OTEL_EXPORTER_OTLP_ENDPOINT names the collector)"]
     # the exporter's retries are bounded by a short deadline unless the user sets one
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TIMEOUT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", raising=False)
     assert _otlp_timeout() == OTLP_TIMEOUT
-    os.environ["OTEL_EXPORTER_OTLP_TIMEOUT"] = "7"
-    try:
-        assert _otlp_timeout() == 7.0
-    finally:
-        del os.environ["OTEL_EXPORTER_OTLP_TIMEOUT"]
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "7")
+    assert _otlp_timeout() == 7.0
