@@ -227,3 +227,18 @@ def test_piped_output_is_not_wrapped_at_80_columns(tmp_path: Path) -> None:
                            capture_output=True, text=True, cwd=tmp_path,
                            env={**environ, **env}, timeout=60, check=False)
     assert len(shown.stdout.splitlines()) == 1
+
+
+@given(key=st.sampled_from(["api_key", "api-key", "password", "access_token"]),
+       value=st.text(st.characters(min_codepoint=33, max_codepoint=126,
+                                   blacklist_characters="\"',;}&)]"), min_size=6),
+       closing=st.sampled_from([")", "]", ") for the key", "], see the docs"]))
+def test_the_masker_masks_values_and_leaves_a_hints_closing_bracket(
+        key: str, value: str, closing: str) -> None:
+    """A secret after ``key=`` is masked whatever it is; ``key=`` followed by a closing
+    bracket (a hint naming the argument, "(or api_key=)") has no secret to mask."""
+    from gramagent._logs import MASK, redact
+
+    assert redact(f"check {key}={value} now") == f"check {key}={MASK} now"
+    hint = f"(or {key}={closing}"
+    assert redact(hint) == hint
