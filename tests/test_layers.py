@@ -26,7 +26,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gramagent._spec",),
     ("gramagent._models",),
     ("gramagent._runtime",),
-    ("gramagent.tools", "gramagent.testing", "gramagent.experiments", "gramagent.mcp"),
+    ("gramagent.tools", "gramagent.testing", "gramagent.experiments", "gramagent.mcp",
+     "gramagent._agent_session"),
     ("gramagent._cli",),
     ("gramagent", "gramagent.__main__"),
 )

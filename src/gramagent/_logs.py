@@ -98,7 +98,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(
             r"(?i)((?:proxy-)?authorization|x-api-key|api[-_]?key|access[-_]?token|"
             r"refresh[-_]?token|client[-_]?secret|password)"
-            r"(\"?'?\s*[:=]\s*\"?'?)((?:bearer|basic|token)\s+)?[^\s\"',;}&]+"
+            # a value, not a closing bracket: "(or api_key=)" in a hint names the argument
+            r"(\"?'?\s*[:=]\s*\"?'?)((?:bearer|basic|token)\s+)?(?![)\]])[^\s\"',;}&]+"
         ),
         r"\1\2\3" + MASK,
     ),

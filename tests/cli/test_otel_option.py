@@ -68,6 +68,44 @@ def test_otlp_without_its_package_names_the_install_command() -> None:
 
 
 def test_unknown_exporter() -> None:
+    """A bad --otel value is a bad command line: exit 2, like any bad option value."""
     done = gramagent("run", str(HELLO), "Hi", "--base-url", "http://127.0.0.1:9/v1",
                      "--otel", "zipkin")
-    assert done.returncode == 1 and "expected one of: console, otlp" in done.stderr
+    assert done.returncode == 2 and "'zipkin' is not one of: console, otlp" in done.stderr
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("opentelemetry.exporter") is None,
+                    reason="needs the OTLP exporter: pip install "
+                           "opentelemetry-exporter-otlp-proto-http")
+def test_otlp_with_no_collector_says_so_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No collector: the answer as usual, then one line saying the spans were not exported;
+    none of the SDK's retry records."""
+    from gramagent._cli._otel import OTLP_TIMEOUT, _otlp_timeout
+
+    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    with ScriptedServer([reply("Done.")]) as srv:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "OTEL_"))}
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
+        done = subprocess.run([sys.executable, "-m", "gramagent", "run", str(HELLO), "Hi",
+                               "--base-url", srv.base_url, "--otel", "otlp"],
+                              capture_output=True, text=True, env=env, timeout=120,
+                              check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Done."
+    assert done.stderr.splitlines() == [
+        f"--otel otlp: 2 spans not exported: no answer from {endpoint}/v1/traces "
+        "(OTEL_EXPORTER_OTLP_ENDPOINT names the collector)"]
+    # the exporter's retries are bounded by a short deadline unless the user sets one
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TIMEOUT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", raising=False)
+    assert _otlp_timeout() == OTLP_TIMEOUT
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "7")
+    assert _otlp_timeout() == 7.0

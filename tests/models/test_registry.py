@@ -152,7 +152,7 @@ def test_one_registration_reaches_resolve_model_the_cli_and_the_scripted_server(
     served by the scripted server: nothing else lists the formats."""
     import typer
 
-    from gramagent._cli.run_commands import _API
+    from gramagent._cli.run_commands import API_OPTION as _API
     from gramagent._models.registry import WIRE_FORMATS, WireFormat, register_wire_format
     from gramagent.testing import ScriptedServer
 

@@ -9,7 +9,9 @@ anything else one "internal error" line and exit code 70 (tracebacks only with `
 from gramagent._cli import (
     experiment_commands,
     harmony_commands,
+    logs_commands,
     mcp_commands,
+    model_commands,
     run_commands,
     session_commands,
     spec_commands,
@@ -17,5 +19,6 @@ from gramagent._cli import (
 )
 from gramagent._cli._app import app, main
 
-__all__ = ["app", "experiment_commands", "harmony_commands", "main", "mcp_commands",
-           "run_commands", "session_commands", "spec_commands", "tool_commands"]
+__all__ = ["app", "experiment_commands", "harmony_commands", "logs_commands", "main",
+           "mcp_commands", "model_commands", "run_commands", "session_commands", "spec_commands",
+           "tool_commands"]

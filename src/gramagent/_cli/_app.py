@@ -13,24 +13,27 @@ reaches the user (only with ``--debug``, secrets masked). Exit codes:
 from __future__ import annotations
 
 import functools
+import os
 import re
-import stat
 import sys
 import traceback
+import weakref
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from gramagent._agent_session import require_file
+from gramagent._cli._conventions import CONTEXT, Group
 from gramagent.errors import ConfigurationError, GramagentError
 
 if TYPE_CHECKING:
     from gramagent._runtime.events import ToolMetrics
 
 __all__ = [
+    "answered_in_json",
     "EXIT_ERROR",
     "EXIT_INTERNAL",
     "EXIT_INTERRUPTED",
@@ -39,6 +42,7 @@ __all__ = [
     "err_console",
     "handle_errors",
     "main",
+    "out_console",
     "print_error",
     "read_stdin",
     "require_file",
@@ -57,14 +61,26 @@ EXIT_INTERRUPTED: Final = 130
 app = typer.Typer(
     name="gramagent",
     help="LLM agents with late-bound tools, declared in gram notation.",
+    cls=Group,
+    context_settings=CONTEXT,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # typer's --install-completion / --show-completion (README)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: fast, and brackets in help text are shown as written
 )
 
 err_console = Console(stderr=True)
-"""Diagnostics go to stderr; results go to stdout."""
+"""Diagnostics go to stderr; results go to stdout (:func:`out_console`)."""
+
+PIPED_WIDTH: Final = 10_000
+"""The width of results written to a pipe or a file: a line as long as its content."""
+
+
+def out_console(*, soft_wrap: bool = False) -> Console:
+    """A console for results on stdout: a terminal's width on a terminal; piped (and with no
+    ``COLUMNS``), lines as long as their content, not wrapped at 80 columns."""
+    piped = not sys.stdout.isatty() and "COLUMNS" not in os.environ
+    return Console(highlight=False, soft_wrap=soft_wrap, width=PIPED_WIDTH if piped else None)
 
 _state = {"debug": False}
 
@@ -116,6 +132,7 @@ def handle_errors(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        as_json = kwargs.get("json") is True  # the command's --json: errors as JSON too
         try:
             return func(*args, **kwargs)
         except (typer.Exit, typer.Abort, typer.exceptions.TyperException, SystemExit):
@@ -125,10 +142,12 @@ def handle_errors(func: F) -> F:
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except GramagentError as exc:
             if not _debug_traceback(exc):
-                print_error(exc)
+                print_error(exc, as_json=as_json)
             raise typer.Exit(EXIT_ERROR) from None
         except Exception as exc:  # a bug: say so in one line, never a traceback
             if not _debug_traceback(exc):
+                if as_json:
+                    _json_error("InternalError", _describe(exc))
                 err_console.print(
                     f"[red]internal error[/red] (a bug in gramagent, not in your input): "
                     f"{escape(_masked(_describe(exc)))}; run with --debug for the traceback",
@@ -138,10 +157,32 @@ def handle_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def print_error(exc: BaseException) -> None:
-    """One stderr line for an error: its type and its message, secrets masked."""
+def print_error(exc: BaseException, *, as_json: bool = False) -> None:
+    """One stderr line for an error: its type and its message, secrets masked; with
+    ``as_json`` also one JSON object on stdout, ``{"error": {"type": ..., "message": ...}}``
+    (where ``--json`` output is read)."""
+    if as_json and exc not in _ANSWERED_IN_JSON:
+        _json_error(type(exc).__name__, _describe(exc))
     err_console.print(f"[red]{type(exc).__name__}[/red]: {escape(_masked(_describe(exc)))}",
                       markup=True, highlight=False, soft_wrap=True)
+
+
+_ANSWERED_IN_JSON: weakref.WeakSet[BaseException] = weakref.WeakSet()
+
+
+def answered_in_json(exc: GramagentError) -> GramagentError:
+    """Mark ``exc`` as one whose ``--json`` output was printed already (a turn paused with
+    nobody to approve: its response says why): no JSON error object follows it."""
+    _ANSWERED_IN_JSON.add(exc)
+    return exc
+
+
+def _json_error(kind: str, message: str) -> None:
+    import json
+
+    sys.stdout.write(json.dumps({"error": {"type": kind, "message": _masked(message)}},
+                                ensure_ascii=False) + "\n")
+    sys.stdout.flush()
 
 
 def serve_metrics_on(port: int) -> ToolMetrics:
@@ -172,36 +213,6 @@ def read_stdin() -> str:
         raise ConfigurationError(
             f"<stdin>: not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
         ) from None
-
-
-def require_file(path: Path, expected: str) -> None:
-    """Refuse a ``path`` that is not a regular file, saying what it is instead.
-
-    Args:
-        path: The file named on the command line.
-        expected: What the command wanted there (``"an agent's .gram file"``), for the message.
-
-    Raises:
-        ConfigurationError: ``path`` does not exist, is a directory, or is not a regular file
-            (a device, a pipe).
-    """
-    try:
-        mode = path.stat().st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        raise ConfigurationError(f"{path}: no such file; expected {expected}") from None
-    except (OSError, ValueError) as exc:  # a name too long, a NUL byte, a parent not readable
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigurationError(f"{_short(str(path))}: cannot be read as a file ({reason}); "
-                                 f"expected {expected}") from None
-    if stat.S_ISREG(mode):
-        return
-    what = "is a directory" if stat.S_ISDIR(mode) else "is not a regular file"
-    raise ConfigurationError(f"{path}: {what}; expected {expected}")
-
-
-def _short(text: str, limit: int = 80) -> str:
-    """``text`` cut to ``limit`` characters, marked where it was cut."""
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
 def _describe(exc: BaseException) -> str:

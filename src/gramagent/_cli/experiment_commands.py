@@ -26,8 +26,16 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from gramagent._cli._app import app, err_console, handle_errors, serve_metrics_on
+from gramagent._cli._app import (
+    app,
+    err_console,
+    handle_errors,
+    out_console,
+    serve_metrics_on,
+)
+from gramagent._cli._conventions import Group
 from gramagent._cli._eta import MeanRateRemainingColumn
+from gramagent._cli.run_commands import API_OPTION, TOOL_CALL_MODE_OPTION
 from gramagent._limit_values import limit_problem
 from gramagent.errors import ConfigurationError
 
@@ -36,7 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ab", "experiment_report", "experiment_run"]
 
-experiment_app = typer.Typer(help="Run and report A/B experiments.", no_args_is_help=True)
+experiment_app = typer.Typer(cls=Group, help="Run and report A/B experiments.",
+                             no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
 
 _STORE = typer.Option(None, "--store", help="SQLite results file (default: the experiment's "
@@ -110,11 +119,13 @@ def ab(
              "Default: contains (the case's expected answer, when the cases have one) and "
              "no_tool_errors.")] = None,
     agent: Annotated[str | None, typer.Option(
-        "--agent", help="Agent name, when the file has several.")] = None,
+        "--agent", metavar="NAME", help="Agent name, when the file has several.")] = None,
     model: Annotated[str | None, typer.Option(
-        "--model", help="provider/name for every variant.")] = None,
+        "--model", metavar="PROVIDER/NAME", help="The model of every variant.")] = None,
     base_url: Annotated[str | None, typer.Option(
-        "--base-url", help="API root for every variant.")] = None,
+        "--base-url", metavar="URL", help="API root for every variant.")] = None,
+    api: str | None = API_OPTION,
+    tool_call_mode: str | None = TOOL_CALL_MODE_OPTION,
     repeats: Annotated[int, typer.Option("--repeats", min=1,
                                          help="Runs per case and variant.")] = 1,
     store: Path | None = _STORE,
@@ -133,7 +144,8 @@ def ab(
         name, sep, library = item.partition("=")
         if not sep or not name or not library:
             raise ConfigurationError(f"--variant {item!r}: expected NAME=MODULE:LIBRARY")
-        variants.append(Variant(name=name, library=library, model=model, base_url=base_url))
+        variants.append(Variant(name=name, library=library, model=model, base_url=base_url,
+                                api=api, tool_call_mode=tool_call_mode))
     dataset = load_cases(cases)
     spec = load_agent(agent_file, agent)
     specs = [_evaluator(e) for e in evaluate or ()] or _default_evaluators(dataset)
@@ -302,7 +314,7 @@ def _show(result: Any, *, json: bool, html: Path | None) -> None:
         sys.stdout.write(orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode()
                          + "\n")
     else:
-        Console(soft_wrap=False).print(render_report(result))
+        out_console().print(render_report(result))
 
 
 def _guard(action: Any, what: str) -> Any:

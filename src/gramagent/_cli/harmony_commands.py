@@ -8,12 +8,13 @@ from typing import Annotated, Any
 
 import typer
 
-from gramagent._cli._app import app, handle_errors, read_stdin, require_file
+from gramagent._cli._app import app, err_console, handle_errors, read_stdin, require_file
+from gramagent._cli._conventions import Group
 from gramagent.errors import ConfigurationError
 
 __all__ = ["harmony_app", "parse", "render"]
 
-harmony_app = typer.Typer(
+harmony_app = typer.Typer(cls=Group,
     name="harmony",
     help="The Harmony format of gpt-oss models: parse completions, render prompts.",
     no_args_is_help=True,
@@ -106,6 +107,10 @@ def render(
 
 def _read(file: str) -> str:
     if file == "-":
+        if sys.stdin.isatty():  # nothing piped in: say what it waits for
+            err_console.print("[dim]reading Harmony text from stdin (end it with Ctrl-D; or "
+                              "pass a FILE: gramagent harmony parse FILE)[/dim]",
+                              highlight=False)
         return read_stdin()
     path = Path(file)
     try:

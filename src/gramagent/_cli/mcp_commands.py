@@ -15,11 +15,12 @@ import typer
 from rich.markup import escape
 
 from gramagent._cli._app import app, err_console, handle_errors
+from gramagent._cli._conventions import Group
 from gramagent.mcp._sdk import require_sdk
 
 __all__ = ["import_tools", "mcp_app", "serve"]
 
-mcp_app = typer.Typer(
+mcp_app = typer.Typer(cls=Group,
     name="mcp",
     help="MCP (Model Context Protocol): import a server's tools as gram specs, or serve a "
          "tool library as an MCP server.",

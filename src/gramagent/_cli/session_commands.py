@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
-from gramagent._cli._app import app, handle_errors, terminal_text
+from gramagent._cli._app import app, handle_errors, out_console, terminal_text
+from gramagent._cli._conventions import Group
 from gramagent.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["delete", "list_sessions", "sessions_app", "show"]
 
-sessions_app = typer.Typer(
+sessions_app = typer.Typer(cls=Group,
     name="sessions",
     help="Stored conversations (gramagent chat AGENT.gram --session NAME).",
     no_args_is_help=True,
@@ -62,7 +63,7 @@ def list_sessions(json: bool = _JSON) -> None:
     for s in sessions:
         # names come from whoever ran a turn: shown as text, never as markup or escapes
         table.add_row(_plain(s.name), _plain(s.agent or ""), str(s.messages), _when(s.updated))
-    Console(highlight=False).print(table)
+    out_console().print(table)
 
 
 @sessions_app.command()
@@ -79,7 +80,7 @@ def show(name: str = typer.Argument(..., help="The session."), json: bool = _JSO
     if json:
         sys.stdout.write(exact_json.dumps(redact(conversation.to_list())) + "\n")
         return
-    console = Console(highlight=False, soft_wrap=True)
+    console = out_console(soft_wrap=True)
     for message in conversation:
         if isinstance(message, UserMessage):
             console.print("[bold green]you>[/bold green] " + _plain(message.content))
@@ -91,10 +92,12 @@ def show(name: str = typer.Argument(..., help="The session."), json: bool = _JSO
                 console.print(_plain(message.content) + mark)
         elif isinstance(message, ToolResultMessage):
             console.print(f"[dim]← {_plain(message.name)}: {_plain(message.content)}[/dim]")
+    info = next((s for s in _store().list() if s.name == name), None)
+    agent = f" (the file of agent {info.agent})" if info is not None and info.agent else ""
     for call in conversation.unanswered_calls():
         console.print(f"[yellow]… {_plain(call.name)} waits for approval (call "
-                      f"{_plain(call.id)}): continue with gramagent chat --session "
-                      f"{_plain(name)}[/yellow]")
+                      f"{_plain(call.id)}): continue with gramagent chat AGENT.gram --session "
+                      f"{_plain(name)}{_plain(agent)}[/yellow]")
 
 
 def _plain(text: str) -> str:

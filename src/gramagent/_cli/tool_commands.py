@@ -38,7 +38,7 @@ _JSON = typer.Option(False, "--json", help="Print JSON instead of text.")
 
 def _library(reference: str | None, session: Path | None) -> ToolLibrary:
     """The library to use; ``session`` goes to factories that take ``session_dir``."""
-    from gramagent._cli.run_commands import DEFAULT_TOOLS, load_library
+    from gramagent._agent_session import DEFAULT_TOOLS, load_library
 
     if session is None:
         return load_library(reference)

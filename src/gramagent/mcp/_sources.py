@@ -78,6 +78,26 @@ def is_tool_sources(reference: str) -> bool:
     return SEPARATOR in reference or is_server_reference(reference)
 
 
+def split_sources(reference: str) -> list[str]:
+    """``reference`` cut at each ``;`` outside shell quotes (an MCP command's argument may
+    hold one: ``mcp:stdio:sh -c 'a; b'``), each part as written, quotes kept."""
+    parts, start, quote, escaped = [], 0, "", False
+    for index, char in enumerate(reference):
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == SEPARATOR:
+            parts.append(reference[start:index])
+            start = index + 1
+    parts.append(reference[start:])
+    return parts
+
+
 def timeouts_from_env(env: Mapping[str, str] | None = None) -> dict[str, float]:
     """``timeout`` and ``connect_timeout`` of MCP sources, from the environment if set.
 
@@ -113,7 +133,7 @@ def load_tool_sources(reference: str, load_python: Callable[[str], ToolLibrary]
         MCPServerError: a server could not be launched, reached or listed in time.
         ToolError: two sources have a tool of the same name.
     """
-    parts = [p.strip() for p in reference.split(SEPARATOR)]
+    parts = [p.strip() for p in split_sources(reference)]
     if not all(parts):
         raise ConfigurationError(f"--tools {reference!r}: an empty source between "
                                  f"{SEPARATOR!r} separators")
