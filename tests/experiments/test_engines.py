@@ -9,7 +9,9 @@ require("experiments")
 
 import ast
 import asyncio
+import re
 import sqlite3
+import sys
 from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 
@@ -165,3 +167,14 @@ def test_the_engines_here_import_only_public_names() -> None:
                if any(part.startswith("_") for part in [*(node.module or "").split("."),
                                                         alias.name])]
     assert not private
+
+
+async def test_the_ray_engine_without_ray_names_the_install_command(
+        tmp_path: Path, greeter_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails, as where it is missing
+    path = write_experiment(tmp_path, names=NAMES[:2], base_url=greeter_server.base_url)
+    with pytest.raises(ConfigurationError) as caught:
+        await run_experiment(load_experiment(path), engine="ray")
+    # the command for how gramagent is installed here: a checkout, pip install -e
+    assert re.fullmatch(r"The Ray engine needs the 'ray' extra, which is not installed: "
+                        r'pip install -e "\S+\[ray\]"', str(caught.value))

@@ -61,6 +61,8 @@ LINGER = 0.05
 """Seconds an actor waits for more finished runs before sending a chunk that is not full."""
 MAX_RESTARTS = 3
 """Times Ray restarts a worker whose process died, before it is given up."""
+CLOSE_TIMEOUT = 5.0
+"""Seconds the actors have to close their model connections at the end."""
 CONNECT_TIMEOUT = 5.0
 """Seconds an address given with ``--ray-address`` has to answer."""
 EXCLUDES = ("*.sqlite", "*.sqlite-wal", "*.sqlite-shm", ".git", "__pycache__", "*.gguf",
@@ -172,6 +174,7 @@ class RayEngine:
             for model, limiter in limiters.items():
                 self.stats.throttled[model] = await limiter.throttles.remote()
         finally:
+            await _close(ray, actors)
             for handle in [*actors, *limiters.values()]:
                 with contextlib.suppress(Exception):
                     ray.kill(handle, no_restart=True)
@@ -309,6 +312,14 @@ async def _check_workers(ray: Any, actors: Sequence[Any]) -> list[WorkerInfo]:
     return infos
 
 
+async def _close(ray: Any, actors: Sequence[Any]) -> None:
+    """Let the actors close their model connections (briefly: a dead one is not waited for)."""
+    if actors:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.gather(*(a.close.remote() for a in actors),
+                                                  return_exceptions=True), CLOSE_TIMEOUT)
+
+
 async def _restarted(ray: Any, actor: Any) -> bool:
     """Wait for a restarted actor; False when Ray gave it up."""
     try:
@@ -441,6 +452,17 @@ class _Worker:
             except Exception as exc:  # a bug below run_case: the driver raises it
                 out.put_nowait(exc)
 
+    async def close(self) -> None:
+        """Stop the runs and close the model connections."""
+        tasks, self.tasks = self.tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        if self.runner is not None:
+            await self.runner.aclose()
+
     async def run_shard(self, keys: list[RunKey]) -> AsyncGenerator[list[RunRecord], None]:
         """Run ``keys``, yielding their records in chunks as they finish."""
         await self.ready()
@@ -514,26 +536,28 @@ class LeasedRate:
 class _Limiter:
     """One model's rate across the cluster: leases of evenly spaced request slots.
 
-    A 429 reported by any worker halves the rate (down to 1/64 of the limit); after
-    ``RECOVER`` seconds without one it climbs back by a quarter per lease, to the limit."""
+    A 429 reported by any worker halves the rate (at most once per ``QUIET`` seconds: the
+    429s of one burst count once; never below 1/64 of the limit); after ``QUIET`` seconds
+    without one it climbs back by a quarter per lease, up to the limit."""
 
     BLOCK = 20
     """Most slots per lease."""
     SPAN = 0.05
     """Seconds of the rate one lease covers at most (a slow rate leases one slot at once)."""
-    RECOVER = 5.0
+    QUIET = 1.0
 
-    def __init__(self, rate: float) -> None:
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.limit = rate
         self.rate = rate
-        self.next = time.monotonic()
+        self.clock = clock
+        self.next = clock()
         self.last_throttle = -math.inf
         self.count = 0
 
     def lease(self) -> tuple[float, float, int]:
         """(seconds until the first slot, seconds between slots, slots)."""
-        now = time.monotonic()
-        if self.rate < self.limit and now - self.last_throttle > self.RECOVER:
+        now = self.clock()
+        if self.rate < self.limit and now - self.last_throttle > self.QUIET:
             self.rate = min(self.limit, self.rate * 1.25)
         count = max(1, min(self.BLOCK, int(self.rate * self.SPAN)))
         interval = 1.0 / self.rate
@@ -542,9 +566,12 @@ class _Limiter:
         return start - now, interval, count
 
     def throttled(self) -> None:
+        """A worker got a 429 from this model's server."""
+        now = self.clock()
         self.count += 1
-        self.last_throttle = time.monotonic()
-        self.rate = max(self.limit / 64, self.rate / 2)
+        if now - self.last_throttle > self.QUIET:
+            self.rate = max(self.limit / 64, self.rate / 2)
+        self.last_throttle = now
 
     def throttles(self) -> int:
         return self.count
