@@ -5,8 +5,9 @@ writer of the store. :class:`RayEngine` starts ``workers`` async actors; each re
 experiment's arms from their import paths (a :class:`~gramagent.experiments.CaseRunner`),
 with the experiment's directory shipped to every node as the actor's ``runtime_env``
 working directory, and runs keys on its own event loop, ``concurrency`` at a time. Keys go out
-in shards (a few dozen per actor call, two calls in flight per actor so it never idles) and
-finished records stream back in chunks (a Ray streaming generator) as they finish, so Ray's
+in shards (up to 200 per actor call, two calls in flight per actor so it never idles) and
+finished records stream back in chunks of plain tuples (a Ray streaming generator) as they
+finish, so Ray's
 per-call cost is shared by many runs.
 
 Faults: an actor whose process dies is restarted by Ray (``max_restarts``); the keys of its
@@ -48,16 +49,16 @@ from gramagent.experiments._engine import (
     resolve_arm_model,
 )
 from gramagent.experiments._experiment import Experiment
-from gramagent.experiments._records import RunKey, RunRecord
+from gramagent.experiments._records import EvalResult, RunKey, RunRecord, ToolRecord
 from gramagent.experiments._variants import ModelKey
 
 __all__ = ["RayEngine", "RayStats", "WorkerInfo"]
 
-SHARD = 50
+SHARD = 200
 """Most keys per actor call."""
-CHUNK = 20
+CHUNK = 100
 """Most records per streamed chunk."""
-LINGER = 0.05
+LINGER = 0.2
 """Seconds an actor waits for more finished runs before sending a chunk that is not full."""
 MAX_RESTARTS = 3
 """Times Ray restarts a worker whose process died, before it is given up."""
@@ -240,9 +241,10 @@ class RayEngine:
                 try:
                     async for ref in actor.run_shard.options(
                             num_returns="streaming").remote(shard):
-                        chunk: list[RunRecord] = await ref
+                        chunk: list[_Packed] = await ref
                         self.stats.chunks += 1
-                        for record in chunk:
+                        for packed in chunk:
+                            record = _unpack(packed)
                             missing.pop(record.key, None)
                             queue.put_nowait(record)
                 except lost:
@@ -463,8 +465,9 @@ class _Worker:
         if self.runner is not None:
             await self.runner.aclose()
 
-    async def run_shard(self, keys: list[RunKey]) -> AsyncGenerator[list[RunRecord], None]:
-        """Run ``keys``, yielding their records in chunks as they finish."""
+    async def run_shard(self, keys: list[RunKey]) -> AsyncGenerator[list[_Packed], None]:
+        """Run ``keys``, yielding their records in chunks as they finish: a chunk waits
+        :data:`LINGER` seconds for more records unless it is full at once."""
         await self.ready()
         if self.keys is None:
             raise ConfigurationError(self.problem or "the worker is not ready")
@@ -472,24 +475,41 @@ class _Worker:
         for key in keys:
             self.keys.put_nowait((key, out))
         left = len(keys)
-        loop = asyncio.get_running_loop()
         while left:
-            chunk = [await out.get()]
-            deadline = loop.time() + LINGER
-            while len(chunk) < min(self.chunk, left):
-                if out.empty():
-                    try:
-                        chunk.append(await asyncio.wait_for(out.get(),
-                                                            deadline - loop.time()))
-                    except TimeoutError:
-                        break
-                else:
-                    chunk.append(out.get_nowait())
-            for item in chunk:
+            first = await out.get()
+            size = min(self.chunk, left)
+            if out.qsize() + 1 < size:
+                await asyncio.sleep(LINGER)
+            items = [first, *(out.get_nowait() for _ in range(min(size - 1, out.qsize())))]
+            for item in items:
                 if isinstance(item, Exception):
                     raise item
-            left -= len(chunk)
-            yield chunk
+            left -= len(items)
+            yield [_pack(item) for item in items]
+
+
+_Packed = tuple[Any, ...]
+"""A record as plain tuples (what crosses the network: cheaper to pickle than the classes)."""
+
+
+def _pack(r: RunRecord) -> _Packed:
+    return (r.variant, r.case_id, r.repeat, r.answer, r.stop, r.error,
+            tuple((t.name, t.status, t.error_type, t.latency_ms, t.arguments) for t in r.tools),
+            r.input_tokens, r.output_tokens, r.requests, r.wall_ms, r.started,
+            tuple((e.name, e.score, e.passed, e.reason) for e in r.evaluations))
+
+
+def _unpack(p: _Packed) -> RunRecord:
+    (variant, case_id, repeat, answer, stop, error, tools, input_tokens, output_tokens,
+     requests, wall_ms, started, evaluations) = p
+    return RunRecord(
+        variant=variant, case_id=case_id, repeat=repeat, answer=answer, stop=stop,
+        error=error, input_tokens=input_tokens, output_tokens=output_tokens,
+        requests=requests, wall_ms=wall_ms, started=started,
+        tools=tuple(ToolRecord(name=n, status=s, error_type=e, latency_ms=ms, arguments=a)
+                    for n, s, e, ms, a in tools),
+        evaluations=tuple(EvalResult(name=n, score=sc, passed=ok, reason=why)
+                          for n, sc, ok, why in evaluations))
 
 
 class _ThrottleReporter:

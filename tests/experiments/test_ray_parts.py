@@ -1,6 +1,7 @@
-"""The cluster-wide rate limiter of the Ray engine, as plain Python (no Ray needed): leases
-never overlap, so all workers together keep the rate; a 429 halves it once per burst; it
-climbs back when the 429s stop."""
+"""Parts of the Ray engine as plain Python (no Ray needed): the cluster-wide rate limiter
+(leases never overlap, so all workers together keep the rate; a 429 halves it once per burst;
+it climbs back when the 429s stop) and the records' wire form (plain tuples, every value
+kept)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,32 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gramagent.experiments._ray import _Limiter
+from gramagent.experiments import EvalResult, RunRecord, ToolRecord
+from gramagent.experiments._ray import _Limiter, _pack, _unpack
+
+_text = st.text(max_size=20)
+_json = st.recursive(st.none() | st.booleans() | st.integers() | _text,
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(_text, inner, max_size=3), max_leaves=8)
+_records = st.builds(
+    RunRecord, variant=_text, case_id=_text, repeat=st.integers(0, 99),
+    answer=st.none() | _text, stop=_text, error=st.none() | _text,
+    tools=st.lists(st.builds(ToolRecord, name=_text, status=st.sampled_from(["ok", "error"]),
+                             error_type=st.none() | _text,
+                             latency_ms=st.floats(0, 1e6), arguments=_json),
+                   max_size=3).map(tuple),
+    input_tokens=st.integers(0, 10**6), output_tokens=st.integers(0, 10**6),
+    requests=st.integers(0, 99), wall_ms=st.floats(0, 1e7), started=st.floats(0, 2e9),
+    evaluations=st.lists(st.builds(EvalResult, name=_text, score=st.floats(0, 1),
+                                   passed=st.none() | st.booleans(), reason=_text),
+                         max_size=3).map(tuple))
+
+
+@given(_records)
+def test_a_record_crosses_the_wire_unchanged(record: RunRecord) -> None:
+    packed = _pack(record)
+    assert all(type(part) in (str, int, float, tuple, type(None)) for part in packed)
+    assert _unpack(packed) == record
 
 
 @given(rate=st.floats(min_value=0.5, max_value=5000),
