@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -89,12 +90,16 @@ def greeter(path: str, body: Any) -> Any:
 
 
 def serve() -> None:
-    """(``--serve``) the scripted server, until stdin closes; prints its base URL."""
+    """(``--serve``) the scripted server, until stopped (Ctrl-C, SIGTERM); prints its base
+    URL first."""
+    import threading
+
     from gramagent.testing import ScriptedServer
 
-    with ScriptedServer(greeter, record=False) as server:
+    with ScriptedServer(greeter, record=False) as server, contextlib.suppress(
+            KeyboardInterrupt):
         print(server.base_url, flush=True)
-        sys.stdin.read()
+        threading.Event().wait()
 
 
 def cpu_of(pid: int) -> float:
@@ -229,8 +234,8 @@ def main() -> None:
                                      args.server_pid, args.shard, args.chunk))
         print(json.dumps(result), flush=True)
         return
-    server = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen([sys.executable, __file__, "--serve"], stdout=subprocess.PIPE,
+                              text=True)
     try:
         assert server.stdout is not None
         base_url = server.stdout.readline().strip()
@@ -262,8 +267,7 @@ def main() -> None:
         print(f"load {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs, {args.concurrency} runs "
               "in flight in every mode")
     finally:
-        if server.stdin is not None:
-            server.stdin.close()
+        server.terminate()
         server.wait(timeout=30)
 
 
