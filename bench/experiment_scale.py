@@ -1,7 +1,8 @@
 """An experiment of 10,000 runs on the local engine and on Ray (1 and 2 actors): runs/s and CPU.
 
-The experiment: the greeter agent (one tool, ``sayHello``), 2 variants (two tool libraries),
-5,000 cases each, two evaluators, against a scripted OpenAI-compatible server in a process of
+The experiment: the A/B example's agent (one tool, ``sayHello``) and its 2 variants (the
+``formal`` and ``casual`` libraries of ``examples/ab/greeters.py``), 5,000 cases each, two
+evaluators, against a scripted OpenAI-compatible server in a process of
 its own (its CPU is not counted). Each mode runs in a fresh process:
 
 - ``local``: the in-process :class:`AsyncioEngine`, ``--concurrency`` runs in flight;
@@ -28,6 +29,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,44 +37,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-AGENT = '''
-[sayHello:Tool {description: "Returns a friendly greeting message for the given name."} |
-  (personName::String {default: "world"})==>(::String)
-]
-
-[greeter:Agent {
-  instruction: "Greet the person the user names, using sayHello.",
-  model: "openai/scripted"
-} |
-  sayHello
-]
-'''
-
-LIBRARIES = '''
-from gramagent import ToolLibrary
-
-
-def formal() -> ToolLibrary:
-    library = ToolLibrary()
-
-    @library.register
-    def sayHello(personName: str = "world") -> str:
-        """Returns a friendly greeting message for the given name."""
-        return f"Hello, {personName}!"
-
-    return library
-
-
-def casual() -> ToolLibrary:
-    library = ToolLibrary()
-
-    @library.register
-    def sayHello(personName: str = "world") -> str:
-        """Returns a friendly greeting message for the given name."""
-        return f"Hi {personName}!"
-
-    return library
-'''
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "ab"
+"""The A/B example: its agent (hello.gram) and its two sayHello libraries (greeters.py)."""
 
 TICK = os.sysconf("SC_CLK_TCK")
 SHARD, CHUNK = 200, 100
@@ -170,18 +137,17 @@ async def measure(mode: str, runs: int, concurrency: int, base_url: str, server:
 
     with tempfile.TemporaryDirectory() as tmp:
         here = Path(tmp)
-        (here / "greeter.gram").write_text(AGENT)
-        (here / "scale_greeters.py").write_text(LIBRARIES)
+        for name in ("hello.gram", "greeters.py"):  # the experiment's directory, no store
+            shutil.copy(EXAMPLE / name, here)
         cases = here / "cases.jsonl"
         cases.write_text("".join(json.dumps({"id": f"c{i}", "input": f"Greet person{i}",
                                              "expected": f"person{i}"}) + "\n"
                                  for i in range(runs // 2)))
         experiment = Experiment(
-            name="scale", agent=load_agent(here / "greeter.gram"), dataset=load_cases(cases),
-            variants=(Variant(name="formal", library="scale_greeters:formal",
-                              base_url=base_url),
-                      Variant(name="casual", library="scale_greeters:casual",
-                              base_url=base_url)),
+            name="scale", agent=load_agent(here / "hello.gram"), dataset=load_cases(cases),
+            variants=tuple(Variant(name=name, library=f"greeters:{name}",
+                                   model="openai/scripted", base_url=base_url)
+                           for name in ("formal", "casual")),
             evaluators=(EvaluatorSpec(name="named", kind="contains"),
                         EvaluatorSpec(name="called", kind="tool_called",
                                       options={"tool": "sayHello"})),

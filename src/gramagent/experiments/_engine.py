@@ -42,7 +42,7 @@ from gramagent.experiments._records import RunKey, RunRecord, ToolRecord
 from gramagent.experiments._variants import Arm, ModelKey, prepare
 
 __all__ = ["LOCAL_SLOTS", "AsyncioEngine", "CaseRunner", "Engine", "ModelFactory", "RateLimited",
-           "resolve_arm_model", "run_case", "run_pool"]
+           "cancel_all", "queued_batches", "resolve_arm_model", "run_case", "run_pool"]
 
 LOCAL_SLOTS = 4
 """Most llama.cpp parallel slots the embedded model is started with (each takes a share of
@@ -227,18 +227,24 @@ async def run_pool(runner: CaseRunner, keys: Iterable[RunKey], concurrency: int
 
     workers = [asyncio.create_task(worker()) for _ in range(concurrency)]
     try:
-        async for batch in _batches(queue, len(workers)):
+        async for batch in queued_batches(queue, len(workers)):
             yield batch
     finally:
-        for task in workers:
-            task.cancel()
-        for task in workers:
-            with contextlib.suppress(BaseException):
-                await task
+        await cancel_all(workers)
 
 
-async def _batches(queue: asyncio.Queue[RunRecord | BaseException | None], workers: int
-                   ) -> AsyncGenerator[list[RunRecord], None]:
+async def cancel_all(tasks: Iterable[asyncio.Task[Any]]) -> None:
+    """Cancel ``tasks`` and wait for each to end (whatever it ends with)."""
+    tasks = list(tasks)
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(BaseException):
+            await task
+
+
+async def queued_batches(queue: asyncio.Queue[RunRecord | BaseException | None], workers: int
+                         ) -> AsyncGenerator[list[RunRecord], None]:
     """The records the workers put on ``queue``, grouped as they finished while the consumer
     was busy, until every worker has signed off (None); a worker's exception is raised."""
     running = workers

@@ -46,6 +46,8 @@ from gramagent.errors import ConfigurationError, ExperimentError
 from gramagent.experiments._engine import (
     LOCAL_SLOTS,
     CaseRunner,
+    cancel_all,
+    queued_batches,
     resolve_arm_model,
 )
 from gramagent.experiments._experiment import Experiment
@@ -167,11 +169,7 @@ class RayEngine:
                 async for batch in _gather(queue, len(feeders), shards, len(keys)):
                     yield batch
             finally:
-                for task in feeders:
-                    task.cancel()
-                for task in feeders:
-                    with contextlib.suppress(BaseException):
-                        await task
+                await cancel_all(feeders)
             for model, limiter in limiters.items():
                 self.stats.throttled[model] = await limiter.throttles.remote()
         finally:
@@ -364,27 +362,12 @@ class _Shards:
 
 async def _gather(queue: asyncio.Queue[RunRecord | BaseException | None], feeders: int,
                   shards: _Shards, expected: int) -> AsyncGenerator[list[RunRecord], None]:
-    """The records on ``queue`` in batches (those that arrived while the consumer was busy),
-    until every feeder signed off; the first feeder error is raised. Keys no worker could
-    run (every worker given up) are an error."""
-    running, received = feeders, set[RunKey]()
-    while running:
-        batch: list[RunRecord] = []
-        item = await queue.get()
-        while True:
-            if item is None:
-                running -= 1
-            elif isinstance(item, BaseException):
-                if not isinstance(item, asyncio.CancelledError):
-                    raise item
-            else:
-                batch.append(item)
-                received.add(item.key)
-            if queue.empty():
-                break
-            item = queue.get_nowait()
-        if batch:
-            yield batch
+    """The records on ``queue`` in batches until every feeder signed off; the first feeder
+    error is raised. Keys no worker could run (every worker given up) are an error."""
+    received: set[RunKey] = set()
+    async for batch in queued_batches(queue, feeders):
+        received.update(record.key for record in batch)
+        yield batch
     if shards.left or len(received) < expected:
         raise ExperimentError(f"every Ray worker died; {expected - len(received)} runs were "
                               "not made (run the same command again to resume)")
@@ -457,11 +440,7 @@ class _Worker:
     async def close(self) -> None:
         """Stop the runs and close the model connections."""
         tasks, self.tasks = self.tasks, []
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        await cancel_all(tasks)
         if self.runner is not None:
             await self.runner.aclose()
 
