@@ -16,6 +16,7 @@ import dataclasses
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -210,3 +211,48 @@ async def test_a_rate_limit_holds_across_workers_and_a_429_lowers_it_for_all(
     worst = max(sum(1 for t in spaced if start <= t < start + 1.0) for start in spaced)
     assert worst <= rate + 1
     assert len(times) == 30 * 2 + 3
+
+
+def test_ctrl_c_keeps_the_finished_runs_and_the_same_command_completes_the_store(
+        cluster: Path, tmp_path: Path) -> None:
+    """SIGINT to the CLI mid-run: the runs saved so far stay, no traceback, and running the
+    same command again makes only the missing ones."""
+    with ScriptedServer(_slow, record=False) as slow:
+        path = write_experiment(tmp_path, names=NAMES, base_url=slow.base_url, repeats=2)
+        (tmp_path / "ab_libs.py").write_bytes((HERE / "ab_libs.py").read_bytes())
+        store = tmp_path / "greetings.sqlite"
+        command = [sys.executable, "-m", "gramagent", "experiment", "run", str(path),
+                   "--engine", "ray", "--ray-address", ray.get_runtime_context().gcs_address,
+                   "--workers", "1", "--concurrency", "2", "--json"]
+        env = {**os.environ, "RAY_ADDRESS": ""}
+        child = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 180
+            while _rows(store) < 10 and child.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert child.poll() is None, "the run ended before it could be interrupted"
+            child.send_signal(signal.SIGINT)
+            _, stderr = child.communicate(timeout=120)
+        finally:
+            if child.poll() is None:
+                child.kill()
+        assert child.returncode == 130, stderr
+        assert "Traceback" not in stderr
+        saved = _rows(store)
+        assert f"stopped: {saved} runs saved" in stderr
+        again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                               timeout=300)
+    runs = len(NAMES) * 2 * 2
+    assert again.returncode == 0, again.stderr
+    assert f"{runs - saved} runs done, {saved} already in" in again.stderr
+    assert _rows(store) == runs
+
+
+def _rows(store: Path) -> int:
+    try:
+        with sqlite3.connect(store) as db:
+            count: int = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+            return count
+    except sqlite3.OperationalError:
+        return 0
