@@ -5,12 +5,14 @@ kept)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gramagent.experiments import EvalResult, RunRecord, ToolRecord
-from gramagent.experiments._ray import _Limiter, _pack, _unpack
+from gramagent.experiments import EvalResult, RunKey, RunRecord, ToolRecord
+from gramagent.experiments._ray import _Limiter, _pack, _Shards, _unpack
 
 _text = st.text(max_size=20)
 _json = st.recursive(st.none() | st.booleans() | st.integers() | _text,
@@ -79,3 +81,46 @@ def test_a_429_halves_the_rate_once_per_burst_and_it_climbs_back() -> None:
         limiter.throttled()
         now[0] += _Limiter.QUIET + 0.1
     assert limiter.current() == 40.0 / 64  # never below 1/64 of the limit
+
+
+@given(keys=st.integers(0, 60), size=st.integers(1, 25),
+       lost=st.lists(st.tuples(st.booleans(), st.integers(0, 25)), max_size=30))
+def test_shards_hand_out_every_key_until_each_came_back(
+        keys: int, size: int, lost: list[tuple[bool, int]]) -> None:
+    """Shards taken by any feeders, some lost with part of their keys missing: every key is
+    handed out until a record came back for it, and take() ends only then."""
+
+    async def drain() -> tuple[list[RunKey], int]:
+        shards = _Shards([RunKey("A", str(i), 0) for i in range(keys)], size)
+        came_back: list[RunKey] = []
+        outcomes = iter(lost)
+        taken = 0
+        while (shard := await shards.take()) is not None:
+            taken += 1
+            assert 1 <= len(shard) <= size
+            fails, kept = next(outcomes, (False, 0))
+            missing = shard[:kept] if fails else []  # a lost worker's unfinished keys
+            came_back.extend(k for k in shard if k not in missing)
+            shards.back(missing)
+        return came_back, taken
+
+    came_back, _ = asyncio.run(drain())
+    assert sorted(came_back) == sorted(RunKey("A", str(i), 0) for i in range(keys))
+
+
+def test_take_waits_while_keys_are_out_and_gets_the_ones_that_come_back() -> None:
+    async def scenario() -> list[RunKey] | None:
+        shards = _Shards([RunKey("A", "1", 0), RunKey("A", "2", 0)], 2)
+        first = await shards.take()
+        assert first is not None
+        waiting = asyncio.create_task(shards.take())  # nothing left, but keys are out
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        shards.back(first[1:])  # the worker died before the second key came back
+        again = await waiting
+        assert again is not None
+        shards.back([])
+        assert await shards.take() is None
+        return again
+
+    assert asyncio.run(scenario()) == [RunKey("A", "2", 0)]
