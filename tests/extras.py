@@ -17,6 +17,7 @@ EXTRAS = {
     "harmony": ("openai_harmony",),
     "mcp": ("mcp",),
     "experiments": ("scipy", "numpy", "pyarrow", "matplotlib", "aiolimiter"),
+    "ray": ("ray",),
 }
 """Each extra and the packages whose absence means it is not installed."""
 

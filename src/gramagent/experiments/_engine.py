@@ -2,12 +2,14 @@
 
 An :class:`Engine` takes the experiment (data only: variants, libraries and evaluators are
 named by import path) and the keys still to run, and yields one :class:`RunRecord` per
-finished run. It never writes the store: the runner, the one writer, does. The in-process
-:class:`AsyncioEngine` runs keys on a pool of ``concurrency`` worker tasks sharing one model
-adapter per distinct model (the embedded model gets as many llama.cpp parallel slots, so
-concurrent runs are batched), optionally rate-limited per model. A distributed engine
-implements the same :meth:`Engine.run` by shipping keys to workers that each call
-:func:`run_case` on arms they prepared themselves.
+finished run. It never writes the store: the runner, the one writer, does. A
+:class:`CaseRunner` is an experiment made ready to run in one process (arms bound,
+evaluators built, one model adapter per distinct model); every engine runs its keys with
+one. The in-process :class:`AsyncioEngine` runs keys on a pool of ``concurrency`` tasks
+(:func:`run_pool`) sharing one runner (the embedded model gets as many llama.cpp parallel
+slots, so concurrent runs are batched), optionally rate-limited per model. The Ray engine
+(:mod:`gramagent.experiments._ray`) ships keys to workers that each build their own
+:class:`CaseRunner`; a third-party engine does the same with the public names.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from gramagent import (
@@ -39,7 +41,8 @@ from gramagent.experiments._experiment import Experiment
 from gramagent.experiments._records import RunKey, RunRecord, ToolRecord
 from gramagent.experiments._variants import Arm, ModelKey, prepare
 
-__all__ = ["AsyncioEngine", "Engine", "run_case"]
+__all__ = ["LOCAL_SLOTS", "AsyncioEngine", "CaseRunner", "Engine", "ModelFactory", "RateLimited",
+           "cancel_all", "queued_batches", "resolve_arm_model", "run_case", "run_pool"]
 
 LOCAL_SLOTS = 4
 """Most llama.cpp parallel slots the embedded model is started with (each takes a share of
@@ -47,15 +50,130 @@ the context; more slots than cores only queue)."""
 
 
 class Engine(Protocol):
-    """Runs keys of an experiment and yields each finished run."""
+    """Runs keys of an experiment and yields each finished run.
+
+    Write one to run an experiment's keys elsewhere (a pool, a cluster): take the keys, run
+    each with a :class:`CaseRunner` (or :func:`run_case`) where the work happens, and yield
+    the :class:`RunRecord` of each as it finishes. The runner (:func:`run_experiment`) is the
+    one writer of the store: it saves what the engine yields, shows progress and resumes.
+    """
 
     def run(self, experiment: Experiment, keys: Sequence[RunKey]
             ) -> AsyncGenerator[list[RunRecord], None]:
         """Yield finished runs, in completion order, in batches of those that finished while
         the consumer was busy (so the store commits them together); one record per key.
-        Closing the iterator (or cancelling its consumer) stops the runs in flight; nothing
-        is yielded twice."""
+        Closing the iterator (or cancelling its consumer) stops the runs in flight. A record
+        yielded twice for one key (a distributed engine delivers at least once) is stored
+        once: the first stands."""
         ...
+
+
+ModelFactory = Callable[[ModelKey, "float | None"], Model]
+"""Makes the model adapter of a :class:`ModelKey`, given the experiment's rate limit of that
+model (requests per second, or None)."""
+
+
+def resolve_arm_model(key: ModelKey, *, local_slots: int = LOCAL_SLOTS,
+                      options: Mapping[str, Any] | None = None) -> Model:
+    """The model adapter variants with ``key`` run on (no rate limit): ``key.ref`` resolved
+    with its api, base URL and tool-call mode; an embedded (``local/...``) model gets
+    ``local_slots`` parallel slots. ``options`` go to every adapter (e.g. ``max_retries``)."""
+    extra: dict[str, Any] = dict(options or {})
+    if key.tool_call_mode is not None:
+        extra["tool_call_mode"] = key.tool_call_mode
+    if key.ref.startswith("local/") and key.base_url is None:
+        extra["parallel"] = local_slots
+    return resolve_model(key.ref, api=key.api, base_url=key.base_url, **extra)
+
+
+class CaseRunner:
+    """An experiment made ready to run its keys in this process: every variant bound to its
+    tool library (by import path), the evaluators built, one model adapter per distinct model.
+
+    What every engine runs keys with: the in-process :class:`AsyncioEngine`, each worker of
+    the Ray engine, a third-party engine. Runs may overlap (it is safe to call :meth:`run`
+    from many tasks of one event loop)::
+
+        async with CaseRunner(experiment) as runner:
+            record = await runner.run(key)
+
+    Args:
+        experiment: what to run (its libraries, evaluators and models are rebuilt here).
+        events: sinks receiving every tool-call event, stamped with experiment and variant.
+        models: makes each model adapter; default :func:`resolve_arm_model` with
+            ``local_slots`` and ``model_options``, spaced by a :class:`RateLimited` where the
+            experiment limits that model's rate.
+        local_slots: parallel slots of an embedded (``local/...``) model.
+        model_options: extra options of every model adapter (default factory only).
+
+    Raises (on entering):
+        ConfigurationError: a variant, library or evaluator cannot be loaded.
+        ToolError: a variant's library does not fit the agent's tool specs.
+    """
+
+    def __init__(self, experiment: Experiment, *,
+                 events: EventSink | Iterable[EventSink] | None = None,
+                 models: ModelFactory | None = None, local_slots: int = LOCAL_SLOTS,
+                 model_options: Mapping[str, Any] | None = None) -> None:
+        self.experiment = experiment
+        self._sinks = fan_out(events)
+        self._factory = models
+        self._local_slots = local_slots
+        self._model_options = dict(model_options or {})
+        self.arms: dict[str, Arm] = {}
+        self._models: dict[ModelKey, Model] = {}
+        self._evaluators: list[Evaluator] = []
+        self._tagged: dict[str, tuple[EventSink, ...]] = {}
+        self._cases: dict[str, Case] = {}
+
+    async def __aenter__(self) -> CaseRunner:
+        experiment = self.experiment
+        experiment.add_search_path()
+        try:
+            self.arms = {v.name: prepare(v, experiment.agent) for v in experiment.variants}
+            self._evaluators = build_evaluators(experiment.evaluators,
+                                                time_limit=experiment.evaluator_timeout)
+            for arm in self.arms.values():
+                if arm.model not in self._models:
+                    self._models[arm.model] = self._make(
+                        arm.model, experiment.rate_limits.get(arm.model.ref))
+        except BaseException:
+            await self.aclose()
+            raise
+        self._tagged = {name: (tag_events(self._sinks, experiment=experiment.name,
+                                          variant=name),) if self._sinks else ()
+                        for name in self.arms}
+        self._cases = experiment.dataset.by_id()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _make(self, key: ModelKey, rate: float | None) -> Model:
+        if self._factory is not None:
+            return self._factory(key, rate)
+        model = resolve_arm_model(key, local_slots=self._local_slots,
+                                  options=self._model_options)
+        return model if rate is None else RateLimited(model, rate)
+
+    async def run(self, key: RunKey) -> RunRecord:
+        """Run one key (never raises for a failed run: see :func:`run_case`).
+
+        Raises:
+            KeyError: the key's variant or case is not in the experiment.
+        """
+        arm = self.arms[key.variant]
+        return await run_case(arm, self._models[arm.model], self._cases[key.case_id],
+                              key.repeat, self._evaluators, self._tagged[key.variant])
+
+    async def aclose(self) -> None:
+        """Close the evaluators and model adapters (idempotent)."""
+        evaluators, self._evaluators = self._evaluators, []
+        models, self._models = self._models, {}
+        for evaluator in evaluators:
+            await evaluator.aclose()
+        for model in models.values():
+            await model.aclose()
 
 
 class AsyncioEngine:
@@ -82,64 +200,51 @@ class AsyncioEngine:
 
     async def run(self, experiment: Experiment, keys: Sequence[RunKey]
                   ) -> AsyncGenerator[list[RunRecord], None]:
-        experiment.add_search_path()
-        arms = {v.name: prepare(v, experiment.agent) for v in experiment.variants}
-        evaluators = build_evaluators(experiment.evaluators,
-                                      time_limit=experiment.evaluator_timeout)
-        models: dict[ModelKey, Model] = {}
-        try:
-            for arm in arms.values():
-                if arm.model not in models:
-                    models[arm.model] = self._resolve(arm.model, experiment.rate_limits)
-            sinks = {name: (tag_events(self.sinks, experiment=experiment.name, variant=name),)
-                     if self.sinks else () for name in arms}
-            cases = experiment.dataset.by_id()
-            queue: asyncio.Queue[RunRecord | BaseException | None] = asyncio.Queue()
-            pending = iter(keys)
-
-            async def worker() -> None:
-                try:
-                    for key in pending:
-                        arm = arms[key.variant]
-                        queue.put_nowait(await run_case(
-                            arm, models[arm.model], cases[key.case_id], key.repeat,
-                            evaluators, sinks[key.variant]))
-                except BaseException as exc:  # delivered to the consumer, raised there
-                    queue.put_nowait(exc)
-                    raise
-                finally:
-                    queue.put_nowait(None)
-
-            workers = [asyncio.create_task(worker())
-                       for _ in range(min(self.concurrency, max(1, len(keys))))]
-            try:
-                async for batch in _batches(queue, len(workers)):
-                    yield batch
-            finally:
-                for task in workers:
-                    task.cancel()
-                for task in workers:
-                    with contextlib.suppress(BaseException):
-                        await task
-        finally:
-            for evaluator in evaluators:
-                await evaluator.aclose()
-            for model in models.values():
-                await model.aclose()
-
-    def _resolve(self, key: ModelKey, rate_limits: Mapping[str, float]) -> Model:
-        options: dict[str, Any] = dict(self.model_options)
-        if key.tool_call_mode is not None:
-            options["tool_call_mode"] = key.tool_call_mode
-        if key.ref.startswith("local/") and key.base_url is None:
-            options["parallel"] = self.local_slots
-        model = resolve_model(key.ref, api=key.api, base_url=key.base_url, **options)
-        rate = rate_limits.get(key.ref)
-        return model if rate is None else RateLimited(model, rate)
+        async with CaseRunner(experiment, events=self.sinks, local_slots=self.local_slots,
+                              model_options=self.model_options) as runner:
+            workers = min(self.concurrency, max(1, len(keys)))
+            async for batch in run_pool(runner, keys, workers):
+                yield batch
 
 
-async def _batches(queue: asyncio.Queue[RunRecord | BaseException | None], workers: int
+async def run_pool(runner: CaseRunner, keys: Iterable[RunKey], concurrency: int
                    ) -> AsyncGenerator[list[RunRecord], None]:
+    """Run ``keys`` on ``runner`` with ``concurrency`` tasks of this event loop, yielding the
+    finished records in batches of those that finished while the consumer was busy. Closing
+    the iterator cancels the runs in flight."""
+    queue: asyncio.Queue[RunRecord | BaseException | None] = asyncio.Queue()
+    pending = iter(keys)
+
+    async def worker() -> None:
+        try:
+            for key in pending:
+                queue.put_nowait(await runner.run(key))
+        except BaseException as exc:  # delivered to the consumer, raised there
+            queue.put_nowait(exc)
+            raise
+        finally:
+            queue.put_nowait(None)
+
+    workers = [asyncio.create_task(worker()) for _ in range(concurrency)]
+    try:
+        async for batch in queued_batches(queue, len(workers)):
+            yield batch
+    finally:
+        await cancel_all(workers)
+
+
+async def cancel_all(tasks: Iterable[asyncio.Task[Any]]) -> None:
+    """Cancel ``tasks`` and wait for each to end (whatever it ends with)."""
+    tasks = list(tasks)
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(BaseException):
+            await task
+
+
+async def queued_batches(queue: asyncio.Queue[RunRecord | BaseException | None], workers: int
+                         ) -> AsyncGenerator[list[RunRecord], None]:
     """The records the workers put on ``queue``, grouped as they finished while the consumer
     was busy, until every worker has signed off (None); a worker's exception is raised."""
     running = workers

@@ -52,6 +52,8 @@ class Experiment:
     that verdict fails, saying so."""
     source: str | None = None
     """The file it was read from, if any."""
+    engine: str | None = None
+    """The engine to run on when the caller names none: ``local`` or ``ray``."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.variants, tuple):
@@ -92,6 +94,8 @@ class Experiment:
                 if (problem := limit_problem(f"rate limit of {model!r}", rate, optional=False))]
         if problem := limit_problem("evaluator_timeout", self.evaluator_timeout):
             out.append(problem)
+        if self.engine not in (None, "local", "ray"):
+            out.append(f"engine must be local or ray, got {self.engine!r}")
         used = sorted({v.model or str(self.agent.model) for v in self.variants})
         out += [f"rate limit of {model!r}: no variant uses that model (they use "
                 f"{', '.join(used)}), so it would limit nothing"

@@ -56,6 +56,7 @@ _EXPERIMENT_KEYS: dict[str, Callable[[Any], bool]] = {
     "rate_limits": lambda v: isinstance(v, dict) and all(
         isinstance(r, (int, float)) and not isinstance(r, bool) and r > 0 for r in v.values()),
     "evaluator_timeout": lambda v: limit_problem("evaluator_timeout", v, optional=False) is None,
+    "engine": lambda v: v in ("local", "ray"),
 }
 _EXPECTED = {
     "agent": "a file name", "agent_name": "an agent name", "cases": "a file name",
@@ -63,6 +64,7 @@ _EXPECTED = {
     "alpha": "a number between 0 and 1", "seed": "an integer", "store": "a file name",
     "rate_limits": "a map of model to requests per second, e.g. {`openai/gpt-4o-mini`: 5}",
     "evaluator_timeout": "a positive number of seconds",
+    "engine": "local or ray",
 }
 _VARIANT_KEYS: dict[str, Callable[[Any], bool]] = {
     "library": lambda v: isinstance(v, str),
@@ -148,7 +150,7 @@ def _read(reader: _Reader, path: Path) -> Experiment:
             alpha=float(fields.get("alpha", 0.05)), seed=fields.get("seed", 0),
             store=fields.get("store"), rate_limits=fields.get("rate_limits", {}),
             evaluator_timeout=fields.get("evaluator_timeout", DEFAULT_TIME_LIMIT),
-            source=str(path))
+            source=str(path), engine=fields.get("engine"))
     except ConfigurationError as exc:
         raise ExperimentError([Diagnostic(str(exc), str(path), *reader.decoder.position(
             info.offset))]) from None

@@ -18,14 +18,16 @@ from dataclasses import dataclass
 
 from gramagent import EventSink
 from gramagent._runtime.events import fan_out
+from gramagent.errors import ConfigurationError
 from gramagent.experiments._engine import AsyncioEngine, Engine
 from gramagent.experiments._experiment import Experiment
 from gramagent.experiments._metrics import ExperimentMetrics
+from gramagent.experiments._ray import RayEngine
 from gramagent.experiments._records import RunRecord
 from gramagent.experiments._store import Store
 from gramagent.experiments._variants import prepare
 
-__all__ = ["RunSummary", "Started", "run_experiment", "store_path"]
+__all__ = ["ENGINES", "RunSummary", "Started", "named_engine", "run_experiment", "store_path"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +55,9 @@ class RunSummary:
     """Keys already in the store when it started."""
     total: int
     warnings: tuple[str, ...] = ()
+    duplicates: int = 0
+    """Records the engine delivered for a key already stored (a distributed engine delivers
+    at least once): not stored again, the first record of a key stands."""
 
 
 def store_path(experiment: Experiment, store: str | os.PathLike[str] | None = None) -> str:
@@ -69,7 +74,7 @@ async def run_experiment(
     experiment: Experiment,
     *,
     store: str | os.PathLike[str] | None = None,
-    engine: Engine | None = None,
+    engine: Engine | str | None = None,
     concurrency: int = 4,
     events: EventSink | Iterable[EventSink] | None = None,
     metrics: ExperimentMetrics | None = None,
@@ -82,8 +87,11 @@ async def run_experiment(
     Args:
         experiment: what to run.
         store: the SQLite file (see :func:`store_path` for the default).
-        engine: executes the runs; default an :class:`AsyncioEngine` with ``concurrency``
-            workers, sending tool-call events to ``events`` (and ``metrics``).
+        engine: executes the runs: an :class:`Engine`, or by name ``local`` (an
+            :class:`AsyncioEngine` with ``concurrency`` workers, sending tool-call events to
+            ``events`` and ``metrics``) or ``ray`` (a :class:`RayEngine` with
+            ``concurrency`` runs per worker); default the experiment's ``engine``, else
+            ``local``.
         concurrency: runs in flight at once (for the default engine).
         events: sinks of tool-call events, stamped with experiment and variant.
         metrics: Prometheus families to count runs, verdicts and tool calls in.
@@ -102,9 +110,12 @@ async def run_experiment(
     warnings = tuple(f"variant {arm.name!r}: {w}" for arm in arms for w in arm.warnings)
     fingerprint = experiment.fingerprint({arm.name: arm.implementation for arm in arms})
     path = store_path(experiment, store)
-    if engine is None:
-        sinks = [*fan_out(events), *([metrics] if metrics is not None else [])]
-        engine = AsyncioEngine(concurrency=concurrency, events=sinks or None)
+    if engine is None or isinstance(engine, str):
+        name = engine or experiment.engine or "local"
+        # tool-call metrics come from the events of the runs, which only a local engine sees
+        sinks = [*fan_out(events), *([metrics] if metrics is not None and name == "local"
+                                     else [])]
+        engine = named_engine(name, concurrency=concurrency, events=sinks or None)
     with Store.create(path, fingerprint=fingerprint, settings=experiment.settings(),
                       cases=experiment.dataset.cases) as db:
         if retry_errors:
@@ -114,15 +125,39 @@ async def run_experiment(
         total = len(done) + len(keys)
         if on_start is not None:
             on_start(Started(store=path, total=total, done=len(done), warnings=warnings))
-        ran = 0
+        ran = delivered = 0
         if keys:
             async with contextlib.aclosing(engine.run(experiment, keys)) as batches:
                 async for batch in batches:
                     ran += db.write(batch)
+                    delivered += len(batch)
                     for record in batch:
                         if metrics is not None:
                             metrics.observe(experiment.name, record)
                         if on_record is not None:
                             on_record(record)
-    return RunSummary(store=path, ran=ran, skipped=len(done), total=total, warnings=warnings)
+    return RunSummary(store=path, ran=ran, skipped=len(done), total=total, warnings=warnings,
+                      duplicates=delivered - ran)
+
+
+ENGINES = ("local", "ray")
+"""The engines :func:`run_experiment` knows by name."""
+
+
+def named_engine(name: str, *, concurrency: int = 4,
+                 events: EventSink | Iterable[EventSink] | None = None) -> Engine:
+    """The engine called ``name``: ``local`` (an :class:`AsyncioEngine`) or ``ray`` (a
+    :class:`RayEngine` on the Ray this process is connected to, else a local one).
+
+    Raises:
+        ConfigurationError: an unknown name.
+    """
+    if name == "local":
+        return AsyncioEngine(concurrency=concurrency, events=events)
+    if name == "ray":
+        if events is not None:
+            raise ConfigurationError("the Ray engine sends no tool-call events to this "
+                                     "process (its runs happen in the workers)")
+        return RayEngine(concurrency=concurrency)
+    raise ConfigurationError(f"unknown engine {name!r} (expected {' or '.join(ENGINES)})")
 
