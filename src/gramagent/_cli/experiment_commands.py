@@ -198,9 +198,10 @@ def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, js
 
     from gramagent.experiments import ExperimentMetrics, report, run_experiment, store_path
 
-    metrics = None
+    metrics = tool_metrics = None
     if metrics_port is not None:
-        serve_metrics_on(metrics_port)
+        # the ADR's tool_calls_total/tool_call_latency_ms are served: fill them, as run does
+        tool_metrics = serve_metrics_on(metrics_port)
         metrics = ExperimentMetrics.for_registry()
     live = _Live(experiment, err_console)
     path = store_path(experiment, store)
@@ -208,6 +209,7 @@ def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, js
         with live.progress:
             summary = asyncio.run(run_experiment(
                 experiment, store=path, concurrency=concurrency, metrics=metrics,
+                events=tool_metrics,
                 on_start=live.start, on_record=live.record, retry_errors=retry_errors))
     except KeyboardInterrupt:
         err_console.print(f"[yellow]stopped[/yellow]: {live.saved} runs saved in "

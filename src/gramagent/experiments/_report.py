@@ -98,10 +98,14 @@ class Comparison:
     """Mean of (variant - baseline) over the pairs (a rate difference for pass/fail)."""
     low: float
     high: float
-    """Paired bootstrap interval of the difference (confidence 1 - alpha)."""
+    """Interval of the difference (confidence 1 - alpha): Bonett-Price for pass rates, the
+    paired bootstrap otherwise."""
     p_value: float
     p_adjusted: float
-    """Holm-adjusted over the metrics of this variant's comparison."""
+    """Holm-adjusted over the tested metrics of this variant's comparison."""
+    tested: bool = True
+    """False when every pair agrees on the metric (no test possible, p is 1): such a metric
+    is left out of Holm's correction."""
     higher_is_better: bool
     verdict: str
     outcome: str
@@ -278,27 +282,34 @@ def _compare(name: str, pairs: list[tuple[RunRecord, RunRecord]], evaluators: li
         var = [_metric_values(v, metric) for _, v in used]
         diffs = [v - b for b, v in zip(base, var, strict=True)]
         rng = stats.rng_for(seed, name, metric, "paired")
-        low, high = stats.bootstrap_mean(diffs, rng, 1 - alpha)
         row: dict[str, Any] = {
             "variant": name, "metric": metric, "pairs": len(used),
             "baseline_mean": _mean(base), "variant_mean": _mean(var),
-            "difference": _mean(diffs), "low": low, "high": high,
-            "higher_is_better": metric not in (LATENCY, TOKENS),
+            "difference": _mean(diffs), "higher_is_better": metric not in (LATENCY, TOKENS),
         }
         if kinds.get(metric) == "rate":
             b = sum(1 for x, y in zip(base, var, strict=True) if x >= 1.0 > y)
             c = sum(1 for x, y in zip(base, var, strict=True) if y >= 1.0 > x)
+            low, high = (stats.paired_rate_interval(b, c, len(used), 1 - alpha)
+                         if len(used) > 1 else (math.nan, math.nan))
             row.update(test="mcnemar_exact", p_value=stats.mcnemar_exact(b, c),
-                       discordant=(b, c),
+                       discordant=(b, c), low=low, high=high,
                        pairs_needed=stats.pairs_needed_mcnemar(b, c, len(used), alpha))
         else:
-            row.update(test="paired_permutation",
+            low, high = stats.bootstrap_mean(diffs, rng, 1 - alpha)
+            row.update(test="paired_permutation", low=low, high=high,
                        p_value=stats.paired_permutation(var, base, rng),
                        pairs_needed=stats.pairs_needed_paired(diffs, alpha))
+        row["tested"] = any(d != 0 for d in diffs)
         rows.append(row)
-    adjusted = stats.holm([row["p_value"] for row in rows])
+    # a metric whose pairs all agree (constant in both variants, say) has no test: its p is 1
+    # whatever, so it leaves Holm's family instead of halving the power of the others
+    tested = [i for i, row in enumerate(rows) if row["tested"]]
+    adjusted = dict(zip(tested, stats.holm([rows[i]["p_value"] for i in tested]),
+                        strict=True))
     out = []
-    for row, p_adj in zip(rows, adjusted, strict=True):
+    for i, row in enumerate(rows):
+        p_adj = adjusted.get(i, row["p_value"])
         outcome, verdict = _verdict(row, p_adj, alpha, repeats)
         out.append(Comparison(**row, p_adjusted=p_adj, outcome=outcome, verdict=verdict))
     return out
@@ -320,7 +331,9 @@ def _verdict(row: Mapping[str, Any], p_adjusted: float, alpha: float, repeats: i
     else:
         # pairs are (case, repeat): with r repeats, a case brings r pairs
         cases = math.ceil(needed / max(1, repeats))
-        tail = f"a difference of {shown} would need about {cases} cases"
+        tail = (f"a difference of {shown} would need more than {stats.MOST_PAIRS:,} cases"
+                if needed >= stats.MOST_PAIRS else
+                f"a difference of {shown} would need about {cases:,} cases")
     return "no difference", (f"no detectable difference at alpha={alpha:g} "
                              f"(p={p_adjusted:.3g}; {tail})")
 
