@@ -154,18 +154,18 @@ def _differences_figure(report: Report, figure_type: Any) -> Any:
 
 
 def _scale(c: Comparison) -> float:
-    return 100.0 if c.test == "mcnemar_exact" else 1.0
+    return 100.0 if c.is_rate else 1.0
 
 
 def _plot_scale(c: Comparison) -> float:
     """Points for rates; percent of the baseline's mean for the rest (one axis for all)."""
-    if c.test == "mcnemar_exact":
+    if c.is_rate:
         return 100.0
     return 100.0 / abs(c.baseline_mean) if c.baseline_mean else 0.0
 
 
 def _plot_unit(c: Comparison) -> str:
-    return " (pts)" if c.test == "mcnemar_exact" else " (%)"
+    return " (pts)" if c.is_rate else " (%)"
 
 
 def _num(value: float) -> str:
@@ -183,7 +183,7 @@ def _signed(value: float) -> str:
 
 
 def _unit(c: Comparison) -> str:
-    if c.test == "mcnemar_exact":
+    if c.is_rate:
         return " (pts)"
     return {LATENCY: " (ms)", TOKENS: " (tokens)"}.get(c.metric, "")
 

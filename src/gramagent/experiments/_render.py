@@ -12,6 +12,7 @@ from gramagent.experiments._report import (
     LATENCY,
     NO_PAIRS,
     TOKENS,
+    Comparison,
     MetricSummary,
     Report,
     empty_metric,
@@ -52,11 +53,21 @@ def _variants(report: Report) -> Table:
         table.add_row(Text(name), *(_metric(v.metrics[i], v.runs) for v in report.variants))
     table.add_row("tool errors", *(f"{sum(v.tool_errors.values())}/{v.tool_calls}"
                                    for v in report.variants))
+    for i, name in enumerate(names):
+        if any(v.metrics[i].flip_cases for v in report.variants):
+            table.add_row(Text(f"flips: {name}"), *(_flips(v.metrics[i]) for v in report.variants))
     stops = sorted({k for v in report.variants for k in v.stops})
     for stop in stops:
         table.add_row(Text(f"stopped: {stop}"),
                       *(str(v.stops.get(stop, 0)) for v in report.variants))
     return table
+
+
+def _flips(m: MetricSummary) -> str:
+    """The share of cases whose repeats both passed and failed."""
+    if m.flip_rate is None:
+        return "-"
+    return f"{m.flip_rate:.0%} of {m.flip_cases}"
 
 
 def _metric(m: MetricSummary, runs: int) -> str:
@@ -77,32 +88,54 @@ def _interval(low: float, high: float, spec: str) -> str:
 
 def _comparisons(report: Report) -> Group:
     tables = []
+    clustered = report.repeats > 1
     for variant in dict.fromkeys(c.variant for c in report.comparisons):
         rows = [c for c in report.comparisons if c.variant == variant]
-        table = Table(title=Text(f"{variant} - {report.baseline}, {rows[0].pairs} pairs "
+        size = (f"{rows[0].cases} cases x {report.repeats} repeats ({rows[0].pairs} pairs; "
+                "statistics over cases)" if clustered else f"{rows[0].pairs} pairs")
+        table = Table(title=Text(f"{variant} - {report.baseline}, {size} "
                                  "(rates in points; p after Holm)"),
                       title_justify="left", show_edge=False)
-        for column, justify in (("metric", "left"), ("difference [CI]", "right"),
-                                ("test", "left"), ("p", "right"), ("outcome", "left")):
+        columns = [("metric", "left"), ("difference [CI]", "right"), ("test", "left"),
+                   ("p", "right"), ("cases W/T/L", "right"), ("Wilcoxon p", "right")]
+        if clustered:
+            columns.append(("design effect", "right"))
+        for column, justify in [*columns, ("outcome", "left")]:
             table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
         for c in rows:
+            outcome = Text(c.outcome, style=_OUTCOME_STYLE.get(c.outcome, ""))
             if c.pairs == 0:
-                table.add_row(Text(c.metric), NO_PAIRS, _TESTS.get(c.test, c.test), "-",
-                              Text(c.outcome, style=_OUTCOME_STYLE.get(c.outcome, "")))
+                table.add_row(Text(c.metric), NO_PAIRS, _TESTS.get(c.test, c.test), "-", "-",
+                              "-", *(["-"] if clustered else []), outcome)
                 continue
-            scale = 100.0 if c.test == "mcnemar_exact" else 1.0
-            digits = 1 if c.test == "mcnemar_exact" or abs(c.difference) < 100 else 0
-            if c.metric not in (LATENCY, TOKENS) and c.test != "mcnemar_exact":
-                digits = 3
-            diff = (f"{c.difference * scale:+.{digits}f} "
-                    f"{_interval(c.low * scale, c.high * scale, f'+.{digits}f')}")
-            table.add_row(Text(c.metric), diff, _TESTS.get(c.test, c.test), f"{c.p_adjusted:.2g}",
-                          Text(c.outcome, style=_OUTCOME_STYLE.get(c.outcome, "")))
+            extra = [_design(c)] if clustered else []
+            table.add_row(Text(c.metric), _difference(c), _TESTS.get(c.test, c.test),
+                          f"{c.p_adjusted:.2g}", f"{c.wins}/{c.ties}/{c.losses}",
+                          "-" if c.wilcoxon_p is None else f"{c.wilcoxon_p:.2g}", *extra,
+                          outcome)
         tables.append(table)
     return Group(*tables)
 
 
-_TESTS = {"mcnemar_exact": "McNemar", "paired_permutation": "permutation"}
+def _difference(c: Comparison) -> str:
+    scale = 100.0 if c.is_rate else 1.0
+    digits = 1 if c.is_rate or abs(c.difference) < 100 else 0
+    if c.metric not in (LATENCY, TOKENS) and not c.is_rate:
+        digits = 3
+    return (f"{c.difference * scale:+.{digits}f} "
+            f"{_interval(c.low * scale, c.high * scale, f'+.{digits}f')}")
+
+
+def _design(c: Comparison) -> str:
+    """The design effect and the intra-case correlation, or ``-`` where there is none."""
+    if c.design_effect is None:
+        return "-"
+    icc = "" if c.icc is None else f" (ICC {c.icc:.2f})"
+    return f"{c.design_effect:.2f}{icc}"
+
+
+_TESTS = {"mcnemar_exact": "McNemar", "clustered_sign_flip": "McNemar, cases",
+          "paired_permutation": "permutation"}
 
 
 def _verdicts(report: Report) -> Text:

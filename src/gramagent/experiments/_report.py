@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 from gramagent.experiments import _stats as stats
 from gramagent.experiments._records import LATENCY, TOKENS, RunRecord
 from gramagent.experiments._store import Store
@@ -35,6 +37,8 @@ __all__ = ["LATENCY", "NO_PAIRS", "TOKENS", "Comparison", "Disagreement", "Metri
            "Report", "VariantSummary", "empty_metric", "report"]
 
 _COSTS = (LATENCY, TOKENS)
+RATE_TESTS = ("mcnemar_exact", "clustered_sign_flip")
+"""The tests of pass/fail metrics (their differences are rates: shown in points)."""
 MAX_DISAGREEMENTS = 200
 
 
@@ -51,6 +55,11 @@ class MetricSummary:
     n: int
     passed: int | None = None
     """Passes, for a rate."""
+    flip_rate: float | None = None
+    """With repeats, for a rate: the share of cases that passed on one repeat and failed on
+    another (0: the variant is consistent per case)."""
+    flip_cases: int = 0
+    """Cases with two repeats or more (the flip rate's denominator)."""
 
 
 NO_PAIRS = "no pairs"
@@ -89,7 +98,9 @@ class Comparison:
     variant: str
     metric: str
     test: str
-    """``mcnemar_exact`` or ``paired_permutation``."""
+    """``mcnemar_exact`` (pass/fail, one repeat), ``clustered_sign_flip`` (pass/fail with
+    repeats: the sign-flip permutation test of the per-case differences, McNemar's test for
+    clusters) or ``paired_permutation`` (over cases when there are repeats)."""
     pairs: int
     """Pairs compared (for latency and tokens, those where neither run ended on an error)."""
     baseline_mean: float
@@ -115,6 +126,31 @@ class Comparison:
     pairs_needed: int | None = None
     """Pairs (case, repeat) a difference of the observed size would need at 80 % power;
     None when no difference was observed."""
+    cases: int = 0
+    """Cases the pairs cover (the unit of the statistics when ``repeats`` > 1)."""
+    repeats: int = 1
+    cases_needed: int | None = None
+    """Cases (at this many repeats) a difference of the observed size would need at 80 %
+    power; None when no difference was observed."""
+    design_effect: float | None = None
+    """With repeats: the variance of the mean difference over cases divided by what
+    independent pairs would give (1: repeats as good as new cases; ``repeats``: worth one
+    pair). None with one repeat, or when no pair differs."""
+    icc: float | None = None
+    """The intra-case correlation of the pairs' differences, from the design effect."""
+    wins: int = 0
+    ties: int = 0
+    losses: int = 0
+    """Cases where the variant did better, the same, worse than the baseline (the mean over
+    its repeats; lower is better for latency and tokens)."""
+    wilcoxon_p: float | None = None
+    """For scores, latency and tokens: the Wilcoxon signed-rank test's p (over cases), a
+    check beside the permutation test (not Holm-adjusted, not used in the verdict)."""
+
+    @property
+    def is_rate(self) -> bool:
+        """Whether the metric is pass/fail (its difference is a rate: shown in points)."""
+        return self.test in RATE_TESTS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -191,7 +227,8 @@ def build_report(records: Sequence[RunRecord], settings: Mapping[str, Any]) -> R
     for record in sorted(records, key=lambda r: (r.variant, r.case_id, r.repeat)):
         by_variant[record.variant].append(record)
     kinds = {name: _kind(name, records) for name in evaluators}
-    summaries = tuple(_summary(name, by_variant[name], evaluators, kinds, alpha, seed)
+    repeats = int(settings.get("repeats", 1))
+    summaries = tuple(_summary(name, by_variant[name], evaluators, kinds, alpha, seed, repeats)
                       for name in names)
     comparisons: list[Comparison] = []
     disagreements: list[Disagreement] = []
@@ -239,8 +276,22 @@ def _metric_values(record: RunRecord, metric: str) -> float:
     return _score(record, metric)
 
 
+def _flips(runs: list[RunRecord], metric: str) -> tuple[float | None, int]:
+    """The share of cases (with two repeats or more) that passed on one repeat and failed on
+    another, and how many such cases there were."""
+    outcomes: dict[str, set[bool]] = defaultdict(set)
+    counts: Counter[str] = Counter()
+    for r in runs:
+        outcomes[r.case_id].add(_score(r, metric) >= 1.0)
+        counts[r.case_id] += 1
+    repeated = [case for case, n in counts.items() if n > 1]
+    if not repeated:
+        return None, 0
+    return sum(1 for case in repeated if len(outcomes[case]) == 2) / len(repeated), len(repeated)
+
+
 def _summary(name: str, runs: list[RunRecord], evaluators: list[str], kinds: Mapping[str, str],
-             alpha: float, seed: int) -> VariantSummary:
+             alpha: float, seed: int, repeats: int) -> VariantSummary:
     metrics = []
     confidence = 1 - alpha
     costed = [r for r in runs if _costed(r)]
@@ -249,9 +300,11 @@ def _summary(name: str, runs: list[RunRecord], evaluators: list[str], kinds: Map
         if kinds.get(metric) == "rate":
             passed = sum(1 for v in values if v >= 1.0)
             low, high = stats.wilson(passed, len(values), confidence)
+            flips, flip_cases = _flips(runs, metric) if repeats > 1 else (None, 0)
             metrics.append(MetricSummary(
                 name=metric, kind="rate", value=passed / len(values) if values else math.nan,
-                low=low, high=high, n=len(values), passed=passed))
+                low=low, high=high, n=len(values), passed=passed, flip_rate=flips,
+                flip_cases=flip_cases))
         else:
             low, high = stats.bootstrap_mean(values, stats.rng_for(seed, name, metric),
                                              confidence)
@@ -278,30 +331,11 @@ def _compare(name: str, pairs: list[tuple[RunRecord, RunRecord]], evaluators: li
     costed = [(b, v) for b, v in pairs if _costed(b) and _costed(v)]
     for metric in [*evaluators, LATENCY, TOKENS]:
         used = costed if metric in _COSTS else pairs
-        base = [_metric_values(b, metric) for b, _ in used]
-        var = [_metric_values(v, metric) for _, v in used]
-        diffs = [v - b for b, v in zip(base, var, strict=True)]
-        rng = stats.rng_for(seed, name, metric, "paired")
-        row: dict[str, Any] = {
-            "variant": name, "metric": metric, "pairs": len(used),
-            "baseline_mean": _mean(base), "variant_mean": _mean(var),
-            "difference": _mean(diffs), "higher_is_better": metric not in (LATENCY, TOKENS),
-        }
-        if kinds.get(metric) == "rate":
-            b = sum(1 for x, y in zip(base, var, strict=True) if x >= 1.0 > y)
-            c = sum(1 for x, y in zip(base, var, strict=True) if y >= 1.0 > x)
-            low, high = (stats.paired_rate_interval(b, c, len(used), 1 - alpha)
-                         if len(used) > 1 else (math.nan, math.nan))
-            row.update(test="mcnemar_exact", p_value=stats.mcnemar_exact(b, c),
-                       discordant=(b, c), low=low, high=high,
-                       pairs_needed=stats.pairs_needed_mcnemar(b, c, len(used), alpha))
-        else:
-            low, high = stats.bootstrap_mean(diffs, rng, 1 - alpha)
-            row.update(test="paired_permutation", low=low, high=high,
-                       p_value=stats.paired_permutation(var, base, rng),
-                       pairs_needed=stats.pairs_needed_paired(diffs, alpha))
-        row["tested"] = any(d != 0 for d in diffs)
-        rows.append(row)
+        base = np.array([_metric_values(b, metric) for b, _ in used], dtype=float)
+        var = np.array([_metric_values(v, metric) for _, v in used], dtype=float)
+        cases = np.array([b.case_id for b, _ in used], dtype=object)
+        rows.append(_paired_row(name, metric, kinds.get(metric) == "rate",
+                                _Paired(base, var, cases, repeats), alpha, seed))
     # a metric whose pairs all agree (constant in both variants, say) has no test: its p is 1
     # whatever, so it leaves Holm's family instead of halving the power of the others
     tested = [i for i, row in enumerate(rows) if row["tested"]]
@@ -310,29 +344,124 @@ def _compare(name: str, pairs: list[tuple[RunRecord, RunRecord]], evaluators: li
     out = []
     for i, row in enumerate(rows):
         p_adj = adjusted.get(i, row["p_value"])
-        outcome, verdict = _verdict(row, p_adj, alpha, repeats)
+        outcome, verdict = _verdict(row, p_adj, alpha)
         out.append(Comparison(**row, p_adjusted=p_adj, outcome=outcome, verdict=verdict))
     return out
 
 
-def _verdict(row: Mapping[str, Any], p_adjusted: float, alpha: float, repeats: int
-             ) -> tuple[str, str]:
+@dataclass(frozen=True, slots=True)
+class _Paired:
+    """One metric's paired values, and the same averaged per case (the unit of the statistics
+    when a case has several repeats: repeats of one case are not independent pairs)."""
+
+    base: np.ndarray
+    var: np.ndarray
+    cases: np.ndarray
+    repeats: int
+
+    @property
+    def diffs(self) -> np.ndarray:
+        difference: np.ndarray = self.var - self.base
+        return difference
+
+    def per_case(self) -> tuple[np.ndarray, np.ndarray]:
+        """Baseline and variant means per case (in order of first appearance)."""
+        if self.repeats <= 1 or self.base.size == 0:
+            return self.base, self.var
+        _, first, inverse = np.unique(self.cases, return_index=True, return_inverse=True)
+        sizes = np.bincount(inverse)
+        order = np.argsort(first)
+        base = np.bincount(inverse, weights=self.base) / sizes
+        var = np.bincount(inverse, weights=self.var) / sizes
+        return base[order], var[order]
+
+
+def _paired_row(name: str, metric: str, rate: bool, data: _Paired, alpha: float,
+                seed: int) -> dict[str, Any]:
+    """Everything of one metric's comparison but Holm's correction and the verdict."""
+    rng = stats.rng_for(seed, name, metric, "paired")
+    higher_is_better = metric not in _COSTS
+    diffs = data.diffs
+    case_base, case_var = data.per_case()
+    case_diffs = case_var - case_base
+    clustered = data.repeats > 1
+    signs = np.sign(case_diffs) * (1 if higher_is_better else -1)
+    row: dict[str, Any] = {
+        "variant": name, "metric": metric, "pairs": int(diffs.size),
+        "cases": int(case_diffs.size), "repeats": data.repeats,
+        "baseline_mean": _mean(data.base.tolist()), "variant_mean": _mean(data.var.tolist()),
+        "difference": _mean(diffs.tolist()), "higher_is_better": higher_is_better,
+        "tested": bool(np.any(diffs != 0)),
+        "wins": int(np.sum(signs > 0)), "ties": int(np.sum(signs == 0)),
+        "losses": int(np.sum(signs < 0)),
+        "design_effect": None, "icc": None,
+    }
+    if clustered:
+        deff = stats.design_effect(diffs, data.cases)
+        row["design_effect"] = deff
+        row["icc"] = stats.intra_case_correlation(deff, diffs.size / max(1, case_diffs.size))
+    if rate:
+        needed = _rate_row(row, data, (case_base, case_var), alpha, rng)
+    else:
+        low, high = stats.bootstrap_mean(case_diffs, rng, 1 - alpha)
+        row.update(test="paired_permutation", low=low, high=high,
+                   p_value=stats.paired_permutation(case_var, case_base, rng),
+                   wilcoxon_p=stats.wilcoxon_p(case_diffs))
+        needed = stats.pairs_needed_paired(case_diffs, alpha)
+    row["cases_needed"] = needed
+    row["pairs_needed"] = None if needed is None else min(
+        stats.MOST_PAIRS, needed * (data.repeats if clustered else 1))
+    return row
+
+
+def _rate_row(row: dict[str, Any], data: _Paired, per_case: tuple[np.ndarray, np.ndarray],
+              alpha: float, rng: np.random.Generator) -> int | None:
+    """Fill the test, interval and discordant pairs of a pass/fail metric into ``row``;
+    returns the cases a difference of the observed size would need."""
+    diffs = data.diffs
+    b = int(np.sum(data.base > data.var))
+    c = int(np.sum(data.var > data.base))
+    row["discordant"] = (b, c)
+    needed: int | None
+    if data.repeats > 1:
+        # the pairs' worth in independent pairs (Rao-Scott): the counts divided by the
+        # design effect, kept within [1, repeats]; the most when it cannot be estimated
+        most = float(np.max(np.unique(data.cases, return_counts=True)[1]))
+        deff = row["design_effect"]
+        worth = most if deff is None else min(max(1.0, deff), most)
+        low, high = stats.paired_rate_interval(b / worth, c / worth, diffs.size / worth,
+                                               1 - alpha)
+        row.update(test="clustered_sign_flip",
+                   p_value=stats.paired_permutation(per_case[1], per_case[0], rng))
+        # Connor's count of independent pairs; a case is worth repeats / worth of them
+        effective = stats.pairs_needed_mcnemar(b / worth, c / worth, diffs.size / worth, alpha)
+        needed = None if effective is None else min(
+            stats.MOST_PAIRS, math.ceil(effective * worth / data.repeats))
+    else:
+        low, high = stats.paired_rate_interval(b, c, diffs.size, 1 - alpha)
+        row.update(test="mcnemar_exact", p_value=stats.mcnemar_exact(b, c))
+        needed = stats.pairs_needed_mcnemar(b, c, diffs.size, alpha)
+    if diffs.size < 2:  # one pair: no interval
+        low = high = math.nan
+    row.update(low=low, high=high)
+    return needed
+
+
+def _verdict(row: Mapping[str, Any], p_adjusted: float, alpha: float) -> tuple[str, str]:
     diff = row["difference"]
-    shown = _format_difference(row["metric"], diff, row["test"] == "mcnemar_exact")
+    shown = _format_difference(row["metric"], diff, row["test"] in RATE_TESTS)
     if row["pairs"] == 0:
         return "no difference", "no paired runs to compare"
     if p_adjusted < alpha and diff != 0:
         good = (diff > 0) == row["higher_is_better"]
         outcome = "better" if good else "worse"
         return outcome, (f"{outcome}: {shown} (p={p_adjusted:.3g} after Holm, alpha={alpha:g})")
-    needed = row.get("pairs_needed")
-    if needed is None:
+    cases = row.get("cases_needed")
+    if cases is None:
         tail = "no difference observed"
     else:
-        # pairs are (case, repeat): with r repeats, a case brings r pairs
-        cases = math.ceil(needed / max(1, repeats))
         tail = (f"a difference of {shown} would need more than {stats.MOST_PAIRS:,} cases"
-                if needed >= stats.MOST_PAIRS else
+                if cases >= stats.MOST_PAIRS else
                 f"a difference of {shown} would need about {cases:,} cases")
     return "no difference", (f"no detectable difference at alpha={alpha:g} "
                              f"(p={p_adjusted:.3g}; {tail})")

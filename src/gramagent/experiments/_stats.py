@@ -44,6 +44,9 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 __all__ = [
     "bootstrap_mean",
+    "design_effect",
+    "intra_case_correlation",
+    "wilcoxon_p",
     "fewest_pairs",
     "holm",
     "mcnemar_exact",
@@ -82,7 +85,7 @@ def wilson(successes: int, n: int, confidence: float = 0.95) -> tuple[float, flo
     return float(ci.low), float(ci.high)
 
 
-def bootstrap_mean(values: Sequence[float], rng: np.random.Generator,
+def bootstrap_mean(values: Sequence[float] | np.ndarray, rng: np.random.Generator,
                    confidence: float = 0.95) -> tuple[float, float]:
     """Bootstrap interval of the mean (BCa; percentile where BCa is undefined).
 
@@ -119,7 +122,8 @@ def mcnemar_exact(b: int, c: int) -> float:
     return float(stats.binomtest(c, b + c, 0.5).pvalue)
 
 
-def paired_permutation(variant: Sequence[float], baseline: Sequence[float],
+def paired_permutation(variant: Sequence[float] | np.ndarray,
+                       baseline: Sequence[float] | np.ndarray,
                        rng: np.random.Generator) -> float:
     """Two-sided p-value of the paired permutation test of the mean difference (1 for fewer
     than two pairs: both signs of one difference are as extreme, the exact p is 1)."""
@@ -138,6 +142,47 @@ def paired_permutation(variant: Sequence[float], baseline: Sequence[float],
                                     vectorized=True, n_resamples=RESAMPLES,
                                     alternative="two-sided", rng=rng)
     return float(min(1.0, result.pvalue))
+
+
+def wilcoxon_p(differences: Sequence[float] | np.ndarray) -> float:
+    """Two-sided p of the Wilcoxon signed-rank test of paired differences
+    (``scipy.stats.wilcoxon``; exact for few pairs, normal beyond); 1 when none differs."""
+    d = np.asarray(differences, dtype=float)
+    if np.count_nonzero(d) == 0:
+        return 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy's notes on ties and zeros: expected here
+        return float(stats.wilcoxon(d).pvalue)
+
+
+def design_effect(values: Sequence[float] | np.ndarray, cases: Sequence[object] | np.ndarray
+                  ) -> float | None:
+    """How much wider the mean of ``values`` is for their being grouped by case: the
+    cluster-robust variance of the mean (cases as clusters, the ratio estimator's
+    ``sum((t_k - m_k * mean)**2) / n**2``) over the variance of independent values
+    (``var / n``; both without small-sample factors, so that repeats that copy each other
+    give exactly their number). 1: repeats as good as new cases; the repeats per case: a case's
+    repeats are worth one value. None for fewer than two cases or values that do not vary.
+    """
+    x = np.asarray(values, dtype=float)
+    _, inverse = np.unique(np.asarray(cases, dtype=object), return_inverse=True)
+    groups = int(inverse.max()) + 1 if x.size else 0
+    if groups < 2 or x.size < 2:
+        return None
+    variance = float(np.var(x))
+    if variance == 0.0:
+        return None
+    totals = np.bincount(inverse, weights=x)
+    sizes = np.bincount(inverse)
+    clustered = float(np.sum((totals - sizes * x.mean()) ** 2)) / x.size ** 2
+    return clustered / (variance / x.size)
+
+
+def intra_case_correlation(design: float | None, mean_repeats: float) -> float | None:
+    """The intra-case correlation a design effect implies (``deff = 1 + (m - 1) * icc``)."""
+    if design is None or mean_repeats <= 1:
+        return None
+    return (design - 1) / (mean_repeats - 1)
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
@@ -185,7 +230,7 @@ def no_difference(differences: Sequence[float] | np.ndarray) -> bool:
     return scale == 0.0 or abs(float(np.mean(d))) <= RELATIVE_ZERO * scale
 
 
-def pairs_needed_paired(differences: Sequence[float], alpha: float,
+def pairs_needed_paired(differences: Sequence[float] | np.ndarray, alpha: float,
                         power: float = POWER) -> int | None:
     """Pairs for a paired test to detect the observed mean difference (normal approximation,
     two-sided; at most :data:`MOST_PAIRS`); None when the observed difference is zero, up to
@@ -206,7 +251,7 @@ def _capped(pairs: float) -> int:
     return MOST_PAIRS if not pairs < MOST_PAIRS else max(1, math.ceil(pairs))
 
 
-def pairs_needed_mcnemar(b: int, c: int, n: int, alpha: float,
+def pairs_needed_mcnemar(b: float, c: float, n: float, alpha: float,
                          power: float = POWER) -> int | None:
     """Pairs for McNemar's test to detect the observed difference (Connor 1987); None when
     the observed difference is zero."""
