@@ -32,6 +32,7 @@ from gramagent._limit_values import limit_problem
 from gramagent.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from gramagent._prices import Price
     from gramagent.experiments import Experiment, RunRecord, Started
 
 __all__ = ["ab", "experiment_report", "experiment_run"]
@@ -51,6 +52,10 @@ _HTML = typer.Option(None, "--html", help="Also write a self-contained HTML repo
 _RETRY = typer.Option(False, "--retry-errors",
                       help="Run again the runs that ended on an error (a server that was "
                            "down, a dropped connection), replacing them.")
+_PRICE = typer.Option(None, "--price", metavar="MODEL=IN,OUT",
+                      help="Dollars per million input and output tokens of MODEL "
+                           "(repeatable; over the file's prices), e.g. "
+                           "--price openai/gpt-4o-mini=0.15,0.6: the report shows cost.")
 _METRICS = typer.Option(None, "--metrics-port",
                         help="Serve Prometheus metrics on 127.0.0.1:PORT while running.")
 
@@ -66,13 +71,15 @@ def experiment_run(
     html: Path | None = _HTML,
     metrics_port: int | None = _METRICS,
     retry_errors: bool = _RETRY,
+    price: list[str] | None = _PRICE,
 ) -> None:
     """Run an experiment file (only the runs its store lacks), then print its report."""
     from gramagent.experiments import load_experiment
 
+    prices = _prices(price)
     experiment = load_experiment(file)
     _execute(_with_rates(experiment, rate), store=store, concurrency=concurrency, json=json,
-             html=html, metrics_port=metrics_port, retry_errors=retry_errors)
+             html=html, metrics_port=metrics_port, retry_errors=retry_errors, prices=prices)
 
 
 @experiment_app.command("report")
@@ -83,12 +90,14 @@ def experiment_report(
     html: Path | None = _HTML,
     export: Annotated[Path | None, typer.Option(
         "--export", help="Write every run as a .parquet or .csv table.")] = None,
+    price: list[str] | None = _PRICE,
 ) -> None:
     """Print the report of a store (and write HTML or a table of the runs)."""
     from gramagent.experiments import Store, report
 
+    prices = _prices(price)
     with Store.read(store) as db:
-        result = report(db)
+        result = report(db, prices)
         if export is not None:
             count = _guard(lambda: db.export(export), f"cannot write {export}")
             err_console.print(f"wrote {count} runs to {escape(str(export))}")
@@ -123,6 +132,7 @@ def ab(
     json: bool = _JSON,
     html: Path | None = _HTML,
     retry_errors: bool = _RETRY,
+    price: list[str] | None = _PRICE,
 ) -> None:
     """Compare tool libraries on one agent and one dataset (the one-line A/B test)."""
     from gramagent._spec.gram import load_agent
@@ -146,7 +156,7 @@ def ab(
                             variants=tuple(variants), evaluators=tuple(specs), repeats=repeats,
                             source=str(agent_file))
     _execute(_with_rates(experiment, rate), store=store, concurrency=concurrency, json=json,
-             html=html, metrics_port=None, retry_errors=retry_errors)
+             html=html, metrics_port=None, retry_errors=retry_errors, prices=_prices(price))
 
 
 _PRIMARY = {"exact": "value", "contains": "value", "regex": "pattern", "tool_called": "tool",
@@ -191,8 +201,16 @@ def _with_rates(experiment: Experiment, rates: list[str] | None) -> Experiment:
     return dataclasses.replace(experiment, rate_limits=limits)
 
 
+def _prices(items: list[str] | None) -> dict[str, Price]:
+    """``--price MODEL=IN,OUT`` options as prices by model."""
+    from gramagent._prices import parse_price
+
+    return dict(parse_price(item) for item in items or ())
+
+
 def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, json: bool,
-             html: Path | None, metrics_port: int | None, retry_errors: bool) -> None:
+             html: Path | None, metrics_port: int | None, retry_errors: bool,
+             prices: dict[str, Price] | None = None) -> None:
     import asyncio  # where a command runs: --help stays free of them
     import sqlite3
 
@@ -222,7 +240,7 @@ def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, js
         err_console.print(f"[yellow]warning[/yellow]: {escape(warning)}", highlight=False)
     err_console.print(f"{summary.ran} runs done, {summary.skipped} already in "
                       f"{escape(summary.store)}")
-    result = report(summary.store)
+    result = report(summary.store, prices)
     errors = sum(v.errors for v in result.variants)
     if errors:
         err_console.print(f"{errors} runs ended on an error; --retry-errors runs them again")

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gramagent.experiments._report import (
+    COST,
     LATENCY,
     NO_PAIRS,
     TOKENS,
@@ -56,11 +57,18 @@ def _variants(report: Report) -> Table:
     for i, name in enumerate(names):
         if any(v.metrics[i].flip_cases for v in report.variants):
             table.add_row(Text(f"flips: {name}"), *(_flips(v.metrics[i]) for v in report.variants))
+    if any(v.cost_total is not None for v in report.variants):
+        table.add_row("cost, all runs", *(_dollars(v.cost_total) for v in report.variants))
+        table.add_row("cost per pass", *(_dollars(v.cost_per_pass) for v in report.variants))
     stops = sorted({k for v in report.variants for k in v.stops})
     for stop in stops:
         table.add_row(Text(f"stopped: {stop}"),
                       *(str(v.stops.get(stop, 0)) for v in report.variants))
     return table
+
+
+def _dollars(value: float | None) -> str:
+    return "-" if value is None else f"${value:.3g}"
 
 
 def _flips(m: MetricSummary) -> str:
@@ -75,6 +83,8 @@ def _metric(m: MetricSummary, runs: int) -> str:
         return empty_metric(runs)
     if m.kind == "rate":
         return f"{m.value:.0%} {_interval(m.low, m.high, '.0%')}"
+    if m.name == COST:
+        return f"${m.value:.3g} {_interval(m.low, m.high, '.3g')}"
     digits = 0 if m.name in (LATENCY, TOKENS) else 3
     return f"{m.value:.{digits}f} {_interval(m.low, m.high, f'.{digits}f')}"
 
@@ -118,6 +128,8 @@ def _comparisons(report: Report) -> Group:
 
 
 def _difference(c: Comparison) -> str:
+    if c.metric == COST:
+        return f"{c.difference:+.3g} {_interval(c.low, c.high, '+.3g')}"
     scale = 100.0 if c.is_rate else 1.0
     digits = 1 if c.is_rate or abs(c.difference) < 100 else 0
     if c.metric not in (LATENCY, TOKENS) and not c.is_rate:

@@ -29,14 +29,18 @@ from typing import Any
 
 import numpy as np
 
+from gramagent._prices import Price, prices_from
 from gramagent.experiments import _stats as stats
 from gramagent.experiments._records import LATENCY, TOKENS, RunRecord
 from gramagent.experiments._store import Store
 
-__all__ = ["LATENCY", "NO_PAIRS", "TOKENS", "Comparison", "Disagreement", "MetricSummary",
+__all__ = ["COST", "LATENCY", "NO_PAIRS", "TOKENS", "Comparison", "Disagreement", "MetricSummary",
            "Report", "VariantSummary", "empty_metric", "report"]
 
-_COSTS = (LATENCY, TOKENS)
+COST = "cost_usd"
+"""The report's metric of a run's cost in dollars (only when every variant's model has a
+price)."""
+_COSTS = (LATENCY, TOKENS, COST)
 RATE_TESTS = ("mcnemar_exact", "clustered_sign_flip")
 """The tests of pass/fail metrics (their differences are rates: shown in points)."""
 MAX_DISAGREEMENTS = 200
@@ -84,6 +88,16 @@ class VariantSummary:
     """Failed tool calls by ``tool:error_type``."""
     latencies: tuple[float, ...] = field(repr=False, default=())
     tokens: tuple[int, ...] = field(repr=False, default=())
+    model: str | None = None
+    """The variant's model (``provider/name``), when the store knows it."""
+    price: tuple[float, float] | None = None
+    """Dollars per million input and output tokens of that model, when given."""
+    cost_total: float | None = None
+    """Dollars spent by all its runs (those that ended on an error too); None without a
+    price."""
+    cost_per_pass: float | None = None
+    """Dollars spent per passed run of the first pass/fail evaluator (None without a price,
+    such an evaluator, or a pass)."""
 
     @property
     def errors(self) -> int:
@@ -204,19 +218,26 @@ class Report:
         raise KeyError(name)
 
 
-def report(source: str | os.PathLike[str] | Store) -> Report:
+def report(source: str | os.PathLike[str] | Store,
+           prices: Mapping[str, Price] | None = None) -> Report:
     """The report of a store (a path or an open :class:`Store`).
+
+    Args:
+        prices: model prices (``provider/name`` to :class:`~gramagent._prices.Price`), over
+            those of the experiment file; with a price for every variant's model, the report
+            has a cost metric (``cost_usd``) and cost per passed run.
 
     Raises:
         ExperimentError: the file is not an experiment store.
     """
     if isinstance(source, Store):
-        return build_report(source.records(), source.settings())
+        return build_report(source.records(), source.settings(), prices)
     with Store.read(source) as store:
-        return build_report(store.records(), store.settings())
+        return build_report(store.records(), store.settings(), prices)
 
 
-def build_report(records: Sequence[RunRecord], settings: Mapping[str, Any]) -> Report:
+def build_report(records: Sequence[RunRecord], settings: Mapping[str, Any],
+                 prices: Mapping[str, Price] | None = None) -> Report:
     """The report of ``records`` under ``settings`` (see ``Experiment.settings``)."""
     alpha = float(settings.get("alpha", 0.05))
     seed = int(settings.get("seed", 0))
@@ -228,7 +249,14 @@ def build_report(records: Sequence[RunRecord], settings: Mapping[str, Any]) -> R
         by_variant[record.variant].append(record)
     kinds = {name: _kind(name, records) for name in evaluators}
     repeats = int(settings.get("repeats", 1))
-    summaries = tuple(_summary(name, by_variant[name], evaluators, kinds, alpha, seed, repeats)
+    models: Mapping[str, str] = settings.get("models") or {}
+    known = {**prices_from(settings.get("prices") or {}), **(prices or {})}
+    costs = {name: known[models[name]] for name in names
+             if name in models and models[name] in known}
+    if len(costs) < len(names):
+        costs = {}  # no price, no cost column: a cost of some variants only compares nothing
+    summaries = tuple(_summary(name, by_variant[name], evaluators, kinds, alpha, seed, repeats,
+                               costs, models.get(name))
                       for name in names)
     comparisons: list[Comparison] = []
     disagreements: list[Disagreement] = []
@@ -239,7 +267,7 @@ def build_report(records: Sequence[RunRecord], settings: Mapping[str, Any]) -> R
         pairs = [(base_runs[(r.case_id, r.repeat)], r) for r in by_variant[name]
                  if (r.case_id, r.repeat) in base_runs]
         comparisons.extend(_compare(name, pairs, evaluators, kinds, alpha, seed,
-                                    int(settings.get("repeats", 1))))
+                                    int(settings.get("repeats", 1)), costs))
         disagreements.extend(_disagreements(baseline, name, pairs, evaluators, kinds))
     expected = int(settings.get("cases", 0)) * int(settings.get("repeats", 1)) * len(names)
     return Report(
@@ -268,12 +296,21 @@ def _costed(record: RunRecord) -> bool:
     return not record.stop.startswith("error:")
 
 
-def _metric_values(record: RunRecord, metric: str) -> float:
+def _metric_values(record: RunRecord, metric: str,
+                   costs: Mapping[str, Price] | None = None) -> float:
+    if metric == COST:
+        price = (costs or {})[record.variant]
+        return price.cost(record.input_tokens, record.output_tokens)
     if metric == LATENCY:
         return record.wall_ms
     if metric == TOKENS:
         return float(record.tokens)
     return _score(record, metric)
+
+
+def _metric_names(evaluators: list[str], costs: Mapping[str, Price]) -> list[str]:
+    """The metrics of a report: the evaluators, latency, tokens, and cost when priced."""
+    return [*evaluators, LATENCY, TOKENS, *([COST] if costs else [])]
 
 
 def _flips(runs: list[RunRecord], metric: str) -> tuple[float | None, int]:
@@ -291,12 +328,14 @@ def _flips(runs: list[RunRecord], metric: str) -> tuple[float | None, int]:
 
 
 def _summary(name: str, runs: list[RunRecord], evaluators: list[str], kinds: Mapping[str, str],
-             alpha: float, seed: int, repeats: int) -> VariantSummary:
+             alpha: float, seed: int, repeats: int, costs: Mapping[str, Price],
+             model: str | None) -> VariantSummary:
     metrics = []
     confidence = 1 - alpha
     costed = [r for r in runs if _costed(r)]
-    for metric in [*evaluators, LATENCY, TOKENS]:
-        values = [_metric_values(r, metric) for r in (costed if metric in _COSTS else runs)]
+    for metric in _metric_names(evaluators, costs):
+        values = [_metric_values(r, metric, costs)
+                  for r in (costed if metric in _COSTS else runs)]
         if kinds.get(metric) == "rate":
             passed = sum(1 for v in values if v >= 1.0)
             low, high = stats.wilson(passed, len(values), confidence)
@@ -317,7 +356,15 @@ def _summary(name: str, runs: list[RunRecord], evaluators: list[str], kinds: Map
     for r in runs:
         calls += len(r.tools)
         errors.update(f"{t.name}:{t.error_type}" for t in r.tools if t.status != "ok")
+    price = costs.get(name)
+    spent = None if price is None else sum(price.cost(r.input_tokens, r.output_tokens)
+                                           for r in runs)
+    first = next((m for m in metrics if m.kind == "rate"), None)
     return VariantSummary(
+        model=model, price=None if price is None else (price.input, price.output),
+        cost_total=spent,
+        cost_per_pass=(spent / first.passed if spent is not None and first is not None
+                       and first.passed else None),
         name=name, runs=len(runs), metrics=tuple(metrics),
         stops=dict(sorted(Counter(r.stop for r in runs).items())), tool_calls=calls,
         tool_errors=dict(sorted(errors.items())),
@@ -325,14 +372,14 @@ def _summary(name: str, runs: list[RunRecord], evaluators: list[str], kinds: Map
 
 
 def _compare(name: str, pairs: list[tuple[RunRecord, RunRecord]], evaluators: list[str],
-             kinds: Mapping[str, str], alpha: float, seed: int, repeats: int
-             ) -> list[Comparison]:
+             kinds: Mapping[str, str], alpha: float, seed: int, repeats: int,
+             costs: Mapping[str, Price]) -> list[Comparison]:
     rows: list[dict[str, Any]] = []
     costed = [(b, v) for b, v in pairs if _costed(b) and _costed(v)]
-    for metric in [*evaluators, LATENCY, TOKENS]:
+    for metric in _metric_names(evaluators, costs):
         used = costed if metric in _COSTS else pairs
-        base = np.array([_metric_values(b, metric) for b, _ in used], dtype=float)
-        var = np.array([_metric_values(v, metric) for _, v in used], dtype=float)
+        base = np.array([_metric_values(b, metric, costs) for b, _ in used], dtype=float)
+        var = np.array([_metric_values(v, metric, costs) for _, v in used], dtype=float)
         cases = np.array([b.case_id for b, _ in used], dtype=object)
         rows.append(_paired_row(name, metric, kinds.get(metric) == "rate",
                                 _Paired(base, var, cases, repeats), alpha, seed))
@@ -474,6 +521,8 @@ def _format_difference(metric: str, diff: float, rate: bool) -> str:
         return f"{diff:+.1f} ms"
     if metric == TOKENS:
         return f"{diff:+.1f} tokens"
+    if metric == COST:
+        return f"{diff:+.3g} dollars per run"
     return f"{diff:+.3f}"
 
 
