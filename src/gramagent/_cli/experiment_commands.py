@@ -10,6 +10,7 @@ Ctrl-C stops cleanly: finished runs are saved, and the same command resumes.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from gramagent._prices import Price
     from gramagent.experiments import Experiment, RunRecord, Started
 
-__all__ = ["ab", "experiment_report", "experiment_run"]
+__all__ = ["ab", "experiment_plan", "experiment_report", "experiment_run"]
 
 experiment_app = typer.Typer(help="Run and report A/B experiments.", no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
@@ -102,6 +103,62 @@ def experiment_report(
             count = _guard(lambda: db.export(export), f"cannot write {export}")
             err_console.print(f"wrote {count} runs to {escape(str(export))}")
     _show(result, json=json, html=html)
+
+
+@experiment_app.command("plan")
+@handle_errors
+def experiment_plan(
+    difference: Annotated[float, typer.Option(
+        "--difference", "-d", help="The difference to detect: a rate difference as a fraction "
+        "(0.1 is 10 points), or a mean difference with --sd or for a pilot's scores.")],
+    baseline_rate: Annotated[float | None, typer.Option(
+        "--baseline-rate", help="The baseline's expected pass rate (0 to 1).")] = None,
+    discordant: Annotated[float | None, typer.Option(
+        "--discordant", help="The expected share of pairs whose verdicts differ (default: "
+        "as if the variants failed independently).")] = None,
+    sd: Annotated[float | None, typer.Option(
+        "--sd", help="Standard deviation of the paired differences (scores, latency).")
+        ] = None,
+    pilot: Annotated[Path | None, typer.Option(
+        "--pilot", help="An existing store to take discordance, spread and design effect "
+        "from.")] = None,
+    metric: Annotated[str | None, typer.Option(
+        "--metric", help="With --pilot: only this metric.")] = None,
+    alpha: Annotated[float | None, typer.Option(
+        "--alpha", help="Significance level (default 0.05, or the pilot's).")] = None,
+    power: Annotated[float, typer.Option("--power", help="Power wanted.")] = 0.8,
+    repeats: Annotated[int | None, typer.Option(
+        "--repeats", min=1, help="Repeats per case (default 1, or the pilot's).")] = None,
+    icc: Annotated[float, typer.Option(
+        "--icc", help="Intra-case correlation of the repeats (0: independent, 1: copies).")
+        ] = 0.0,
+    json: bool = _JSON,
+) -> None:
+    """Cases an experiment needs to detect a difference, before spending anything."""
+    import orjson
+
+    from gramagent.experiments import plan_cases, plan_from_store
+
+    if pilot is not None:
+        plans = plan_from_store(pilot, difference, alpha=alpha, power=power,
+                                repeats=repeats, metric=metric)
+    else:
+        plans = [plan_cases(difference, baseline_rate=baseline_rate, discordant=discordant,
+                            sd=sd, alpha=0.05 if alpha is None else alpha, power=power,
+                            repeats=repeats or 1, icc=icc,
+                            metric="mean" if sd is not None else "pass rate")]
+    if json:
+        sys.stdout.write(orjson.dumps([dataclasses.asdict(p) for p in plans],
+                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    out = Console(soft_wrap=True, highlight=False)
+    for p in plans:
+        shown = (f"{p.difference * 100:+.1f} points" if p.metric == "pass rate" or
+                 "disagreeing" in p.basis else f"{p.difference:+g}")
+        who = f"{escape(p.variant)}, " if p.variant else ""
+        out.print(f"{who}{escape(p.metric)}: {p.cases:,} cases x {p.repeats} repeat(s) "
+                  f"to detect {shown} at alpha {p.alpha:g} with {p.power:.0%} power "
+                  f"({p.pairs:,} independent pairs; {escape(p.basis)})")
 
 
 @app.command("ab")
@@ -188,8 +245,6 @@ def _is_number(text: str) -> bool:
 def _with_rates(experiment: Experiment, rates: list[str] | None) -> Experiment:
     if not rates:
         return experiment
-    import dataclasses
-
     limits = dict(experiment.rate_limits)
     for item in rates:
         model, sep, value = item.rpartition("=")

@@ -33,6 +33,7 @@ from gramagent.experiments._experiment import Experiment
 from gramagent.experiments._gramfile import load_experiment
 from gramagent.experiments._html import html_report, write_html
 from gramagent.experiments._metrics import ExperimentMetrics
+from gramagent.experiments._plan import Plan, plan_cases, plan_from_store
 from gramagent.experiments._records import EvalResult, RunKey, RunRecord, ToolRecord
 from gramagent.experiments._render import render_report
 from gramagent.experiments._report import (
@@ -48,6 +49,9 @@ from gramagent.experiments._store import Store
 from gramagent.experiments._variants import Variant
 
 __all__ = [
+    "Plan",
+    "plan_cases",
+    "plan_from_store",
     "AsyncioEngine",
     "Case",
     "Comparison",

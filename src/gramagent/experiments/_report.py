@@ -157,6 +157,13 @@ class Comparison:
     losses: int = 0
     """Cases where the variant did better, the same, worse than the baseline (the mean over
     its repeats; lower is better for latency and tokens)."""
+    spread: float | None = None
+    """Standard deviation of the pairs' differences (what a plan from this store as a pilot
+    starts from)."""
+    detectable: float | None = None
+    """The minimum detectable difference of this comparison: the smallest difference its
+    test would find with 80 % power at its number of cases (and their worth, with repeats),
+    given the spread (or share of disagreeing pairs) observed. None when it cannot say."""
     wilcoxon_p: float | None = None
     """For scores, latency and tokens: the Wilcoxon signed-rank test's p (over cases), a
     check beside the permutation test (not Holm-adjusted, not used in the verdict)."""
@@ -442,6 +449,7 @@ def _paired_row(name: str, metric: str, rate: bool, data: _Paired, alpha: float,
         "wins": int(np.sum(signs > 0)), "ties": int(np.sum(signs == 0)),
         "losses": int(np.sum(signs < 0)),
         "design_effect": None, "icc": None,
+        "spread": float(np.std(diffs, ddof=1)) if diffs.size > 1 else None,
     }
     if clustered:
         deff = stats.design_effect(diffs, data.cases)
@@ -455,6 +463,9 @@ def _paired_row(name: str, metric: str, rate: bool, data: _Paired, alpha: float,
                    p_value=stats.paired_permutation(case_var, case_base, rng),
                    wilcoxon_p=stats.wilcoxon_p(case_diffs))
         needed = stats.pairs_needed_paired(case_diffs, alpha)
+        row["detectable"] = stats.detectable_mean(
+            case_diffs.size, float(np.std(case_diffs, ddof=1)) if case_diffs.size > 1
+            else math.nan, alpha)
     row["cases_needed"] = needed
     row["pairs_needed"] = None if needed is None else min(
         stats.MOST_PAIRS, needed * (data.repeats if clustered else 1))
@@ -482,16 +493,26 @@ def _rate_row(row: dict[str, Any], data: _Paired, per_case: tuple[np.ndarray, np
                    p_value=stats.paired_permutation(per_case[1], per_case[0], rng))
         # Connor's count of independent pairs; a case is worth repeats / worth of them
         effective = stats.pairs_needed_mcnemar(b / worth, c / worth, diffs.size / worth, alpha)
+        row["detectable"] = _detectable_rate(b, c, diffs.size, diffs.size / worth, alpha)
         needed = None if effective is None else min(
             stats.MOST_PAIRS, math.ceil(effective * worth / data.repeats))
     else:
         low, high = stats.paired_rate_interval(b, c, diffs.size, 1 - alpha)
         row.update(test="mcnemar_exact", p_value=stats.mcnemar_exact(b, c))
         needed = stats.pairs_needed_mcnemar(b, c, diffs.size, alpha)
+        row["detectable"] = _detectable_rate(b, c, diffs.size, diffs.size, alpha)
     if diffs.size < 2:  # one pair: no interval
         low = high = math.nan
     row.update(low=low, high=high)
     return needed
+
+
+def _detectable_rate(b: int, c: int, pairs: int, worth: float, alpha: float) -> float | None:
+    """The minimum detectable rate difference with ``pairs`` worth ``worth`` independent
+    ones, at the share of disagreeing pairs observed (one of each kind when none disagreed,
+    as in Bonett-Price's interval)."""
+    share = (b + c) / pairs if b + c else 2 / (pairs + 2)
+    return stats.detectable_rate(worth, share, alpha)
 
 
 def _verdict(row: Mapping[str, Any], p_adjusted: float, alpha: float) -> tuple[str, str]:
@@ -510,6 +531,10 @@ def _verdict(row: Mapping[str, Any], p_adjusted: float, alpha: float) -> tuple[s
         tail = (f"a difference of {shown} would need more than {stats.MOST_PAIRS:,} cases"
                 if cases >= stats.MOST_PAIRS else
                 f"a difference of {shown} would need about {cases:,} cases")
+    detectable = row.get("detectable")
+    if detectable:
+        could = _format_difference(row["metric"], detectable, row["test"] in RATE_TESTS)
+        tail += f"; this run could detect {could.lstrip('+')} with 80% power"
     return "no difference", (f"no detectable difference at alpha={alpha:g} "
                              f"(p={p_adjusted:.3g}; {tail})")
 

@@ -37,13 +37,16 @@ from gramagent.errors import ConfigurationError
 
 try:
     import numpy as np
-    from scipy import stats
+    from scipy import optimize, stats
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ConfigurationError(
         needs_extra(f"Experiment statistics ({exc.name} is missing)", "experiments")) from None
 
 __all__ = [
     "bootstrap_mean",
+    "detectable_mean",
+    "detectable_rate",
+    "t_power",
     "design_effect",
     "intra_case_correlation",
     "wilcoxon_p",
@@ -259,11 +262,79 @@ def pairs_needed_mcnemar(b: float, c: float, n: float, alpha: float,
         return None
     discordant = (b + c) / n
     delta = abs(c - b) / n
-    z_a = stats.norm.ppf(1 - alpha / 2)
-    z_b = stats.norm.ppf(power)
-    root = z_a * math.sqrt(discordant) + z_b * math.sqrt(max(0.0, discordant - delta ** 2))
     # the test sees only the discordant pairs: it needs fewest_pairs of them at the least
-    return _capped(max(fewest_pairs(alpha) / discordant, float(root / delta) ** 2))
+    return _capped(max(fewest_pairs(alpha) / discordant,
+                       connor_pairs(delta, discordant, alpha, power)))
+
+
+def mcnemar_power(n: int, discordant: float, delta: float, alpha: float) -> float:
+    """Exact power of McNemar's exact test with ``n`` pairs when a share ``discordant`` of
+    pairs disagree and the variant's pass rate is ``delta`` higher: the disagreeing pairs are
+    ``Binomial(n, discordant)``, the variant's share of them ``(discordant + delta) /
+    (2 discordant)``, and the test rejects where ``binomtest`` gives p < alpha."""
+    d = np.arange(1, n + 1)
+    weights = stats.binom.pmf(d, n, discordant)
+    share = (discordant + delta) / (2 * discordant)
+    # the largest count in the lower tail with 2 * cdf < alpha (the test is symmetric)
+    low = stats.binom.ppf(alpha / 2, d, 0.5) - 1
+    power = stats.binom.cdf(low, d, share) + stats.binom.sf(d - low - 1, d, share)
+    return float(np.sum(weights * np.where(low >= 0, power, 0.0)))
+
+
+def connor_pairs(delta: float, discordant: float, alpha: float,
+                 power: float = POWER) -> float:
+    """Connor's (1987) pairs for McNemar's test to detect a rate difference ``delta`` when a
+    share ``discordant`` of the pairs disagree (not rounded)."""
+    z_a, z_b = stats.norm.ppf(1 - alpha / 2), stats.norm.ppf(power)
+    root = z_a * math.sqrt(discordant) + z_b * math.sqrt(max(0.0, discordant - delta ** 2))
+    return float(root / delta) ** 2
+
+
+def t_power(n: int, effect: float, alpha: float) -> float:
+    """Power of the two-sided paired t test with ``n`` pairs at standardized ``effect``."""
+    df = n - 1
+    critical = stats.t.ppf(1 - alpha / 2, df)
+    shift = effect * math.sqrt(n)
+    return float(stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df,
+                                                                               shift))
+
+
+def detectable_rate(pairs: float, discordant: float, alpha: float,
+                    power: float = POWER) -> float | None:
+    """The smallest rate difference McNemar's test detects with ``pairs`` independent pairs
+    at ``power``, given the share of disagreeing pairs (Connor's formula solved for the
+    difference); None for fewer pairs than any difference needs."""
+    if pairs < 2 or not discordant > 0:
+        return None
+
+    def gap(delta: float) -> float:
+        return connor_pairs(delta, discordant, alpha, power) - pairs
+
+    top = discordant  # a difference is at most the share of pairs that disagree
+    if gap(top) > 0 or pairs * discordant < fewest_pairs(alpha):
+        return None
+    return float(optimize.brentq(gap, 1e-9, top))
+
+
+def detectable_mean(cases: int, sd: float, alpha: float,
+                    power: float = POWER) -> float | None:
+    """The smallest mean difference the paired t test detects over ``cases`` units with
+    differences of this ``sd`` at ``power`` (the noncentral t, solved for the effect)."""
+    if cases < 2 or not math.isfinite(sd):
+        return None
+    if sd == 0:
+        return 0.0
+    z = float(stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power))
+    high = 2 * z / math.sqrt(cases)  # about twice the normal approximation's effect
+    while not t_power(cases, high, alpha) >= power:  # NaN too: nct far in its tail
+        high *= 2
+        if high > 1e3:  # too few cases for any effect (a degenerate t distribution)
+            return None
+    try:
+        effect = optimize.brentq(lambda e: t_power(cases, e, alpha) - power, 1e-9, high)
+    except ValueError:  # nct gave NaN inside the bracket
+        return None
+    return float(effect * sd)
 
 
 def fewest_pairs(alpha: float) -> int:
