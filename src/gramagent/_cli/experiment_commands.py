@@ -57,6 +57,9 @@ _PRICE = typer.Option(None, "--price", metavar="MODEL=IN,OUT",
                       help="Dollars per million input and output tokens of MODEL "
                            "(repeatable; over the file's prices), e.g. "
                            "--price openai/gpt-4o-mini=0.15,0.6: the report shows cost.")
+_STOP = typer.Option(False, "--stop-when-decided",
+                     help="Stop as soon as the sequential test of the first evaluator decides "
+                          "every variant (valid however often it looks); runs case by case.")
 _METRICS = typer.Option(None, "--metrics-port",
                         help="Serve Prometheus metrics on 127.0.0.1:PORT while running.")
 
@@ -73,12 +76,15 @@ def experiment_run(
     metrics_port: int | None = _METRICS,
     retry_errors: bool = _RETRY,
     price: list[str] | None = _PRICE,
+    stop_when_decided: bool = _STOP,
 ) -> None:
     """Run an experiment file (only the runs its store lacks), then print its report."""
     from gramagent.experiments import load_experiment
 
     prices = _prices(price)
     experiment = load_experiment(file)
+    if stop_when_decided:
+        experiment = dataclasses.replace(experiment, stop_when_decided=True)
     _execute(_with_rates(experiment, rate), store=store, concurrency=concurrency, json=json,
              html=html, metrics_port=metrics_port, retry_errors=retry_errors, prices=prices)
 

@@ -51,6 +51,9 @@ class Experiment:
     evaluator_timeout: float | None = DEFAULT_TIME_LIMIT
     """Seconds a custom or judge evaluator has for one run's verdict (None: no limit); past it
     that verdict fails, saying so."""
+    stop_when_decided: bool = False
+    """Stop as soon as the sequential test of the first evaluator decides every variant
+    against the baseline (valid under continuous monitoring; see docs/experiments.md)."""
     prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     """Dollars per million input and output tokens, per model (``provider/name``): with a
     price for every variant's model, reports show cost per run and per passed run. Not part

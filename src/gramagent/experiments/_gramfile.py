@@ -57,6 +57,7 @@ _EXPERIMENT_KEYS: dict[str, Callable[[Any], bool]] = {
     "rate_limits": lambda v: isinstance(v, dict) and all(
         isinstance(r, (int, float)) and not isinstance(r, bool) and r > 0 for r in v.values()),
     "evaluator_timeout": lambda v: limit_problem("evaluator_timeout", v, optional=False) is None,
+    "stop_when_decided": lambda v: isinstance(v, bool),
     "prices": lambda v: isinstance(v, dict) and all(price_problem(p) is None
                                                     for p in v.values()),
 }
@@ -66,6 +67,7 @@ _EXPECTED = {
     "alpha": "a number between 0 and 1", "seed": "an integer", "store": "a file name",
     "rate_limits": "a map of model to requests per second, e.g. {`openai/gpt-4o-mini`: 5}",
     "evaluator_timeout": "a positive number of seconds",
+    "stop_when_decided": "true or false",
     "prices": "a map of model to \"INPUT,OUTPUT\" dollars per million tokens, e.g. "
               "{`openai/gpt-4o-mini`: \"0.15,0.6\"}",
 }
@@ -137,6 +139,7 @@ def _read(reader: _Reader, path: Path) -> Experiment:
             alpha=float(fields.get("alpha", 0.05)), seed=fields.get("seed", 0),
             store=fields.get("store"), rate_limits=fields.get("rate_limits", {}),
             evaluator_timeout=fields.get("evaluator_timeout", DEFAULT_TIME_LIMIT),
+            stop_when_decided=fields.get("stop_when_decided", False),
             prices={m: (p.input, p.output)
                     for m, p in prices_from(fields.get("prices", {})).items()},
             source=str(path))

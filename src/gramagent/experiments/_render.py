@@ -31,11 +31,28 @@ def render_report(report: Report) -> RenderableType:
         f": {report.cases} cases x {report.repeats} repeat(s), baseline {report.baseline}, "
         f"alpha {report.alpha:g}" + (f", {report.missing} runs missing" if report.missing
                                      else ""))]
+    if report.stopped is not None:
+        parts.append(_stopped(report))
     parts.append(_variants(report))
     if report.comparisons:
         parts.append(_comparisons(report))
         parts.append(_verdicts(report))
     return Group(*parts)
+
+
+def stop_sentence(report: Report) -> str:
+    """The early stop in words (the terminal and the HTML report say the same)."""
+    info = report.stopped
+    assert info is not None
+    p = ", ".join(f"{v} vs {report.baseline} p={p:.2g}" for v, p in info.p_values.items())
+    return (f"stopped early when decided: the sequential test of {info.metric} crossed "
+            f"1/alpha after {info.cases_done} of {info.cases} cases ({p}, always valid); "
+            f"{info.runs_not_run} runs not run. The fixed-sample p-values and intervals below "
+            "do not account for the stop.")
+
+
+def _stopped(report: Report) -> Text:
+    return Text(stop_sentence(report), style="yellow")
 
 
 def _variants(report: Report) -> Table:

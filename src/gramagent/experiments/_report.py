@@ -32,6 +32,7 @@ import numpy as np
 from gramagent._prices import Price, prices_from
 from gramagent.experiments import _stats as stats
 from gramagent.experiments._records import LATENCY, TOKENS, RunRecord
+from gramagent.experiments._sequential import StopInfo
 from gramagent.experiments._store import Store
 
 __all__ = ["COST", "LATENCY", "NO_PAIRS", "TOKENS", "Comparison", "Disagreement", "MetricSummary",
@@ -203,6 +204,18 @@ class Report:
     disagreements_total: int
     missing: int
     """Keys of the experiment without a run (stopped before the end)."""
+    stopped: StopInfo | None = None
+    """Set when the sequential test stopped the experiment early (``--stop-when-decided``):
+    its fixed-sample p-values and intervals then do not account for the stop; the
+    always-valid p-values of the stop metric in here do."""
+    models: Mapping[str, str] = field(default_factory=dict)
+    """Each variant's model, when the store knows it."""
+    dataset: str | None = None
+    agent: str | None = None
+    started: float | None = None
+    """Unix time the first run started."""
+    finished: float | None = None
+    """Unix time the last run ended."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -238,13 +251,20 @@ def report(source: str | os.PathLike[str] | Store,
         ExperimentError: the file is not an experiment store.
     """
     if isinstance(source, Store):
-        return build_report(source.records(), source.settings(), prices)
+        return _of_store(source, prices)
     with Store.read(source) as store:
-        return build_report(store.records(), store.settings(), prices)
+        return _of_store(store, prices)
+
+
+def _of_store(store: Store, prices: Mapping[str, Price] | None) -> Report:
+    note = store.stop_note()
+    return build_report(store.records(), store.settings(), prices,
+                        stopped=None if note is None else StopInfo.from_dict(note))
 
 
 def build_report(records: Sequence[RunRecord], settings: Mapping[str, Any],
-                 prices: Mapping[str, Price] | None = None) -> Report:
+                 prices: Mapping[str, Price] | None = None, *,
+                 stopped: StopInfo | None = None) -> Report:
     """The report of ``records`` under ``settings`` (see ``Experiment.settings``)."""
     alpha = float(settings.get("alpha", 0.05))
     seed = int(settings.get("seed", 0))
@@ -283,7 +303,12 @@ def build_report(records: Sequence[RunRecord], settings: Mapping[str, Any],
         cases=int(settings.get("cases", 0)), variants=summaries,
         comparisons=tuple(comparisons),
         disagreements=tuple(disagreements[:MAX_DISAGREEMENTS]),
-        disagreements_total=len(disagreements), missing=max(0, expected - len(records)))
+        disagreements_total=len(disagreements), missing=max(0, expected - len(records)),
+        stopped=stopped, models=dict(models), dataset=settings.get("dataset"),
+        agent=settings.get("agent"),
+        started=min((r.started for r in records if r.started), default=None),
+        finished=max((r.started + r.wall_ms / 1000 for r in records if r.started),
+                     default=None))
 
 
 def _kind(name: str, records: Sequence[RunRecord]) -> str:
