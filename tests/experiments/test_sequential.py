@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from gramagent._cli import app
 from gramagent.experiments import load_experiment, render_report, report, run_experiment
+from gramagent.experiments._html import html_report
 from gramagent.experiments._sequential import Monitor, log_wealth
 from gramagent.testing import ScriptedServer
 
@@ -91,6 +92,7 @@ async def test_a_planted_difference_stops_the_experiment_early(
     console = Console(width=300, file=io.StringIO())
     console.print(render_report(result))
     assert "stopped early when decided" in console.file.getvalue()  # type: ignore[attr-defined]
+    assert "stopped early when decided" in html_report(result)
     assert json.loads(json.dumps(result.to_dict()))["stopped"]["cases_done"] >= 8
 
     # the same command resumes where it stopped: still decided, nothing runs

@@ -85,7 +85,7 @@ def _variants(report: Report) -> Table:
 
 
 def _dollars(value: float | None) -> str:
-    return "-" if value is None else f"${value:.3g}"
+    return "-" if value is None else f"${value:.4g}"
 
 
 def _flips(m: MetricSummary) -> str:
@@ -101,7 +101,7 @@ def _metric(m: MetricSummary, runs: int) -> str:
     if m.kind == "rate":
         return f"{m.value:.0%} {_interval(m.low, m.high, '.0%')}"
     if m.name == COST:
-        return f"${m.value:.3g} {_interval(m.low, m.high, '.3g')}"
+        return f"${m.value:.4g} {_interval(m.low, m.high, '.4g')}"
     digits = 0 if m.name in (LATENCY, TOKENS) else 3
     return f"{m.value:.{digits}f} {_interval(m.low, m.high, f'.{digits}f')}"
 
@@ -114,7 +114,7 @@ def _interval(low: float, high: float, spec: str) -> str:
 
 
 def _comparisons(report: Report) -> Group:
-    tables = []
+    tables: list[RenderableType] = []
     clustered = report.repeats > 1
     for variant in dict.fromkeys(c.variant for c in report.comparisons):
         rows = [c for c in report.comparisons if c.variant == variant]
@@ -123,30 +123,53 @@ def _comparisons(report: Report) -> Group:
         table = Table(title=Text(f"{variant} - {report.baseline}, {size} "
                                  "(rates in points; p after Holm)"),
                       title_justify="left", show_edge=False)
-        columns = [("metric", "left"), ("difference [CI]", "right"), ("test", "left"),
-                   ("p", "right"), ("cases W/T/L", "right"), ("Wilcoxon p", "right")]
-        if clustered:
-            columns.append(("design effect", "right"))
-        for column, justify in [*columns, ("outcome", "left")]:
+        for column, justify in (("metric", "left"), ("difference [CI]", "right"),
+                                ("test", "left"), ("p", "right"), ("outcome", "left")):
             table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
         for c in rows:
             outcome = Text(c.outcome, style=_OUTCOME_STYLE.get(c.outcome, ""))
             if c.pairs == 0:
-                table.add_row(Text(c.metric), NO_PAIRS, _TESTS.get(c.test, c.test), "-", "-",
-                              "-", *(["-"] if clustered else []), outcome)
+                table.add_row(Text(c.metric), NO_PAIRS, _TESTS.get(c.test, c.test), "-",
+                              outcome)
                 continue
-            extra = [_design(c)] if clustered else []
             table.add_row(Text(c.metric), _difference(c), _TESTS.get(c.test, c.test),
-                          f"{c.p_adjusted:.2g}", f"{c.wins}/{c.ties}/{c.losses}",
-                          "-" if c.wilcoxon_p is None else f"{c.wilcoxon_p:.2g}", *extra,
-                          outcome)
+                          f"{c.p_adjusted:.2g}", outcome)
         tables.append(table)
+        if rows[0].pairs:
+            tables.append(_per_case(variant, report, rows))
     return Group(*tables)
+
+
+def _per_case(variant: str, report: Report, rows: list[Comparison]) -> Table:
+    """Cases won, tied, lost; the Wilcoxon check; the design effect; what the run could
+    detect (the minimum detectable difference at 80 % power)."""
+    table = Table(title=Text(f"{variant} - {report.baseline} per case"), title_justify="left",
+                  show_edge=False)
+    columns = ["metric", "won/tied/lost", "Wilcoxon p", "could detect"]
+    if report.repeats > 1:
+        columns.insert(3, "design effect")
+    for column in columns:
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    for c in rows:
+        cells: list[RenderableType] = [Text(c.metric), f"{c.wins}/{c.ties}/{c.losses}",
+                 "-" if c.wilcoxon_p is None else f"{c.wilcoxon_p:.2g}", _detectable(c)]
+        if report.repeats > 1:
+            cells.insert(3, _design(c))
+        table.add_row(*cells)
+    return table
+
+
+def _detectable(c: Comparison) -> str:
+    if c.detectable is None:
+        return "-"
+    if c.is_rate:
+        return f"{c.detectable * 100:.1f} points"
+    return f"{c.detectable:.3g}"
 
 
 def _difference(c: Comparison) -> str:
     if c.metric == COST:
-        return f"{c.difference:+.3g} {_interval(c.low, c.high, '+.3g')}"
+        return f"{c.difference:+.4g} {_interval(c.low, c.high, '+.4g')}"
     scale = 100.0 if c.is_rate else 1.0
     digits = 1 if c.is_rate or abs(c.difference) < 100 else 0
     if c.metric not in (LATENCY, TOKENS) and not c.is_rate:
