@@ -196,6 +196,7 @@ def ab(
     html: Path | None = _HTML,
     retry_errors: bool = _RETRY,
     price: list[str] | None = _PRICE,
+    stop_when_decided: bool = _STOP,
 ) -> None:
     """Compare tool libraries on one agent and one dataset (the one-line A/B test)."""
     from gramagent._spec.gram import load_agent
@@ -217,7 +218,7 @@ def ab(
     # source: modules beside the agent file (its libraries) are importable by name
     experiment = Experiment(name=f"{spec.name}_ab", agent=spec, dataset=dataset,
                             variants=tuple(variants), evaluators=tuple(specs), repeats=repeats,
-                            source=str(agent_file))
+                            source=str(agent_file), stop_when_decided=stop_when_decided)
     _execute(_with_rates(experiment, rate), store=store, concurrency=concurrency, json=json,
              html=html, metrics_port=None, retry_errors=retry_errors, prices=_prices(price))
 
