@@ -111,3 +111,13 @@ def test_experiment_run_with_prices_reports_cost(tmp_path: Path,
     assert "cost per pass" in shown.stdout and "cost_usd" in shown.stdout
     bad = runner.invoke(app, ["experiment", "report", str(store), "--price", "x=1"])
     assert bad.exit_code == 1 and "expected MODEL=IN,OUT" in bad.stderr
+
+
+def test_a_bad_price_in_the_file_is_reported_with_its_place(tmp_path: Path) -> None:
+    from gramagent.errors import ExperimentError
+    from gramagent.experiments import load_experiment
+
+    path = write_experiment(tmp_path, names=["ann"], base_url="http://127.0.0.1:9/v1",
+                            extra=',\n  prices: {`openai/scripted`: "cheap"}')
+    with pytest.raises(ExperimentError, match=r"greetings.gram:\d+:\d+: .*prices must be"):
+        load_experiment(path)

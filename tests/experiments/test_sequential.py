@@ -112,3 +112,23 @@ def test_stop_when_decided_on_the_command_line(tmp_path: Path,
     assert done.exit_code == 0, done.output
     data = json.loads(done.stdout)
     assert data["stopped"]["runs_not_run"] == data["missing"] > 0
+
+
+def test_with_repeats_a_case_counts_once_all_its_repeats_ran() -> None:
+    from gramagent.experiments import EvalResult, RunRecord
+
+    monitor = Monitor(metric="ok", baseline="A", variants=["A", "B"], cases=["x"],
+                      repeats=2, alpha=ALPHA)
+
+    def run(variant: str, repeat: int, ok: bool) -> RunRecord:
+        return RunRecord(variant=variant, case_id="x", repeat=repeat, answer="", stop="answer",
+                         evaluations=(EvalResult(name="ok", score=float(ok), passed=ok),))
+
+    monitor.feed([run("A", 0, False), run("B", 0, True), run("A", 1, False)])
+    monitor.decided()
+    assert monitor.info(0).cases_done == 0
+    monitor.feed([run("B", 1, False)])  # the case's difference: (1 + 0) / 2
+    monitor.decided()
+    assert monitor.info(0).cases_done == 1
+    assert monitor.info(0).p_values["B"] == pytest.approx(
+        float(np.exp(-log_wealth(np.array([0.5]))[-1])))
