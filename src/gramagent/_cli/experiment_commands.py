@@ -10,6 +10,7 @@ Ctrl-C stops cleanly: finished runs are saved, and the same command resumes.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -40,9 +41,10 @@ from gramagent._limit_values import limit_problem
 from gramagent.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from gramagent._prices import Price
     from gramagent.experiments import Experiment, RunRecord, Started
 
-__all__ = ["ab", "experiment_report", "experiment_run"]
+__all__ = ["ab", "experiment_plan", "experiment_report", "experiment_run"]
 
 experiment_app = typer.Typer(cls=Group, help="Run and report A/B experiments.",
                              no_args_is_help=True)
@@ -60,6 +62,13 @@ _HTML = typer.Option(None, "--html", help="Also write a self-contained HTML repo
 _RETRY = typer.Option(False, "--retry-errors",
                       help="Run again the runs that ended on an error (a server that was "
                            "down, a dropped connection), replacing them.")
+_PRICE = typer.Option(None, "--price", metavar="MODEL=IN,OUT",
+                      help="Dollars per million input and output tokens of MODEL "
+                           "(repeatable; over the file's prices), e.g. "
+                           "--price openai/gpt-4o-mini=0.15,0.6: the report shows cost.")
+_STOP = typer.Option(False, "--stop-when-decided",
+                     help="Stop as soon as the sequential test of the first evaluator decides "
+                          "every variant (valid however often it looks); runs case by case.")
 _METRICS = typer.Option(None, "--metrics-port",
                         help="Serve Prometheus metrics on 127.0.0.1:PORT while running.")
 _ENGINE = typer.Option(None, "--engine", metavar="local|ray",
@@ -87,13 +96,18 @@ def experiment_run(
     engine: str | None = _ENGINE,
     ray_address: str | None = _RAY_ADDRESS,
     workers: int | None = _WORKERS,
+    price: list[str] | None = _PRICE,
+    stop_when_decided: bool = _STOP,
 ) -> None:
     """Run an experiment file (only the runs its store lacks), then print its report."""
     from gramagent.experiments import load_experiment
 
+    prices = _prices(price)
     experiment = load_experiment(file)
+    if stop_when_decided:
+        experiment = dataclasses.replace(experiment, stop_when_decided=True)
     _execute(_with_rates(experiment, rate), store=store, concurrency=concurrency, json=json,
-             html=html, metrics_port=metrics_port, retry_errors=retry_errors,
+             html=html, metrics_port=metrics_port, retry_errors=retry_errors, prices=prices,
              engine=_chosen_engine(engine or experiment.engine, ray_address, workers,
                                    concurrency))
 
@@ -106,16 +120,74 @@ def experiment_report(
     html: Path | None = _HTML,
     export: Annotated[Path | None, typer.Option(
         "--export", help="Write every run as a .parquet or .csv table.")] = None,
+    price: list[str] | None = _PRICE,
 ) -> None:
     """Print the report of a store (and write HTML or a table of the runs)."""
     from gramagent.experiments import Store, report
 
+    prices = _prices(price)
     with Store.read(store) as db:
-        result = report(db)
+        result = report(db, prices)
         if export is not None:
             count = _guard(lambda: db.export(export), f"cannot write {export}")
             err_console.print(f"wrote {count} runs to {escape(str(export))}")
     _show(result, json=json, html=html)
+
+
+@experiment_app.command("plan")
+@handle_errors
+def experiment_plan(
+    difference: Annotated[float, typer.Option(
+        "--difference", "-d", help="The difference to detect: a rate difference as a fraction "
+        "(0.1 is 10 points), or a mean difference with --sd or for a pilot's scores.")],
+    baseline_rate: Annotated[float | None, typer.Option(
+        "--baseline-rate", help="The baseline's expected pass rate (0 to 1).")] = None,
+    discordant: Annotated[float | None, typer.Option(
+        "--discordant", help="The expected share of pairs whose verdicts differ (default: "
+        "as if the variants failed independently).")] = None,
+    sd: Annotated[float | None, typer.Option(
+        "--sd", help="Standard deviation of the paired differences (scores, latency).")
+        ] = None,
+    pilot: Annotated[Path | None, typer.Option(
+        "--pilot", help="An existing store to take discordance, spread and design effect "
+        "from.")] = None,
+    metric: Annotated[str | None, typer.Option(
+        "--metric", help="With --pilot: only this metric.")] = None,
+    alpha: Annotated[float | None, typer.Option(
+        "--alpha", help="Significance level (default 0.05, or the pilot's).")] = None,
+    power: Annotated[float, typer.Option("--power", help="Power wanted.")] = 0.8,
+    repeats: Annotated[int | None, typer.Option(
+        "--repeats", min=1, help="Repeats per case (default 1, or the pilot's).")] = None,
+    icc: Annotated[float, typer.Option(
+        "--icc", help="Intra-case correlation of the repeats (0: independent, 1: copies).")
+        ] = 0.0,
+    json: bool = _JSON,
+) -> None:
+    """Cases an experiment needs to detect a difference, before spending anything."""
+    import orjson
+
+    from gramagent.experiments import plan_cases, plan_from_store
+
+    if pilot is not None:
+        plans = plan_from_store(pilot, difference, alpha=alpha, power=power,
+                                repeats=repeats, metric=metric)
+    else:
+        plans = [plan_cases(difference, baseline_rate=baseline_rate, discordant=discordant,
+                            sd=sd, alpha=0.05 if alpha is None else alpha, power=power,
+                            repeats=repeats or 1, icc=icc,
+                            metric="mean" if sd is not None else "pass rate")]
+    if json:
+        sys.stdout.write(orjson.dumps([dataclasses.asdict(p) for p in plans],
+                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    out = Console(soft_wrap=True, highlight=False)
+    for p in plans:
+        shown = (f"{p.difference * 100:+.1f} points" if p.metric == "pass rate" or
+                 "disagreeing" in p.basis else f"{p.difference:+g}")
+        who = f"{escape(p.variant)}, " if p.variant else ""
+        out.print(f"{who}{escape(p.metric)}: {p.cases:,} cases x {p.repeats} repeat(s) "
+                  f"to detect {shown} at alpha {p.alpha:g} with {p.power:.0%} power "
+                  f"({p.pairs:,} independent pairs; {escape(p.basis)})")
 
 
 @app.command("ab")
@@ -151,6 +223,8 @@ def ab(
     engine: str | None = _ENGINE,
     ray_address: str | None = _RAY_ADDRESS,
     workers: int | None = _WORKERS,
+    price: list[str] | None = _PRICE,
+    stop_when_decided: bool = _STOP,
 ) -> None:
     """Compare tool libraries on one agent and one dataset (the one-line A/B test)."""
     from gramagent._spec.gram.text import load_agent
@@ -169,9 +243,9 @@ def ab(
     # source: modules beside the agent file (its libraries) are importable by name
     experiment = Experiment(name=f"{spec.name}_ab", agent=spec, dataset=dataset,
                             variants=tuple(variants), evaluators=tuple(specs), repeats=repeats,
-                            source=str(agent_file))
+                            source=str(agent_file), stop_when_decided=stop_when_decided)
     _execute(_with_rates(experiment, rate), store=store, concurrency=concurrency, json=json,
-             html=html, metrics_port=None, retry_errors=retry_errors,
+             html=html, metrics_port=None, retry_errors=retry_errors, prices=_prices(price),
              engine=_chosen_engine(engine, ray_address, workers, concurrency))
 
 
@@ -230,8 +304,6 @@ def _is_number(text: str) -> bool:
 def _with_rates(experiment: Experiment, rates: list[str] | None) -> Experiment:
     if not rates:
         return experiment
-    import dataclasses
-
     limits = dict(experiment.rate_limits)
     for item in rates:
         model, sep, value = item.rpartition("=")
@@ -272,19 +344,25 @@ def _ray_stats(engine: Any, duplicates: int) -> None:
     if throttled:
         line += "; 429s: " + ", ".join(f"{m} {n}" for m, n in sorted(throttled.items()))
     err_console.print(escape(line), highlight=False)
+def _prices(items: list[str] | None) -> dict[str, Price]:
+    """``--price MODEL=IN,OUT`` options as prices by model."""
+    from gramagent._prices import parse_price
+
+    return dict(parse_price(item) for item in items or ())
 
 
 def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, json: bool,
              html: Path | None, metrics_port: int | None, retry_errors: bool,
-             engine: Any = None) -> None:
+             engine: Any = None, prices: dict[str, Price] | None = None) -> None:
     import asyncio  # where a command runs: --help stays free of them
     import sqlite3
 
     from gramagent.experiments import ExperimentMetrics, report, run_experiment, store_path
 
-    metrics = None
+    metrics = tool_metrics = None
     if metrics_port is not None:
-        serve_metrics_on(metrics_port)
+        # the ADR's tool_calls_total/tool_call_latency_ms are served: fill them, as run does
+        tool_metrics = serve_metrics_on(metrics_port)
         metrics = ExperimentMetrics.for_registry()
     live = _Live(experiment, err_console)
     path = store_path(experiment, store)
@@ -292,6 +370,7 @@ def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, js
         with live.progress:
             summary = asyncio.run(run_experiment(
                 experiment, store=path, concurrency=concurrency, metrics=metrics,
+                events=tool_metrics if engine is None else None,
                 on_start=live.start, on_record=live.record, retry_errors=retry_errors,
                 engine=engine or "local"))
     except KeyboardInterrupt:
@@ -304,7 +383,7 @@ def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, js
                       f"{escape(summary.store)}")
     if engine is not None:
         _ray_stats(engine, summary.duplicates)
-    result = report(summary.store)
+    result = report(summary.store, prices)
     errors = sum(v.errors for v in result.variants)
     if errors:
         err_console.print(f"{errors} runs ended on an error; --retry-errors runs them again")

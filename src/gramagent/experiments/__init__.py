@@ -47,6 +47,7 @@ from gramagent.experiments._experiment import Experiment
 from gramagent.experiments._gramfile import load_experiment
 from gramagent.experiments._html import html_report, write_html
 from gramagent.experiments._metrics import ExperimentMetrics
+from gramagent.experiments._plan import Plan, plan_cases, plan_from_store
 from gramagent.experiments._ray import RayEngine, RayStats, WorkerInfo
 from gramagent.experiments._records import EvalResult, RunKey, RunRecord, ToolRecord
 from gramagent.experiments._render import render_report
@@ -78,6 +79,7 @@ __all__ = [
     "MetricSummary",
     "ModelFactory",
     "ModelKey",
+    "Plan",
     "RateLimited",
     "RayEngine",
     "RayStats",
@@ -94,6 +96,8 @@ __all__ = [
     "html_report",
     "load_cases",
     "load_experiment",
+    "plan_cases",
+    "plan_from_store",
     "render_report",
     "report",
     "resolve_arm_model",

@@ -17,6 +17,7 @@ import orjson
 
 from gramagent import Agent, to_gram
 from gramagent._limit_values import limit_problem
+from gramagent._prices import price_problem
 from gramagent.errors import ConfigurationError
 from gramagent.experiments._cases import Dataset
 from gramagent.experiments._evaluators import DEFAULT_TIME_LIMIT, EvaluatorSpec
@@ -50,6 +51,13 @@ class Experiment:
     evaluator_timeout: float | None = DEFAULT_TIME_LIMIT
     """Seconds a custom or judge evaluator has for one run's verdict (None: no limit); past it
     that verdict fails, saying so."""
+    stop_when_decided: bool = False
+    """Stop as soon as the sequential test of the first evaluator decides every variant
+    against the baseline (valid under continuous monitoring; see docs/experiments.md)."""
+    prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Dollars per million input and output tokens, per model (``provider/name``): with a
+    price for every variant's model, reports show cost per run and per passed run. Not part
+    of the fingerprint: prices may change under a store."""
     source: str | None = None
     """The file it was read from, if any."""
     engine: str | None = None
@@ -96,6 +104,8 @@ class Experiment:
             out.append(problem)
         if self.engine not in (None, "local", "ray"):
             out.append(f"engine must be local or ray, got {self.engine!r}")
+        out += [f"price of {model!r}: {problem}" for model, price in self.prices.items()
+                if (problem := price_problem(price))]
         used = sorted({v.model or str(self.agent.model) for v in self.variants})
         out += [f"rate limit of {model!r}: no variant uses that model (they use "
                 f"{', '.join(used)}), so it would limit nothing"
@@ -144,7 +154,9 @@ class Experiment:
                 "seed": self.seed, "variants": [v.name for v in self.variants],
                 "evaluators": [e.name for e in self.evaluators], "agent": self.agent.name,
                 "cases": len(self.dataset), "repeats": self.repeats,
-                "dataset": self.dataset.path}
+                "dataset": self.dataset.path,
+                "models": {v.name: v.model or str(self.agent.model) for v in self.variants},
+                "prices": {model: list(price) for model, price in self.prices.items()}}
 
 
 def _digest(text: str) -> str:

@@ -32,6 +32,7 @@ from tree_sitter import Node
 from gramagent import Agent, load_agent
 from gramagent._limit_values import limit_problem
 from gramagent._models.chat import TOOL_CALL_MODES
+from gramagent._prices import price_problem, prices_from
 from gramagent._spec.gram.syntax import K_COMMENT, K_SUBJECT, NodeInfo
 from gramagent._spec.gram.typereader import INVALID as _INVALID
 from gramagent._spec.gram.typereader import TypeReader as _Reader
@@ -57,6 +58,9 @@ _EXPERIMENT_KEYS: dict[str, Callable[[Any], bool]] = {
         isinstance(r, (int, float)) and not isinstance(r, bool) and r > 0 for r in v.values()),
     "evaluator_timeout": lambda v: limit_problem("evaluator_timeout", v, optional=False) is None,
     "engine": lambda v: v in ("local", "ray"),
+    "stop_when_decided": lambda v: isinstance(v, bool),
+    "prices": lambda v: isinstance(v, dict) and all(price_problem(p) is None
+                                                    for p in v.values()),
 }
 _EXPECTED = {
     "agent": "a file name", "agent_name": "an agent name", "cases": "a file name",
@@ -65,6 +69,9 @@ _EXPECTED = {
     "rate_limits": "a map of model to requests per second, e.g. {`openai/gpt-4o-mini`: 5}",
     "evaluator_timeout": "a positive number of seconds",
     "engine": "local or ray",
+    "stop_when_decided": "true or false",
+    "prices": "a map of model to \"INPUT,OUTPUT\" dollars per million tokens, e.g. "
+              "{`openai/gpt-4o-mini`: \"0.15,0.6\"}",
 }
 _VARIANT_KEYS: dict[str, Callable[[Any], bool]] = {
     "library": lambda v: isinstance(v, str),
@@ -150,6 +157,9 @@ def _read(reader: _Reader, path: Path) -> Experiment:
             alpha=float(fields.get("alpha", 0.05)), seed=fields.get("seed", 0),
             store=fields.get("store"), rate_limits=fields.get("rate_limits", {}),
             evaluator_timeout=fields.get("evaluator_timeout", DEFAULT_TIME_LIMIT),
+            stop_when_decided=fields.get("stop_when_decided", False),
+            prices={m: (p.input, p.output)
+                    for m, p in prices_from(fields.get("prices", {})).items()},
             source=str(path), engine=fields.get("engine"))
     except ConfigurationError as exc:
         raise ExperimentError([Diagnostic(str(exc), str(path), *reader.decoder.position(

@@ -13,12 +13,15 @@ import base64
 import io
 import math
 import os
+from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
 from gramagent._install import needs_extra
 from gramagent.errors import ConfigurationError
+from gramagent.experiments._render import stop_sentence
 from gramagent.experiments._report import (
+    COST,
     LATENCY,
     NO_PAIRS,
     TOKENS,
@@ -38,6 +41,9 @@ margin:.6rem 0}th,td{padding:.35rem .6rem;border-bottom:1px solid #e5e8ef;text-a
 vertical-align:top}th{background:#f5f7fb}td.num{text-align:right;font-variant-numeric:
 tabular-nums}.better{color:#137333;font-weight:600}.worse{color:#b3261e;font-weight:600}
 .same{color:#5b6577}.pass{color:#137333}.fail{color:#b3261e}img{max-width:100%}
+.stop{background:#fff4d6;border-left:4px solid #e0a800;padding:.5rem .8rem}
+dl.about{display:grid;grid-template-columns:max-content 1fr;gap:.15rem 1rem;margin:.5rem 0}
+dl.about dt{color:#5b6577}dl.about dd{margin:0}
 .grid{display:grid;grid-template-columns:1fr 1fr;gap:1rem}code{background:#f2f4f8;
 padding:0 .25rem;border-radius:3px}
 """
@@ -67,8 +73,11 @@ def html_report(report: Report) -> str:
         f"{len(report.variants)} variants; baseline <b>{escape(report.baseline)}</b>; "
         f"alpha {report.alpha:g} (Holm-corrected per variant); seed {report.seed}"
         + (f"; {report.missing} runs missing" if report.missing else "") + "</p>",
-        "<h2>Verdicts</h2><ul>",
+        _about(report),
     ]
+    if report.stopped is not None:
+        parts.append(f"<p class=stop>{escape(stop_sentence(report))}</p>")
+    parts.append("<h2>Verdicts</h2><ul>")
     for c in report.comparisons:
         parts.append(f"<li><b>{escape(c.variant)}</b> vs {escape(report.baseline)}, "
                      f"<code>{escape(c.metric)}</code>: <span class={_css(c.outcome)}>"
@@ -80,6 +89,8 @@ def html_report(report: Report) -> str:
         parts.append("<h2>Paired differences against the baseline</h2>")
         parts.append(_img(_differences_figure(report, Figure)))
         parts.append(_comparison_table(report.comparisons))
+        parts.append("<h2>What this run could detect</h2>")
+        parts.append(_plan_table(report.comparisons))
     parts.append("<h2>Latency and tokens</h2><div class=grid>")
     parts.append(_img(_distribution(report, Figure, LATENCY)))
     parts.append(_img(_distribution(report, Figure, TOKENS)))
@@ -109,7 +120,7 @@ def _img(figure: Any) -> str:
 def _evaluator_names(report: Report) -> list[str]:
     if not report.variants:
         return []
-    return [m.name for m in report.variants[0].metrics if m.name not in (LATENCY, TOKENS)]
+    return [m.name for m in report.variants[0].metrics if m.name not in (LATENCY, TOKENS, COST)]
 
 
 def _rates_figure(report: Report, figure_type: Any) -> Any:
@@ -134,38 +145,44 @@ def _rates_figure(report: Report, figure_type: Any) -> Any:
     return figure
 
 
+_UNITS = ((lambda c: c.is_rate, "pass rates: variant − baseline, points"),
+          (lambda c: c.metric == LATENCY, "latency: variant − baseline, ms per run"),
+          (lambda c: c.metric == TOKENS, "tokens: variant − baseline, per run"),
+          (lambda c: c.metric == COST, "cost: variant − baseline, dollars per run"),
+          (lambda c: True, "scores: variant − baseline"))
+
+
 def _differences_figure(report: Report, figure_type: Any) -> Any:
-    rows = report.comparisons
-    figure = figure_type(figsize=(9, 0.6 + 0.4 * len(rows)))
-    axes = figure.add_subplot()
-    positions = list(range(len(rows)))[::-1]
-    for y, c in zip(positions, rows, strict=True):
-        scale = _plot_scale(c)
-        color = {"better": "#137333", "worse": "#b3261e"}.get(c.outcome, "#5b6577")
-        axes.errorbar(c.difference * scale, y, xerr=[[max(0.0, (c.difference - c.low) * scale)],
-                                                     [max(0.0, (c.high - c.difference) * scale)]],
-                      fmt="o", color=color, capsize=4)
-    axes.axvline(0, color="black", linewidth=0.8)
-    axes.set_yticks(positions, [f"{c.variant} · {c.metric}{_plot_unit(c)}" for c in rows])
-    axes.set_xlabel("variant − baseline, with the paired bootstrap interval (rates in points; "
-                    "other metrics in % of the baseline mean)")
-    axes.grid(axis="x", alpha=0.3)
+    """A forest plot: each paired difference with its interval, one panel per unit (a
+    difference in ms is never drawn as a share of something else)."""
+    groups: list[tuple[str, list[Comparison]]] = []
+    left = [c for c in report.comparisons if c.pairs]
+    for belongs, title in _UNITS:
+        rows = [c for c in left if belongs(c)]
+        left = [c for c in left if c not in rows]
+        if rows:
+            groups.append((title, rows))
+    heights = [0.5 + 0.38 * len(rows) for _, rows in groups] or [1.0]
+    figure = figure_type(figsize=(9, 0.6 * len(heights) + sum(heights)))
+    grid = figure.add_gridspec(len(heights), 1, height_ratios=heights, hspace=0.9)
+    for i, (title, rows) in enumerate(groups):
+        axes = figure.add_subplot(grid[i])
+        positions = list(range(len(rows)))[::-1]
+        for y, c in zip(positions, rows, strict=True):
+            scale = _scale(c)
+            color = {"better": "#137333", "worse": "#b3261e"}.get(c.outcome, "#5b6577")
+            if math.isfinite(c.low) and math.isfinite(c.high):
+                axes.hlines(y, c.low * scale, c.high * scale, color=color, linewidth=2.2)
+            axes.plot(c.difference * scale, y, "s", color=color, markersize=7)
+        axes.axvline(0, color="black", linewidth=0.8)
+        axes.set_yticks(positions, [f"{c.variant} · {c.metric}" for c in rows])
+        axes.set_title(title, fontsize=10, loc="left")
+        axes.grid(axis="x", alpha=0.3)
     return figure
 
 
 def _scale(c: Comparison) -> float:
-    return 100.0 if c.test == "mcnemar_exact" else 1.0
-
-
-def _plot_scale(c: Comparison) -> float:
-    """Points for rates; percent of the baseline's mean for the rest (one axis for all)."""
-    if c.test == "mcnemar_exact":
-        return 100.0
-    return 100.0 / abs(c.baseline_mean) if c.baseline_mean else 0.0
-
-
-def _plot_unit(c: Comparison) -> str:
-    return " (pts)" if c.test == "mcnemar_exact" else " (%)"
+    return 100.0 if c.is_rate else 1.0
 
 
 def _num(value: float) -> str:
@@ -183,9 +200,9 @@ def _signed(value: float) -> str:
 
 
 def _unit(c: Comparison) -> str:
-    if c.test == "mcnemar_exact":
+    if c.is_rate:
         return " (pts)"
-    return {LATENCY: " (ms)", TOKENS: " (tokens)"}.get(c.metric, "")
+    return {LATENCY: " (ms)", TOKENS: " (tokens)", COST: " ($)"}.get(c.metric, "")
 
 
 def _distribution(report: Report, figure_type: Any, metric: str) -> Any:
@@ -226,6 +243,7 @@ def _variant_table(report: Report) -> str:
 def _comparison_table(rows: tuple[Comparison, ...]) -> str:
     out = ["<table><tr><th>variant</th><th>metric</th><th>pairs</th><th>baseline</th>"
            "<th>variant</th><th>difference [CI]</th><th>test</th><th>p</th><th>p (Holm)</th>"
+           "<th>cases W/T/L</th><th>Wilcoxon p</th><th>design effect</th>"
            "<th>outcome</th></tr>"]
     for c in rows:
         s = _scale(c)
@@ -238,7 +256,55 @@ def _comparison_table(rows: tuple[Comparison, ...]) -> str:
             f"<td class=num>{c.pairs}</td><td class=num>{_num(c.baseline_mean)}</td>"
             f"<td class=num>{_num(c.variant_mean)}</td><td class=num>{difference}</td>"
             f"<td>{c.test}</td>{p_values}"
+            f"<td class=num>{c.wins}/{c.ties}/{c.losses}</td>"
+            f"<td class=num>{'-' if c.wilcoxon_p is None else f'{c.wilcoxon_p:.3g}'}</td>"
+            f"<td class=num>{'-' if c.design_effect is None else _num(c.design_effect)}</td>"
             f"<td class={_css(c.outcome)}>{escape(c.outcome)}</td></tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _about(report: Report) -> str:
+    """Models, date, duration and inputs of the run; the source of the token counts."""
+    rows = []
+    if report.models:
+        rows.append(("models", ", ".join(f"{escape(v)}: <code>{escape(m)}</code>"
+                                          for v, m in report.models.items())))
+    if report.started is not None and report.finished is not None:
+        start = datetime.fromtimestamp(report.started, UTC)
+        end = datetime.fromtimestamp(report.finished, UTC)
+        rows.append(("ran", f"{start:%Y-%m-%d %H:%M:%S} to {end:%H:%M:%S} UTC "
+                            f"({_duration(report.finished - report.started)})"))
+    if report.agent:
+        rows.append(("agent", f"<code>{escape(report.agent)}</code>"))
+    if report.dataset:
+        rows.append(("cases", f"<code>{escape(report.dataset)}</code>"))
+    rows.append(("tokens", "as each model server reported them; where a server reported "
+                           "none, estimated from the text (about 4 characters a token), so "
+                           "compare token figures only between variants on the same server"))
+    return "<dl class=about>" + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
+
+
+def _duration(seconds: float) -> str:
+    minutes, rest = divmod(max(0, round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02}:{rest:02}" if hours else f"{minutes}:{rest:02} min"
+
+
+def _plan_table(rows: tuple[Comparison, ...]) -> str:
+    out = ["<table><tr><th>variant</th><th>metric</th><th>cases</th><th>could detect "
+           "(80% power)</th><th>observed</th><th>cases the observed difference needs</th>"
+           "</tr>"]
+    for c in rows:
+        s = _scale(c)
+        could = "n/a" if c.detectable is None else f"&plusmn;{_num(c.detectable * s)}{_unit(c)}"
+        needed = ("-" if c.cases_needed is None else
+                  f"more than {c.cases_needed:,}" if c.cases_needed >= 10**9 else
+                  f"{c.cases_needed:,}")
+        out.append(f"<tr><td>{escape(c.variant)}</td><td>{escape(c.metric)}</td>"
+                   f"<td class=num>{c.cases}</td><td class=num>{could}</td>"
+                   f"<td class=num>{_signed(c.difference * s)}{_unit(c)}</td>"
+                   f"<td class=num>{needed}</td></tr>")
     out.append("</table>")
     return "".join(out)
 

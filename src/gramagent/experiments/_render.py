@@ -9,9 +9,11 @@ from rich.table import Table
 from rich.text import Text
 
 from gramagent.experiments._report import (
+    COST,
     LATENCY,
     NO_PAIRS,
     TOKENS,
+    Comparison,
     MetricSummary,
     Report,
     empty_metric,
@@ -29,11 +31,28 @@ def render_report(report: Report) -> RenderableType:
         f": {report.cases} cases x {report.repeats} repeat(s), baseline {report.baseline}, "
         f"alpha {report.alpha:g}" + (f", {report.missing} runs missing" if report.missing
                                      else ""))]
+    if report.stopped is not None:
+        parts.append(_stopped(report))
     parts.append(_variants(report))
     if report.comparisons:
         parts.append(_comparisons(report))
         parts.append(_verdicts(report))
     return Group(*parts)
+
+
+def stop_sentence(report: Report) -> str:
+    """The early stop in words (the terminal and the HTML report say the same)."""
+    info = report.stopped
+    assert info is not None
+    p = ", ".join(f"{v} vs {report.baseline} p={p:.2g}" for v, p in info.p_values.items())
+    return (f"stopped early when decided: the sequential test of {info.metric} crossed "
+            f"1/alpha after {info.cases_done} of {info.cases} cases ({p}, always valid); "
+            f"{info.runs_not_run} runs not run. The fixed-sample p-values and intervals below "
+            "do not account for the stop.")
+
+
+def _stopped(report: Report) -> Text:
+    return Text(stop_sentence(report), style="yellow")
 
 
 def _variants(report: Report) -> Table:
@@ -52,6 +71,12 @@ def _variants(report: Report) -> Table:
         table.add_row(Text(name), *(_metric(v.metrics[i], v.runs) for v in report.variants))
     table.add_row("tool errors", *(f"{sum(v.tool_errors.values())}/{v.tool_calls}"
                                    for v in report.variants))
+    for i, name in enumerate(names):
+        if any(v.metrics[i].flip_cases for v in report.variants):
+            table.add_row(Text(f"flips: {name}"), *(_flips(v.metrics[i]) for v in report.variants))
+    if any(v.cost_total is not None for v in report.variants):
+        table.add_row("cost, all runs", *(_dollars(v.cost_total) for v in report.variants))
+        table.add_row("cost per pass", *(_dollars(v.cost_per_pass) for v in report.variants))
     stops = sorted({k for v in report.variants for k in v.stops})
     for stop in stops:
         table.add_row(Text(f"stopped: {stop}"),
@@ -59,11 +84,24 @@ def _variants(report: Report) -> Table:
     return table
 
 
+def _dollars(value: float | None) -> str:
+    return "-" if value is None else f"${value:.4g}"
+
+
+def _flips(m: MetricSummary) -> str:
+    """The share of cases whose repeats both passed and failed."""
+    if m.flip_rate is None:
+        return "-"
+    return f"{m.flip_rate:.0%} of {m.flip_cases}"
+
+
 def _metric(m: MetricSummary, runs: int) -> str:
     if m.n == 0 or math.isnan(m.value):
         return empty_metric(runs)
     if m.kind == "rate":
         return f"{m.value:.0%} {_interval(m.low, m.high, '.0%')}"
+    if m.name == COST:
+        return f"${m.value:.4g} {_interval(m.low, m.high, '.4g')}"
     digits = 0 if m.name in (LATENCY, TOKENS) else 3
     return f"{m.value:.{digits}f} {_interval(m.low, m.high, f'.{digits}f')}"
 
@@ -76,33 +114,80 @@ def _interval(low: float, high: float, spec: str) -> str:
 
 
 def _comparisons(report: Report) -> Group:
-    tables = []
+    tables: list[RenderableType] = []
+    clustered = report.repeats > 1
     for variant in dict.fromkeys(c.variant for c in report.comparisons):
         rows = [c for c in report.comparisons if c.variant == variant]
-        table = Table(title=Text(f"{variant} - {report.baseline}, {rows[0].pairs} pairs "
+        size = (f"{rows[0].cases} cases x {report.repeats} repeats ({rows[0].pairs} pairs; "
+                "statistics over cases)" if clustered else f"{rows[0].pairs} pairs")
+        table = Table(title=Text(f"{variant} - {report.baseline}, {size} "
                                  "(rates in points; p after Holm)"),
                       title_justify="left", show_edge=False)
         for column, justify in (("metric", "left"), ("difference [CI]", "right"),
                                 ("test", "left"), ("p", "right"), ("outcome", "left")):
             table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
         for c in rows:
+            outcome = Text(c.outcome, style=_OUTCOME_STYLE.get(c.outcome, ""))
             if c.pairs == 0:
                 table.add_row(Text(c.metric), NO_PAIRS, _TESTS.get(c.test, c.test), "-",
-                              Text(c.outcome, style=_OUTCOME_STYLE.get(c.outcome, "")))
+                              outcome)
                 continue
-            scale = 100.0 if c.test == "mcnemar_exact" else 1.0
-            digits = 1 if c.test == "mcnemar_exact" or abs(c.difference) < 100 else 0
-            if c.metric not in (LATENCY, TOKENS) and c.test != "mcnemar_exact":
-                digits = 3
-            diff = (f"{c.difference * scale:+.{digits}f} "
-                    f"{_interval(c.low * scale, c.high * scale, f'+.{digits}f')}")
-            table.add_row(Text(c.metric), diff, _TESTS.get(c.test, c.test), f"{c.p_adjusted:.2g}",
-                          Text(c.outcome, style=_OUTCOME_STYLE.get(c.outcome, "")))
+            table.add_row(Text(c.metric), _difference(c), _TESTS.get(c.test, c.test),
+                          f"{c.p_adjusted:.2g}", outcome)
         tables.append(table)
+        if rows[0].pairs:
+            tables.append(_per_case(variant, report, rows))
     return Group(*tables)
 
 
-_TESTS = {"mcnemar_exact": "McNemar", "paired_permutation": "permutation"}
+def _per_case(variant: str, report: Report, rows: list[Comparison]) -> Table:
+    """Cases won, tied, lost; the Wilcoxon check; the design effect; what the run could
+    detect (the minimum detectable difference at 80 % power)."""
+    table = Table(title=Text(f"{variant} - {report.baseline} per case"), title_justify="left",
+                  show_edge=False)
+    columns = ["metric", "won/tied/lost", "Wilcoxon p", "could detect"]
+    if report.repeats > 1:
+        columns.insert(3, "design effect")
+    for column in columns:
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    for c in rows:
+        cells: list[RenderableType] = [Text(c.metric), f"{c.wins}/{c.ties}/{c.losses}",
+                 "-" if c.wilcoxon_p is None else f"{c.wilcoxon_p:.2g}", _detectable(c)]
+        if report.repeats > 1:
+            cells.insert(3, _design(c))
+        table.add_row(*cells)
+    return table
+
+
+def _detectable(c: Comparison) -> str:
+    if c.detectable is None:
+        return "-"
+    if c.is_rate:
+        return f"{c.detectable * 100:.1f} points"
+    return f"{c.detectable:.3g}"
+
+
+def _difference(c: Comparison) -> str:
+    if c.metric == COST:
+        return f"{c.difference:+.4g} {_interval(c.low, c.high, '+.4g')}"
+    scale = 100.0 if c.is_rate else 1.0
+    digits = 1 if c.is_rate or abs(c.difference) < 100 else 0
+    if c.metric not in (LATENCY, TOKENS) and not c.is_rate:
+        digits = 3
+    return (f"{c.difference * scale:+.{digits}f} "
+            f"{_interval(c.low * scale, c.high * scale, f'+.{digits}f')}")
+
+
+def _design(c: Comparison) -> str:
+    """The design effect and the intra-case correlation, or ``-`` where there is none."""
+    if c.design_effect is None:
+        return "-"
+    icc = "" if c.icc is None else f" (ICC {c.icc:.2f})"
+    return f"{c.design_effect:.2f}{icc}"
+
+
+_TESTS = {"mcnemar_exact": "McNemar", "clustered_sign_flip": "McNemar, cases",
+          "paired_permutation": "permutation"}
 
 
 def _verdicts(report: Report) -> Text:

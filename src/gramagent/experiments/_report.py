@@ -27,14 +27,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
+from gramagent._prices import Price, prices_from
 from gramagent.experiments import _stats as stats
 from gramagent.experiments._records import LATENCY, TOKENS, RunRecord
+from gramagent.experiments._sequential import StopInfo
 from gramagent.experiments._store import Store
 
-__all__ = ["LATENCY", "NO_PAIRS", "TOKENS", "Comparison", "Disagreement", "MetricSummary",
+__all__ = ["COST", "LATENCY", "NO_PAIRS", "TOKENS", "Comparison", "Disagreement", "MetricSummary",
            "Report", "VariantSummary", "empty_metric", "report"]
 
-_COSTS = (LATENCY, TOKENS)
+COST = "cost_usd"
+"""The report's metric of a run's cost in dollars (only when every variant's model has a
+price)."""
+_COSTS = (LATENCY, TOKENS, COST)
+RATE_TESTS = ("mcnemar_exact", "clustered_sign_flip")
+"""The tests of pass/fail metrics (their differences are rates: shown in points)."""
 MAX_DISAGREEMENTS = 200
 
 
@@ -51,6 +60,11 @@ class MetricSummary:
     n: int
     passed: int | None = None
     """Passes, for a rate."""
+    flip_rate: float | None = None
+    """With repeats, for a rate: the share of cases that passed on one repeat and failed on
+    another (0: the variant is consistent per case)."""
+    flip_cases: int = 0
+    """Cases with two repeats or more (the flip rate's denominator)."""
 
 
 NO_PAIRS = "no pairs"
@@ -75,6 +89,16 @@ class VariantSummary:
     """Failed tool calls by ``tool:error_type``."""
     latencies: tuple[float, ...] = field(repr=False, default=())
     tokens: tuple[int, ...] = field(repr=False, default=())
+    model: str | None = None
+    """The variant's model (``provider/name``), when the store knows it."""
+    price: tuple[float, float] | None = None
+    """Dollars per million input and output tokens of that model, when given."""
+    cost_total: float | None = None
+    """Dollars spent by all its runs (those that ended on an error too); None without a
+    price."""
+    cost_per_pass: float | None = None
+    """Dollars spent per passed run of the first pass/fail evaluator (None without a price,
+    such an evaluator, or a pass)."""
 
     @property
     def errors(self) -> int:
@@ -89,7 +113,9 @@ class Comparison:
     variant: str
     metric: str
     test: str
-    """``mcnemar_exact`` or ``paired_permutation``."""
+    """``mcnemar_exact`` (pass/fail, one repeat), ``clustered_sign_flip`` (pass/fail with
+    repeats: the sign-flip permutation test of the per-case differences, McNemar's test for
+    clusters) or ``paired_permutation`` (over cases when there are repeats)."""
     pairs: int
     """Pairs compared (for latency and tokens, those where neither run ended on an error)."""
     baseline_mean: float
@@ -98,10 +124,14 @@ class Comparison:
     """Mean of (variant - baseline) over the pairs (a rate difference for pass/fail)."""
     low: float
     high: float
-    """Paired bootstrap interval of the difference (confidence 1 - alpha)."""
+    """Interval of the difference (confidence 1 - alpha): Bonett-Price for pass rates, the
+    paired bootstrap otherwise."""
     p_value: float
     p_adjusted: float
-    """Holm-adjusted over the metrics of this variant's comparison."""
+    """Holm-adjusted over the tested metrics of this variant's comparison."""
+    tested: bool = True
+    """False when every pair agrees on the metric (no test possible, p is 1): such a metric
+    is left out of Holm's correction."""
     higher_is_better: bool
     verdict: str
     outcome: str
@@ -111,6 +141,38 @@ class Comparison:
     pairs_needed: int | None = None
     """Pairs (case, repeat) a difference of the observed size would need at 80 % power;
     None when no difference was observed."""
+    cases: int = 0
+    """Cases the pairs cover (the unit of the statistics when ``repeats`` > 1)."""
+    repeats: int = 1
+    cases_needed: int | None = None
+    """Cases (at this many repeats) a difference of the observed size would need at 80 %
+    power; None when no difference was observed."""
+    design_effect: float | None = None
+    """With repeats: the variance of the mean difference over cases divided by what
+    independent pairs would give (1: repeats as good as new cases; ``repeats``: worth one
+    pair). None with one repeat, or when no pair differs."""
+    icc: float | None = None
+    """The intra-case correlation of the pairs' differences, from the design effect."""
+    wins: int = 0
+    ties: int = 0
+    losses: int = 0
+    """Cases where the variant did better, the same, worse than the baseline (the mean over
+    its repeats; lower is better for latency and tokens)."""
+    spread: float | None = None
+    """Standard deviation of the pairs' differences (what a plan from this store as a pilot
+    starts from)."""
+    detectable: float | None = None
+    """The minimum detectable difference of this comparison: the smallest difference its
+    test would find with 80 % power at its number of cases (and their worth, with repeats),
+    given the spread (or share of disagreeing pairs) observed. None when it cannot say."""
+    wilcoxon_p: float | None = None
+    """For scores, latency and tokens: the Wilcoxon signed-rank test's p (over cases), a
+    check beside the permutation test (not Holm-adjusted, not used in the verdict)."""
+
+    @property
+    def is_rate(self) -> bool:
+        """Whether the metric is pass/fail (its difference is a rate: shown in points)."""
+        return self.test in RATE_TESTS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,6 +204,18 @@ class Report:
     disagreements_total: int
     missing: int
     """Keys of the experiment without a run (stopped before the end)."""
+    stopped: StopInfo | None = None
+    """Set when the sequential test stopped the experiment early (``--stop-when-decided``):
+    its fixed-sample p-values and intervals then do not account for the stop; the
+    always-valid p-values of the stop metric in here do."""
+    models: Mapping[str, str] = field(default_factory=dict)
+    """Each variant's model, when the store knows it."""
+    dataset: str | None = None
+    agent: str | None = None
+    started: float | None = None
+    """Unix time the first run started."""
+    finished: float | None = None
+    """Unix time the last run ended."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -164,19 +238,33 @@ class Report:
         raise KeyError(name)
 
 
-def report(source: str | os.PathLike[str] | Store) -> Report:
+def report(source: str | os.PathLike[str] | Store,
+           prices: Mapping[str, Price] | None = None) -> Report:
     """The report of a store (a path or an open :class:`Store`).
+
+    Args:
+        prices: model prices (``provider/name`` to :class:`~gramagent._prices.Price`), over
+            those of the experiment file; with a price for every variant's model, the report
+            has a cost metric (``cost_usd``) and cost per passed run.
 
     Raises:
         ExperimentError: the file is not an experiment store.
     """
     if isinstance(source, Store):
-        return build_report(source.records(), source.settings())
+        return _of_store(source, prices)
     with Store.read(source) as store:
-        return build_report(store.records(), store.settings())
+        return _of_store(store, prices)
 
 
-def build_report(records: Sequence[RunRecord], settings: Mapping[str, Any]) -> Report:
+def _of_store(store: Store, prices: Mapping[str, Price] | None) -> Report:
+    note = store.stop_note()
+    return build_report(store.records(), store.settings(), prices,
+                        stopped=None if note is None else StopInfo.from_dict(note))
+
+
+def build_report(records: Sequence[RunRecord], settings: Mapping[str, Any],
+                 prices: Mapping[str, Price] | None = None, *,
+                 stopped: StopInfo | None = None) -> Report:
     """The report of ``records`` under ``settings`` (see ``Experiment.settings``)."""
     alpha = float(settings.get("alpha", 0.05))
     seed = int(settings.get("seed", 0))
@@ -187,7 +275,15 @@ def build_report(records: Sequence[RunRecord], settings: Mapping[str, Any]) -> R
     for record in sorted(records, key=lambda r: (r.variant, r.case_id, r.repeat)):
         by_variant[record.variant].append(record)
     kinds = {name: _kind(name, records) for name in evaluators}
-    summaries = tuple(_summary(name, by_variant[name], evaluators, kinds, alpha, seed)
+    repeats = int(settings.get("repeats", 1))
+    models: Mapping[str, str] = settings.get("models") or {}
+    known = {**prices_from(settings.get("prices") or {}), **(prices or {})}
+    costs = {name: known[models[name]] for name in names
+             if name in models and models[name] in known}
+    if len(costs) < len(names):
+        costs = {}  # no price, no cost column: a cost of some variants only compares nothing
+    summaries = tuple(_summary(name, by_variant[name], evaluators, kinds, alpha, seed, repeats,
+                               costs, models.get(name))
                       for name in names)
     comparisons: list[Comparison] = []
     disagreements: list[Disagreement] = []
@@ -198,7 +294,7 @@ def build_report(records: Sequence[RunRecord], settings: Mapping[str, Any]) -> R
         pairs = [(base_runs[(r.case_id, r.repeat)], r) for r in by_variant[name]
                  if (r.case_id, r.repeat) in base_runs]
         comparisons.extend(_compare(name, pairs, evaluators, kinds, alpha, seed,
-                                    int(settings.get("repeats", 1))))
+                                    int(settings.get("repeats", 1)), costs))
         disagreements.extend(_disagreements(baseline, name, pairs, evaluators, kinds))
     expected = int(settings.get("cases", 0)) * int(settings.get("repeats", 1)) * len(names)
     return Report(
@@ -207,7 +303,12 @@ def build_report(records: Sequence[RunRecord], settings: Mapping[str, Any]) -> R
         cases=int(settings.get("cases", 0)), variants=summaries,
         comparisons=tuple(comparisons),
         disagreements=tuple(disagreements[:MAX_DISAGREEMENTS]),
-        disagreements_total=len(disagreements), missing=max(0, expected - len(records)))
+        disagreements_total=len(disagreements), missing=max(0, expected - len(records)),
+        stopped=stopped, models=dict(models), dataset=settings.get("dataset"),
+        agent=settings.get("agent"),
+        started=min((r.started for r in records if r.started), default=None),
+        finished=max((r.started + r.wall_ms / 1000 for r in records if r.started),
+                     default=None))
 
 
 def _kind(name: str, records: Sequence[RunRecord]) -> str:
@@ -227,7 +328,11 @@ def _costed(record: RunRecord) -> bool:
     return not record.stop.startswith("error:")
 
 
-def _metric_values(record: RunRecord, metric: str) -> float:
+def _metric_values(record: RunRecord, metric: str,
+                   costs: Mapping[str, Price] | None = None) -> float:
+    if metric == COST:
+        price = (costs or {})[record.variant]
+        return price.cost(record.input_tokens, record.output_tokens)
     if metric == LATENCY:
         return record.wall_ms
     if metric == TOKENS:
@@ -235,19 +340,42 @@ def _metric_values(record: RunRecord, metric: str) -> float:
     return _score(record, metric)
 
 
+def _metric_names(evaluators: list[str], costs: Mapping[str, Price]) -> list[str]:
+    """The metrics of a report: the evaluators, latency, tokens, and cost when priced."""
+    return [*evaluators, LATENCY, TOKENS, *([COST] if costs else [])]
+
+
+def _flips(runs: list[RunRecord], metric: str) -> tuple[float | None, int]:
+    """The share of cases (with two repeats or more) that passed on one repeat and failed on
+    another, and how many such cases there were."""
+    outcomes: dict[str, set[bool]] = defaultdict(set)
+    counts: Counter[str] = Counter()
+    for r in runs:
+        outcomes[r.case_id].add(_score(r, metric) >= 1.0)
+        counts[r.case_id] += 1
+    repeated = [case for case, n in counts.items() if n > 1]
+    if not repeated:
+        return None, 0
+    return sum(1 for case in repeated if len(outcomes[case]) == 2) / len(repeated), len(repeated)
+
+
 def _summary(name: str, runs: list[RunRecord], evaluators: list[str], kinds: Mapping[str, str],
-             alpha: float, seed: int) -> VariantSummary:
+             alpha: float, seed: int, repeats: int, costs: Mapping[str, Price],
+             model: str | None) -> VariantSummary:
     metrics = []
     confidence = 1 - alpha
     costed = [r for r in runs if _costed(r)]
-    for metric in [*evaluators, LATENCY, TOKENS]:
-        values = [_metric_values(r, metric) for r in (costed if metric in _COSTS else runs)]
+    for metric in _metric_names(evaluators, costs):
+        values = [_metric_values(r, metric, costs)
+                  for r in (costed if metric in _COSTS else runs)]
         if kinds.get(metric) == "rate":
             passed = sum(1 for v in values if v >= 1.0)
             low, high = stats.wilson(passed, len(values), confidence)
+            flips, flip_cases = _flips(runs, metric) if repeats > 1 else (None, 0)
             metrics.append(MetricSummary(
                 name=metric, kind="rate", value=passed / len(values) if values else math.nan,
-                low=low, high=high, n=len(values), passed=passed))
+                low=low, high=high, n=len(values), passed=passed, flip_rate=flips,
+                flip_cases=flip_cases))
         else:
             low, high = stats.bootstrap_mean(values, stats.rng_for(seed, name, metric),
                                              confidence)
@@ -260,7 +388,15 @@ def _summary(name: str, runs: list[RunRecord], evaluators: list[str], kinds: Map
     for r in runs:
         calls += len(r.tools)
         errors.update(f"{t.name}:{t.error_type}" for t in r.tools if t.status != "ok")
+    price = costs.get(name)
+    spent = None if price is None else sum(price.cost(r.input_tokens, r.output_tokens)
+                                           for r in runs)
+    first = next((m for m in metrics if m.kind == "rate"), None)
     return VariantSummary(
+        model=model, price=None if price is None else (price.input, price.output),
+        cost_total=spent,
+        cost_per_pass=(spent / first.passed if spent is not None and first is not None
+                       and first.passed else None),
         name=name, runs=len(runs), metrics=tuple(metrics),
         stops=dict(sorted(Counter(r.stop for r in runs).items())), tool_calls=calls,
         tool_errors=dict(sorted(errors.items())),
@@ -268,59 +404,162 @@ def _summary(name: str, runs: list[RunRecord], evaluators: list[str], kinds: Map
 
 
 def _compare(name: str, pairs: list[tuple[RunRecord, RunRecord]], evaluators: list[str],
-             kinds: Mapping[str, str], alpha: float, seed: int, repeats: int
-             ) -> list[Comparison]:
+             kinds: Mapping[str, str], alpha: float, seed: int, repeats: int,
+             costs: Mapping[str, Price]) -> list[Comparison]:
     rows: list[dict[str, Any]] = []
     costed = [(b, v) for b, v in pairs if _costed(b) and _costed(v)]
-    for metric in [*evaluators, LATENCY, TOKENS]:
+    for metric in _metric_names(evaluators, costs):
         used = costed if metric in _COSTS else pairs
-        base = [_metric_values(b, metric) for b, _ in used]
-        var = [_metric_values(v, metric) for _, v in used]
-        diffs = [v - b for b, v in zip(base, var, strict=True)]
-        rng = stats.rng_for(seed, name, metric, "paired")
-        low, high = stats.bootstrap_mean(diffs, rng, 1 - alpha)
-        row: dict[str, Any] = {
-            "variant": name, "metric": metric, "pairs": len(used),
-            "baseline_mean": _mean(base), "variant_mean": _mean(var),
-            "difference": _mean(diffs), "low": low, "high": high,
-            "higher_is_better": metric not in (LATENCY, TOKENS),
-        }
-        if kinds.get(metric) == "rate":
-            b = sum(1 for x, y in zip(base, var, strict=True) if x >= 1.0 > y)
-            c = sum(1 for x, y in zip(base, var, strict=True) if y >= 1.0 > x)
-            row.update(test="mcnemar_exact", p_value=stats.mcnemar_exact(b, c),
-                       discordant=(b, c),
-                       pairs_needed=stats.pairs_needed_mcnemar(b, c, len(used), alpha))
-        else:
-            row.update(test="paired_permutation",
-                       p_value=stats.paired_permutation(var, base, rng),
-                       pairs_needed=stats.pairs_needed_paired(diffs, alpha))
-        rows.append(row)
-    adjusted = stats.holm([row["p_value"] for row in rows])
+        base = np.array([_metric_values(b, metric, costs) for b, _ in used], dtype=float)
+        var = np.array([_metric_values(v, metric, costs) for _, v in used], dtype=float)
+        cases = np.array([b.case_id for b, _ in used], dtype=object)
+        rows.append(_paired_row(name, metric, kinds.get(metric) == "rate",
+                                _Paired(base, var, cases, repeats), alpha, seed))
+    # a metric whose pairs all agree (constant in both variants, say) has no test: its p is 1
+    # whatever, so it leaves Holm's family instead of halving the power of the others
+    tested = [i for i, row in enumerate(rows) if row["tested"]]
+    adjusted = dict(zip(tested, stats.holm([rows[i]["p_value"] for i in tested]),
+                        strict=True))
     out = []
-    for row, p_adj in zip(rows, adjusted, strict=True):
-        outcome, verdict = _verdict(row, p_adj, alpha, repeats)
+    for i, row in enumerate(rows):
+        p_adj = adjusted.get(i, row["p_value"])
+        outcome, verdict = _verdict(row, p_adj, alpha)
         out.append(Comparison(**row, p_adjusted=p_adj, outcome=outcome, verdict=verdict))
     return out
 
 
-def _verdict(row: Mapping[str, Any], p_adjusted: float, alpha: float, repeats: int
-             ) -> tuple[str, str]:
+@dataclass(frozen=True, slots=True)
+class _Paired:
+    """One metric's paired values, and the same averaged per case (the unit of the statistics
+    when a case has several repeats: repeats of one case are not independent pairs)."""
+
+    base: np.ndarray
+    var: np.ndarray
+    cases: np.ndarray
+    repeats: int
+
+    @property
+    def diffs(self) -> np.ndarray:
+        difference: np.ndarray = self.var - self.base
+        return difference
+
+    def per_case(self) -> tuple[np.ndarray, np.ndarray]:
+        """Baseline and variant means per case (in order of first appearance)."""
+        if self.repeats <= 1 or self.base.size == 0:
+            return self.base, self.var
+        _, first, inverse = np.unique(self.cases, return_index=True, return_inverse=True)
+        sizes = np.bincount(inverse)
+        order = np.argsort(first)
+        base = np.bincount(inverse, weights=self.base) / sizes
+        var = np.bincount(inverse, weights=self.var) / sizes
+        return base[order], var[order]
+
+
+def _paired_row(name: str, metric: str, rate: bool, data: _Paired, alpha: float,
+                seed: int) -> dict[str, Any]:
+    """Everything of one metric's comparison but Holm's correction and the verdict."""
+    rng = stats.rng_for(seed, name, metric, "paired")
+    higher_is_better = metric not in _COSTS
+    diffs = data.diffs
+    case_base, case_var = data.per_case()
+    case_diffs = case_var - case_base
+    clustered = data.repeats > 1
+    signs = np.sign(case_diffs) * (1 if higher_is_better else -1)
+    row: dict[str, Any] = {
+        "variant": name, "metric": metric, "pairs": int(diffs.size),
+        "cases": int(case_diffs.size), "repeats": data.repeats,
+        "baseline_mean": _mean(data.base.tolist()), "variant_mean": _mean(data.var.tolist()),
+        "difference": _mean(diffs.tolist()), "higher_is_better": higher_is_better,
+        "tested": bool(np.any(diffs != 0)),
+        "wins": int(np.sum(signs > 0)), "ties": int(np.sum(signs == 0)),
+        "losses": int(np.sum(signs < 0)),
+        "design_effect": None, "icc": None,
+        "spread": float(np.std(diffs, ddof=1)) if diffs.size > 1 else None,
+    }
+    if clustered:
+        deff = stats.design_effect(diffs, data.cases)
+        row["design_effect"] = deff
+        row["icc"] = stats.intra_case_correlation(deff, diffs.size / max(1, case_diffs.size))
+    if rate:
+        needed = _rate_row(row, data, (case_base, case_var), alpha, rng)
+    else:
+        low, high = stats.bootstrap_mean(case_diffs, rng, 1 - alpha)
+        row.update(test="paired_permutation", low=low, high=high,
+                   p_value=stats.paired_permutation(case_var, case_base, rng),
+                   wilcoxon_p=stats.wilcoxon_p(case_diffs))
+        needed = stats.pairs_needed_paired(case_diffs, alpha)
+        row["detectable"] = stats.detectable_mean(
+            case_diffs.size, float(np.std(case_diffs, ddof=1)) if case_diffs.size > 1
+            else math.nan, alpha)
+    row["cases_needed"] = needed
+    row["pairs_needed"] = None if needed is None else min(
+        stats.MOST_PAIRS, needed * (data.repeats if clustered else 1))
+    return row
+
+
+def _rate_row(row: dict[str, Any], data: _Paired, per_case: tuple[np.ndarray, np.ndarray],
+              alpha: float, rng: np.random.Generator) -> int | None:
+    """Fill the test, interval and discordant pairs of a pass/fail metric into ``row``;
+    returns the cases a difference of the observed size would need."""
+    diffs = data.diffs
+    b = int(np.sum(data.base > data.var))
+    c = int(np.sum(data.var > data.base))
+    row["discordant"] = (b, c)
+    needed: int | None
+    if data.repeats > 1:
+        # the pairs' worth in independent pairs (Rao-Scott): the counts divided by the
+        # design effect, kept within [1, repeats]; the most when it cannot be estimated
+        most = float(np.max(np.unique(data.cases, return_counts=True)[1]))
+        deff = row["design_effect"]
+        worth = most if deff is None else min(max(1.0, deff), most)
+        low, high = stats.paired_rate_interval(b / worth, c / worth, diffs.size / worth,
+                                               1 - alpha)
+        row.update(test="clustered_sign_flip",
+                   p_value=stats.paired_permutation(per_case[1], per_case[0], rng))
+        # Connor's count of independent pairs; a case is worth repeats / worth of them
+        effective = stats.pairs_needed_mcnemar(b / worth, c / worth, diffs.size / worth, alpha)
+        row["detectable"] = _detectable_rate(b, c, diffs.size, diffs.size / worth, alpha)
+        needed = None if effective is None else min(
+            stats.MOST_PAIRS, math.ceil(effective * worth / data.repeats))
+    else:
+        low, high = stats.paired_rate_interval(b, c, diffs.size, 1 - alpha)
+        row.update(test="mcnemar_exact", p_value=stats.mcnemar_exact(b, c))
+        needed = stats.pairs_needed_mcnemar(b, c, diffs.size, alpha)
+        row["detectable"] = _detectable_rate(b, c, diffs.size, diffs.size, alpha)
+    if diffs.size < 2:  # one pair: no interval
+        low = high = math.nan
+    row.update(low=low, high=high)
+    return needed
+
+
+def _detectable_rate(b: int, c: int, pairs: int, worth: float, alpha: float) -> float | None:
+    """The minimum detectable rate difference with ``pairs`` worth ``worth`` independent
+    ones, at the share of disagreeing pairs observed (one of each kind when none disagreed,
+    as in Bonett-Price's interval)."""
+    share = (b + c) / pairs if b + c else 2 / (pairs + 2)
+    return stats.detectable_rate(worth, share, alpha)
+
+
+def _verdict(row: Mapping[str, Any], p_adjusted: float, alpha: float) -> tuple[str, str]:
     diff = row["difference"]
-    shown = _format_difference(row["metric"], diff, row["test"] == "mcnemar_exact")
+    shown = _format_difference(row["metric"], diff, row["test"] in RATE_TESTS)
     if row["pairs"] == 0:
         return "no difference", "no paired runs to compare"
     if p_adjusted < alpha and diff != 0:
         good = (diff > 0) == row["higher_is_better"]
         outcome = "better" if good else "worse"
         return outcome, (f"{outcome}: {shown} (p={p_adjusted:.3g} after Holm, alpha={alpha:g})")
-    needed = row.get("pairs_needed")
-    if needed is None:
+    cases = row.get("cases_needed")
+    if cases is None:
         tail = "no difference observed"
     else:
-        # pairs are (case, repeat): with r repeats, a case brings r pairs
-        cases = math.ceil(needed / max(1, repeats))
-        tail = f"a difference of {shown} would need about {cases} cases"
+        tail = (f"a difference of {shown} would need more than {stats.MOST_PAIRS:,} cases"
+                if cases >= stats.MOST_PAIRS else
+                f"a difference of {shown} would need about {cases:,} cases")
+    detectable = row.get("detectable")
+    if detectable:
+        could = _format_difference(row["metric"], detectable, row["test"] in RATE_TESTS)
+        tail += f"; this run could detect {could.lstrip('+')} with 80% power"
     return "no difference", (f"no detectable difference at alpha={alpha:g} "
                              f"(p={p_adjusted:.3g}; {tail})")
 
@@ -332,6 +571,8 @@ def _format_difference(metric: str, diff: float, rate: bool) -> str:
         return f"{diff:+.1f} ms"
     if metric == TOKENS:
         return f"{diff:+.1f} tokens"
+    if metric == COST:
+        return f"{diff:+.3g} dollars per run"
     return f"{diff:+.3f}"
 
 

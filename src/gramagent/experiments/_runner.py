@@ -23,7 +23,8 @@ from gramagent.experiments._engine import AsyncioEngine, Engine
 from gramagent.experiments._experiment import Experiment
 from gramagent.experiments._metrics import ExperimentMetrics
 from gramagent.experiments._ray import RayEngine
-from gramagent.experiments._records import RunRecord
+from gramagent.experiments._records import RunKey, RunRecord
+from gramagent.experiments._sequential import Monitor
 from gramagent.experiments._store import Store
 from gramagent.experiments._variants import prepare
 
@@ -81,6 +82,7 @@ async def run_experiment(
     on_start: Callable[[Started], None] | None = None,
     on_record: Callable[[RunRecord], None] | None = None,
     retry_errors: bool = False,
+    stop_when_decided: bool | None = None,
 ) -> RunSummary:
     """Run every (variant, case, repeat) key of ``experiment`` not yet in its store.
 
@@ -99,6 +101,9 @@ async def run_experiment(
         on_record: called with each finished (and saved) run.
         retry_errors: run again the keys whose saved run ended on an error (``error:...``,
             e.g. the model server was down), replacing those runs.
+        stop_when_decided: stop once the sequential test of the first evaluator decides
+            every variant (default: the experiment's ``stop_when_decided``); the keys run
+            case by case, and the store notes the stop (reports say so).
 
     Raises:
         ConfigurationError: a variant, library or evaluator cannot be loaded.
@@ -126,6 +131,11 @@ async def run_experiment(
         if on_start is not None:
             on_start(Started(store=path, total=total, done=len(done), warnings=warnings))
         ran = delivered = 0
+        monitor = None
+        if experiment.stop_when_decided if stop_when_decided is None else stop_when_decided:
+            monitor, keys = _sequential(experiment, db, keys)
+        else:
+            db.set_stop_note(None)
         if keys:
             async with contextlib.aclosing(engine.run(experiment, keys)) as batches:
                 async for batch in batches:
@@ -136,8 +146,14 @@ async def run_experiment(
                             metrics.observe(experiment.name, record)
                         if on_record is not None:
                             on_record(record)
+                    if monitor is not None:
+                        monitor.feed(batch)
+                        if monitor.decided():
+                            db.set_stop_note(monitor.info(total - len(db.done())).to_dict())
+                            break
     return RunSummary(store=path, ran=ran, skipped=len(done), total=total, warnings=warnings,
                       duplicates=delivered - ran)
+
 
 
 ENGINES = ("local", "ray")
@@ -160,4 +176,26 @@ def named_engine(name: str, *, concurrency: int = 4,
                                      "process (its runs happen in the workers)")
         return RayEngine(concurrency=concurrency)
     raise ConfigurationError(f"unknown engine {name!r} (expected {' or '.join(ENGINES)})")
+
+
+def _sequential(experiment: Experiment, db: Store, keys: list[RunKey]
+                ) -> tuple[Monitor | None, list[RunKey]]:
+    """The sequential monitor, fed with the runs already saved, and the keys to run case by
+    case (so cases complete in dataset order); no keys left when it is already decided."""
+    if not experiment.evaluators:
+        return None, keys
+    cases = [case.id for case in experiment.dataset.cases]
+    monitor = Monitor(metric=experiment.evaluators[0].name, baseline=experiment.baseline_name,
+                      variants=[v.name for v in experiment.variants], cases=cases,
+                      repeats=experiment.repeats, alpha=experiment.alpha)
+    monitor.feed(db.records())
+    if monitor.decided():
+        if db.stop_note() is None and keys:
+            db.set_stop_note(monitor.info(len(keys)).to_dict())
+        return monitor, []
+    db.set_stop_note(None)
+    order = {case: i for i, case in enumerate(cases)}
+    variants = {v.name: i for i, v in enumerate(experiment.variants)}
+    keys = sorted(keys, key=lambda k: (order[k.case_id], k.repeat, variants[k.variant]))
+    return monitor, keys
 

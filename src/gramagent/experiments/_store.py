@@ -185,6 +185,22 @@ class Store:
             written: int = self._db.executemany(_INSERT, rows).rowcount
         return written
 
+    def stop_note(self) -> dict[str, Any] | None:
+        """What the runner noted when it stopped the experiment early (``--stop-when-decided``),
+        or None."""
+        text = _meta(self._db).get("stopped")
+        note: dict[str, Any] | None = orjson.loads(text) if text else None
+        return note
+
+    def set_stop_note(self, note: Mapping[str, Any] | None) -> None:
+        """Note an early stop (or, with None, that the experiment runs on)."""
+        with self._db:
+            if note is None:
+                self._db.execute("DELETE FROM meta WHERE key = 'stopped'")
+            else:
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('stopped', ?)",
+                                 (orjson.dumps(dict(note)).decode(),))
+
     def records(self) -> list[RunRecord]:
         """Every run, ordered by (variant, case, repeat): the same store reads the same."""
         rows = self._db.execute(
