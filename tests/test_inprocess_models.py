@@ -110,11 +110,11 @@ async def test_a_delay_is_awaited_and_can_be_cut_by_the_caller() -> None:
 
 @pytest.mark.parametrize("flavour", ["sync", "async"])
 async def test_a_function_model_answers_with_its_function_streamed_or_not(flavour: str) -> None:
-    """Sync and async functions both answer; streamed, the text comes as one piece."""
+    """Sync and async functions both answer; streamed, the text comes word by word."""
     def answer(request: ModelRequest) -> ModelTurn:
         last = request.messages[-1]
         assert isinstance(last, UserMessage)
-        return ModelTurn(text=last.content.upper(), finish_reason="stop")
+        return ModelTurn(text=f" {last.content.upper()}  twice\n", finish_reason="stop")
 
     async def answer_async(request: ModelRequest) -> ModelTurn:
         await asyncio.sleep(0)
@@ -123,10 +123,12 @@ async def test_a_function_model_answers_with_its_function_streamed_or_not(flavou
     agent, library = _hello()
     model = FunctionModel(answer if flavour == "sync" else answer_async)
     assert isinstance(model, StreamingModel)
-    assert (await run_agent(agent, "shout", library=library, model=model)).content == "SHOUT"
+    response = await run_agent(agent, "shout", library=library, model=model)
+    assert response.content == " SHOUT  twice\n"
     pieces: list[str] = []
     turn = await model.stream_request(model.requests[0], pieces.append)
-    assert pieces == ["SHOUT"] and turn.text == "SHOUT" and len(model.requests) == 2
+    assert pieces == [" ", "SHOUT  ", "twice\n"] and "".join(pieces) == turn.text
+    assert len(model.requests) == 2
     assert not model.closed
     await model.aclose()
     assert model.closed

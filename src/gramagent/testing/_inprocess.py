@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import re
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeAlias
@@ -41,6 +42,8 @@ __all__ = ["FunctionModel", "ModelFunction", "ScriptedModel"]
 ModelFunction: TypeAlias = Callable[[ModelRequest], ModelTurn | Awaitable[ModelTurn]]
 """Answers one request with a turn, directly or awaited; may raise ModelAPIError."""
 
+_WORDS = re.compile(r"\S+\s*|\s+")
+
 
 class FunctionModel:
     """A model whose every answer is ``function(request)``, computed in process.
@@ -50,7 +53,8 @@ class FunctionModel:
             :class:`~gramagent._models.base.ModelTurn` (or an awaitable of it); an exception it
             raises (e.g. :class:`~gramagent.errors.ModelAPIError`) is the request's failure.
 
-    Streamed (:meth:`stream_request`), the turn's text is handed out as one piece.
+    Streamed (:meth:`stream_request`), the turn's text is handed out word by word (each piece
+    a word and the white space after it).
     """
 
     def __init__(self, function: ModelFunction) -> None:
@@ -71,10 +75,10 @@ class FunctionModel:
         return await answer if inspect.isawaitable(answer) else answer
 
     async def stream_request(self, request: ModelRequest, on_text: TextSink) -> ModelTurn:
-        """As :meth:`request`, then hand the turn's text (if any) to ``on_text`` in one piece."""
+        """As :meth:`request`, then hand the turn's text (if any) to ``on_text`` word by word."""
         turn = await self.request(request)
-        if turn.text:
-            on_text(turn.text)
+        for piece in _WORDS.findall(turn.text or ""):
+            on_text(piece)
         return turn
 
     async def aclose(self) -> None:
