@@ -29,6 +29,8 @@ HANG_BOUND = 60.0
 
 WORKER_FRAMES = """
 import json, os, struct, sys
+
+pytestmark = pytest.mark.slow
 _loop = sys._getframe(2).f_locals  # the cell <- Session.run <- the worker's main loop
 
 def _send(body):
