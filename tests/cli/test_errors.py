@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from extras import needs
 from typer.testing import CliRunner
 
 from gramagent._cli._app import EXIT_ERROR, EXIT_INTERNAL, app, handle_errors
@@ -140,6 +141,7 @@ def test_tool_command_takes_the_loops_json_rules(arguments: str) -> None:
         result.exception, SystemExit)
 
 
+@needs("local", "experiments")  # the agent runs on the embedded model; experiments, statistics
 def test_a_metrics_port_in_use_is_a_user_error(tmp_path: Path) -> None:
     """--metrics-port on a port something else holds: one line, exit 1, not 'internal'."""
     import socket

@@ -190,6 +190,7 @@ def test_loop_replays_the_script(serve):
     assert texts == ["one", "two", "one", "two", "one"]
 
 
+@pytest.mark.slow
 async def test_hundred_concurrent_clients(serve):
     """A hundred concurrent requests, each waiting in a delayed turn, are all answered."""
     srv = serve([reply("ok", delay=0.05)], loop=True)

@@ -323,6 +323,7 @@ def test_corpus_size(corpus: list[dict[str, Any]]) -> None:
     assert len(corpus) == EXPECTED_UNIQUE_FUNCTIONS
 
 
+@pytest.mark.slow
 def test_whole_corpus_normalizes_to_valid_json_schema(
         corpus: list[dict[str, Any]], normalized: list[dict[str, Any]]) -> None:
     """Every function normalizes; every schema is valid and every default validates."""
