@@ -49,6 +49,7 @@ def test_user_error_with_markup_in_it_is_printed_as_text(capsys: pytest.CaptureF
     assert "bad [/red] value [link=x]" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [("harmony", "parse", "-"), ("signature", "-")])
 def test_invalid_utf8_on_stdin_is_a_user_error(args: tuple[str, ...]) -> None:
     done = _cli(*args, stdin=b'{"a": "\xff\xfe"}')
@@ -56,6 +57,7 @@ def test_invalid_utf8_on_stdin_is_a_user_error(args: tuple[str, ...]) -> None:
     assert b"Traceback" not in done.stderr and b"UTF-8" in done.stderr
 
 
+@pytest.mark.slow
 def test_signature_of_deep_json_is_a_user_error() -> None:
     done = _cli("signature", "-", stdin=b"[" * 5000 + b"]" * 5000)
     assert done.returncode == EXIT_ERROR, done.stderr

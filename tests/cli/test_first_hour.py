@@ -15,6 +15,8 @@ from extras import needs
 
 from gramagent.testing import ScriptedServer, error, reply
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "examples" / "hello_world.gram"
 

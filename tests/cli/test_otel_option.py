@@ -14,6 +14,8 @@ import pytest
 
 from gramagent.testing import ScriptedServer, call, reply
 
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("opentelemetry.sdk.trace")
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -233,6 +233,7 @@ def test_json_script_file(tmp_path: Path):
         load_script([{"reply": "ok"}, {"reply": "x", "call": "y"}])
 
 
+@pytest.mark.slow
 def test_command_line_server(tmp_path: Path):
     """``python -m gramagent.testing`` prints its base URL first and serves the
     script until terminated."""

@@ -169,6 +169,7 @@ def test_settle_interrupted_answers_only_the_missing_calls() -> None:
     assert settle_interrupted(answered, "") == answered
 
 
+@pytest.mark.slow
 def test_the_streaming_example_runs() -> None:
     """examples/streaming.py runs offline and its deltas join to its final answer."""
     import ast

@@ -150,6 +150,7 @@ def _utf8(data: bytes) -> bool:
 # Through the console script
 # --------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["check", "fmt"])
 @pytest.mark.parametrize(("content", "message"), [
     (FORMS["member chain"](500).encode(), f"nested more than {MAX_DEPTH} levels deep"),
