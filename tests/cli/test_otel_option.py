@@ -16,7 +16,8 @@ from gramagent.testing import ScriptedServer, call, reply
 
 pytestmark = pytest.mark.slow
 
-pytest.importorskip("opentelemetry.sdk.trace")
+pytest.importorskip("opentelemetry.sdk.trace",
+                    reason='needs the otel extra: python3 -m pip install -e ".[otel]"')
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "examples" / "hello_world.gram"
