@@ -28,6 +28,9 @@ typecheck: ## mypy --strict on src/gramagent and tests/typed_agent.py ([tool.myp
 test: ## Run the test suite: the README's test command
 	$(PYTHON) -m pytest
 
+test-fast: ## Run the fast suite: every test not marked slow (CI runs all)
+	$(PYTHON) -m pytest -m "not slow"
+
 e2e: ## Run the end-to-end tests on the embedded model (needs gramagent[local])
 	$(PYTHON) -m pytest -m e2e
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,3 +27,13 @@ def chart_tool() -> dict[str, Any]:
     ``tests/fixtures/chart_tool.json``: a fresh copy for each test."""
     result: dict[str, Any] = json.loads((FIXTURES / "chart_tool.json").read_text())
     return result
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Name the threads a test left running (not daemons): the interpreter waits for them at
+    exit, so a run that printed its closing line and then hangs says why."""
+    left = [t.name for t in threading.enumerate()
+            if not t.daemon and t is not threading.main_thread()]
+    if left:
+        print(f"threads left running by the tests: {', '.join(left)}", file=sys.stderr)

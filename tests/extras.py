@@ -31,10 +31,10 @@ def _missing(extra: str) -> list[str]:
     return [m for m in EXTRAS[extra] if importlib.util.find_spec(m) is None]
 
 
-def needs(extra: str) -> pytest.MarkDecorator:
-    """A marker that skips where ``extra`` is not installed."""
-    missing = _missing(extra)
-    return pytest.mark.skipif(bool(missing), reason=_reason(extra, missing))
+def needs(*extras: str) -> pytest.MarkDecorator:
+    """A marker that skips where one of ``extras`` is not installed (naming each missing one)."""
+    reasons = [_reason(extra, missing) for extra in extras if (missing := _missing(extra))]
+    return pytest.mark.skipif(bool(reasons), reason="; ".join(reasons))
 
 
 def require(extra: str) -> None:

@@ -267,6 +267,7 @@ def test_helpers_redact_free_text_at_the_source(gramagent_records: ListHandler) 
         assert MASK in record.getMessage()
 
 
+@pytest.mark.slow
 def test_a_library_run_prints_nothing_when_logging_is_not_configured() -> None:
     """Bad tool calls are logged at WARNING, but an application that configured no logging
     sees nothing on stderr (gramagent's NullHandler keeps Python's last resort quiet)."""

@@ -268,3 +268,22 @@ def test_public_modules_declare_a_sorted_resolvable_all(module: str) -> None:
     exported = list(mod.__all__)
     assert exported == sorted(exported)
     assert all(getattr(mod, name, None) is not None for name in exported)
+
+
+TESTING_EXPORTED = [
+    "CaptureSink", "FunctionModel", "ModelFunction", "RecordedRequest", "ScriptCall",
+    "ScriptCalls", "ScriptCompletion", "ScriptDrop", "ScriptError", "ScriptHTTP", "ScriptReply",
+    "ScriptTurn", "ScriptedModel", "ScriptedServer", "call", "calls", "completion", "drop",
+    "error", "http_response", "load_script", "main", "reply", "turn_from_dict",
+]
+
+
+def test_the_testing_module_exports_the_pinned_list() -> None:
+    """``gramagent.testing`` exports the scripted server, its turns, the in-process models
+    (each a StreamingModel, documented) and the capture sink: exactly the pinned list."""
+    testing = importlib.import_module("gramagent.testing")
+    assert testing.__all__ == TESTING_EXPORTED
+    for name in ("FunctionModel", "ScriptedModel"):
+        model_class = getattr(testing, name)
+        assert model_class.__doc__ and model_class.__module__ == "gramagent.testing._inprocess"
+        assert issubclass(model_class, gramagent.StreamingModel)

@@ -19,6 +19,8 @@ from cli_support import on_terminal, run_gramagent
 from gramagent._runtime.sessions import SessionStore
 from gramagent.testing import ScriptedServer, call, reply
 
+pytestmark = pytest.mark.slow
+
 AGENT = """
 [mailer:Agent {instruction: "You send e-mail with sendMail.", model: "openai/scripted"} |
   [sendMail:Tool {description: "Sends an e-mail", requiresApproval: true} |

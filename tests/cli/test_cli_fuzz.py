@@ -62,6 +62,7 @@ _SETTINGS = settings(max_examples=40, deadline=None, derandomize=True,
 _GRAMS = [p.read_text("utf-8") for p in GRAM_FILES]
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(text=mutated(_GRAMS) | st.text(max_size=200))
 def test_gram_text_through_check_and_fmt(text: str, tmp_path: Path) -> None:
@@ -71,6 +72,7 @@ def test_gram_text_through_check_and_fmt(text: str, tmp_path: Path) -> None:
     assert invoke(["fmt", str(path)]) in OK_CODES
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(text=mutated(SIGNATURES) | nested() | st.text(max_size=80))
 def test_signatures_through_schema(text: str) -> None:
@@ -92,6 +94,7 @@ _schemas = st.recursive(
     max_leaves=8)
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(text=_schemas.map(json.dumps) | st.text(max_size=80)
        | _schemas.map(lambda s: json.dumps({"name": "f", "description": "d", "parameters": s})))
@@ -101,6 +104,7 @@ def test_json_schemas_through_signature(text: str) -> None:
                   stdin=text.encode("utf-8", "surrogatepass")) in OK_CODES
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(data=st.binary(max_size=120) | st.text(max_size=120).map(str.encode)
        | st.sampled_from([b"<|start|>assistant<|channel|>commentary to=functions.f"

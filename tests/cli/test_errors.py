@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from extras import needs
 from typer.testing import CliRunner
 
 from gramagent._cli._app import EXIT_ERROR, EXIT_INTERNAL, app, handle_errors
@@ -48,6 +49,7 @@ def test_user_error_with_markup_in_it_is_printed_as_text(capsys: pytest.CaptureF
     assert "bad [/red] value [link=x]" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [("harmony", "parse", "-"), ("signature", "-")])
 def test_invalid_utf8_on_stdin_is_a_user_error(args: tuple[str, ...]) -> None:
     done = _cli(*args, stdin=b'{"a": "\xff\xfe"}')
@@ -55,6 +57,7 @@ def test_invalid_utf8_on_stdin_is_a_user_error(args: tuple[str, ...]) -> None:
     assert b"Traceback" not in done.stderr and b"UTF-8" in done.stderr
 
 
+@pytest.mark.slow
 def test_signature_of_deep_json_is_a_user_error() -> None:
     done = _cli("signature", "-", stdin=b"[" * 5000 + b"]" * 5000)
     assert done.returncode == EXIT_ERROR, done.stderr
@@ -140,6 +143,7 @@ def test_tool_command_takes_the_loops_json_rules(arguments: str) -> None:
         result.exception, SystemExit)
 
 
+@needs("local", "experiments")  # the agent runs on the embedded model; experiments, statistics
 def test_a_metrics_port_in_use_is_a_user_error(tmp_path: Path) -> None:
     """--metrics-port on a port something else holds: one line, exit 1, not 'internal'."""
     import socket

@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 from cli_support import run_gramagent
+from extras import needs
 
 from gramagent.testing import ScriptedServer, error, reply
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "examples" / "hello_world.gram"
@@ -128,6 +131,7 @@ def test_timeout_help_says_what_it_counts(tmp_path: Path) -> None:
     assert "the embedded model's loading, before the first turn, is not counted" in text
 
 
+@needs("local")  # Session.open resolves the agent's embedded model before it reads --timeout
 def test_a_timeout_of_zero_is_named_as_the_option_the_user_typed(tmp_path: Path) -> None:
     done = run_gramagent("run", str(HELLO), "Hi", "--timeout", "0", "--dry-run", cwd=tmp_path)
     assert done.returncode == 1

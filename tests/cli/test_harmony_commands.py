@@ -115,6 +115,7 @@ def test_render_errors(runner: CliRunner, tmp_path: Path) -> None:
     assert missing.exit_code == 1 and "x.gram" in missing.stderr
 
 
+@pytest.mark.slow
 def test_parse_of_the_adr_stub_line_is_the_call_alone(tmp_path: Path) -> None:
     """``gramagent harmony parse`` of the ADR's marker line prints one message (the call),
     no empty assistant message with warnings before it; ``--check`` passes."""

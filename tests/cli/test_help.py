@@ -15,6 +15,8 @@ from extras import needs_tools
 
 from gramagent import __version__
 
+pytestmark = pytest.mark.slow
+
 COMMANDS = ["run", "chat", "check", "fmt", "schema", "signature", "tool", "tools",
             "harmony parse", "harmony render", "mcp import", "mcp serve", "examples"]
 TYPE_PLACEHOLDER = re.compile(r"<(?:bool|int|float|str|path|list\[[^>]*\]|[a-z]+ range)>")

@@ -39,6 +39,7 @@ def server() -> Iterator[ScriptedServer]:
         yield srv
 
 
+@pytest.mark.slow
 def test_run_on_a_terminal_streams_the_answer(server: ScriptedServer, env: dict[str, str]
                                               ) -> None:
     out, err = on_terminal(["run", str(HELLO), "Hi, I'm Alice", "--base-url", server.base_url],
@@ -49,6 +50,7 @@ def test_run_on_a_terminal_streams_the_answer(server: ScriptedServer, env: dict[
     assert all(r.body.get("stream") is True for r in server.requests)
 
 
+@pytest.mark.slow
 def test_piped_output_is_whole_and_unstreamed(server: ScriptedServer, env: dict[str, str]
                                               ) -> None:
     done = subprocess.run([sys.executable, "-m", "gramagent", "run", str(HELLO),
@@ -59,6 +61,7 @@ def test_piped_output_is_whole_and_unstreamed(server: ScriptedServer, env: dict[
     assert all("stream" not in r.body for r in server.requests)
 
 
+@pytest.mark.slow
 def test_chat_on_a_terminal_streams_each_turn(env: dict[str, str]) -> None:
     with ScriptedServer([reply("First answer, streamed."),
                          reply("Second answer, also streamed.")]) as srv:
@@ -70,6 +73,7 @@ def test_chat_on_a_terminal_streams_each_turn(env: dict[str, str]) -> None:
         assert [m["role"] for m in second][-3:] == ["user", "assistant", "user"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["[/dim]", "[bold red]sayHello", "say[/]Hello",
                                   "say\x1b[2JHello"])
 def test_a_tool_name_is_printed_as_written_never_as_markup(env: dict[str, str],
@@ -82,6 +86,7 @@ def test_a_tool_name_is_printed_as_written_never_as_markup(env: dict[str, str],
     assert f"→ {terminal_text(name)}" in err and "\x1b[2J" not in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("streamed", [True, False])
 def test_terminal_control_sequences_of_the_model_are_shown_not_obeyed(
         env: dict[str, str], streamed: bool) -> None:

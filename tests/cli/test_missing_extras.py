@@ -33,6 +33,7 @@ def test_the_hint_is_the_command_for_a_checkout() -> None:
     assert install_command("tools", cwd=Path("/")) == f'pip install -e "{ROOT}[tools]"'
 
 
+@pytest.mark.slow
 def test_a_data_tool_without_the_extra_names_the_install_command(
     session: Path, tmp_path: Path,
 ) -> None:
@@ -44,6 +45,7 @@ def test_a_data_tool_without_the_extra_names_the_install_command(
     assert install_command("tools", cwd=tmp_path) in done.stderr
 
 
+@pytest.mark.slow
 def test_the_tool_list_says_what_is_missing_and_how_to_install_it(tmp_path: Path) -> None:
     done = run_gramagent("tools", cwd=tmp_path, hide=TOOLS_EXTRA)
     assert done.returncode == 0
@@ -54,6 +56,7 @@ def test_the_tool_list_says_what_is_missing_and_how_to_install_it(tmp_path: Path
     assert install_command("tools", cwd=tmp_path) in done.stderr
 
 
+@pytest.mark.slow
 def test_the_analyst_example_without_the_extra_names_the_install_command(
     tmp_path: Path,
 ) -> None:
@@ -66,6 +69,7 @@ def test_the_analyst_example_without_the_extra_names_the_install_command(
     assert install_command("tools", cwd=tmp_path) in done.stderr
 
 
+@pytest.mark.slow
 def test_python_repl_without_pyarrow_fails_with_the_install_command(
     session: Path, tmp_path: Path,
 ) -> None:
@@ -86,6 +90,7 @@ def test_python_repl_without_pyarrow_fails_with_the_install_command(
     assert install_command("tools", cwd=tmp_path) in done.stderr
 
 
+@pytest.mark.slow
 def test_python_repl_code_that_imports_an_unknown_module_is_ordinary_output(
     session: Path, tmp_path: Path,
 ) -> None:
@@ -98,6 +103,7 @@ def test_python_repl_code_that_imports_an_unknown_module_is_ordinary_output(
     assert "ModuleNotFoundError: No module named 'no_such_module_xyz'" in done.stdout
 
 
+@pytest.mark.slow
 def test_the_local_model_without_its_extra_names_the_install_command(tmp_path: Path) -> None:
     """Before any weights are touched or a server is started: a configuration error with the
     command (it was the child's exit status and a hint naming an uninstallable package)."""

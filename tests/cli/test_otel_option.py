@@ -14,7 +14,10 @@ import pytest
 
 from gramagent.testing import ScriptedServer, call, reply
 
-pytest.importorskip("opentelemetry.sdk.trace")
+pytestmark = pytest.mark.slow
+
+pytest.importorskip("opentelemetry.sdk.trace",
+                    reason='needs the otel extra: python3 -m pip install -e ".[otel]"')
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "examples" / "hello_world.gram"

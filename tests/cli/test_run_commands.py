@@ -304,6 +304,7 @@ def test_secrets_appear_nowhere(runner: CliRunner, tmp_path: Path,
         assert FAKE_TOKEN not in text, f"the MY_SERVICE_TOKEN value leaked into {where}"
 
 
+@pytest.mark.slow
 def test_installed_console_script(server: ScriptedServer, tmp_path: Path) -> None:
     """The installed ``gramagent`` command runs the hello-world agent in a fresh process."""
     cmd = gramagent_command()

@@ -257,6 +257,7 @@ def test_signature_errors(tmp_path: Path, content: str, expected: str) -> None:
     assert expected.replace("<in>", str(path)) in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.gram")))
 def test_every_example_is_canonical_and_check_prints_nothing(example: str,
                                                             tmp_path: Path) -> None:
@@ -274,6 +275,7 @@ CHART_SIGNATURE_WITH_COMMAS = (
 """A signature followed by its type pattern as written inside a tool pattern: a comma."""
 
 
+@pytest.mark.slow
 def test_schema_takes_type_patterns_separated_by_commas(tmp_path: Path) -> None:
     with_commas = run_gramagent("schema", CHART_SIGNATURE_WITH_COMMAS, cwd=tmp_path)
     assert with_commas.returncode == 0, with_commas.stderr
@@ -296,6 +298,7 @@ def test_a_problem_in_comma_separated_text_points_into_the_text_as_given() -> No
     assert "did you mean 'String'" in problem.message
 
 
+@pytest.mark.slow
 def test_schema_of_a_file_prints_its_tools_schemas(tmp_path: Path) -> None:
     from gramagent._spec.gram.text import load_file
 

@@ -20,7 +20,7 @@ from gramagent._spec.gram.text import load_agent
 from gramagent.errors import LimitExceeded
 from gramagent.tools import builtin_library
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ANALYST_TOOLS = {"load_csv", "describe_table", "python_repl", "chart"}

@@ -10,7 +10,7 @@ import pytest
 from gramagent._agent_session import SessionOptions
 from gramagent._cli.run_commands import RunOptions, _open_session
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

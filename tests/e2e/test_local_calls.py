@@ -20,7 +20,7 @@ from gramagent._models.base import ModelRequest
 from gramagent._models.local import local_model
 from gramagent._spec.definition import ToolDefinition
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 EM_FORCE = ToolDefinition(
     name="calculate_em_force",

@@ -25,7 +25,7 @@ from gramagent._runtime.loop import AgentResponse, run_agent
 from gramagent._spec.model import Agent
 from gramagent.errors import ConfigurationError, ModelAPIError
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def _greetings(response: AgentResponse, name: str) -> list[str]:

@@ -18,7 +18,7 @@ from gramagent._models.chat import ChatCompletionsModel
 from gramagent._models.local import local_model
 from gramagent.errors import ModelAPIError
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 BODY: dict[str, Any] = {
     "model": "qwen2.5-coder-0.5b", "temperature": 0.0, "max_tokens": 80,

@@ -113,6 +113,7 @@ def test_a_rate_that_is_not_a_positive_finite_number_is_refused(
     assert not list(tmp_path.glob("*.sqlite"))  # refused before any run or store
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path: Path) -> None:
     import dataclasses
     import itertools

@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from experiments_support import write_experiment
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -61,6 +62,7 @@ _run = st.tuples(st.sampled_from(["A", "B"]), st.sampled_from(["c1", "c2", "c3"]
                  st.sampled_from(["answer", "error:ModelAPIError"]), st.booleans())
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(runs=st.lists(_run, max_size=6, unique_by=lambda r: r[:2]))
 def test_no_report_shows_nan_whatever_runs_are_missing(

@@ -58,6 +58,7 @@ def _rows(store: Path) -> int:
         return 0
 
 
+@pytest.mark.slow
 def test_resume_after_kill_9_runs_no_saved_key_twice_and_loses_none(
         tmp_path: Path, slow_server: ScriptedServer) -> None:
     path = write_experiment(tmp_path, names=NAMES, base_url=slow_server.base_url)

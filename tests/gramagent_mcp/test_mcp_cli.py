@@ -13,7 +13,7 @@ from mcp_support import TIME_AGENT, TIME_SERVER
 from gramagent._install import install_command
 from gramagent.testing import ScriptedServer, call, reply
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
 def test_run_mixes_python_tools_and_an_mcp_server() -> None:

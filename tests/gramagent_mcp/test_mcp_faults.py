@@ -23,7 +23,7 @@ from gramagent.errors import ConfigurationError, MCPServerError
 from gramagent.mcp import MCPClient, mcp_library, running_http
 from gramagent.testing import ScriptedServer, call, reply
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timeout(90), pytest.mark.slow]
 
 FAULTY = fault_server("faulty")
 

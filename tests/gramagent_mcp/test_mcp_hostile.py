@@ -21,7 +21,7 @@ from mcp_support import HERE, PYTHON
 from gramagent.errors import MCPServerError, ToolError
 from gramagent.mcp import MCPClient, import_specs, mcp_library, result_text
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 RAW = f"mcp:stdio:{PYTHON} {shlex.quote(str(HERE / 'raw_server.py'))}"
 

@@ -19,7 +19,7 @@ from gramagent._runtime.library import canonical_schema
 from gramagent.mcp import import_specs, mcp_library
 from gramagent.mcp._import import specs_from_tools
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
 def _gramagent(*args: str) -> subprocess.CompletedProcess[str]:

@@ -24,7 +24,7 @@ from gramagent.mcp import (
 )
 from gramagent.testing import ScriptedServer, ScriptTurn, call, reply
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

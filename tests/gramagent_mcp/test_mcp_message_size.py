@@ -19,7 +19,7 @@ from mcp_support import HERE
 from gramagent.errors import ConfigurationError, MCPServerError
 from gramagent.mcp import MCPClient
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 LIMIT = 200_000
 ENVELOPE = 200

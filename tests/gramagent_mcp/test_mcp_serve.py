@@ -21,7 +21,7 @@ from gramagent.mcp._serve import SESSION_META, running_http
 from gramagent.testing import ScriptedServer, ScriptTurn, call, reply
 from gramagent.tools import builtin_library
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 HELLO = ROOT / "examples" / "hello_world.gram"
 

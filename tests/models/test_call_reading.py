@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -55,6 +56,7 @@ def _fn(**fields: Any) -> dict[str, Any]:
     return {"id": "c1", "type": "function", **fields}
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_chat_items, max_size=3))
 @example([_fn(id="", function={"name": "a", "arguments": "{}"})])
@@ -76,6 +78,7 @@ _responses_items = st.builds(
     name=_field(_values), arguments=_field(_values))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_responses_items, max_size=3))
 @example([{"type": "function_call", "call_id": "", "id": "fc", "name": "a", "arguments": ""}])

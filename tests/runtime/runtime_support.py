@@ -11,17 +11,33 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gramagent._models.base import Model
+import pytest
+
+from gramagent._messages import AssistantMessage, ToolResultMessage, UserMessage
+from gramagent._models.base import Model, ModelRequest, NamedToolChoice
 from gramagent._models.harmony_parse import HarmonyMessage, parse_harmony
 from gramagent._models.registry import WIRE_FORMATS, api_names
 from gramagent._runtime.library import ToolContext, ToolLibrary
 from gramagent._spec.model import Agent
-from gramagent.testing import ScriptedServer, ScriptTurn
+from gramagent.testing import ScriptedModel, ScriptedServer, ScriptTurn
 
 APIS = api_names()
 """Every registered wire format: the loop's guarantees hold in each."""
 PARALLEL_APIS = tuple(name for name, wire in WIRE_FORMATS.items() if wire.parallel_calls)
 """The formats whose replies carry several calls (legacy functions and Harmony make one)."""
+INPROCESS = "inprocess"
+"""The ``api`` of a loop test run on the in-process :class:`ScriptedModel` (no HTTP)."""
+
+
+def _over_http(apis: Sequence[str]) -> tuple[Any, ...]:
+    return tuple(pytest.param(api, marks=pytest.mark.slow) for api in apis)
+
+
+LOOP_APIS = (INPROCESS, *_over_http(APIS))
+"""Where a test of the loop's semantics runs: in process (the fast suite), and over real HTTP
+in every wire format (marked slow: the full suite)."""
+LOOP_PARALLEL_APIS = (INPROCESS, *_over_http(PARALLEL_APIS))
+"""As :data:`LOOP_APIS`, for the tests of several calls in one turn."""
 GREETING = "Returns a friendly greeting message for the given name."
 HELLO = "Hello, Alice! Nice to meet you."
 """What the sayHello of :func:`make_tools` answers for Alice."""
@@ -96,6 +112,33 @@ def make_agent(library: ToolLibrary, names: Sequence[str] | None = None) -> Agen
 ModelFactory = Callable[[ScriptedServer, str], Model]
 
 
+@dataclass(frozen=True)
+class Asked:
+    """One request the in-process model was asked: ``body`` is the ModelRequest itself (the
+    readers below take it as they take a wire body)."""
+
+    body: ModelRequest
+
+
+class InProcess:
+    """What the ``server`` fixture gives a test whose ``api`` is :data:`INPROCESS`: the same
+    script, answered by :attr:`model` (the ``model_for`` fixture hands it out)."""
+
+    def __init__(self) -> None:
+        self.model = ScriptedModel()
+
+    def add(self, *turns: ScriptTurn) -> None:
+        self.model.add(*turns)
+
+    @property
+    def remaining(self) -> int:
+        return self.model.remaining
+
+    @property
+    def requests(self) -> list[Asked]:
+        return [Asked(request) for request in self.model.requests]
+
+
 
 def script(srv: ScriptedServer, *turns: ScriptTurn) -> ScriptedServer:
     srv.add(*turns)
@@ -119,17 +162,21 @@ def _harmony(body: dict[str, Any]) -> list[HarmonyMessage]:
     return parse_harmony(prompt) if isinstance(prompt, str) else []
 
 
-def sent_tools(body: dict[str, Any]) -> str:
+def sent_tools(body: dict[str, Any] | ModelRequest) -> str:
     """The tool declarations of a request body as text, whatever the wire format."""
+    if isinstance(body, ModelRequest):
+        return json.dumps([[d.name, d.description, d.parameters] for d in body.tools])
     declared = body.get("tools", body.get("functions"))
     if declared is not None:
         return json.dumps(declared)
     return "".join(m.content for m in _harmony(body) if m.role == "developer")
 
 
-def sent_results(body: dict[str, Any]) -> list[tuple[str | None, str]]:
+def sent_results(body: dict[str, Any] | ModelRequest) -> list[tuple[str | None, str]]:
     """(call id, content) of every tool result in a request body, whatever the wire format
     (legacy functions and Harmony carry no call ids: None)."""
+    if isinstance(body, ModelRequest):
+        return [(m.call_id, m.content) for m in body.messages if isinstance(m, ToolResultMessage)]
     out: list[tuple[str | None, str]] = [
         (None, m.content) for m in _harmony(body) if m.role == "tool"
     ]
@@ -144,8 +191,11 @@ def sent_results(body: dict[str, Any]) -> list[tuple[str | None, str]]:
     return out
 
 
-def sent_calls(body: dict[str, Any]) -> list[str]:
+def sent_calls(body: dict[str, Any] | ModelRequest) -> list[str]:
     """Names of the tool calls in a request body's history."""
+    if isinstance(body, ModelRequest):
+        return [c.name for m in body.messages if isinstance(m, AssistantMessage)
+                for c in m.tool_calls]
     names: list[str] = []
     for item in body.get("messages", ()):
         names.extend(c["function"]["name"] for c in item.get("tool_calls") or ())
@@ -156,9 +206,12 @@ def sent_calls(body: dict[str, Any]) -> list[str]:
     return names
 
 
-def sent_choice(body: dict[str, Any]) -> Any:
+def sent_choice(body: dict[str, Any] | ModelRequest) -> Any:
     """The tool choice of a request body (``function_call`` for legacy functions; for Harmony,
     read back from the prompt: tools left out, or the prefill that forces a call)."""
+    if isinstance(body, ModelRequest):
+        choice = body.tool_choice
+        return {"name": choice.name} if isinstance(choice, NamedToolChoice) else choice
     prompt = body.get("prompt")
     if not isinstance(prompt, str):
         return body.get("tool_choice", body.get("function_call"))
@@ -170,7 +223,9 @@ def sent_choice(body: dict[str, Any]) -> Any:
     return "auto" if "namespace functions" in start else "none"
 
 
-def user_texts(body: dict[str, Any]) -> list[str]:
+def user_texts(body: dict[str, Any] | ModelRequest) -> list[str]:
+    if isinstance(body, ModelRequest):
+        return [m.content for m in body.messages if isinstance(m, UserMessage)]
     items = body.get("messages", body.get("input", ()))
     texts = [i["content"] for i in items if i.get("role") == "user"]
     return texts + [m.content for m in _harmony(body) if m.role == "user"]

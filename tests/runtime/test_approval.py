@@ -13,7 +13,14 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from runtime_support import APIS, PARALLEL_APIS, ModelFactory, script, sent_results
+from runtime_support import (
+    LOOP_APIS,
+    LOOP_PARALLEL_APIS,
+    PARALLEL_APIS,
+    ModelFactory,
+    script,
+    sent_results,
+)
 
 from gramagent._messages import AssistantMessage, Conversation, ToolResultMessage
 from gramagent._runtime.approval import ApprovalRequest, Decision, Refused
@@ -76,7 +83,7 @@ def _refusals(body: dict[str, Any]) -> list[str]:
     return [content for _, content in sent_results(body) if "did not approve" in content]
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", LOOP_APIS)
 async def test_pauses_then_resumes_approved(api: str, mail: Mail, mailer: Agent,
                                             server: ScriptedServer,
                                             model_for: ModelFactory) -> None:
@@ -105,7 +112,7 @@ async def test_pauses_then_resumes_approved(api: str, mail: Mail, mailer: Agent,
     assert [m.kind for m in done.context] == ["user", "assistant", "tool_result", "assistant"]
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", LOOP_APIS)
 @pytest.mark.parametrize("decision", [False, Refused("not to Bob, he left")])
 async def test_refusal_is_a_result_the_model_sees(api: str, decision: bool | Refused,
                                                   mail: Mail, mailer: Agent,
@@ -129,7 +136,7 @@ async def test_refusal_is_a_result_the_model_sees(api: str, decision: bool | Ref
     assert [(e.status, e.error_type) for e in result] == [("error", "approval_refused")]
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", LOOP_APIS)
 @pytest.mark.parametrize("answer", [True, False])
 @pytest.mark.parametrize("flavour", ["sync", "async"])
 async def test_approve_callback_is_asked(api: str, answer: bool, flavour: str, mail: Mail,
@@ -156,7 +163,7 @@ async def test_approve_callback_is_asked(api: str, answer: bool, flavour: str, m
     assert response.tool_invocations[0].ok is answer
 
 
-@pytest.mark.parametrize("api", PARALLEL_APIS)
+@pytest.mark.parametrize("api", LOOP_PARALLEL_APIS)
 @pytest.mark.parametrize("flavour", ["sync", "async"])
 async def test_a_raising_callback_keeps_the_conversation(api: str, flavour: str, mail: Mail,
                                                         mailer: Agent, server: ScriptedServer,
@@ -189,7 +196,7 @@ async def test_a_raising_callback_keeps_the_conversation(api: str, flavour: str,
     assert mail.runs == Counter(readMail=1, sendMail=1)
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", LOOP_APIS)
 async def test_a_refused_call_asked_again_is_not_asked_again(
         api: str, mail: Mail, mailer: Agent, server: ScriptedServer,
         model_for: ModelFactory) -> None:
@@ -213,7 +220,7 @@ async def test_a_refused_call_asked_again_is_not_asked_again(
     assert len(_refusals(last)) == 2 and all("Bob is away" in r for r in _refusals(last))
 
 
-@pytest.mark.parametrize("api", PARALLEL_APIS)
+@pytest.mark.parametrize("api", LOOP_PARALLEL_APIS)
 async def test_other_calls_of_the_turn_run_while_one_waits(
         api: str, mail: Mail, mailer: Agent, server: ScriptedServer,
         model_for: ModelFactory) -> None:

@@ -226,6 +226,7 @@ async def test_deadlines_armed_in_any_order_each_fire_at_their_time(
     assert list(results) == [s < 1 and not d for s, d in plan]
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None)
 @given(st.lists(st.sampled_from(["deadline", "thread", "both"]), min_size=2, max_size=5))
 def test_event_loops_one_after_another_are_not_kept(uses: list[str]) -> None:

@@ -13,6 +13,8 @@ import pytest
 from runtime_support import (
     APIS,
     HELLO,
+    LOOP_APIS,
+    LOOP_PARALLEL_APIS,
     PARALLEL_APIS,
     Barrier,
     ModelFactory,
@@ -40,7 +42,7 @@ from gramagent.testing import ScriptedServer, call, calls, drop, error, reply
 REQUEST: contextvars.ContextVar[str] = contextvars.ContextVar("REQUEST", default="none")
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", LOOP_APIS)
 async def test_say_hello_conversation(api: str, tools: Tools, agent: Agent,
                                       server: ScriptedServer, model_for: ModelFactory) -> None:
     """User message -> one sayHello call -> the tool runs -> its result reaches the model."""
@@ -74,7 +76,7 @@ async def test_resolves_and_closes_its_own_model(api: str, tools: Tools, agent: 
     assert server.requests[0].body["model"] == "scripted"
 
 
-@pytest.mark.parametrize("api", PARALLEL_APIS)
+@pytest.mark.parametrize("api", LOOP_PARALLEL_APIS)
 @pytest.mark.parametrize("flavour", ["async", "sync"])
 async def test_parallel_calls_run_concurrently(api: str, flavour: str, server: ScriptedServer,
                                                model_for: ModelFactory) -> None:
@@ -374,7 +376,7 @@ ERROR_CASES: dict[str, tuple[Any, str, str, list[str]]] = {
 }
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", LOOP_APIS)
 @pytest.mark.parametrize("case", list(ERROR_CASES))
 async def test_bad_calls_become_error_results_the_model_sees(
         case: str, api: str, tools: Tools, agent: Agent, server: ScriptedServer,
@@ -428,7 +430,7 @@ async def test_retries_do_not_run_a_tool_twice(api: str, tools: Tools, agent: Ag
     assert [len(sent_results(r.body)) for r in server.requests] == [0, 0, 1, 1, 1]
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", LOOP_APIS)
 async def test_model_api_error_carries_the_conversation(api: str, tools: Tools, agent: Agent,
                                                         server: ScriptedServer,
                                                         model_for: ModelFactory) -> None:
@@ -467,7 +469,7 @@ async def test_binding_errors_come_before_any_request(server: ScriptedServer,
     assert server.requests == []
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", LOOP_APIS)
 async def test_ab_two_libraries_run_the_same_agent(api: str, server: ScriptedServer,
                                                    model_for: ModelFactory) -> None:
     """The same agent spec runs with library A and library B; the model sees each result."""
@@ -512,7 +514,7 @@ async def test_long_tool_output_is_truncated_with_a_marker(server: ScriptedServe
     assert sent.startswith("x" * 10 + "\n[") and "90 of 100 characters cut" in sent
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", LOOP_APIS)
 async def test_required_tool_choice_applies_to_the_first_request_only(
         api: str, tools: Tools, agent: Agent, server: ScriptedServer,
         model_for: ModelFactory) -> None:
@@ -577,7 +579,7 @@ async def test_event_messages_never_quote_exception_text_or_arguments(
     assert secret not in repr(sink.events) and "4242424242" not in repr(sink.events)
 
 
-@pytest.mark.parametrize("api", PARALLEL_APIS)
+@pytest.mark.parametrize("api", LOOP_PARALLEL_APIS)
 async def test_a_turn_mixing_inline_async_and_thread_tools(
         api: str, server: ScriptedServer, model_for: ModelFactory) -> None:
     """Inline calls (``blocking=False``) run without a task of their own: the async calls of

@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 from runtime_support import (
-    APIS,
     HELLO,
-    PARALLEL_APIS,
+    LOOP_APIS,
+    LOOP_PARALLEL_APIS,
     ModelFactory,
     Tools,
     make_agent,
@@ -44,7 +44,7 @@ from gramagent.testing import ScriptedServer, call, calls, reply
 
 # -- limits -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", LOOP_APIS)
 async def test_iteration_limit_stops_with_the_conversation(api: str, tools: Tools, agent: Agent,
                                                            server: ScriptedServer,
                                                            model_for: ModelFactory) -> None:
@@ -70,7 +70,7 @@ def test_default_iteration_limit_is_ten(tools: Tools, agent: Agent,
     assert info.value.observed == 10 and len(server.requests) == 10
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", LOOP_APIS)
 async def test_token_budget_from_reported_usage(api: str, tools: Tools, agent: Agent,
                                                 server: ScriptedServer,
                                                 model_for: ModelFactory) -> None:
@@ -88,7 +88,7 @@ async def test_token_budget_from_reported_usage(api: str, tools: Tools, agent: A
     assert sum(isinstance(m, ToolResultMessage) for m in exc.context) == 2
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", LOOP_APIS)
 async def test_retry_budget_stops_a_tool_called_wrongly_again_and_again(
         api: str, tools: Tools, agent: Agent, server: ScriptedServer,
         model_for: ModelFactory) -> None:
@@ -115,7 +115,7 @@ async def test_retry_budget_is_per_tool(tools: Tools, agent: Agent, server: Scri
     assert [i.error_type for i in response.tool_invocations] == ["invalid_arguments"] * 4
 
 
-@pytest.mark.parametrize("api", PARALLEL_APIS)
+@pytest.mark.parametrize("api", LOOP_PARALLEL_APIS)
 async def test_max_tool_calls_closes_the_turn_and_stops(api: str, tools: Tools, agent: Agent,
                                                         server: ScriptedServer,
                                                         model_for: ModelFactory) -> None:
@@ -373,7 +373,7 @@ async def test_token_usage_is_estimated_when_not_reported(tools: Tools, agent: A
 
 # -- repeated-call guard ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", LOOP_APIS)
 async def test_repeated_call_is_answered_without_running_it(api: str, tools: Tools,
                                                             agent: Agent,
                                                             server: ScriptedServer,
@@ -413,7 +413,7 @@ async def test_repeat_guard_ends_a_text_mode_model_that_keeps_writing_its_call(
     assert [sent_choice(r.body) for r in server.requests] == ["auto", "auto", "none"]
 
 
-@pytest.mark.parametrize("api", PARALLEL_APIS)
+@pytest.mark.parametrize("api", LOOP_PARALLEL_APIS)
 async def test_copies_of_a_call_in_one_turn_run_once(api: str, tools: Tools, agent: Agent,
                                                      server: ScriptedServer,
                                                      model_for: ModelFactory) -> None:
@@ -483,7 +483,7 @@ async def test_failed_calls_may_be_retried_with_the_same_arguments(
 
 # -- dry run ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", LOOP_APIS)
 async def test_dry_run_runs_no_tool_but_reports_everything(api: str, tools: Tools,
                                                            agent: Agent,
                                                            server: ScriptedServer,
@@ -519,7 +519,7 @@ async def test_dry_run_needs_no_library(server: ScriptedServer,
 SECRET = "hunter2-Sup3rS3cret"
 
 
-@pytest.mark.parametrize("api", PARALLEL_APIS)
+@pytest.mark.parametrize("api", LOOP_PARALLEL_APIS)
 async def test_events_order_hashes_and_privacy(api: str, tools: Tools, agent: Agent,
                                                server: ScriptedServer,
                                                model_for: ModelFactory) -> None:

@@ -44,6 +44,7 @@ async def test_a_model_object_without_a_name_sends_the_agents() -> None:
 
 
 def test_the_embedded_model_names_the_model_it_serves() -> None:
-    pytest.importorskip("xllamacpp")
+    pytest.importorskip("xllamacpp",
+                        reason='needs the local extra: python3 -m pip install -e ".[local]"')
     model = resolve_model("local/qwen2.5-coder-1.5b")
     assert model.model_name == "qwen2.5-coder-1.5b"  # type: ignore[attr-defined]

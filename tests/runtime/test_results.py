@@ -78,6 +78,7 @@ _ONE_CALL = AgentResponse(
 [1, 0, 3] its result, [8, 0, 2] its waiting call's arguments."""
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(response=_responses, path=st.lists(st.integers(0, 11), min_size=1, max_size=4),
        value=_hostile)

@@ -108,6 +108,7 @@ async def _other_session(tmp_path: Path) -> bool:
         return True
 
 
+@pytest.mark.slow
 def test_kill_9_between_turns_loses_only_the_turn_in_flight(tmp_path: Path, tools: Tools,
                                                             agent: Agent) -> None:
     """The child saves turn 1, then is killed with SIGKILL while turn 2 waits for the model;
@@ -180,6 +181,7 @@ _BODIES = st.one_of(
     st.binary(max_size=8), _INT64)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(body=_BODIES)
 def test_a_damaged_message_is_a_configuration_error(body: Any) -> None:

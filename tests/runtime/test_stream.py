@@ -12,6 +12,7 @@ import pytest
 from runtime_support import (
     APIS,
     HELLO,
+    LOOP_APIS,
     ModelFactory,
     Tools,
     interrupt_tools,
@@ -66,7 +67,7 @@ async def test_stream_yields_calls_results_text_and_the_response(
     assert all(r.body.get("stream") is True for r in server.requests)
 
 
-@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("api", LOOP_APIS)
 async def test_run_agent_with_hooks_streams_and_returns_the_same_answer(
         api: str, tools: Tools, agent: Agent, server: ScriptedServer,
         model_for: ModelFactory) -> None:
@@ -168,6 +169,7 @@ def test_settle_interrupted_answers_only_the_missing_calls() -> None:
     assert settle_interrupted(answered, "") == answered
 
 
+@pytest.mark.slow
 def test_the_streaming_example_runs() -> None:
     """examples/streaming.py runs offline and its deltas join to its final answer."""
     import ast

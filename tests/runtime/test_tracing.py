@@ -21,8 +21,10 @@ from gramagent._spec.model import Agent, ModelRef
 from gramagent.errors import LimitExceeded, ModelAPIError
 from gramagent.testing import ScriptedServer, call, calls, error, reply
 
-trace = pytest.importorskip("opentelemetry.trace")
-sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
+trace = pytest.importorskip("opentelemetry.trace",
+                            reason='needs the otel extra: python3 -m pip install -e ".[otel]"')
+sdk_trace = pytest.importorskip("opentelemetry.sdk.trace",
+                                reason='needs the otel extra: python3 -m pip install -e ".[otel]"')
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
     InMemorySpanExporter,

@@ -323,6 +323,7 @@ def test_corpus_size(corpus: list[dict[str, Any]]) -> None:
     assert len(corpus) == EXPECTED_UNIQUE_FUNCTIONS
 
 
+@pytest.mark.slow
 def test_whole_corpus_normalizes_to_valid_json_schema(
         corpus: list[dict[str, Any]], normalized: list[dict[str, Any]]) -> None:
     """Every function normalizes; every schema is valid and every default validates."""
@@ -358,6 +359,7 @@ def _nodes(node: Any, path: str = ""):
         yield from _nodes(sub, f"{path}/prefixItems/{i}")
 
 
+@pytest.mark.slow
 def test_whole_corpus_compiles_for_strict_mode(normalized: list[dict[str, Any]]) -> None:
     """Every corpus schema compiles for strict mode, idempotently; what cannot be expressed
     is only what the dialect leaves open (`any` values and free-form dicts)."""
@@ -375,6 +377,7 @@ def test_whole_corpus_compiles_for_strict_mode(normalized: list[dict[str, Any]])
             assert untyped or free_form, (doc["name"], str(problem))
 
 
+@pytest.mark.slow
 def test_whole_corpus_validates_on_the_fast_path(normalized: list[dict[str, Any]]) -> None:
     """Every corpus schema compiles to the fast validator, which agrees with jsonschema on a
     sample call and on broken variants of it."""

@@ -545,6 +545,7 @@ def commented(draw: st.DrawFn) -> tuple[str, str, bool]:
     return _BASES[name], src.decode(), canonical
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(_BASES))
 def test_a_comment_at_every_token_end_is_kept(name: str) -> None:
     """One comment at each token end of each example (one text per position): fmt keeps
@@ -561,6 +562,7 @@ def test_a_comment_at_every_token_end_is_kept(name: str) -> None:
         assert format_gram(formatted.text).text == formatted.text, text
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(commented())
 def test_fmt_keeps_every_comment_anywhere(case: tuple[str, str, bool]) -> None:

@@ -58,6 +58,7 @@ def survives(read: Callable[[], Any]) -> None:
         pass
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.sampled_from(sorted(FORMS)), st.integers(0, 3000))
@@ -149,6 +150,7 @@ def _utf8(data: bytes) -> bool:
 # Through the console script
 # --------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["check", "fmt"])
 @pytest.mark.parametrize(("content", "message"), [
     (FORMS["member chain"](500).encode(), f"nested more than {MAX_DEPTH} levels deep"),
@@ -162,6 +164,7 @@ def test_cli_reads_hostile_files_without_traceback(tmp_path: Path, command: str,
     assert message in bad_input(gramagent(command, str(path)))
 
 
+@pytest.mark.slow
 def test_cli_schema_and_signature_refuse_deep_input(tmp_path: Path) -> None:
     deep = FORMS["items chain"](200)
     signature = deep.split("|", 1)[-1].rsplit("]", 1)[0]

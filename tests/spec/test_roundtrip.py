@@ -136,6 +136,7 @@ _settings = settings(max_examples=100, deadline=None,
                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
+@pytest.mark.slow
 @_settings
 @given(agents())
 def test_generated_agents_survive_write_then_read(agent: Agent) -> None:
@@ -143,6 +144,7 @@ def test_generated_agents_survive_write_then_read(agent: Agent) -> None:
     assert load_gram(to_gram(agent)).agent() == agent
 
 
+@pytest.mark.slow
 @settings(max_examples=50, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(documents())
@@ -154,6 +156,7 @@ def test_generated_documents_survive_write_then_read(document: GramDocument) -> 
     assert DocumentReader(text.encode(), None, fast=False).document() == document
 
 
+@pytest.mark.slow
 @_settings
 @given(agents())
 def test_generated_agents_survive_json(agent: Agent) -> None:

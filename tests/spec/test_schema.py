@@ -410,6 +410,7 @@ _SCHEMAS = st.recursive(
 _ROOTS = _objects(_SCHEMAS)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_ROOTS)
 def test_strict_is_idempotent_and_leaves_its_input_alone(schema: dict[str, Any]) -> None:
@@ -625,6 +626,7 @@ _INSTANCES = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_FAST_SCHEMAS, st.lists(_INSTANCES, min_size=1, max_size=5))
 def test_fast_path_agrees_with_jsonschema(schema: Any, instances: list[Any]) -> None:
@@ -689,6 +691,7 @@ _TYPED_LEAVES = st.one_of(
 _ODD_NUMBERS = st.sampled_from([2**64, -(2**70), 1e300, -0.0, 2.0, 1e-300, 3.0000000000000004])
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.builds(lambda body, d: {"$defs": {"d": d}, "allOf": [body]},
                  st.recursive(_TYPED_LEAVES, _fast_schemas, max_leaves=6), _TYPED_LEAVES),
@@ -769,6 +772,7 @@ def test_ref_loops_that_never_reach_a_part_are_refused(schema: dict[str, Any]) -
 _REF_LEAVES = st.one_of(_FAST_LEAVES, st.sampled_from([{"$ref": "#"}, {"$ref": "#/$defs/d"}]))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.builds(lambda body, d: {"$defs": {"d": d}, "allOf": [body]},
                  st.recursive(_REF_LEAVES, _fast_schemas, max_leaves=6),

@@ -585,6 +585,7 @@ def argument_schemas(draw: st.DrawFn) -> dict[str, Any]:
     return schema
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(argument_schemas())
 def test_generated_schemas_round_trip_through_gram(schema: dict[str, Any]) -> None:

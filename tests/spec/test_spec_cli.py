@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from spec_support import bad_input, gramagent
 
+pytestmark = pytest.mark.slow
+
 # --------------------------------------------------------------------------------------------
 # Issue 12, item 7: a default that does not match the type is an annotation
 # --------------------------------------------------------------------------------------------

@@ -52,6 +52,7 @@ def require_sandbox(tmp_path: Path) -> None:
         box.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("api", ["chat", "responses"])
 async def test_analyst_runs_end_to_end(api: str, data_dir: Path, tmp_path: Path) -> None:
     """load_csv, describe_table, python_repl and chart run for real; the answer comes back."""

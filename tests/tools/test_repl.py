@@ -79,6 +79,7 @@ def _zombie(pid: int) -> bool:
         return True
 
 
+@pytest.mark.slow
 @needs_tools
 def test_the_repl_reads_tables_loaded_by_load_csv(data_dir: Path) -> None:
     """A table loaded in a conversation is read by that conversation's sandbox, which finds

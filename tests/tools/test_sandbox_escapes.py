@@ -20,6 +20,8 @@ from tools_support import FAST_LIMITS, fast_config, invoke_tool, start_or_skip
 from gramagent.tools import builtin_library
 from gramagent.tools.sandbox import PythonSandbox, SandboxConfig, SandboxError
 
+pytestmark = pytest.mark.slow
+
 SECRET = "sk-test-Zq8vJ3kL0pW7"
 
 

@@ -24,6 +24,8 @@ from tools_support import FAST_LIMITS, fast_config, start_or_skip
 
 from gramagent.tools.sandbox import PythonSandbox, SandboxConfig, SandboxError
 
+pytestmark = pytest.mark.slow
+
 HANG_BOUND = 60.0
 """Seconds after which a call that should have ended counts as hung (a 4 s timeout is set)."""
 

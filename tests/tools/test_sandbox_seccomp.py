@@ -18,7 +18,8 @@ import pytest
 import gramagent.tools.sandbox as sandbox_package
 from gramagent.tools.sandbox._seccomp import DENIED, Prepared, binding_path, install, prepare
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="seccomp is Linux")
+pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="seccomp is Linux"),
+              pytest.mark.slow]
 
 SANDBOX_DIR = Path(sandbox_package.__file__).parent
 

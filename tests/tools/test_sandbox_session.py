@@ -32,6 +32,8 @@ from gramagent.tools.sandbox import (
     SandboxLimits,
 )
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
                     reason="the full isolation is checked where it must work: root on Linux")

@@ -24,6 +24,8 @@ from gramagent.testing import ScriptedServer, call, reply
 from gramagent.tools import DataError, WorkspaceError, builtin_library
 from gramagent.tools._workspace import remove_tree
 
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("pyarrow")
 
 HANG_BOUND = 60.0

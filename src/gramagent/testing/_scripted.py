@@ -649,29 +649,32 @@ class ScriptedServer:
         verbatim = isinstance(turn, ScriptCompletion) or (isinstance(turn, ScriptReply)
                                                           and turn.raw)
         render = self._renderers[path]
-        return _answer(render(self._model_turn(turn, self._counter, raw), body, model=model,
+        return _answer(render(model_turn(turn, self._counter, len(raw)), body, model=model,
                               number=self._counter, verbatim=verbatim))
 
-    @staticmethod
-    def _model_turn(turn: ScriptTurn, n: int, raw: bytes) -> ModelTurn:
-        if isinstance(turn, ScriptReply | ScriptCompletion):
-            return ModelTurn(text=turn.text, usage=turn.usage or _estimate(raw, turn.text),
-                             finish_reason="stop")
-        if isinstance(turn, ScriptCall):
-            turn = ScriptCalls(calls=(turn,), delay=turn.delay)
-        assert isinstance(turn, ScriptCalls)
-        tool_calls = tuple(
-            ToolCall(id=c.id or f"call_{n}_{k}", name=c.name, arguments=c.arguments)
-            for k, c in enumerate(turn.calls)
-        )
-        written = (turn.text or "") + "".join(c.name + c.arguments for c in tool_calls)
-        return ModelTurn(text=turn.text, tool_calls=tool_calls,
-                         usage=turn.usage or _estimate(raw, written), finish_reason="tool_calls")
+
+def model_turn(turn: ScriptReply | ScriptCompletion | ScriptCall | ScriptCalls, number: int,
+               size: int) -> ModelTurn:
+    """The normalized turn a text or call turn of a script stands for: its calls numbered
+    ``call_{number}_{k}`` where it gives no id, its usage its own or estimated from ``size``
+    (the request's length in characters) and what it writes."""
+    if isinstance(turn, ScriptReply | ScriptCompletion):
+        return ModelTurn(text=turn.text, usage=turn.usage or _estimate(size, turn.text),
+                         finish_reason="stop")
+    if isinstance(turn, ScriptCall):
+        turn = ScriptCalls(calls=(turn,), delay=turn.delay)
+    tool_calls = tuple(
+        ToolCall(id=c.id or f"call_{number}_{k}", name=c.name, arguments=c.arguments)
+        for k, c in enumerate(turn.calls)
+    )
+    written = (turn.text or "") + "".join(c.name + c.arguments for c in tool_calls)
+    return ModelTurn(text=turn.text, tool_calls=tool_calls,
+                     usage=turn.usage or _estimate(size, written), finish_reason="tool_calls")
 
 
-def _estimate(raw: bytes, written: str) -> Usage:
+def _estimate(size: int, written: str) -> Usage:
     """Token counts of the rough size a real server would report (~4 characters a token)."""
-    return Usage(input_tokens=max(1, len(raw) // 4), output_tokens=max(1, len(written) // 4),
+    return Usage(input_tokens=max(1, size // 4), output_tokens=max(1, len(written) // 4),
                  requests=1)
 
 
