@@ -21,7 +21,8 @@ leases of request slots in blocks (the slots of all leases evenly spaced at the 
 429 from the server, reported by any actor, halves that model's rate for all (it climbs back
 while no 429 comes).
 
-Ray is imported only when a :class:`RayEngine` runs: ``pip install "gramagent[ray]"``.
+Ray is imported only when a :class:`RayEngine` runs (the ``ray`` extra: from a clone,
+``python3 -m pip install ".[ray]"``).
 """
 
 from __future__ import annotations
