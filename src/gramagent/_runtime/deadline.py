@@ -32,7 +32,7 @@ import weakref
 from collections.abc import Callable
 from typing import Protocol
 
-from gramagent._runtime.loops import PerLoop
+from gramagent._runtime.per_loop import PerLoop
 
 __all__ = ["Expiring", "RunDeadline", "Watcher", "watcher"]
 

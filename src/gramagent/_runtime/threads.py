@@ -28,7 +28,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Final
 
-from gramagent._runtime.loops import PerLoop
+from gramagent._runtime.per_loop import PerLoop
 
 __all__ = ["MAX_TOOL_THREADS", "HandOff", "ToolThreads", "hand_off", "tool_threads"]
 

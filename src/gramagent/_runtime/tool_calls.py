@@ -54,15 +54,14 @@ from gramagent._runtime.events import (
     emit,
 )
 from gramagent._runtime.invoke import (
+    CallArgs,
+    CallSettings,
+    InlineCall,
     Outcome,
-    ThreadCall,
+    Running,
     cancelled_itself,
-    execute,
     finished,
-    run_inline,
-    start_async,
-    start_task,
-    start_thread,
+    start_calls,
 )
 from gramagent._runtime.library import BoundAgent, Tool, ToolContext
 from gramagent._runtime.limits import INHERIT
@@ -146,7 +145,7 @@ class ToolCalls:
     """Per repeat key, the result and output text of the call that first succeeded with it."""
     force_answer: bool = False
     """Set when the repeat guard answered a call: the next request asks for the answer."""
-    tracer: Any = None
+    tracer: tracing.Tracer | None = None
     """The OpenTelemetry tracer when tracing is on (:mod:`~gramagent._runtime.tracing`)."""
     approve: Approver | None = None
     """Asks a person about a call that needs approval; None: such calls wait (the run
@@ -207,12 +206,10 @@ class ToolCalls:
             if self.decisions is not None or (self.bound.approval_required
                                               and not self.dry_run):
                 pending = await self._approve(pending)
-            inline, others = self._runnable(pending)
+            runnable = self._runnable(pending)
             try:
-                if others:
-                    await self._run(inline, others)
-                elif inline:  # the usual turn: every call inline (no coroutine of _run)
-                    await self._run_inline(inline)
+                if runnable:
+                    await self._run(runnable)
             except BaseException:  # interrupted: the calls that finished keep their results
                 self.conversation.extend(self._record([c for c in pending if _decided(c)]))
                 raise
@@ -350,12 +347,15 @@ class ToolCalls:
         its refusal as its result; a call nobody can decide on now is left out of the turn
         (in :attr:`awaiting`).
 
-        A decision given in advance (a resumed run's) holds for its call whatever the tool:
-        a call refused by a person is never run, even if the agent it is resumed with (or a
-        dry run) would not have asked.
+        Identical calls of the turn (the same tool and arguments) are decided once: the
+        person is asked about the first, and that answer holds for every copy; a refusal
+        given in advance (a resumed run's) for any one of them refuses them all. A decision
+        given in advance holds for its call whatever the tool: a call refused by a person is
+        never run, even if the agent it is resumed with (or a dry run) would not have asked.
         """
         needed = frozenset() if self.dry_run else self.bound.approval_required
         given = self.decisions or {}
+        decided = self._refused_in_advance(pending, given)
         kept: list[_Call] = []
         for c in pending:
             if c.rejection is not None or (c.call.name not in needed
@@ -365,12 +365,16 @@ class ToolCalls:
             assert isinstance(c.arguments, dict)
             request = ApprovalRequest(call_id=c.call.id, tool=c.call.name,
                                       arguments=c.arguments)
-            decision = await self._decide(request)
+            key = _identity(c)
+            decision = decided.get(key)
+            if decision is None:
+                decision = await self._decide(request)
             if decision is None:
                 if self.awaiting is None:
                     self.awaiting = []
                 self.awaiting.append(request)
                 continue
+            decided[key] = decision  # the copies of the call later in the turn: the same
             c.rejection = refused = refusal(c.call.name, decision)
             if refused is not None:
                 if c.repeat_key is not None:
@@ -381,6 +385,18 @@ class ToolCalls:
                     self._emit_result(c, refused.error_type, refused.event_message)
             kept.append(c)
         return kept
+
+    @staticmethod
+    def _refused_in_advance(pending: list[_Call], given: Mapping[str, Decision]
+                            ) -> dict[_RepeatKey, Decision]:
+        """Per identical call of the turn, the first refusal given in advance for any of its
+        copies (a resumed run's decisions)."""
+        refused: dict[_RepeatKey, Decision] = {}
+        for c in pending:
+            decision = given.get(c.call.id)
+            if decision is not None and decision is not True and c.rejection is None:
+                refused.setdefault(_identity(c), decision)
+        return refused
 
     async def _decide(self, request: ApprovalRequest) -> Decision | None:
         """The decision on ``request``: given in advance, or asked of :attr:`approve` (the
@@ -408,22 +424,14 @@ class ToolCalls:
 
     # -- run ------------------------------------------------------------------------------
 
-    def _runnable(self, pending: list[_Call]) -> tuple[Sequence[_Call], Sequence[_Call]]:
-        """The calls of a turn to run, each distinct valid call once, in call order: those run
-        inline (plain functions declared ``blocking=False``), and the others (async functions,
-        blocking ones).
+    def _runnable(self, pending: list[_Call]) -> list[_Call]:
+        """The calls of a turn to run: each distinct valid call once, in call order.
 
         A small model may write the same call several times in one reply (dozens, seen with
         the 0.5B in ``text`` mode); with the repeat guard on, copies wait for the first and
         share its outcome instead of running the tool again.
         """
-        if len(pending) == 1:  # the usual turn: no lists to sort it into
-            tool = pending[0].tool
-            if pending[0].rejection is not None or tool is None:
-                return (), ()
-            return ((), pending) if tool.is_async or tool.blocking else (pending, ())
-        inline: list[_Call] = []
-        others: list[_Call] = []
+        runnable: list[_Call] = []
         first: dict[_RepeatKey, _Call] = {}
         for c in pending:
             if c.rejection is not None:
@@ -434,42 +442,59 @@ class ToolCalls:
                     c.copy_of = first[key]
                     continue
                 first[key] = c
-            tool = c.tool
-            assert tool is not None
-            (others if tool.is_async or tool.blocking else inline).append(c)
-        return inline, others
+            runnable.append(c)
+        return runnable
 
-    async def _run(self, inline: Sequence[_Call], others: Sequence[_Call]) -> None:
-        """Run the checked calls of a turn that has async or blocking ones, concurrently.
+    async def _run(self, calls: Sequence[_Call]) -> None:
+        """Run the checked calls of a turn concurrently, each the way its tool runs
+        (:func:`~gramagent._runtime.invoke.start_calls`).
 
-        A plain function declared ``blocking=False`` is run here, without a task: it runs to
-        its end before anything else can anyway, and a task per call was most of what such a
-        call cost (bench/RESULTS.md, "Per call and per message"). The other calls start first
-        (async ones each in its task, blocking ones in worker threads), so they still run
-        alongside. They are awaited in turn, not gathered: they run alongside all the same,
-        and gather's future and callback per call cost as much as a quick call. Each call's
-        timeout is bounded by the time left in the run when they start.
+        The calls that run alongside (async tools in their tasks, blocking functions in worker
+        threads) start first; then the inline calls (plain functions declared
+        ``blocking=False``) run one after another in the run's task; then the calls alongside
+        are awaited in call order (they run alongside all the same). Each call's timeout is
+        bounded by the end of the run wherever it starts, and each reports its result event
+        when it finishes.
         """
-        started: list[asyncio.Task[Outcome] | ThreadCall] = []
         run = asyncio.current_task()
         assert run is not None
         cancels = run.cancelling()
+        limits = self.budget.limits
+        settings = CallSettings(dry_run=self.dry_run, tracer=self.tracer,
+                                max_output_chars=limits.max_tool_output_chars,
+                                until=self.budget.deadline.when)
+        report = self._finished if self.sinks else None
+        args: list[CallArgs] = []
+        for c in calls:
+            tool = c.tool
+            assert tool is not None and isinstance(c.arguments, dict)
+            args.append((tool, c.arguments,
+                         None if tool.context_param is None else self._context(tool, c),
+                         self._timeout(tool), None if report is None else partial(report, c),
+                         c.call.id))
+        running: list[tuple[int, Running]] = []
         try:
-            self._start(others, self._time_left(), started)
-            if inline:
-                await self._run_inline(inline)
-            for c, call in zip(others, started, strict=True):
+            started = await start_calls(args, settings, running)
+            for c, one in zip(calls, started, strict=True):
+                if isinstance(one, InlineCall):
+                    ran = one.run()
+                    c.outcome = ran if isinstance(ran, Outcome) else await ran
+                    if run.cancelling() > cancels:  # the run's, caught by the tool: it goes on
+                        raise asyncio.CancelledError
+                elif isinstance(one, Outcome):
+                    c.outcome = one
+            for index, call in running:
+                c = calls[index]
                 try:
                     c.outcome = await call
                 except asyncio.CancelledError as exc:  # the run's, or the tool's own
                     c.outcome = self._cancelled(c, exc)
-                if run.cancelling() > cancels:  # the run's, caught by the tool: it goes on
+                if run.cancelling() > cancels:
                     raise asyncio.CancelledError
         except BaseException:  # cancelled: so are the calls still running
-            # (Those started: a first step may have raised KeyboardInterrupt before the rest.)
-            for c, call in zip(others, started, strict=False):
-                if c.outcome is None:  # a call that finished unawaited keeps its outcome
-                    c.outcome = finished(call)
+            for index, call in running:  # those started (a first step may raise before others)
+                if calls[index].outcome is None:  # finished unawaited: it keeps its outcome
+                    calls[index].outcome = finished(call)
                 call.cancel()
             raise
 
@@ -484,65 +509,6 @@ class ToolCalls:
             self._emit_result(c, outcome.error_type, outcome.event_message)
         return outcome
 
-    async def _run_inline(self, calls: Sequence[_Call]) -> None:
-        """Run inline calls (plain functions declared ``blocking=False``) one after another,
-        each reporting its result event. A call whose function returned an awaitable is
-        awaited before the next one runs, under its timeout bounded by the time left in the
-        run at that moment (the calls before it used some). Traced or dry, a call runs
-        through :meth:`_execute`."""
-        if self.tracer is not None or self.dry_run:
-            for c in calls:
-                cancels = _cancels()
-                c.outcome = await self._execute(c)
-                _go_on_cancelled(cancels)
-            return
-        max_chars = self.budget.limits.max_tool_output_chars
-        finished = self._finished if self.sinks else None
-        for c in calls:
-            tool = c.tool
-            assert tool is not None and isinstance(c.arguments, dict)
-            ctx = None if tool.context_param is None else self._context(tool, c)
-            ran = run_inline(tool, c.arguments, ctx, max_chars,
-                             None if finished is None else partial(finished, c))
-            if isinstance(ran, Outcome):
-                c.outcome = ran
-            else:  # an awaitable, run by ran(timeout)
-                cancels = _cancels()
-                c.outcome = await ran(self._timeout(tool, self._time_left()))
-                _go_on_cancelled(cancels)
-
-    def _start(self, calls: Sequence[_Call], remaining: float | None,
-               started: list[asyncio.Task[Outcome] | ThreadCall]) -> None:
-        """Start the calls that run alongside, into ``started`` (each as it starts: what a
-        call's first step raises leaves the calls before it there, to be cancelled): an async
-        tool in its task, run at once until it first waits; a blocking function in a worker
-        thread without a task (:class:`~gramagent._runtime.invoke.ThreadCall`). Each reports
-        its result event when it finishes. With tracing (its span must be the current one
-        around it) or in a dry run (nothing runs), a call runs in a task of
-        :meth:`_execute`."""
-        if self.tracer is not None or self.dry_run:
-            # A task may start after calls that held the event loop: each reads the time
-            # left in the run as it starts.
-            for c in calls:
-                started.append(start_task(self._execute(c)))
-            return
-        max_chars = self.budget.limits.max_tool_output_chars
-        finished = self._finished if self.sinks else None
-        until = self.budget.when  # the end of the run: bounds a call that starts late
-        for c in calls:
-            tool = c.tool
-            assert tool is not None and isinstance(c.arguments, dict)
-            ctx = None if tool.context_param is None else self._context(tool, c)
-            done = None if finished is None else partial(finished, c)
-            if tool.is_async:
-                started.append(start_async(tool, c.arguments, ctx,
-                                           self._timeout(tool, remaining), max_chars, done,
-                                           until))
-            else:  # a worker thread: bounded by the run's end, after any async first steps
-                started.append(start_thread(tool, c.arguments, ctx,
-                                            self._timeout(tool, remaining), max_chars, done,
-                                            until))
-
     def _finished(self, c: _Call, outcome: Outcome) -> None:
         """A call's result event, as it finishes: none if it has one already (abandoned when
         the run was cancelled, its result was ``interrupted``; a tool that caught the
@@ -550,19 +516,10 @@ class ToolCalls:
         if not c.reported:
             self._emit_result(c, outcome.error_type, outcome.event_message)
 
-    def _timeout(self, tool: Tool, remaining: float | None) -> float | None:
-        """A call's timeout: its tool's (or the run's tool timeout), bounded by ``remaining``,
-        the seconds left in the run."""
-        timeout = self.budget.limits.tool_timeout if tool.timeout is INHERIT else tool.timeout
-        if remaining is not None:  # the run's wall time bounds every call
-            left = remaining if remaining > 0.0 else 0.0  # not min() and max(): two calls more
-            if timeout is None or left < timeout:
-                timeout = left
-        return timeout
-
-    def _time_left(self) -> float | None:
-        """Seconds left in the run now (None without a wall time)."""
-        return self.budget.remaining(asyncio.get_running_loop().time())
+    def _timeout(self, tool: Tool) -> float | None:
+        """A call's own timeout: its tool's, or the run's tool timeout (the end of the run
+        bounds it further when it starts)."""
+        return self.budget.limits.tool_timeout if tool.timeout is INHERIT else tool.timeout
 
     def _context(self, tool: Tool, c: _Call) -> ToolContext | None:
         """The context a tool that declares one gets (none in a dry run: nothing runs)."""
@@ -571,28 +528,6 @@ class ToolCalls:
         return ToolContext(
             conversation_id=self.conversation.id, run_id=self.run_id, call_id=c.call.id,
             tool=tool.name, state=self.bound.library.conversation_state(self.conversation.id))
-
-    async def _execute(self, c: _Call) -> Outcome:
-        """Run one checked call; emits its result event as soon as it finishes. The time
-        left in the run is read as it starts (in a task, that may be late)."""
-        tool = c.tool
-        assert tool is not None and isinstance(c.arguments, dict)
-        limits = self.budget.limits
-        timeout, ctx = self._timeout(tool, self._time_left()), self._context(tool, c)
-        if self.tracer is None:
-            outcome = await execute(tool, c.arguments, context=ctx, timeout=timeout,
-                                    dry_run=self.dry_run,
-                                    max_output_chars=limits.max_tool_output_chars)
-        else:
-            with tracing.tool_span(self.tracer, tool=tool.name, call_id=c.call.id) as span:
-                outcome = await execute(tool, c.arguments, context=ctx, timeout=timeout,
-                                        dry_run=self.dry_run,
-                                        max_output_chars=limits.max_tool_output_chars)
-                if outcome.error_type is not None:
-                    tracing.fail(span, outcome.error_type)
-        if self.sinks:
-            self._finished(c, outcome)
-        return outcome
 
     def _answer_copy(self, c: _Call) -> None:
         """Give a copy the outcome of the call it repeats (run once, earlier in the turn): a
@@ -751,21 +686,13 @@ def _repeat_form(arguments: dict[str, Any]) -> bytes:
         return exact_json.dumps(arguments, sort_keys=True).encode()
 
 
-def _cancels() -> int:
-    """The running task's count of cancellation requests (0 outside a task)."""
-    task = asyncio.current_task()
-    return 0 if task is None else task.cancelling()
-
-
-def _go_on_cancelled(cancels: int) -> None:
-    """Raise CancelledError if the running task (the run's) was asked to cancel since it
-    counted ``cancels``, although the call it awaited ended otherwise: the tool caught the
-    cancellation (a call's task passes it on to the tool; an inline call's await gets it)
-    and returned or failed. The run is cancelled all the same: it would go on to its next
-    model request, and an ``asyncio.timeout`` around it would not end it. (A call started
-    alongside others is checked so in :meth:`ToolCalls._run`, without the two calls.)"""
-    if _cancels() > cancels:
-        raise asyncio.CancelledError
+def _identity(c: _Call) -> _RepeatKey:
+    """What identical calls share: the tool name and the arguments (as the repeat guard
+    knows a call, whether the guard is on or not)."""
+    if c.repeat_key is not None:
+        return c.repeat_key
+    assert isinstance(c.arguments, dict)
+    return (c.call.name, _repeat_form(c.arguments))
 
 
 def _decided(c: _Call) -> bool:
