@@ -7,7 +7,7 @@ the call                                      how it runs
 ============================================  ==============================================
 a dry run                                     not at all: :data:`DRY_RUN_RESULT` at once
 a plain function declared ``blocking=False``  inline, on the event loop's thread, when the
-                                              caller runs it (:class:`InlineCall`)
+                                              caller runs it (:data:`InlineCall`)
 an ``async def`` tool                         in a task of its own (:func:`start_task`)
 a plain (blocking) function                   in a worker thread (:class:`ThreadCall`)
 any of them, traced                           as above, inside its ``execute_tool`` span
@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from contextvars import copy_context
 from dataclasses import dataclass
 from functools import partial
-from typing import Final, Literal, TypeAlias, TypeGuard
+from typing import Final, TypeAlias, TypeGuard
 
 import orjson
 
@@ -39,12 +39,12 @@ from gramagent._runtime import tracing
 from gramagent._runtime.deadline import RunDeadline, Watcher, watcher
 from gramagent._runtime.library import Tool, ToolContext
 from gramagent._runtime.per_loop import PerLoop
-from gramagent._runtime.threads import hand_off, tool_threads
+from gramagent._runtime.threads import HandOff, hand_off, tool_threads
 from gramagent._spec.calls import ToolErrorType, error_text
 
-__all__ = ["DRY_RUN_RESULT", "CallArgs", "CallSettings", "How", "InlineCall", "Outcome",
-           "Running", "Started", "ThreadCall", "cancelled_itself", "execute", "finished",
-           "how_it_runs", "render_output", "settle", "start_call", "start_calls", "start_task"]
+__all__ = ["DRY_RUN_RESULT", "CallArgs", "CallSettings", "InlineCall", "Outcome", "Running",
+           "Started", "ThreadCall", "cancelled_itself", "execute", "finished", "render_output",
+           "run_inline", "settle", "start_call", "start_calls", "start_task"]
 
 DRY_RUN_RESULT: Final = {"ok": True}
 """What every call returns in dry-run mode (the no-op executor of the ADR)."""
@@ -68,9 +68,10 @@ class Outcome:
     """Whether the tool actually ran (False in dry-run mode)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# Not frozen: one is made per turn; read-only by convention.
+@dataclass(slots=True, kw_only=True)
 class CallSettings:
-    """What every call of a turn runs with."""
+    """What every call of a turn runs with (read-only by convention)."""
 
     dry_run: bool = False
     """Run no tool: every call returns :data:`DRY_RUN_RESULT`."""
@@ -87,80 +88,68 @@ DoneCallback: TypeAlias = Callable[["Outcome"], object]
 """Told of a call's outcome when the call ends (its result event)."""
 
 
-class InlineCall:
-    """A plain function declared ``blocking=False``, to run on the event loop's thread when
-    the caller is ready for it (after the calls of its turn that run alongside have started).
-
-    :meth:`run` calls the function in a copy of the context variables (no timeout: nothing
-    could interrupt it) and returns its :class:`Outcome`; a function that returns an
-    awaitable gets the coroutine awaiting it instead, under the call's timeout, which the
-    caller awaits next, in its own task.
-    """
-
-    __slots__ = ("_call_id", "_done", "_kwargs", "_settings", "_timeout", "_tool")
-
-    def __init__(self, tool: Tool, kwargs: dict[str, object], *, timeout: float | None,
-                 settings: CallSettings, done: DoneCallback | None, call_id: str) -> None:
-        self._tool, self._kwargs, self._timeout = tool, kwargs, timeout
-        self._settings, self._done, self._call_id = settings, done, call_id
-
-    def run(self) -> Outcome | Coroutine[object, object, Outcome]:
-        """Run the function now: its outcome, or the coroutine to await for it."""
-        if self._settings.tracer is not None:
-            return _traced(self._settings.tracer, self._tool, self._call_id, self._untraced)
-        return self._untraced()
-
-    def _untraced(self) -> Outcome | Coroutine[object, object, Outcome]:
-        tool, kwargs, settings, done = self._tool, self._kwargs, self._settings, self._done
-        started = time.perf_counter()
-        try:
-            result = copy_context().run(tool.invoke, **kwargs)
-        except (Exception, asyncio.CancelledError) as exc:  # raised without an await
-            outcome = _failure(tool, exc, time.perf_counter() - started)
-        else:
-            if _maybe_awaitable(result):
-                return _awaited(tool, result, kwargs, started, self._timeout, settings, done)
-            outcome = _finished(tool, result, time.perf_counter() - started,
-                                settings.max_output_chars)
-        if done is not None:
-            done(outcome)
-        return outcome
-
-
-Running: TypeAlias = "asyncio.Task[Outcome] | ThreadCall"
-"""A call started alongside others: await it for its outcome, cancel it to abandon it."""
-
-Started: TypeAlias = "Outcome | InlineCall | Running"
-"""What :func:`start_call` gives: the outcome already, an inline call to run, or a call
-running alongside."""
-
-
-How: TypeAlias = Literal["dry", "inline", "task", "thread"]
-"""How a call runs: not at all (a dry run), inline, in a task, in a worker thread."""
-
 CallArgs: TypeAlias = tuple[Tool, dict[str, object], "ToolContext | None", "float | None",
                             "DoneCallback | None", str]
 """One call to start: its tool, validated arguments, context, timeout (bounded by the end of
 the run when it starts; None: no limit), the callback told of its outcome, and its id (for
 its span)."""
 
+InlineCall: TypeAlias = CallArgs
+"""A call of a plain function declared ``blocking=False``, to run on the event loop's thread
+with :func:`run_inline` when the caller is ready for it (after the calls of its turn that run
+alongside have started)."""
 
-def how_it_runs(tool: Tool, settings: CallSettings) -> How:
-    """How a call of ``tool`` runs (the table of the module docs); traced, a call alongside
-    others runs in a task of its own, its span the current one around it."""
-    if settings.dry_run:
-        return "dry"
-    if not (tool.is_async or tool.blocking):
-        return "inline"
-    if tool.is_async or settings.tracer is not None:
-        return "task"
-    return "thread"
+Running: TypeAlias = "asyncio.Task[Outcome] | ThreadCall"
+"""A call started alongside others: await it for its outcome, cancel it to abandon it."""
+
+Started: TypeAlias = "Outcome | InlineCall | Running"
+"""What :func:`start_calls` gives for a call: the outcome already, an inline call to run, or
+a call running alongside."""
+
+
+def start_calls(calls: Sequence[CallArgs], settings: CallSettings,
+                running: list[tuple[int, Running]]) -> list[Started]:
+    """Start the calls of a turn in call order, each the way its tool runs (the table of the
+    module docs): what each gives, in call order.
+
+    A call in a worker thread that comes after a call in a task is submitted on the event
+    loop's next round, after that task's first step (which runs at once on Python 3.12 and
+    later, or on the loop's next round before); its time left is read then. Traced, a call
+    alongside others runs in a task of its own, its span the current one around it. Each
+    call running alongside goes into ``running`` with its index as soon as it starts (when a
+    first step raises, those started before it are there to be abandoned).
+    """
+    started: list[Started] = []
+    tracer = settings.tracer
+    after_task = False
+    for index, call in enumerate(calls):
+        tool = call[0]
+        one: Started
+        if settings.dry_run:
+            one = _dry_run(call)
+        elif not (tool.is_async or tool.blocking):
+            started.append(call)  # run by the caller (run_inline)
+            continue
+        elif tracer is not None:
+            one = start_task(_traced(tracer, tool, call[5], partial(_alongside, call, settings)))
+        elif tool.is_async:
+            one = start_task(_awaited(tool, None, _kwargs(tool, call[1], call[2]),
+                                      time.perf_counter(), call[3], settings, call[4]))
+        else:
+            one = _thread_call(call, settings, later=after_task)
+        started.append(one)
+        if isinstance(one, asyncio.Task):
+            after_task = True
+            running.append((index, one))
+        elif isinstance(one, ThreadCall):
+            running.append((index, one))
+    return started
 
 
 def start_call(tool: Tool, arguments: dict[str, object], context: ToolContext | None, *,
                timeout: float | None, settings: CallSettings,
                done: DoneCallback | None = None, call_id: str = "") -> Started:
-    """Start one checked call, the way its tool runs (:func:`how_it_runs`).
+    """Start one checked call, the way its tool runs (:func:`start_calls`).
 
     Args:
         tool: the implementation.
@@ -173,73 +162,68 @@ def start_call(tool: Tool, arguments: dict[str, object], context: ToolContext | 
         call_id: the call's id, for its span.
 
     Returns:
-        The :class:`Outcome` (a dry run); an :class:`InlineCall` (the caller runs it when it
+        The :class:`Outcome` (a dry run); an :data:`InlineCall` (the caller runs it when it
         is ready); or a call running alongside (:data:`Running`).
     """
-    call = (tool, arguments, context, timeout, done, call_id)
-    return _start(how_it_runs(tool, settings), call, settings)
+    return start_calls([(tool, arguments, context, timeout, done, call_id)], settings, [])[0]
 
 
-async def start_calls(calls: Sequence[CallArgs], settings: CallSettings,
-                      running: list[tuple[int, Running]]) -> list[Started]:
-    """Start the calls of a turn, each the way its tool runs (:func:`how_it_runs`); what
-    :func:`start_call` returns for each, in call order.
-
-    The calls in tasks start first, in call order, each running until it first waits before
-    the calls after it start (eagerly on Python 3.12; before, the event loop runs their
-    first steps before this returns); then the calls in worker threads. Inline calls are
-    left to the caller, to run when it is ready. Each call running alongside goes into
-    ``running`` with its index as soon as it starts (when a first step raises, those started
-    before it are there to be abandoned).
-    """
-    hows = [how_it_runs(call[0], settings) for call in calls]
-    started: dict[int, Started] = {}
-    for later in (False, True):  # the threads after the tasks' first steps
-        for index, (call, how) in enumerate(zip(calls, hows, strict=True)):
-            if (how == "thread") is later:
-                one = started[index] = _start(how, call, settings)
-                if not isinstance(one, (Outcome, InlineCall)):
-                    running.append((index, one))
-        if not later and "task" in hows and ("thread" in hows or "inline" in hows):
-            await asyncio.sleep(0)  # the tasks take their first steps before the other calls
-    return [started[index] for index in range(len(calls))]
+def _dry_run(call: CallArgs) -> Outcome:
+    outcome = Outcome(DRY_RUN_RESULT, render_output(DRY_RUN_RESULT, None), executed=False)
+    done = call[4]
+    if done is not None:
+        done(outcome)
+    return outcome
 
 
-def _start(how: How, call: CallArgs, settings: CallSettings) -> Started:
-    """Start ``call`` the way ``how`` says."""
-    tool, arguments, context, timeout, done, call_id = call
-    if how == "dry":
-        outcome = Outcome(DRY_RUN_RESULT, render_output(DRY_RUN_RESULT, None), executed=False)
-        if done is not None:
-            done(outcome)
-        return outcome
-    kwargs = _kwargs(tool, arguments, context)
-    if how == "inline":
-        return InlineCall(tool, kwargs, timeout=timeout, settings=settings, done=done,
-                          call_id=call_id)
-    if settings.tracer is not None:  # in a task, its span the current one around the call
-        return start_task(_traced(settings.tracer, tool, call_id, partial(
-            _alongside, tool, kwargs, timeout, settings, done)))
-    if tool.is_async:
-        return start_task(_awaited(tool, None, kwargs, time.perf_counter(), timeout, settings,
-                                   done))
-    return _thread_call(tool, kwargs, timeout, settings, done)
+def run_inline(call: InlineCall, settings: CallSettings
+               ) -> Outcome | Coroutine[object, object, Outcome]:
+    """Run an inline call now, in a copy of the context variables (no timeout: nothing could
+    interrupt it): its :class:`Outcome`; or, for a function that returned an awaitable (and
+    for any call when traced), the coroutine awaiting it under the call's timeout, which the
+    caller awaits next, in its own task."""
+    if settings.tracer is not None:
+        return _traced(settings.tracer, call[0], call[5], partial(_run_inline, call, settings))
+    return _run_inline(call, settings)
 
 
-def _alongside(tool: Tool, kwargs: dict[str, object], timeout: float | None,
-               settings: CallSettings, done: DoneCallback | None
+def _run_inline(call: CallArgs, settings: CallSettings
+                ) -> Outcome | Coroutine[object, object, Outcome]:
+    tool, arguments, context, timeout, done, _ = call
+    kwargs = (arguments if not tool.converters and tool.context_param is None
+              else _kwargs(tool, arguments, context))
+    started = time.perf_counter()
+    try:
+        result = copy_context().run(tool.invoke, **kwargs)
+    except (Exception, asyncio.CancelledError) as exc:  # raised without an await
+        outcome = _failure(tool, exc, time.perf_counter() - started)
+    else:
+        if type(result) not in _PLAIN_RESULTS and inspect.isawaitable(result):
+            return _awaited(tool, result, kwargs, started, timeout, settings, done)
+        outcome = _finished(tool, result, time.perf_counter() - started,
+                            settings.max_output_chars)
+    if done is not None:
+        done(outcome)
+    return outcome
+
+
+def _alongside(call: CallArgs, settings: CallSettings
                ) -> Coroutine[object, object, Outcome] | ThreadCall:
     """An async tool's call (the coroutine to run in a task), or a blocking function's,
     started in a worker thread."""
+    tool, arguments, context, timeout, done, _ = call
     if tool.is_async:
-        return _awaited(tool, None, kwargs, time.perf_counter(), timeout, settings, done)
-    return _thread_call(tool, kwargs, timeout, settings, done)
+        return _awaited(tool, None, _kwargs(tool, arguments, context), time.perf_counter(),
+                        timeout, settings, done)
+    return _thread_call(call, settings)
 
 
-def _thread_call(tool: Tool, kwargs: dict[str, object], timeout: float | None,
-                 settings: CallSettings, done: DoneCallback | None) -> ThreadCall:
-    return ThreadCall(tool, kwargs, timeout=timeout, max_output_chars=settings.max_output_chars,
-                      done=done, until=settings.until)
+def _thread_call(call: CallArgs, settings: CallSettings, *, later: bool = False
+                 ) -> ThreadCall:
+    tool, arguments, context, timeout, done, _ = call
+    return ThreadCall(tool, _kwargs(tool, arguments, context), timeout=timeout,
+                      max_output_chars=settings.max_output_chars, done=done,
+                      until=settings.until, later=later)
 
 
 async def _traced(tracer: tracing.Tracer, tool: Tool, call_id: str,
@@ -253,11 +237,13 @@ async def _traced(tracer: tracing.Tracer, tool: Tool, call_id: str,
     return outcome
 
 
-async def settle(started: Started | Coroutine[object, object, Outcome]) -> Outcome:
+async def settle(started: Started | Coroutine[object, object, Outcome],
+                 settings: CallSettings | None = None) -> Outcome:
     """The outcome of a started call, awaited here (an inline call is run here); a
     cancellation of the awaiting code abandons a call running alongside."""
-    if isinstance(started, InlineCall):
-        started = started.run()
+    if isinstance(started, tuple):  # an inline call (the turn's settings given)
+        assert settings is not None
+        started = run_inline(started, settings)
     if isinstance(started, Outcome):
         return started
     if isinstance(started, (asyncio.Task, ThreadCall)):
@@ -297,7 +283,7 @@ async def execute(
     """
     settings = CallSettings(dry_run=dry_run, max_output_chars=max_output_chars)
     return await settle(start_call(tool, arguments, context, timeout=timeout,
-                                   settings=settings))
+                                   settings=settings), settings)
 
 
 async def _awaited(tool: Tool, pending: Awaitable[object] | None, kwargs: dict[str, object],
@@ -381,7 +367,8 @@ class ThreadCall:
     the other is dropped. Awaiting it needs no task of its own, so a turn's thread calls are
     awaited in sequence and still run alongside. The worker copies the context variables of
     the code that made the call; ``until`` (the end of the run, on the event loop's clock)
-    bounds the call however late it starts.
+    bounds the call however late it starts; ``later``: the call starts on the event loop's
+    next round (after the first steps of the tasks started before it), not at once.
     """
 
     __slots__ = ("_context", "_done", "_future", "_hand_off", "_kwargs", "_max_chars",
@@ -389,24 +376,38 @@ class ThreadCall:
 
     def __init__(self, tool: Tool, kwargs: dict[str, object], *, timeout: float | None,
                  max_output_chars: int | None, done: DoneCallback | None = None,
-                 until: float | None = None) -> None:
+                 until: float | None = None, later: bool = False) -> None:
         loop = asyncio.get_running_loop()
         self._future: asyncio.Future[Outcome] = loop.create_future()
-        parts = _thread_parts(loop)
-        self._hand_off = parts.hand_off
         self._tool, self._kwargs = tool, kwargs
         self._max_chars, self._done = max_output_chars, done
         self._context = contextvars.copy_context()
         self._waiter: asyncio.Task[None] | None = None
         self._watcher: Watcher | None = None
-        when = None
+        self._hand_off: HandOff | None = None
+        self.when: float | None = None
+        """When the call times out, on the event loop's clock (None: never, or not started)."""
+        self._timeout, self._started = timeout, 0.0
+        if later:
+            loop.call_soon(self._start, loop, until)
+        else:
+            self._start(loop, until)
+
+    def _start(self, loop: asyncio.AbstractEventLoop, until: float | None) -> None:
+        """Submit the call to a worker thread, its timeout bounded by ``until`` from now (or
+        not at all when no time is left, or when it was abandoned before it started)."""
+        if self._future.done():
+            return
+        when, timeout = None, self._timeout
         if timeout is not None or until is not None:
             when, timeout = _bounded(loop.time(), timeout, until)
         self.when, self._timeout = when, timeout
         self._started = time.perf_counter()
         if timeout is not None and timeout <= 0:  # no time left: the tool is not called at all
-            self._settle(_not_started(tool))
+            self._settle(_not_started(self._tool))
             return
+        parts = _thread_parts(loop)
+        self._hand_off = parts.hand_off
         if when is not None:
             self._watcher = parts.watcher
             self._watcher.add(self)
@@ -435,6 +436,7 @@ class ThreadCall:
             error = RuntimeError(f"tool raised StopIteration: {exc}")
         except BaseException as exc:  # handed to the awaiting call, as run_in_executor does
             error = exc
+        assert self._hand_off is not None  # set before the call was submitted
         self._hand_off.put(self._context, self._deliver, result, error)
 
     def _deliver(self, result: object, error: BaseException | None) -> None:
@@ -582,14 +584,12 @@ def _finished(tool: Tool, result: object, latency: float, max_output_chars: int 
         output = render_output(result, max_output_chars)
     except Exception as exc:  # an unserializable result is the tool's fault
         return _failure(tool, exc, latency, what="returned a value that is not JSON")
-    return Outcome(result, output, latency=latency)
+    return Outcome(result, output, None, None, latency)
 
 
 def _kwargs(tool: Tool, arguments: dict[str, object], context: ToolContext | None
             ) -> dict[str, object]:
     """The keyword arguments of the call: the arguments converted, the context added."""
-    if not tool.converters and tool.context_param is None:
-        return arguments
     kwargs = arguments
     if tool.converters:
         kwargs = {k: (tool.converters[k](v) if k in tool.converters else v)

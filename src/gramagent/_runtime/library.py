@@ -333,7 +333,7 @@ class ToolLibrary:
         gram round trip do not matter). The model always sees the spec's descriptions.
 
         The result is cached per agent object (until a tool is registered), so binding the
-        same agent on every run costs a dictionary lookup.
+        same agent on every run is a dictionary lookup.
 
         Raises:
             ToolError: listing every problem found, not only the first.
@@ -425,7 +425,7 @@ class BoundAgent:
     def build(cls, agent: Agent, library: ToolLibrary, tools: Mapping[str, Tool],
               *, warnings: tuple[str, ...] = ()) -> BoundAgent:
         """Compile definitions and validators for already checked ``tools``."""
-        # Imported here for import cost: jsonschema takes ~0.1-0.3 s, needed only to bind.
+        # Imported here: jsonschema is slow to import, and needed only to bind.
         from gramagent._spec.strict import strict_schema
         from gramagent._spec.validate import compile_validator
 
@@ -539,14 +539,14 @@ def schema_differences(want: Any, got: Any, path: str = "") -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 def _schema_of(signature: Signature) -> JSONSchema:
-    # Imported here for import cost (the gram signature reader), needed only for specs.
+    # Imported here, to keep start-up light (the gram signature reader): only for specs.
     from gramagent._spec.signature import signature_to_schema
 
     return signature_to_schema(signature)
 
 
 def _signature_from_schema(schema: Mapping[str, Any]) -> Signature:
-    # Imported here for import cost, as in _schema_of.
+    # Imported here, as in _schema_of.
     from gramagent._spec.signature import schema_to_signature
 
     return schema_to_signature(dict(schema))

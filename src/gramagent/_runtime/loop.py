@@ -29,8 +29,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Awaitable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, TypedDict
 
 from typing_extensions import Unpack
@@ -158,7 +159,7 @@ async def run_agent(
     """
     if not isinstance(user_input, str) or not user_input.strip():
         raise ValidationError("user input must not be empty")
-    if not user_input.isascii() and clean_text(user_input) is not user_input:  # ASCII: no call
+    if not user_input.isascii() and clean_text(user_input) is not user_input:
         raise ValidationError("user input holds a lone surrogate (U+D800-U+DFFF), which no "
                               "request can carry: decode the text strictly, or replace them")
     run = _new_run(agent, context, options, resumed=False)
@@ -255,7 +256,8 @@ def _new_run(agent: Agent | BoundAgent, context: Conversation | Iterable[Message
         tracer=tracing.run_tracer() if tracing.TRACE_MODULE in sys.modules else None,
         approve=options.get("approve"))
     return _Run(
-        tool_calls=tool_calls, model=model, model_name=model_name, owned=owned,
+        tool_calls=tool_calls, budget=budget, bound=bound, conversation=conversation,
+        tracer=tool_calls.tracer, model=model, model_name=model_name, owned=owned,
         tool_choice=options.get("tool_choice", "auto"),
         settings=dict(settings) if settings else {},  # its own: a request pickles with it
         hooks=options.get("hooks"),
@@ -293,10 +295,18 @@ def run_agent_sync(agent: Agent | BoundAgent, user_input: str, **options: Any) -
 @dataclass(slots=True, kw_only=True, eq=False)
 class _Run:
     """One run: the model it asks, its budget, and its tool-call stage (:class:`ToolCalls`),
-    which shares the run's bound agent, conversation and budget."""
+    which shares the run's bound agent, conversation, budget and tracer."""
 
     tool_calls: ToolCalls
     """Checks, approves, runs and records each turn's calls."""
+    budget: Budget
+    """The run's requests, tokens and wall time, against its limits."""
+    bound: BoundAgent
+    """The agent, bound to its tools (the tool-call stage's)."""
+    conversation: Conversation
+    """The run's conversation (the tool-call stage's: a copy of the one it continues)."""
+    tracer: tracing.Tracer | None
+    """The OpenTelemetry tracer when tracing is on (the tool-call stage's)."""
     model: Model
     model_name: str
     owned: bool
@@ -310,26 +320,6 @@ class _Run:
     call_ids: set[str] | None = None
     """The ids of the conversation's calls (read from a given conversation on the first reply
     with calls; empty from the start for a new one)."""
-
-    @property
-    def budget(self) -> Budget:
-        """The run's requests, tokens and wall time, against its limits."""
-        return self.tool_calls.budget
-
-    @property
-    def conversation(self) -> Conversation:
-        """The run's conversation (a copy of the one it continues)."""
-        return self.tool_calls.conversation
-
-    @property
-    def bound(self) -> BoundAgent:
-        """The agent, bound to its tools."""
-        return self.tool_calls.bound
-
-    @property
-    def tracer(self) -> tracing.Tracer | None:
-        """The OpenTelemetry tracer when tracing is on."""
-        return self.tool_calls.tracer
 
     async def run(self, user_input: str) -> AgentResponse:
         """The run from the user message ``user_input``."""
@@ -373,15 +363,19 @@ class _Run:
             if waiting is not None:
                 await self._call_tools(waiting, replay=False)
             choice = self.tool_choice
+            send = self._sender()
             while not self.tool_calls.awaiting:
                 # The repeat guard answered a call: ask for the final answer.
                 asked = "none" if self.tool_calls.force_answer else choice
-                turn = await self._ask_model(self._request(asked))
+                turn = await self._ask_model(self._request(asked), send)
                 if not (turn.tool_calls or turn.cut_off_calls):
                     return self._answer(turn)
                 if choice == "required" or not isinstance(choice, str):
                     choice = "auto"  # a forced choice applies to the first request only
-                await self._call_tools(turn)
+                if hooks is None:
+                    await self.tool_calls.run_tool_calls(turn)
+                else:
+                    await self._call_tools(turn)
                 # Not kept through the next request: a turn holds its whole decoded reply.
                 del turn
             return self._paused()
@@ -402,9 +396,10 @@ class _Run:
                            tool_choice=tool_choice, settings=self.settings,
                            rendered=conversation.rendered)
 
-    async def _ask_model(self, request: ModelRequest) -> ModelTurn:
-        """The model's reply to ``request``, checked against the budget first, cut short at
-        the end of the wall time, counted and logged.
+    async def _ask_model(self, request: ModelRequest,
+                         send: Callable[[ModelRequest], Awaitable[ModelTurn]]) -> ModelTurn:
+        """The model's reply to ``request`` (sent by ``send``), checked against the budget
+        first, cut short at the end of the wall time, counted and logged.
 
         Raises:
             LimitExceeded: a limit stops the run before the request, or the wall time ran out
@@ -415,7 +410,7 @@ class _Run:
         deadline = budget.deadline
         budget.start_request(asyncio.get_running_loop().time())
         try:
-            turn = await self._send(request)
+            turn = await send(request)
         except asyncio.CancelledError:
             if deadline.cut_short():
                 raise self._out_of_time()  # noqa: B904  (_out_of_time says how)
@@ -482,23 +477,22 @@ class _Run:
                 used.add(c.id)
         return turn
 
-    def _send(self, request: ModelRequest) -> Awaitable[ModelTurn]:
-        """The request's awaitable: the model's own request (the usual run), streamed to the
-        hooks, or inside its span."""
-        if self.tracer is not None:
-            return self._traced_request(self.tracer, request)
-        return self._untraced(request)
+    def _sender(self) -> Callable[[ModelRequest], Awaitable[ModelTurn]]:
+        """How the run sends its requests: the model's own request (the usual run), streamed
+        to the hooks, or inside its span."""
+        return self._traced_request if self.tracer is not None else self._untraced_sender()
 
-    def _untraced(self, request: ModelRequest) -> Awaitable[ModelTurn]:
+    def _untraced_sender(self) -> Callable[[ModelRequest], Awaitable[ModelTurn]]:
         hooks = self.hooks
         if hooks is not None and hooks.streams:
-            return _streamed(self.model, request, hooks)
-        return self.model.request(request)
+            return partial(_streamed, self.model, hooks=hooks)
+        return self.model.request
 
-    async def _traced_request(self, tracer: tracing.Tracer, request: ModelRequest
-                              ) -> ModelTurn:
-        with tracing.model_span(tracer, model=self.model_name, provider=self.provider) as span:
-            turn = await self._untraced(request)
+    async def _traced_request(self, request: ModelRequest) -> ModelTurn:
+        assert self.tracer is not None
+        with tracing.model_span(self.tracer, model=self.model_name,
+                                provider=self.provider) as span:
+            turn = await self._untraced_sender()(request)
             usage = turn.usage or Usage()
             tracing.record_turn(span, usage.input_tokens, usage.output_tokens,
                                 turn.finish_reason)
@@ -539,7 +533,7 @@ class _Run:
             pending_approvals=tuple(stage.awaiting or ()))
 
 
-async def _streamed(model: Model, request: ModelRequest, hooks: RunHooks) -> ModelTurn:
+async def _streamed(model: Model, request: ModelRequest, *, hooks: RunHooks) -> ModelTurn:
     """One request with its text going to ``hooks`` as it is generated (whole, for a model
     that cannot stream)."""
     if isinstance(model, StreamingModel):

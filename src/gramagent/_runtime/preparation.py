@@ -74,8 +74,7 @@ def new_id() -> str:
 
 def new_ids() -> tuple[str, str]:
     """Two ids as :func:`new_id` makes them (a new conversation's and its run's), from one read
-    of the OS's randomness: each read costs ~1.2k machine instructions, once per run
-    (bench/RESULTS.md, issue 18, eighth pass)."""
+    of the OS's randomness."""
     both = os.urandom(32).hex()
     return both[:32], both[32:]
 

@@ -2,10 +2,10 @@
 
 Not a :class:`concurrent.futures.ThreadPoolExecutor`: for every job its ``submit`` makes a
 future (with a Python-level ``Condition``) and a work item and takes its idle-thread semaphore,
-and its worker sets the future's state and releases the semaphore, all Python-level locking on
-both sides of each call: about as much as the thread switch itself (bench/RESULTS.md, "Per
-call and per message"). Here a job is a callable put on a ``SimpleQueue``; it hands its own
-result back (:func:`gramagent._runtime.invoke.execute` settles an asyncio future).
+and its worker sets the future's state and releases the semaphore: Python-level locking on
+both sides of each call (docs/performance.md, "The loop"). Here a job is a callable put on a
+``SimpleQueue``; it hands its own result back (a
+:class:`~gramagent._runtime.invoke.ThreadCall` settles an asyncio future).
 
 Threads are made as jobs need them, up to a limit, and kept for the next jobs. They are daemon
 threads: the process does not wait at exit for a call that was abandoned (timed out) and is

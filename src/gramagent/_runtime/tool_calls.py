@@ -26,7 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final, TypeAlias
+from typing import Any, TypeAlias
 
 import orjson
 
@@ -56,11 +56,11 @@ from gramagent._runtime.events import (
 from gramagent._runtime.invoke import (
     CallArgs,
     CallSettings,
-    InlineCall,
     Outcome,
     Running,
     cancelled_itself,
     finished,
+    run_inline,
     start_calls,
 )
 from gramagent._runtime.library import BoundAgent, Tool, ToolContext
@@ -85,40 +85,30 @@ _RepeatKey: TypeAlias = tuple[str, bytes]
 arguments (a pair: no string made by joining them, and no decoding of the JSON)."""
 
 
+@dataclass(slots=True, eq=False)
 class _Call:
-    """A call of the current turn, through its checks and execution.
+    """A call of the current turn, through its checks and execution."""
 
-    A plain class with its own ``__init__``, not a dataclass: the compiled build compiles a
-    written ``__init__``, while a dataclass's is made at import time and stays interpreted
-    (one per call, setting fourteen fields).
-    """
-
-    __slots__ = ("call", "seq", "planned_at", "arguments", "cut_off", "tool", "rejection",
-                 "outcome", "repeat_key", "earlier_result", "copy_of", "args_hash", "reported")
-
-    def __init__(self, call: ToolCall, seq: int, arguments: dict[str, Any] | str,
-                 cut_off: bool) -> None:
-        self.call = call
-        self.seq = seq
-        self.planned_at: float = 0.0
-        """When the call was checked (``time.perf_counter``), for the events' latency; 0
-        without event sinks."""
-        self.arguments = arguments
-        """Parsed arguments, or the raw text when unparseable."""
-        self.cut_off = cut_off
-        """Whether the token limit cut the call off (it is not in the conversation)."""
-        self.tool: Tool | None = None
-        self.rejection: CallRejection | None = None
-        self.outcome: Outcome | None = None
-        self.repeat_key: _RepeatKey | None = None
-        self.earlier_result: Any = None
-        """For a repeated call, the result of the call it repeats."""
-        self.copy_of: _Call | None = None
-        """For a call identical to an earlier one of the same turn: that call (not run
-        twice)."""
-        self.args_hash: str | None = None
-        self.reported = False
-        """Whether its result event was emitted."""
+    call: ToolCall
+    seq: int
+    arguments: dict[str, Any] | str
+    """Parsed arguments, or the raw text when unparseable."""
+    cut_off: bool
+    """Whether the token limit cut the call off (it is not in the conversation)."""
+    planned_at: float = 0.0
+    """When the call was checked (``time.perf_counter``), for the events' latency; 0 without
+    event sinks."""
+    tool: Tool | None = None
+    rejection: CallRejection | None = None
+    outcome: Outcome | None = None
+    repeat_key: _RepeatKey | None = None
+    earlier_result: object = None
+    """For a repeated call, the result of the call it repeats."""
+    copy_of: _Call | None = None
+    """For a call identical to an earlier one of the same turn: that call (not run twice)."""
+    args_hash: str | None = None
+    reported: bool = False
+    """Whether its result event was emitted."""
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -155,6 +145,8 @@ class ToolCalls:
     awaiting: list[ApprovalRequest] | None = None
     """The calls of the last turn left waiting for approval (None: none, the usual run; made
     on the first): the run pauses when any are."""
+    call_settings: CallSettings | None = None
+    """What the calls of a turn share (made on the first turn with calls to run)."""
     announced: dict[str, int] = field(default_factory=dict)
     """Per id of a call the run paused on (its planned event emitted then), the seq it was
     checked with: a run resumed from its paused response gives it that seq again and does
@@ -278,8 +270,6 @@ class ToolCalls:
         self.seq += len(calls)
         for call in calls:
             seq += 1
-            # Each field read once: compiled, a read of an interpreted object's field is a
-            # generic attribute lookup.
             text, name = call.arguments, call.name
             parsed = parse_object(text, max_bytes)
             c = _Call(call, seq, text if parsed is None else parsed, cut_off)
@@ -416,8 +406,7 @@ class ToolCalls:
                 f"the approve callback raised {type(exc).__name__} on the call to "
                 f"{request.tool} ({request.call_id}): {exc}",
                 context=self.conversation.copy(), usage=self.budget.usage)
-            error.__cause__ = exc  # as ``raise ... from exc`` (a compiled build drops ``from``)
-            raise error  # noqa: B904 (set above)
+            raise error from exc
         finally:
             self.budget.postpone(loop.time() - asked)
         return answer
@@ -456,47 +445,60 @@ class ToolCalls:
         bounded by the end of the run wherever it starts, and each reports its result event
         when it finishes.
         """
-        run = asyncio.current_task()
-        assert run is not None
-        cancels = run.cancelling()
-        limits = self.budget.limits
-        settings = CallSettings(dry_run=self.dry_run, tracer=self.tracer,
-                                max_output_chars=limits.max_tool_output_chars,
-                                until=self.budget.deadline.when)
+        settings = self._call_settings()
         report = self._finished if self.sinks else None
+        tool_timeout = self.budget.limits.tool_timeout
         args: list[CallArgs] = []
         for c in calls:
             tool = c.tool
             assert tool is not None and isinstance(c.arguments, dict)
             args.append((tool, c.arguments,
                          None if tool.context_param is None else self._context(tool, c),
-                         self._timeout(tool), None if report is None else partial(report, c),
-                         c.call.id))
+                         tool_timeout if tool.timeout is INHERIT else tool.timeout,
+                         None if report is None else partial(report, c), c.call.id))
+        cancels = -1  # the run's count of cancellation requests, read before its first await
         running: list[tuple[int, Running]] = []
         try:
-            started = await start_calls(args, settings, running)
+            started = start_calls(args, settings, running)
+            if running and any(isinstance(one, tuple) for one in started) and any(
+                    isinstance(call, asyncio.Task) for _, call in running):
+                await asyncio.sleep(0)  # the tasks take their first steps before inline calls
             for c, one in zip(calls, started, strict=True):
-                if isinstance(one, InlineCall):
-                    ran = one.run()
-                    c.outcome = ran if isinstance(ran, Outcome) else await ran
-                    if run.cancelling() > cancels:  # the run's, caught by the tool: it goes on
-                        raise asyncio.CancelledError
+                if isinstance(one, tuple):  # an inline call: run here, now
+                    ran = run_inline(one, settings)
+                    if isinstance(ran, Outcome):
+                        c.outcome = ran
+                        continue
+                    cancels = _cancels() if cancels < 0 else cancels
+                    c.outcome = await ran
+                    _go_on_if_cancelled(cancels)
                 elif isinstance(one, Outcome):
                     c.outcome = one
+            if running:
+                cancels = _cancels() if cancels < 0 else cancels
             for index, call in running:
                 c = calls[index]
                 try:
                     c.outcome = await call
                 except asyncio.CancelledError as exc:  # the run's, or the tool's own
                     c.outcome = self._cancelled(c, exc)
-                if run.cancelling() > cancels:
-                    raise asyncio.CancelledError
+                _go_on_if_cancelled(cancels)
         except BaseException:  # cancelled: so are the calls still running
             for index, call in running:  # those started (a first step may raise before others)
                 if calls[index].outcome is None:  # finished unawaited: it keeps its outcome
                     calls[index].outcome = finished(call)
                 call.cancel()
             raise
+
+    def _call_settings(self) -> CallSettings:
+        """What the calls of this turn share (the end of the run moves when a person is
+        asked for an approval)."""
+        settings, until = self.call_settings, self.budget.deadline.when
+        if settings is None or settings.until != until:
+            settings = self.call_settings = CallSettings(
+                dry_run=self.dry_run, tracer=self.tracer, until=until,
+                max_output_chars=self.budget.limits.max_tool_output_chars)
+        return settings
 
     def _cancelled(self, c: _Call, exc: asyncio.CancelledError) -> Outcome:
         """A call's task ended cancelled: the run was cancelled (``exc`` goes on), or the tool
@@ -515,11 +517,6 @@ class ToolCalls:
         cancellation still ends later)."""
         if not c.reported:
             self._emit_result(c, outcome.error_type, outcome.event_message)
-
-    def _timeout(self, tool: Tool) -> float | None:
-        """A call's own timeout: its tool's, or the run's tool timeout (the end of the run
-        bounds it further when it starts)."""
-        return self.budget.limits.tool_timeout if tool.timeout is INHERIT else tool.timeout
 
     def _context(self, tool: Tool, c: _Call) -> ToolContext | None:
         """The context a tool that declares one gets (none in a dry run: nothing runs)."""
@@ -571,11 +568,9 @@ class ToolCalls:
             failed = error_type is not None and error_type != "repeated_call"
             if not c.cut_off:  # a cut-off call is not in the conversation: a note tells of it
                 results.append(new_tool_result(call_id, name, text, failed))
-            error = text if failed else None
-            # By position, in new_invocation's order (call_id, name, arguments, result, error,
-            # error_type, latency, seq): a keyword costs measurably per call.
-            invocations.append(new_invocation(call_id, name, c.arguments, result, error,
-                                              error_type, latency, c.seq))
+            invocations.append(new_invocation(call_id, name, c.arguments, result,
+                                              text if failed else None, error_type, latency,
+                                              c.seq))
             if info_logs or error_type is not None:  # errors are WARNING records
                 self._log(c, error_type, latency)
         return results
@@ -671,19 +666,28 @@ def _unexpected_arguments(tool: Tool, arguments: dict[str, Any]) -> CallRejectio
         f"{len(extra)} unexpected argument{'s' if len(extra) != 1 else ''}")
 
 
-# Final names of their own: compiled, ``orjson.dumps`` is a generic attribute lookup on the
-# module per call, a final name a C variable.
-_orjson_dumps: Final = orjson.dumps
-_SORT_KEYS: Final = orjson.OPT_SORT_KEYS
-
-
 def _repeat_form(arguments: dict[str, Any]) -> bytes:
     """The arguments as sorted-key JSON (UTF-8), to recognise a repeated call (never sent
     anywhere)."""
-    try:  # orjson directly: exact_json's wrapper cost a third of this on every call
-        return _orjson_dumps(arguments, option=_SORT_KEYS)
+    try:
+        return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # a big integer, deep nesting or a lone surrogate
         return exact_json.dumps(arguments, sort_keys=True).encode()
+
+
+def _cancels() -> int:
+    """The running task's count of cancellation requests (0 outside a task)."""
+    task = asyncio.current_task()
+    return 0 if task is None else task.cancelling()
+
+
+def _go_on_if_cancelled(cancels: int) -> None:
+    """Raise CancelledError if the running task (the run's) was asked to cancel since it
+    counted ``cancels``, although the call it awaited ended otherwise: the tool caught the
+    cancellation and returned or failed. The run is cancelled all the same: it would go on
+    to its next model request, and an ``asyncio.timeout`` around it would not end it."""
+    if _cancels() > cancels:
+        raise asyncio.CancelledError
 
 
 def _identity(c: _Call) -> _RepeatKey:

@@ -25,7 +25,7 @@ results, messages or exception texts (which may quote them), and never a key.
 Tracing is on only when the ``opentelemetry-api`` package is imported and a tracer provider is
 configured (``opentelemetry.trace.set_tracer_provider``, or ``gramagent run --otel``):
 :func:`run_tracer` looks for the module in ``sys.modules`` and never imports it, so a run
-without tracing pays one dictionary lookup.
+without tracing does one dictionary lookup.
 """
 
 from __future__ import annotations
