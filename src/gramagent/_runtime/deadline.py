@@ -81,6 +81,28 @@ class RunDeadline:
             self._watcher = watcher(loop)
             self._watcher.add(self)
 
+    def watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        """:meth:`arm` and :meth:`start` at once, for one await of the current task (a tool
+        call's); :meth:`release` ends it."""
+        when = self.when
+        if when is None:
+            return
+        self._task = task = asyncio.current_task(loop)
+        self._watcher = loop_watcher = watcher(loop)
+        loop_watcher.deadlines.add(self)
+        if when < loop_watcher.timer_when:  # else the timer is set for an earlier deadline
+            loop_watcher.add(self)
+        if task is not None:
+            self.waiting = task.cancelling()
+
+    def release(self) -> None:
+        """The await :meth:`watch` put under the deadline is over: no longer watched, and
+        if the deadline cut it short, its cancellation taken back."""
+        if self._watcher is not None:
+            self._watcher.discard(self)
+        if self.expired:
+            self.settle()
+
     def disarm(self) -> None:
         """Stop watching (at the end of the run, however it ends)."""
         if self._watcher is not None:

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from contextvars import copy_context
 from dataclasses import dataclass
 from functools import partial
-from typing import Final, TypeAlias, TypeGuard
+from typing import Final, TypeAlias, TypeGuard, cast
 
 import orjson
 
@@ -302,9 +302,14 @@ async def _awaited(tool: Tool, pending: Awaitable[object] | None, kwargs: dict[s
         return outcome
     # Not asyncio.timeout: a RunDeadline shares its event loop's one timer with every run and
     # call (see deadline.py).
-    deadline = None if when is None else _armed(loop, when)
+    deadline = None
+    if when is not None:
+        deadline = RunDeadline(when)
+        deadline.watch(loop)
     try:
-        result = await (tool.invoke(**kwargs) if pending is None else pending)
+        if pending is None:  # an async tool: its call is a coroutine
+            pending = cast("Awaitable[object]", tool.invoke(**kwargs))
+        result = await pending
         if _maybe_awaitable(result):  # a sync function returning an awaitable
             result = await result
     except asyncio.CancelledError as exc:
@@ -325,7 +330,7 @@ async def _awaited(tool: Tool, pending: Awaitable[object] | None, kwargs: dict[s
                             settings.max_output_chars)
     finally:
         if deadline is not None:
-            _released(deadline)
+            deadline.release()
     if done is not None:
         done(outcome)
     return outcome
@@ -340,22 +345,6 @@ def _bounded(now: float, timeout: float | None, until: float | None
         # Started late (calls before it held the event loop): the run's end bounds it still.
         return until, (until - now if until > now else 0.0)
     return when, timeout
-
-
-def _armed(loop: asyncio.AbstractEventLoop, when: float) -> RunDeadline:
-    """A deadline at ``when`` for the current task's await that follows (armed, started)."""
-    deadline = RunDeadline(when)
-    deadline.arm(loop)
-    deadline.start()
-    return deadline
-
-
-def _released(deadline: RunDeadline) -> None:
-    """The await under ``deadline`` is over: no longer watched, and if the deadline cut it
-    short, its cancellation taken back."""
-    deadline.disarm()
-    if deadline.expired:
-        deadline.settle()
 
 
 class ThreadCall:

@@ -163,9 +163,9 @@ async def run_agent(
         raise ValidationError("user input holds a lone surrogate (U+D800-U+DFFF), which no "
                               "request can carry: decode the text strictly, or replace them")
     run = _new_run(agent, context, options, resumed=False)
-    if run.tracer is None:
+    if run.tool_calls.tracer is None:
         return await run.run(user_input)
-    return await run.traced(run.run(user_input), _provider(options, run.bound.agent))
+    return await run.traced(run.run(user_input), _provider(options, run.tool_calls.bound.agent))
 
 
 async def resume_agent(
@@ -215,9 +215,10 @@ async def resume_agent(
         run.budget.carry(paused.usage)
         stage.carry(paused.tool_invocations, [r.call_id for r in paused.pending_approvals])
         stage.run_id = paused.run_id or stage.run_id  # and its events are the same run's
-    if run.tracer is None:
+    if run.tool_calls.tracer is None:
         return await run.resume(dict(decisions))
-    return await run.traced(run.resume(dict(decisions)), _provider(options, run.bound.agent))
+    return await run.traced(run.resume(dict(decisions)),
+                            _provider(options, run.tool_calls.bound.agent))
 
 
 def _new_run(agent: Agent | BoundAgent, context: Conversation | Iterable[Message] | None,
@@ -256,8 +257,8 @@ def _new_run(agent: Agent | BoundAgent, context: Conversation | Iterable[Message
         tracer=tracing.run_tracer() if tracing.TRACE_MODULE in sys.modules else None,
         approve=options.get("approve"))
     return _Run(
-        tool_calls=tool_calls, budget=budget, bound=bound, conversation=conversation,
-        tracer=tool_calls.tracer, model=model, model_name=model_name, owned=owned,
+        tool_calls=tool_calls, budget=budget, conversation=conversation, model=model,
+        model_name=model_name, owned=owned,
         tool_choice=options.get("tool_choice", "auto"),
         settings=dict(settings) if settings else {},  # its own: a request pickles with it
         hooks=options.get("hooks"),
@@ -301,12 +302,8 @@ class _Run:
     """Checks, approves, runs and records each turn's calls."""
     budget: Budget
     """The run's requests, tokens and wall time, against its limits."""
-    bound: BoundAgent
-    """The agent, bound to its tools (the tool-call stage's)."""
     conversation: Conversation
     """The run's conversation (the tool-call stage's: a copy of the one it continues)."""
-    tracer: tracing.Tracer | None
-    """The OpenTelemetry tracer when tracing is on (the tool-call stage's)."""
     model: Model
     model_name: str
     owned: bool
@@ -337,10 +334,11 @@ class _Run:
         """``work`` (:meth:`run` or :meth:`resume`) inside its ``invoke_agent`` span (whose
         usage is this part's: a run resumed from its paused response carries the earlier
         part's, which its own span recorded)."""
-        assert self.tracer is not None
+        tracer = self.tool_calls.tracer
+        assert tracer is not None
         self.provider = provider
         before = self.budget.usage
-        with tracing.agent_span(self.tracer, agent=self.bound.agent.name,
+        with tracing.agent_span(tracer, agent=self.tool_calls.bound.agent.name,
                                 model=self.model_name, provider=provider,
                                 conversation_id=self.conversation.id) as span:
             try:
@@ -357,8 +355,10 @@ class _Run:
         hooks = self.hooks
         if hooks is not None:
             hooks.on_start(self.conversation)
-        deadline = self.budget.deadline
-        deadline.arm()
+        budget = self.budget
+        deadline = budget.deadline
+        loop = asyncio.get_running_loop()
+        deadline.arm(loop)
         try:
             if waiting is not None:
                 await self._call_tools(waiting, replay=False)
@@ -367,7 +367,22 @@ class _Run:
             while not self.tool_calls.awaiting:
                 # The repeat guard answered a call: ask for the final answer.
                 asked = "none" if self.tool_calls.force_answer else choice
-                turn = await self._ask_model(self._request(asked), send)
+                request = self._request(asked)
+                # Ask the model: the limits checked first, the request cut short at the end
+                # of the wall time; the reply counted and logged.
+                budget.start_request(loop.time())
+                try:
+                    turn = await send(request)
+                except asyncio.CancelledError:
+                    if deadline.cut_short():
+                        raise self._out_of_time()  # noqa: B904  (_out_of_time says how)
+                    raise
+                except (TimeoutError, ModelAPIError) as exc:
+                    raise self._failed(exc)  # noqa: B904  (_failed says how it is chained)
+                finally:  # not under the deadline any more
+                    deadline.settle()
+                turn = self._received(request, turn)
+                del request  # not held while the tools run
                 if not (turn.tool_calls or turn.cut_off_calls):
                     return self._answer(turn)
                 if choice == "required" or not isinstance(choice, str):
@@ -380,7 +395,7 @@ class _Run:
                 del turn
             return self._paused()
         except Exception as exc:
-            log_run_error(exc, agent=self.bound.agent.name)
+            log_run_error(exc, agent=self.tool_calls.bound.agent.name)
             raise
         finally:
             deadline.disarm()
@@ -390,36 +405,11 @@ class _Run:
     def _request(self, tool_choice: ToolChoice) -> ModelRequest:
         """The next model request: the conversation so far, the agent's instruction and
         tools."""
-        conversation, agent = self.conversation, self.bound
+        conversation, agent = self.conversation, self.tool_calls.bound
         return new_request(model=self.model_name, instruction=agent.agent.instruction,
                            messages=conversation.messages, tools=agent.definitions,
                            tool_choice=tool_choice, settings=self.settings,
                            rendered=conversation.rendered)
-
-    async def _ask_model(self, request: ModelRequest,
-                         send: Callable[[ModelRequest], Awaitable[ModelTurn]]) -> ModelTurn:
-        """The model's reply to ``request`` (sent by ``send``), checked against the budget
-        first, cut short at the end of the wall time, counted and logged.
-
-        Raises:
-            LimitExceeded: a limit stops the run before the request, or the wall time ran out
-                while the model was answering.
-            ModelAPIError: the model failed (with the conversation and usage so far).
-        """
-        budget = self.budget
-        deadline = budget.deadline
-        budget.start_request(asyncio.get_running_loop().time())
-        try:
-            turn = await send(request)
-        except asyncio.CancelledError:
-            if deadline.cut_short():
-                raise self._out_of_time()  # noqa: B904  (_out_of_time says how)
-            raise
-        except (TimeoutError, ModelAPIError) as exc:
-            raise self._failed(exc)  # noqa: B904  (_failed says how it is chained)
-        finally:  # not under the deadline any more
-            deadline.settle()
-        return self._received(request, turn)
 
     async def _call_tools(self, turn: ModelTurn, *, replay: bool = True) -> None:
         """The tool-call stage on ``turn``'s calls, the hooks told of the calls and their
@@ -480,7 +470,8 @@ class _Run:
     def _sender(self) -> Callable[[ModelRequest], Awaitable[ModelTurn]]:
         """How the run sends its requests: the model's own request (the usual run), streamed
         to the hooks, or inside its span."""
-        return self._traced_request if self.tracer is not None else self._untraced_sender()
+        return (self._traced_request if self.tool_calls.tracer is not None
+                else self._untraced_sender())
 
     def _untraced_sender(self) -> Callable[[ModelRequest], Awaitable[ModelTurn]]:
         hooks = self.hooks
@@ -489,8 +480,9 @@ class _Run:
         return self.model.request
 
     async def _traced_request(self, request: ModelRequest) -> ModelTurn:
-        assert self.tracer is not None
-        with tracing.model_span(self.tracer, model=self.model_name,
+        tracer = self.tool_calls.tracer
+        assert tracer is not None
+        with tracing.model_span(tracer, model=self.model_name,
                                 provider=self.provider) as span:
             turn = await self._untraced_sender()(request)
             usage = turn.usage or Usage()

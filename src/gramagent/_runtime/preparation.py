@@ -10,7 +10,7 @@ from gramagent._messages import Conversation, Message
 from gramagent._models.base import Model
 from gramagent._models.registry import resolve_model
 from gramagent._runtime.library import BoundAgent, Tool, ToolLibrary
-from gramagent._spec.model import Agent, ModelRef
+from gramagent._spec.model import Agent, ModelRef, ToolSpec
 from gramagent.errors import ToolError
 
 __all__ = ["bind", "conversation_for", "model_for", "new_id", "new_ids"]
@@ -79,10 +79,10 @@ def new_ids() -> tuple[str, str]:
     return both[:32], both[32:]
 
 
-def _spec_stub(spec: Any) -> Tool:
+def _spec_stub(spec: ToolSpec) -> Tool:
     """A tool that only carries a spec's contract; dry runs never call it."""
 
-    def not_run(**_: Any) -> Any:
+    def not_run(**_: object) -> object:
         raise NotImplementedError(f"{spec.name} has no implementation (dry run)")
 
     return Tool(spec.name, spec.description, spec.schema, not_run, signature=spec.signature)

@@ -26,7 +26,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 from gramagent._runtime.per_loop import PerLoop
 
@@ -96,12 +96,12 @@ class HandOff:
         self._loop = weakref.ref(loop)
         self._lock = threading.Lock()
         self._deliveries: list[tuple[contextvars.Context,
-                                     Callable[[Any, BaseException | None], object], Any,
+                                     Callable[[object, BaseException | None], object], object,
                                      BaseException | None]] = []
         self._pending = False
 
     def put(self, context: contextvars.Context,
-            deliver: Callable[[Any, BaseException | None], object], result: Any,
+            deliver: Callable[[object, BaseException | None], object], result: object,
             error: BaseException | None) -> None:
         """Have the event loop call ``deliver(result, error)`` soon, in ``context`` (from any
         thread). A closed loop drops it: its runs are long gone."""

@@ -131,7 +131,7 @@ class ToolCalls:
     seq: int = 0
     invalid: dict[str, int] = field(default_factory=dict)
     """Invalid calls so far, per tool name."""
-    answered: dict[_RepeatKey, tuple[Any, str]] = field(default_factory=dict)
+    answered: dict[_RepeatKey, tuple[object, str]] = field(default_factory=dict)
     """Per repeat key, the result and output text of the call that first succeeded with it."""
     force_answer: bool = False
     """Set when the repeat guard answered a call: the next request asks for the answer."""
@@ -319,7 +319,7 @@ class ToolCalls:
         assert isinstance(parsed, CallRejection)  # parse_object refused it
         return parsed
 
-    def _answer_repeat(self, c: _Call, result: Any, output: str) -> CallRejection:
+    def _answer_repeat(self, c: _Call, result: object, output: str) -> CallRejection:
         """Answer a repeat of a successful call without running it, and ask for the answer.
 
         The model gets the earlier output itself, not a note about it (a small model copies
@@ -582,7 +582,7 @@ class ToolCalls:
                       latency_ms=latency * 1000.0, error_type=error_type,
                       args_hash=c.args_hash, message=how.event_message if how else None)
 
-    def _rejected(self, c: _Call) -> tuple[ToolErrorType, str, Any, float]:
+    def _rejected(self, c: _Call) -> tuple[ToolErrorType, str, object, float]:
         """A rejected call's error type, text, result (a repeated call's earlier one) and
         latency (0: it did not run); it counts against the retry budget if invalid."""
         rejected = c.rejection
