@@ -136,7 +136,9 @@ def start_calls(calls: Sequence[CallArgs], settings: CallSettings,
             one = start_task(_awaited(tool, None, _kwargs(tool, call[1], call[2]),
                                       time.perf_counter(), call[3], settings, call[4]))
         else:
-            one = _thread_call(call, settings, later=after_task)
+            one = ThreadCall(tool, _kwargs(tool, call[1], call[2]), timeout=call[3],
+                             max_output_chars=settings.max_output_chars, done=call[4],
+                             until=settings.until, later=after_task)
         started.append(one)
         if isinstance(one, asyncio.Task):
             after_task = True
@@ -215,15 +217,9 @@ def _alongside(call: CallArgs, settings: CallSettings
     if tool.is_async:
         return _awaited(tool, None, _kwargs(tool, arguments, context), time.perf_counter(),
                         timeout, settings, done)
-    return _thread_call(call, settings)
-
-
-def _thread_call(call: CallArgs, settings: CallSettings, *, later: bool = False
-                 ) -> ThreadCall:
-    tool, arguments, context, timeout, done, _ = call
     return ThreadCall(tool, _kwargs(tool, arguments, context), timeout=timeout,
                       max_output_chars=settings.max_output_chars, done=done,
-                      until=settings.until, later=later)
+                      until=settings.until)
 
 
 async def _traced(tracer: tracing.Tracer, tool: Tool, call_id: str,
@@ -398,8 +394,10 @@ class ThreadCall:
         parts = _thread_parts(loop)
         self._hand_off = parts.hand_off
         if when is not None:
-            self._watcher = parts.watcher
-            self._watcher.add(self)
+            self._watcher = loop_watcher = parts.watcher
+            loop_watcher.deadlines.add(self)
+            if when < loop_watcher.timer_when:  # else the timer is set for an earlier deadline
+                loop_watcher.add(self)
         tool_threads().submit(self)
 
     def __await__(self) -> Generator[object, None, Outcome]:
