@@ -244,13 +244,16 @@ def _new_run(agent: Agent | BoundAgent, context: Conversation | Iterable[Message
         if not resumed and conversation.unanswered_calls():
             raise ValidationError(_waiting_message(conversation))
     model, model_name, owned = model_for(options, bound.agent)
-    events = options.get("events")
+    events, hooks = options.get("events"), options.get("hooks")
+    sinks = () if events is None else fan_out(events)
+    if hooks is not None and type(hooks).on_event is not RunHooks.on_event:
+        sinks = (*sinks, hooks.on_event)  # the hooks' events are the sinks' events
     settings = options.get("settings")
     budget = Budget(options.get("limits") or _DEFAULT_LIMITS, conversation,
                     asyncio.get_running_loop().time())
     tool_calls = ToolCalls(
         bound=bound, budget=budget, conversation=conversation,
-        sinks=() if events is None else fan_out(events), run_id=run_id, dry_run=dry_run,
+        sinks=sinks, run_id=run_id, dry_run=dry_run,
         # Asked once per run, not per call.
         info_logs=_tool_log.isEnabledFor(logging.INFO) or _usage_log.isEnabledFor(logging.INFO),
         # Tracing is off unless the OpenTelemetry module is imported (no import here).
@@ -261,7 +264,7 @@ def _new_run(agent: Agent | BoundAgent, context: Conversation | Iterable[Message
         model_name=model_name, owned=owned,
         tool_choice=options.get("tool_choice", "auto"),
         settings=dict(settings) if settings else {},  # its own: a request pickles with it
-        hooks=options.get("hooks"),
+        hooks=hooks,
         call_ids=set() if context is None else None)  # a new conversation holds no call yet
 
 
