@@ -78,8 +78,10 @@ class RunDeadline:
             if loop is None:
                 loop = asyncio.get_running_loop()
             self._task = asyncio.current_task(loop)
-            self._watcher = watcher(loop)
-            self._watcher.add(self)
+            self._watcher = loop_watcher = watcher(loop)
+            loop_watcher.deadlines.add(self)
+            if when < loop_watcher.timer_when:  # else the timer is set for an earlier deadline
+                loop_watcher.add(self)
 
     def watch(self, loop: asyncio.AbstractEventLoop) -> None:
         """:meth:`arm` and :meth:`start` at once, for one await of the current task (a tool

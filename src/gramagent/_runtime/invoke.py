@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from contextvars import copy_context
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Final, TypeAlias, TypeGuard, cast
 
@@ -184,13 +184,9 @@ def run_inline(call: InlineCall, settings: CallSettings
     interrupt it): its :class:`Outcome`; or, for a function that returned an awaitable (and
     for any call when traced), the coroutine awaiting it under the call's timeout, which the
     caller awaits next, in its own task."""
-    if settings.tracer is not None:
-        return _traced(settings.tracer, call[0], call[5], partial(_run_inline, call, settings))
-    return _run_inline(call, settings)
-
-
-def _run_inline(call: CallArgs, settings: CallSettings
-                ) -> Outcome | Coroutine[object, object, Outcome]:
+    if settings.tracer is not None:  # inside its span, run as untraced
+        return _traced(settings.tracer, call[0], call[5],
+                       partial(run_inline, call, replace(settings, tracer=None)))
     tool, arguments, context, timeout, done, _ = call
     kwargs = (arguments if not tool.converters and tool.context_param is None
               else _kwargs(tool, arguments, context))
@@ -521,14 +517,16 @@ def start_task(work: Coroutine[object, object, Outcome]) -> asyncio.Task[Outcome
 
     On Python 3.12 and later the task starts eagerly (:func:`asyncio.eager_task_factory`):
     the call runs at once until it first waits, and one that never waits is done when this
-    returns. Before 3.12, and on a loop with a task factory of its own, the task is made as
-    :meth:`asyncio.loop.create_task` makes it: its first step runs when the event loop next
-    runs ready callbacks.
+    returns. Before 3.12 the task's first step runs when the event loop next runs ready
+    callbacks. A loop with a task factory of its own makes the task its way
+    (:meth:`asyncio.loop.create_task`).
     """
     loop = asyncio.get_running_loop()
-    if sys.version_info >= (3, 12) and loop.get_task_factory() is None:
+    if loop.get_task_factory() is not None:
+        return loop.create_task(work)
+    if sys.version_info >= (3, 12):
         return asyncio.eager_task_factory(loop, work)
-    return loop.create_task(work)
+    return asyncio.Task(work, loop=loop)
 
 
 _PLAIN_RESULTS: Final = (str, dict, list, int, float, bool, type(None), tuple)

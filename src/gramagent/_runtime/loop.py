@@ -367,10 +367,16 @@ class _Run:
                 await self._call_tools(waiting, replay=False)
             choice = self.tool_choice
             send = self._sender()
+            conversation, bound = self.conversation, self.tool_calls.bound
+            instruction, tools = bound.agent.instruction, bound.definitions
             while not self.tool_calls.awaiting:
-                # The repeat guard answered a call: ask for the final answer.
-                asked = "none" if self.tool_calls.force_answer else choice
-                request = self._request(asked)
+                # The next request: the conversation so far, the agent's instruction and
+                # tools; the final answer asked for when the repeat guard answered a call.
+                request = new_request(
+                    model=self.model_name, instruction=instruction,
+                    messages=conversation.messages, tools=tools,
+                    tool_choice="none" if self.tool_calls.force_answer else choice,
+                    settings=self.settings, rendered=conversation.rendered)
                 # Ask the model: the limits checked first, the request cut short at the end
                 # of the wall time; the reply counted and logged.
                 budget.start_request(loop.time())
@@ -404,15 +410,6 @@ class _Run:
             deadline.disarm()
             if self.owned:
                 await self.model.aclose()
-
-    def _request(self, tool_choice: ToolChoice) -> ModelRequest:
-        """The next model request: the conversation so far, the agent's instruction and
-        tools."""
-        conversation, agent = self.conversation, self.tool_calls.bound
-        return new_request(model=self.model_name, instruction=agent.agent.instruction,
-                           messages=conversation.messages, tools=agent.definitions,
-                           tool_choice=tool_choice, settings=self.settings,
-                           rendered=conversation.rendered)
 
     async def _call_tools(self, turn: ModelTurn, *, replay: bool = True) -> None:
         """The tool-call stage on ``turn``'s calls, the hooks told of the calls and their
@@ -473,8 +470,9 @@ class _Run:
     def _sender(self) -> Callable[[ModelRequest], Awaitable[ModelTurn]]:
         """How the run sends its requests: the model's own request (the usual run), streamed
         to the hooks, or inside its span."""
-        return (self._traced_request if self.tool_calls.tracer is not None
-                else self._untraced_sender())
+        if self.tool_calls.tracer is not None:
+            return self._traced_request
+        return self.model.request if self.hooks is None else self._untraced_sender()
 
     def _untraced_sender(self) -> Callable[[ModelRequest], Awaitable[ModelTurn]]:
         hooks = self.hooks

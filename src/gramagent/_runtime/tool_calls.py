@@ -445,7 +445,9 @@ class ToolCalls:
         bounded by the end of the run wherever it starts, and each reports its result event
         when it finishes.
         """
-        settings = self._call_settings()
+        settings = self.call_settings
+        if settings is None or settings.until != self.budget.deadline.when:
+            settings = self._new_call_settings()
         report = self._finished if self.sinks else None
         tool_timeout = self.budget.limits.tool_timeout
         args: list[CallArgs] = []
@@ -490,14 +492,12 @@ class ToolCalls:
                 call.cancel()
             raise
 
-    def _call_settings(self) -> CallSettings:
-        """What the calls of this turn share (the end of the run moves when a person is
-        asked for an approval)."""
-        settings, until = self.call_settings, self.budget.deadline.when
-        if settings is None or settings.until != until:
-            settings = self.call_settings = CallSettings(
-                dry_run=self.dry_run, tracer=self.tracer, until=until,
-                max_output_chars=self.budget.limits.max_tool_output_chars)
+    def _new_call_settings(self) -> CallSettings:
+        """What the calls of a turn share, from now on (the end of the run moves when a
+        person is asked for an approval)."""
+        settings = self.call_settings = CallSettings(
+            dry_run=self.dry_run, tracer=self.tracer, until=self.budget.deadline.when,
+            max_output_chars=self.budget.limits.max_tool_output_chars)
         return settings
 
     def _cancelled(self, c: _Call, exc: asyncio.CancelledError) -> Outcome:
