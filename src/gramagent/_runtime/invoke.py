@@ -133,12 +133,15 @@ def start_calls(calls: Sequence[CallArgs], settings: CallSettings,
         elif tracer is not None:
             one = start_task(_traced(tracer, tool, call[5], partial(_alongside, call, settings)))
         elif tool.is_async:
-            one = start_task(_awaited(tool, None, _kwargs(tool, call[1], call[2]),
-                                      time.perf_counter(), call[3], settings, call[4]))
+            kwargs = (call[1] if not tool.converters and tool.context_param is None
+                      else _kwargs(tool, call[1], call[2]))
+            one = start_task(_awaited(tool, None, kwargs, time.perf_counter(), call[3],
+                                      settings, call[4]))
         else:
-            one = ThreadCall(tool, _kwargs(tool, call[1], call[2]), timeout=call[3],
-                             max_output_chars=settings.max_output_chars, done=call[4],
-                             until=settings.until, later=after_task)
+            # (tool, kwargs, timeout, max_output_chars, done, until, later): a class called
+            # with keywords packs them into a dict first, per call.
+            one = ThreadCall(tool, _kwargs(tool, call[1], call[2]), call[3],
+                             settings.max_output_chars, call[4], settings.until, after_task)
         started.append(one)
         if isinstance(one, asyncio.Task):
             after_task = True
@@ -355,7 +358,7 @@ class ThreadCall:
     __slots__ = ("_context", "_done", "_future", "_hand_off", "_kwargs", "_max_chars",
                  "_started", "_timeout", "_tool", "_waiter", "_watcher", "when")
 
-    def __init__(self, tool: Tool, kwargs: dict[str, object], *, timeout: float | None,
+    def __init__(self, tool: Tool, kwargs: dict[str, object], timeout: float | None,
                  max_output_chars: int | None, done: DoneCallback | None = None,
                  until: float | None = None, later: bool = False) -> None:
         loop = asyncio.get_running_loop()

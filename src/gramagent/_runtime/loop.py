@@ -1,12 +1,16 @@
 """The agent loop: one user message, model requests and tool calls, until the model answers.
 
-:func:`run_agent` runs one user message to a final answer. Each round of :meth:`_Run.run`::
+:func:`run_agent` runs one user message to a final answer (:meth:`_Run.run`);
+:func:`resume_agent` continues a paused run from decisions on its waiting calls
+(:meth:`_Run.resume`, which runs those calls first). Each turn of :meth:`_Run._turns`::
 
-    check the budget    iterations, wall time, tokens: LimitExceeded if one is spent
-    ask the model       one request with the conversation so far (cut short at the deadline)
-    no tool calls?      the answer: return AgentResponse (a call cut off by the token
-                        limit is a call: the model is told and asked again)
-    run the tool calls  check, run and record them (ToolCalls.run_tool_calls), then again
+    prepare the request  the conversation so far, the agent's instruction and tools
+    ask the model        the budget checked first (iterations, wall time, tokens:
+                         LimitExceeded if one is spent); cut short at the deadline
+    no tool calls?       the answer: return AgentResponse (a call cut off by the token
+                         limit is a call: the model is told and asked again)
+    the tool-call stage  check, approve, run and record them (ToolCalls.run_tool_calls;
+                         how each runs: invoke.start_calls), then again
 
 The repeat guard (``RunLimits.repeat_guard``, on by default) does not run a call again that
 already succeeded in this run, nor copies of one call written in the same reply: they are
@@ -251,21 +255,21 @@ def _new_run(agent: Agent | BoundAgent, context: Conversation | Iterable[Message
     settings = options.get("settings")
     budget = Budget(options.get("limits") or _DEFAULT_LIMITS, conversation,
                     asyncio.get_running_loop().time())
+    # Both made with their fields in order (a class called with keywords packs them into a
+    # dict first: docs/performance.md, "The loop").
     tool_calls = ToolCalls(
-        bound=bound, budget=budget, conversation=conversation,
-        sinks=sinks, run_id=run_id, dry_run=dry_run,
-        # Asked once per run, not per call.
-        info_logs=_tool_log.isEnabledFor(logging.INFO) or _usage_log.isEnabledFor(logging.INFO),
-        # Tracing is off unless the OpenTelemetry module is imported (no import here).
-        tracer=tracing.run_tracer() if tracing.TRACE_MODULE in sys.modules else None,
-        approve=options.get("approve"))
+        bound, budget, conversation, sinks, run_id, dry_run,
+        # info_logs: asked once per run, not per call.
+        _tool_log.isEnabledFor(logging.INFO) or _usage_log.isEnabledFor(logging.INFO),
+        # tracer: off unless the OpenTelemetry module is imported (no import here).
+        tracing.run_tracer() if tracing.TRACE_MODULE in sys.modules else None,
+        options.get("approve"))
     return _Run(
-        tool_calls=tool_calls, budget=budget, conversation=conversation, model=model,
-        model_name=model_name, owned=owned,
-        tool_choice=options.get("tool_choice", "auto"),
-        settings=dict(settings) if settings else {},  # its own: a request pickles with it
-        hooks=hooks,
-        call_ids=set() if context is None else None)  # a new conversation holds no call yet
+        tool_calls, budget, conversation, model, model_name, owned,
+        options.get("tool_choice", "auto"),
+        dict(settings) if settings else {},  # settings: its own, a request pickles with it
+        hooks,
+        set() if context is None else None)  # call_ids: a new conversation holds none yet
 
 
 def _waiting_message(conversation: Conversation) -> str:
@@ -296,7 +300,7 @@ def run_agent_sync(agent: Agent | BoundAgent, user_input: str, **options: Any) -
 # One run
 # ---------------------------------------------------------------------------------------------
 
-@dataclass(slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, eq=False)
 class _Run:
     """One run: the model it asks, its budget, and its tool-call stage (:class:`ToolCalls`),
     which shares the run's bound agent, conversation, budget and tracer."""
@@ -315,11 +319,11 @@ class _Run:
     """For the first request; later ones use ``"auto"`` (or ``"none"`` to ask for the answer)."""
     settings: dict[str, object]
     hooks: RunHooks | None = None
-    provider: str = ""
-    """The model's provider, for the spans."""
     call_ids: set[str] | None = None
     """The ids of the conversation's calls (read from a given conversation on the first reply
     with calls; empty from the start for a new one)."""
+    provider: str = ""
+    """The model's provider, for the spans."""
 
     async def run(self, user_input: str) -> AgentResponse:
         """The run from the user message ``user_input``."""

@@ -111,7 +111,7 @@ class _Call:
     """Whether its result event was emitted."""
 
 
-@dataclass(slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, eq=False)
 class ToolCalls:
     """The tool calls of one run, turn after turn.
 
@@ -127,6 +127,11 @@ class ToolCalls:
     dry_run: bool
     info_logs: bool
     """Whether INFO records of tool calls are wanted (checked once per run)."""
+    tracer: tracing.Tracer | None = None
+    """The OpenTelemetry tracer when tracing is on (:mod:`~gramagent._runtime.tracing`)."""
+    approve: Approver | None = None
+    """Asks a person about a call that needs approval; None: such calls wait (the run
+    pauses)."""
     invocations: list[ToolInvocation] = field(default_factory=list)
     seq: int = 0
     invalid: dict[str, int] = field(default_factory=dict)
@@ -135,11 +140,6 @@ class ToolCalls:
     """Per repeat key, the result and output text of the call that first succeeded with it."""
     force_answer: bool = False
     """Set when the repeat guard answered a call: the next request asks for the answer."""
-    tracer: tracing.Tracer | None = None
-    """The OpenTelemetry tracer when tracing is on (:mod:`~gramagent._runtime.tracing`)."""
-    approve: Approver | None = None
-    """Asks a person about a call that needs approval; None: such calls wait (the run
-    pauses)."""
     decisions: Mapping[str, Decision] | None = None
     """Decisions given in advance, per call id (a resumed run's)."""
     awaiting: list[ApprovalRequest] | None = None
@@ -445,20 +445,10 @@ class ToolCalls:
         bounded by the end of the run wherever it starts, and each reports its result event
         when it finishes.
         """
-        settings = self.call_settings
-        if settings is None or settings.until != self.budget.deadline.when:
-            settings = self._new_call_settings()
-        report = self._finished if self.sinks else None
-        tool_timeout = self.budget.limits.tool_timeout
-        args: list[CallArgs] = []
-        for c in calls:
-            tool = c.tool
-            assert tool is not None and isinstance(c.arguments, dict)
-            args.append((tool, c.arguments,
-                         None if tool.context_param is None else self._context(tool, c),
-                         tool_timeout if tool.timeout is INHERIT else tool.timeout,
-                         None if report is None else partial(report, c), c.call.id))
-        cancels = -1  # the run's count of cancellation requests, read before its first await
+        settings = self._call_settings()
+        args = self._call_args(calls)
+        run: asyncio.Task[object] | None = None  # the run's task, read before its first await
+        cancels = 0  # its count of cancellation requests then
         running: list[tuple[int, Running]] = []
         try:
             started = start_calls(args, settings, running)
@@ -471,20 +461,23 @@ class ToolCalls:
                     if isinstance(ran, Outcome):
                         c.outcome = ran
                         continue
-                    cancels = _cancels() if cancels < 0 else cancels
+                    if run is None:
+                        run, cancels = _run_task()
                     c.outcome = await ran
-                    _go_on_if_cancelled(cancels)
+                    if run.cancelling() > cancels:  # the run's, caught by the tool: it goes on
+                        raise asyncio.CancelledError
                 elif isinstance(one, Outcome):
                     c.outcome = one
-            if running:
-                cancels = _cancels() if cancels < 0 else cancels
+            if running and run is None:
+                run, cancels = _run_task()
             for index, call in running:
                 c = calls[index]
                 try:
                     c.outcome = await call
                 except asyncio.CancelledError as exc:  # the run's, or the tool's own
                     c.outcome = self._cancelled(c, exc)
-                _go_on_if_cancelled(cancels)
+                if run is not None and run.cancelling() > cancels:
+                    raise asyncio.CancelledError
         except BaseException:  # cancelled: so are the calls still running
             for index, call in running:  # those started (a first step may raise before others)
                 if calls[index].outcome is None:  # finished unawaited: it keeps its outcome
@@ -492,12 +485,29 @@ class ToolCalls:
                 call.cancel()
             raise
 
-    def _new_call_settings(self) -> CallSettings:
-        """What the calls of a turn share, from now on (the end of the run moves when a
-        person is asked for an approval)."""
-        settings = self.call_settings = CallSettings(
-            dry_run=self.dry_run, tracer=self.tracer, until=self.budget.deadline.when,
-            max_output_chars=self.budget.limits.max_tool_output_chars)
+    def _call_args(self, calls: Sequence[_Call]) -> list[CallArgs]:
+        """What each of ``calls`` starts with: its tool, arguments, context, own timeout,
+        result event (with event sinks) and id."""
+        report = self._finished if self.sinks else None
+        tool_timeout = self.budget.limits.tool_timeout
+        args: list[CallArgs] = []
+        for c in calls:
+            tool = c.tool
+            assert tool is not None and isinstance(c.arguments, dict)
+            args.append((tool, c.arguments,
+                         None if tool.context_param is None else self._context(tool, c),
+                         tool_timeout if tool.timeout is INHERIT else tool.timeout,
+                         None if report is None else partial(report, c), c.call.id))
+        return args
+
+    def _call_settings(self) -> CallSettings:
+        """What the calls of this turn share (made again when the end of the run moved: a
+        person was asked for an approval)."""
+        settings, until = self.call_settings, self.budget.deadline.when
+        if settings is None or settings.until != until:
+            settings = self.call_settings = CallSettings(
+                dry_run=self.dry_run, tracer=self.tracer, until=until,
+                max_output_chars=self.budget.limits.max_tool_output_chars)
         return settings
 
     def _cancelled(self, c: _Call, exc: asyncio.CancelledError) -> Outcome:
@@ -675,19 +685,17 @@ def _repeat_form(arguments: dict[str, Any]) -> bytes:
         return exact_json.dumps(arguments, sort_keys=True).encode()
 
 
-def _cancels() -> int:
-    """The running task's count of cancellation requests (0 outside a task)."""
+def _run_task() -> tuple[asyncio.Task[object], int]:
+    """The running task (the run's) and its count of cancellation requests now.
+
+    A call it awaits may end otherwise than cancelled although the run was asked to cancel
+    meanwhile (the tool caught the cancellation and returned or failed): a count above this
+    one then says so, and the run is cancelled all the same (it would go on to its next model
+    request, and an ``asyncio.timeout`` around it would not end it).
+    """
     task = asyncio.current_task()
-    return 0 if task is None else task.cancelling()
-
-
-def _go_on_if_cancelled(cancels: int) -> None:
-    """Raise CancelledError if the running task (the run's) was asked to cancel since it
-    counted ``cancels``, although the call it awaited ended otherwise: the tool caught the
-    cancellation and returned or failed. The run is cancelled all the same: it would go on
-    to its next model request, and an ``asyncio.timeout`` around it would not end it."""
-    if _cancels() > cancels:
-        raise asyncio.CancelledError
+    assert task is not None  # a run runs in a task
+    return task, task.cancelling()
 
 
 def _identity(c: _Call) -> _RepeatKey:
