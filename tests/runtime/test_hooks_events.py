@@ -12,6 +12,7 @@ from runtime_support import APIS, ModelFactory, Tools, make_agent, script
 
 from gramagent import RunHooks, ToolInvocation, run_agent
 from gramagent._runtime.events import CaptureSink, Event
+from gramagent._runtime.limits import RunLimits
 from gramagent.testing import ScriptedServer, call, calls, reply
 
 
@@ -47,6 +48,7 @@ async def test_the_hooks_get_the_events_the_sinks_get(
                          for turn in turns), reply("done"))
         response = await run_agent(make_agent(tools.library), "Go", library=tools.library,
                                    model=model_for(server, api), hooks=hooks,
+                                   limits=RunLimits(max_invalid_calls_per_tool=None),
                                    events=sink if with_sink else None)
     events = [e for e in hooks.seen if not isinstance(e, str)]
     assert len(events) == 2 * len(response.tool_invocations)

@@ -528,8 +528,36 @@ def start_task(work: Coroutine[object, object, Outcome]) -> asyncio.Task[Outcome
     if loop.get_task_factory() is not None:
         return loop.create_task(work)
     if sys.version_info >= (3, 12):
-        return asyncio.eager_task_factory(loop, work)
+        first = _FirstStep()
+        task = asyncio.eager_task_factory(loop, _guarded(work, first))
+        first.running = False
+        if first.interrupt is not None:  # the caller's, as a 3.12 eager start raises it
+            raise first.interrupt
+        return task
     return asyncio.Task(work, loop=loop)
+
+
+class _FirstStep:
+    """Whether a task is still in its eager first step, and what interrupted it there."""
+
+    __slots__ = ("interrupt", "running")
+
+    def __init__(self) -> None:
+        self.running = True
+        self.interrupt: BaseException | None = None
+
+
+async def _guarded(work: Coroutine[object, object, Outcome], first: _FirstStep) -> Outcome:
+    """``work``; a KeyboardInterrupt or SystemExit of its eager first step is kept for
+    :func:`start_task` to raise (the task ends without it: it would be reported as never
+    retrieved when collected, after the interrupt was handled)."""
+    try:
+        return await work
+    except (KeyboardInterrupt, SystemExit) as exc:
+        if not first.running:
+            raise
+        first.interrupt = exc
+        return Outcome(None, "")  # never seen: start_task raises instead of returning the task
 
 
 _PLAIN_RESULTS: Final = (str, dict, list, int, float, bool, type(None), tuple)
