@@ -234,7 +234,7 @@ async def _outcome(index: int, work: Coroutine[Any, Any, int]) -> Outcome:
 
 def _started(log: list[tuple[int, str, object]], index: int, ops: list[str], as_tool: bool
              ) -> asyncio.Task[Outcome]:
-    """The call of :func:`_program`: an async tool's (its first step run by hand, the rest
+    """The call of :func:`_program`: an async tool's (in its task, the whole call
     awaited under its timeout), or any coroutine's in a task of its own."""
     if not as_tool:
         return start_task(_outcome(index, _program(log, index, ops)))
