@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from runtime_support import PARALLEL_APIS, ModelFactory, script, sent_results
 from test_approval import GRAM, Mail
 
-from gramagent._runtime.approval import ApprovalRequest, Decision, Refused
+from gramagent._runtime.approval import ApprovalRequest, Decision, Refused, decide_once_each
 from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.loop import resume_agent, run_agent
 from gramagent._spec.gram import load_gram
@@ -104,3 +104,23 @@ async def test_a_refusal_of_any_copy_given_on_resume_refuses_them_all(
         assert mail.sent == []
         assert _copies(done) == [(i, "approval_refused") for i in ids]
         assert all("did not approve" in (sent[i] or "") for i in ids)
+
+
+@settings(max_examples=50, deadline=None)
+@given(targets=st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=6),
+       answers=st.lists(_DECISIONS, min_size=3, max_size=3))
+def test_decide_once_each_asks_once_per_distinct_call(targets: list[str],
+                                                      answers: list[Decision]) -> None:
+    """What the CLI decides a paused turn with: one question per distinct call, in call
+    order, its answer given to every copy."""
+    pending = [ApprovalRequest(call_id=f"c{i}", tool="sendMail", arguments={"to": to})
+               for i, to in enumerate(targets)]
+    asked: list[str] = []
+
+    def decide(request: ApprovalRequest) -> Decision:
+        asked.append(str(request.arguments["to"]))
+        return answers[len(asked) - 1]
+
+    decisions = decide_once_each(pending, decide)
+    assert asked == list(dict.fromkeys(targets))
+    assert decisions == {f"c{i}": answers[asked.index(to)] for i, to in enumerate(targets)}
