@@ -30,7 +30,7 @@ from gramagent._messages import (
     UserMessage,
     new_assistant_message,
 )
-from gramagent._runtime.approval import ApprovalRequest, Decision, Refused
+from gramagent._runtime.approval import ApprovalRequest, Decision, Refused, decide_once_each
 from gramagent._runtime.events import CaptureSink
 from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.loop import resume_agent, run_agent
@@ -203,15 +203,8 @@ def _first_of_each(turn: list[_Step]) -> list[_Step]:
 def _decisions(pending: Sequence[ApprovalRequest], answers: Iterator[Decision]
                ) -> dict[str, Decision]:
     """A person's decisions on the calls a run paused on: one answer per distinct call, for
-    each of its copies."""
-    answer: dict[str, Decision] = {}
-    decisions: dict[str, Decision] = {}
-    for request in pending:
-        key = json.dumps([request.tool, request.arguments], sort_keys=True)
-        if key not in answer:
-            answer[key] = next(answers)
-        decisions[request.call_id] = answer[key]
-    return decisions
+    each of its copies (as the CLI decides them)."""
+    return decide_once_each(pending, lambda _request: next(answers))
 
 
 def _turns(turns: list[list[_Step]]) -> list[Any]:
