@@ -4,9 +4,9 @@
 calls of the sayHello tool (``parse_chat_reply``), and takes the turn through
 ``ToolCalls.run_tool_calls`` (check, run, record), in a child under ``valgrind --tool=callgrind
 --instr-atstart=no`` that counts ``--turns`` turns after a warm-up. Each turn starts from a new
-run state (a new conversation, so the repeat guard does not answer the calls), and its
-coroutine is driven by hand: a plain function declared ``blocking=False`` never waits, so no
-event loop runs and nothing else is counted. Unlike ``callgrind_rows.py``, whose counts move by
+run state (a new conversation, so the repeat guard does not answer the calls), awaited in
+one running event loop: a plain function declared ``blocking=False`` never waits, so the loop
+does nothing else while the turns are counted. Unlike ``callgrind_rows.py``, whose counts move by
 up to 2% from one invocation to the next (the event loop's wake-ups), these repeat to a few
 hundred instructions per turn: the figure to judge a change of the per-call path by, before
 measuring the rows. It prints the instructions of a turn of one call, of eight, and per extra
@@ -18,6 +18,7 @@ the invocation record. The request body and the HTTP exchange are not in it.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import tempfile
@@ -58,32 +59,30 @@ def bound_agent() -> BoundAgent:
     return ToolLibrary([say_hello]).bind(agent)
 
 
-def turn(bound: BoundAgent, data: dict[str, object], limits: RunLimits, n: int) -> None:
+async def turn(bound: BoundAgent, data: dict[str, object], limits: RunLimits, n: int) -> None:
     """Read ``data`` and take its calls through check, run and record, as a run does."""
     conversation = Conversation()
     calls = ToolCalls(bound=bound, budget=Budget(limits, conversation, 0.0),
                       conversation=conversation, sinks=(), run_id="run", dry_run=False,
                       info_logs=False)
-    work = calls.run_tool_calls(parse_chat_reply(data))
-    try:
-        work.send(None)
-    except StopIteration:
-        pass
-    else:
-        raise SystemExit("a turn of inline calls waited")
+    await calls.run_tool_calls(parse_chat_reply(data))
     if len(calls.invocations) != n or not all(i.ok for i in calls.invocations):
         raise SystemExit(f"the turn did not run its {n} calls: {calls.invocations}")
 
 
-def child(n: int, turns: int, warmup: int) -> None:
+async def turns_of(n: int, turns: int, warmup: int) -> None:
     bound, data, limits = bound_agent(), reply(n), RunLimits(wall_time=None)
     for _ in range(warmup):
-        turn(bound, data, limits, n)
+        await turn(bound, data, limits, n)
     helper = _helper()
     helper.gramagent_bench_start()
     for _ in range(turns):
-        turn(bound, data, limits, n)
+        await turn(bound, data, limits, n)
     helper.gramagent_bench_stop()
+
+
+def child(n: int, turns: int, warmup: int) -> None:
+    asyncio.run(turns_of(n, turns, warmup))
 
 
 def measure(n: int, args: argparse.Namespace, keep: Path) -> float:

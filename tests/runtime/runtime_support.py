@@ -49,6 +49,12 @@ class Tools:
 
     library: ToolLibrary = field(default_factory=ToolLibrary)
     runs: Counter[str] = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    """Held while a tool counts its run: blocking tools count from worker threads at once."""
+
+    def ran(self, name: str) -> None:
+        with self.lock:
+            self.runs[name] += 1
 
 
 def make_tools() -> Tools:
@@ -58,32 +64,32 @@ def make_tools() -> Tools:
     @lib.register
     def sayHello(personName: str = "world") -> str:
         """Returns a friendly greeting message for the given name."""
-        tools.runs["sayHello"] += 1
+        tools.ran("sayHello")
         return f"Hello, {personName}! Nice to meet you."
 
     @lib.register
     def fail(reason: str) -> str:
         """Always fails."""
-        tools.runs["fail"] += 1
+        tools.ran("fail")
         raise ValueError(f"boom: {reason}")
 
     @lib.register(timeout=0.2)
     async def stall() -> str:
         """Never finishes on its own."""
-        tools.runs["stall"] += 1
+        tools.ran("stall")
         await asyncio.Event().wait()
         return "unreachable"
 
     @lib.register
     def lookup(key: str) -> dict[str, Any]:
         """Returns a record."""
-        tools.runs["lookup"] += 1
+        tools.ran("lookup")
         return {"key": key, "values": [1, 2], "ok": True}
 
     @lib.register
     def visits(ctx: ToolContext) -> int:
         """Counts calls within one conversation."""
-        tools.runs["visits"] += 1
+        tools.ran("visits")
         ctx.state["visits"] = ctx.state.get("visits", 0) + 1
         return int(ctx.state["visits"])
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from gramagent._messages import (
     UserMessage,
     new_assistant_message,
 )
-from gramagent._runtime.approval import Decision, Refused
+from gramagent._runtime.approval import ApprovalRequest, Decision, Refused, decide_once_each
 from gramagent._runtime.events import CaptureSink
 from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.loop import resume_agent, run_agent
@@ -170,7 +170,7 @@ async def _paused_and_resumed(turns: list[list[_Step]], limits: RunLimits, api: 
             else:
                 response = await run_agent(mailer, "go", **options)
             while response.paused:
-                decisions = {r.call_id: next(answers) for r in response.pending_approvals}
+                decisions = _decisions(response.pending_approvals, answers)
                 if via == "session":
                     response = await SessionStore(store).open("s").resume(
                         mailer, decisions, **options)
@@ -185,9 +185,26 @@ async def _paused_and_resumed(turns: list[list[_Step]], limits: RunLimits, api: 
 
 
 def _answers(turns: list[list[_Step]]) -> Iterator[Decision]:
-    """The person's decisions, in the order the calls are asked about."""
-    return iter(_CHOICES[choice] for turn in turns for tool, value, choice in turn
+    """The person's decisions, in the order the calls are asked about: one per distinct call
+    of a turn (identical calls of a turn are asked about once)."""
+    return iter(_CHOICES[choice] for turn in turns
+                for tool, value, choice in _first_of_each(turn)
                 if tool == "sendMail" and isinstance(value, str))
+
+
+def _first_of_each(turn: list[_Step]) -> list[_Step]:
+    """The steps of a turn without the later copies of an identical call."""
+    seen: dict[tuple[str, str | int], _Step] = {}
+    for tool, value, choice in turn:
+        seen.setdefault((tool, value), (tool, value, choice))
+    return list(seen.values())
+
+
+def _decisions(pending: Sequence[ApprovalRequest], answers: Iterator[Decision]
+               ) -> dict[str, Decision]:
+    """A person's decisions on the calls a run paused on: one answer per distinct call, for
+    each of its copies (as the CLI decides them)."""
+    return decide_once_each(pending, lambda _request: next(answers))
 
 
 def _turns(turns: list[list[_Step]]) -> list[Any]:

@@ -70,9 +70,8 @@ async def test_deadlines_of_several_calls_on_one_loop() -> None:
 
 @pytest.mark.parametrize("wall_time", [None, 2.5])
 def test_a_budget_starts_as_a_deadline_does(wall_time: float | None) -> None:
-    """Budget sets RunDeadline's fields itself (no call of its __init__, once per run): every
-    one of them, to what RunDeadline's own __init__ sets (a field added to one and not the
-    other fails here, not as an AttributeError in a run)."""
+    """A budget's deadline starts as a RunDeadline at the end of its wall time does: every
+    one of its fields."""
     limits = RunLimits(wall_time=wall_time)
     budget = Budget(limits, Conversation(), 10.0)
     deadline = RunDeadline(None if wall_time is None else 10.0 + wall_time)
@@ -80,7 +79,8 @@ def test_a_budget_starts_as_a_deadline_does(wall_time: float | None) -> None:
     fields = [name for cls in RunDeadline.__mro__ for name in
               getattr(cls, "__slots__", None) or getattr(cls, "__mypyc_attrs__", ())]
     assert fields
-    assert {f: getattr(budget, f) for f in fields} == {f: getattr(deadline, f) for f in fields}
+    assert ({f: getattr(budget.deadline, f) for f in fields}
+            == {f: getattr(deadline, f) for f in fields})
 
 
 @settings(max_examples=20, deadline=None)

@@ -1,16 +1,18 @@
-"""Tests of the eager start of the calls run alongside others (``invoke.start_task``): a call
-runs at once until it first waits, in its own task (``asyncio.current_task()`` is that task
-from its first line) and its own copy of the context variables, as a Python 3.12 eager task
-does; on 3.11, ``invoke._eager_task`` does the same. A call that never waits is done when it
-is started."""
+"""Tests of the start of the calls run alongside others (``invoke.start_task``): a call runs in
+its own task (``asyncio.current_task()`` is that task from its first line) and its own copy
+of the context variables. On Python 3.12 and later the task starts eagerly
+(``asyncio.eager_task_factory``): a call runs at once until it first waits, and one that never
+waits is done when it is started; the tests of that (``eager``) skip on 3.11, whose tasks
+have no public way to start eagerly (its first step is scheduled on the event loop)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import gc
+import sys
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -20,13 +22,27 @@ from runtime_support import ModelFactory, make_agent, script
 
 from gramagent import ToolLibrary, run_agent
 from gramagent._runtime.events import CaptureSink, ToolCallResult
-from gramagent._runtime.invoke import Outcome, start_async, start_task
+from gramagent._runtime.invoke import CallSettings, Outcome, start_call, start_task
 from gramagent._runtime.library import Tool, tool
 from gramagent.testing import ScriptedServer, call, calls, reply
 
 eager_var: contextvars.ContextVar[str] = contextvars.ContextVar("eager_var", default="unset")
 
+eager = pytest.mark.skipif(sys.version_info < (3, 12), reason=(
+    "eager task start is Python 3.12's (asyncio.eager_task_factory): a 3.11 task's first "
+    "step waits for the event loop"))
 
+
+def _started_task(tool: Tool, timeout: float, *, until: float | None = None,
+                  done: Callable[[Outcome], object] | None = None) -> asyncio.Task[Outcome]:
+    """An async tool's call, started as the loop starts it (in a task of its own)."""
+    task = start_call(tool, {}, None, timeout=timeout, settings=CallSettings(until=until),
+                      done=done)
+    assert isinstance(task, asyncio.Task)
+    return task
+
+
+@eager
 async def test_a_call_that_never_waits_is_done_when_started() -> None:
     """Its task is the current one while it runs, it sees the caller's context variables,
     and what it sets stays in its own copy; the caller's task is current again after."""
@@ -45,6 +61,7 @@ async def test_a_call_that_never_waits_is_done_when_started() -> None:
     assert eager_var.get() == "caller" and asyncio.current_task() is runner
 
 
+@eager
 async def test_a_call_that_waits_runs_its_first_step_at_start_then_in_its_task() -> None:
     """Up to its first wait at once; the rest when what it waits for is done, in the same
     task and the same context."""
@@ -66,6 +83,7 @@ async def test_a_call_that_waits_runs_its_first_step_at_start_then_in_its_task()
     assert log[1] == ("then", task, "mine", 7) and eager_var.get() == "caller"
 
 
+@eager
 async def test_what_a_first_step_raises_is_its_tasks() -> None:
     """An exception is the task's (a CancelledError of its own cancels it); KeyboardInterrupt
     goes on from the start, as from a 3.12 eager start, and leaves the caller's task the
@@ -88,6 +106,7 @@ async def test_what_a_first_step_raises_is_its_tasks() -> None:
     assert asyncio.current_task() is runner and runner is not None and runner.cancelling() == 0
 
 
+@eager
 async def test_a_first_step_keyboardinterrupt_leaves_no_unretrieved_task_exception() -> None:
     """The KeyboardInterrupt goes on from the start; the task that holds it as well is not
     reported when collected ("Task exception was never retrieved", with a traceback, after
@@ -109,6 +128,7 @@ async def test_a_first_step_keyboardinterrupt_leaves_no_unretrieved_task_excepti
     assert reported == []
 
 
+@eager
 async def test_an_async_tool_that_fails_at_once_has_its_outcome_when_started() -> None:
     """Its outcome (and so its result event, from ``done``) comes before the next call of
     the turn is started."""
@@ -118,7 +138,7 @@ async def test_an_async_tool_that_fails_at_once_has_its_outcome_when_started() -
         raise ValueError("bad")
 
     outcomes: list[Outcome] = []
-    task = start_async(broken, {}, None, 5.0, None, outcomes.append)
+    task = _started_task(broken, 5.0, done=outcomes.append)
     assert task.done() and outcomes == [task.result()]
     assert outcomes[0].error_type == "tool_exception" and "ValueError: bad" in outcomes[0].output
 
@@ -134,10 +154,11 @@ async def stuck() -> str:
 stuck_in: list[asyncio.Task[Any] | None] = []
 
 
+@eager
 async def test_a_call_timed_out_after_its_first_step_times_out_alone() -> None:
     """Its timeout cancels its own task (the one it started in), not the caller's."""
     stuck_in.clear()
-    task = start_async(stuck, {}, None, 0.05)
+    task = _started_task(stuck, 0.05)
     assert stuck_in == [task] and not task.done()
     outcome = await task
     assert outcome.error_type == "tool_timeout"
@@ -145,9 +166,10 @@ async def test_a_call_timed_out_after_its_first_step_times_out_alone() -> None:
     assert runner is not None and runner.cancelling() == 0
 
 
+@eager
 async def test_a_call_cancelled_after_its_first_step_is_cancelled() -> None:
     stuck_in.clear()
-    task = start_async(stuck, {}, None, 60.0)
+    task = _started_task(stuck, 60.0)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -167,10 +189,11 @@ async def test_a_timeout_the_tool_enters_before_its_first_wait_is_its_own() -> N
             return "own timeout"
         return "no timeout"
 
-    task = start_async(bounded, {}, None, 60.0)
+    task = _started_task(bounded, 60.0)
     assert (await task).result == "own timeout"
 
 
+@eager
 async def test_a_call_started_after_the_runs_end_is_not_run() -> None:
     """``until`` in the past: the tool is not called, and the call is done when started."""
     called: list[int] = []
@@ -182,7 +205,7 @@ async def test_a_call_started_after_the_runs_end_is_not_run() -> None:
         return "ran"
 
     until = asyncio.get_running_loop().time() - 1.0
-    task = start_async(tracked, {}, None, 60.0, until=until)
+    task = _started_task(tracked, 60.0, until=until)
     assert task.done() and task.result().error_type == "tool_timeout" and called == []
 
 
@@ -211,7 +234,7 @@ async def _outcome(index: int, work: Coroutine[Any, Any, int]) -> Outcome:
 
 def _started(log: list[tuple[int, str, object]], index: int, ops: list[str], as_tool: bool
              ) -> asyncio.Task[Outcome]:
-    """The call of :func:`_program`: an async tool's (its first step run by hand, the rest
+    """The call of :func:`_program`: an async tool's (in its task, the whole call
     awaited under its timeout), or any coroutine's in a task of its own."""
     if not as_tool:
         return start_task(_outcome(index, _program(log, index, ops)))
@@ -220,7 +243,7 @@ def _started(log: list[tuple[int, str, object]], index: int, ops: list[str], as_
         return await _program(log, index, ops)
 
     program = Tool(f"p{index}", "A program.", {"type": "object", "properties": {}}, invoke)
-    return start_async(program, {}, None, 60.0)
+    return _started_task(program, 60.0)
 
 
 def _expected(index: int, ops: list[str], *, first_step: bool) -> list[tuple[int, str, object]]:
@@ -241,6 +264,7 @@ def _expected(index: int, ops: list[str], *, first_step: bool) -> list[tuple[int
 _OPS = st.lists(st.sampled_from(["wait", "set", "read", "task", "raise"]), max_size=6)
 
 
+@eager
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(programs=st.lists(_OPS, min_size=1, max_size=5), as_tool=st.booleans())
@@ -275,6 +299,7 @@ async def test_calls_run_their_first_steps_at_start_in_their_own_tasks_and_conte
     assert eager_var.get() == "caller"
 
 
+@eager
 async def test_a_first_step_raising_keyboardinterrupt_abandons_the_calls_started_before_it(
         server: ScriptedServer, model_for: ModelFactory) -> None:
     """KeyboardInterrupt from an async call's first step ends the run from where the call

@@ -294,10 +294,10 @@ async def test_an_async_call_that_starts_late_is_bounded_by_the_end_of_the_run()
 
 
 async def test_async_calls_start_before_the_inline_calls_of_their_turn() -> None:
-    """Started eagerly (on 3.11 as with 3.12's eager tasks), a turn's async calls run until
-    they first wait before its inline calls run: one that never waits is done in time even
-    when an inline call after it holds the event loop past the wall time (with a task
-    scheduled instead, it would start only then, and not be run at all). A call in a worker
+    """A turn's async calls run until they first wait before its inline calls run (started
+    eagerly on 3.12; on 3.11 the turn lets the event loop run their first steps first): one
+    that never waits is done in time even when an inline call after it holds the event loop
+    past the wall time (started only then, it would not be run at all). A call in a worker
     thread starts at once too, alongside."""
     ran, early = await late_start_run("slow", "early")
     assert ran == "slow" and not early.is_error and early.content == "early"

@@ -224,6 +224,11 @@ class _Output:
                                   f", {why})[/yellow]", highlight=False)
 
 
+def _approved(request: ApprovalRequest) -> Decision:
+    err_console.print(f"[dim]✓ {request.tool} approved (--yes)[/dim]", highlight=False)
+    return True
+
+
 class _Approvals:
     """Decides on the tool calls a turn waits for: all approved (``--yes``), asked of the
     person at the terminal, or, with nobody to ask, none (the turn stops with an error)."""
@@ -234,14 +239,13 @@ class _Approvals:
 
     def decide(self, pending: tuple[ApprovalRequest, ...]) -> dict[str, Decision] | None:
         """A decision per call, or None when nobody can decide."""
+        from gramagent._runtime.approval import decide_once_each
+
         if self.yes:
-            for request in pending:
-                err_console.print(f"[dim]✓ {request.tool} approved (--yes)[/dim]",
-                                  highlight=False)
-            return {request.call_id: True for request in pending}
+            return decide_once_each(pending, _approved)
         if not self.interactive:
             return None
-        return {request.call_id: self._ask(request) for request in pending}
+        return decide_once_each(pending, self._ask)
 
     @staticmethod
     def _ask(request: ApprovalRequest) -> Decision:

@@ -36,6 +36,7 @@ __all__ = [
     "check_decisions",
     "check_pending",
     "check_still_waiting",
+    "decide_once_each",
     "refusal",
     "waiting_requests",
 ]
@@ -174,6 +175,22 @@ def _check_decision(decision: object) -> None:
     if isinstance(decision, Refused) and not isinstance(decision.reason, str):
         raise ValidationError(f"Refused(reason) takes a string reason, got "
                               f"{type(decision.reason).__name__}")
+
+
+def decide_once_each(pending: Sequence[ApprovalRequest],
+                     decide: Callable[[ApprovalRequest], Decision]) -> dict[str, Decision]:
+    """Decisions on the calls a run paused on, one per distinct call: ``decide`` is asked
+    about the first of identical calls (the same tool and arguments) and its decision given
+    to every copy, as a run with an ``approve`` callback asks (a refusal of any copy would
+    refuse them all anyway)."""
+    decided: dict[str, Decision] = {}
+    decisions: dict[str, Decision] = {}
+    for request in pending:
+        key = exact_json.dumps([request.tool, request.arguments], sort_keys=True)
+        if key not in decided:
+            decided[key] = decide(request)
+        decisions[request.call_id] = decided[key]
+    return decisions
 
 
 def waiting_requests(conversation: Conversation) -> tuple[ApprovalRequest, ...]:

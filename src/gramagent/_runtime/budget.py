@@ -8,8 +8,6 @@ stops it, carrying the conversation so far.
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 
 from gramagent._messages import (
@@ -32,16 +30,13 @@ CHARS_PER_TOKEN = 4
 """Token estimate for turns whose server reports no usage."""
 
 
-# A RunDeadline rather than holding one: each object a run keeps until its end costs
-# garbage-collector work at concurrency 100 (bench/RESULTS.md, "Loop overhead").
-class Budget(RunDeadline):
+class Budget:
     """The requests, tokens and time of one run, against its :class:`RunLimits`.
 
-    As a :class:`RunDeadline` whose ``when`` is the end of the wall time, it cuts a model
-    request short when the wall time runs out: :meth:`start_request` checks the limits and
-    puts the request under the deadline, until the loop ends it (:meth:`~RunDeadline.cut_short`
-    on CancelledError, then :meth:`~RunDeadline.settle` or ``waiting = None`` however it
-    ended).
+    Its :attr:`deadline` is the end of the wall time: it cuts a model request short when the
+    wall time runs out. :meth:`start_request` checks the limits and puts the request under
+    the deadline, until the loop ends it (:meth:`~RunDeadline.cut_short` on CancelledError,
+    then :meth:`~RunDeadline.settle` however it ended).
 
     Args:
         limits: the run's limits.
@@ -49,16 +44,13 @@ class Budget(RunDeadline):
         started: when the run started, on the event loop's clock.
     """
 
-    __slots__ = ("_tools_chars", "conversation", "input_tokens", "limits", "output_tokens",
-                 "requests", "started")
+    __slots__ = ("_tools_chars", "conversation", "deadline", "input_tokens", "limits",
+                 "output_tokens", "requests", "started")
 
     def __init__(self, limits: RunLimits, conversation: Conversation, started: float) -> None:
         wall_time = limits.wall_time
-        # RunDeadline's fields, set here (without a call of its __init__: once per run, every
-        # call counts).
-        self.when = None if wall_time is None else started + wall_time
-        self.expired = False
-        self._task = self._watcher = self.waiting = None
+        self.deadline = RunDeadline(None if wall_time is None else started + wall_time)
+        """The end of the wall time (no time: no wall time)."""
         self.limits = limits
         self.conversation = conversation
         self.started = started
@@ -83,23 +75,23 @@ class Budget(RunDeadline):
 
     def remaining(self, now: float) -> float | None:
         """Seconds left before the wall time runs out (None without a wall time)."""
-        return None if self.when is None else self.when - now
+        when = self.deadline.when
+        return None if when is None else when - now
 
     def postpone(self, seconds: float) -> None:
         """Leave ``seconds`` out of the wall time (a wait for a person's approval)."""
         if seconds > 0:
-            super().postpone(seconds)
+            self.deadline.postpone(seconds)
             self.started += seconds
 
     def start_request(self, now: float) -> None:
         """Raise the limit one more request would pass (iterations, wall time, tokens);
-        else the request starts, under the deadline (one call per request: a frame more per
-        request costs measurably)."""
+        else the request starts, under the deadline."""
         limits = self.limits
         if self.requests >= limits.max_iterations:
             raise self.exceeded("max_iterations", limits.max_iterations, self.requests,
                                 f"the model made {self.requests} requests without answering")
-        when = self.when
+        when = self.deadline.when
         if when is not None and now >= when:
             raise self.wall_time_exceeded(now)
         max_tokens = limits.max_tokens
@@ -108,9 +100,7 @@ class Budget(RunDeadline):
             raise self.exceeded("max_tokens", max_tokens, spent,
                                 f"the token budget of {max_tokens} is spent "
                                 f"({spent} tokens in {self.requests} requests)")
-        task = self._task  # RunDeadline.start, without its frame
-        if task is not None:
-            self.waiting = task.cancelling()
+        self.deadline.start()
 
     def count(self, request: ModelRequest, turn: ModelTurn) -> Usage:
         """Count one answered request; returns its usage (estimated if none was reported)."""
@@ -126,7 +116,8 @@ class Budget(RunDeadline):
         return self.exceeded("wall_time", self.limits.wall_time, elapsed,
                              f"the run took longer than {self.limits.wall_time:g} s{where}")
 
-    def exceeded(self, name: str, value: Any, observed: Any, what: str) -> LimitExceeded:
+    def exceeded(self, name: str, value: float | None, observed: float,
+                 what: str) -> LimitExceeded:
         """The error of limit ``name`` (set to ``value``) passed: ``observed`` by ``what``."""
         return LimitExceeded(
             f"run stopped: {what} (limit {name}={value}, observed {observed})",

@@ -3,8 +3,8 @@
 An await under a deadline works like one inside ``async with asyncio.timeout_at(when):``: at
 ``when`` it is cancelled, and the code around it puts its timeout in place of the
 cancellation (``expired`` then says the deadline did it); any other cancellation passes
-through. Not a ``with`` statement (its protocol and two frames cost measurably, per model
-request and per async tool call): :meth:`RunDeadline.start` right before the await,
+through. Not a ``with`` statement but three calls (docs/performance.md, "The loop"):
+:meth:`RunDeadline.start` right before the await,
 :meth:`RunDeadline.cut_short` (the rule, in one place) on :class:`asyncio.CancelledError`, and
 :meth:`RunDeadline.settle` after it, however it ends (an await that swallowed the deadline's
 cancellation, or turned it into a result or another error, still counts it in its task until
@@ -32,7 +32,7 @@ import weakref
 from collections.abc import Callable
 from typing import Protocol
 
-from gramagent._runtime.loops import PerLoop
+from gramagent._runtime.per_loop import PerLoop
 
 __all__ = ["Expiring", "RunDeadline", "Watcher", "watcher"]
 
@@ -47,11 +47,9 @@ class Expiring(Protocol):
         """The clock reached :attr:`when` (called once, on the event loop's thread)."""
 
 
-# Not asyncio.timeout_at: that schedules a timer per request, and at concurrency 100 those
-# timer handles (and their cancelled leftovers in the loop's heap) cost 0.03 ms of CPU per run,
-# 5-8% of a run's CPU, partly in extra garbage collections (bench/RESULTS.md, "Loop
-# overhead"). Here each event loop has one timer, set for the earliest deadline of its runs; a
-# run joins and leaves a set (arm, disarm), and a request only flips a flag.
+# Not asyncio.timeout_at, which schedules a timer per request (docs/performance.md, "The
+# loop"): each event loop has one timer, set for the earliest deadline of its runs; a run joins
+# and leaves a set (arm, disarm), and a request only flips a flag.
 class RunDeadline:
     """The wall-time deadline of one run, or the timeout of one tool call (``when`` on the
     event loop's clock; None: none).
@@ -81,11 +79,31 @@ class RunDeadline:
                 loop = asyncio.get_running_loop()
             self._task = asyncio.current_task(loop)
             self._watcher = loop_watcher = watcher(loop)
-            # Watcher.add without its frame in the usual case: the timer is already set
-            # for an earlier deadline (a run's 600 s ahead, or a run that ended before).
             loop_watcher.deadlines.add(self)
-            if when < loop_watcher.timer_when:
+            if when < loop_watcher.timer_when:  # else the timer is set for an earlier deadline
                 loop_watcher.add(self)
+
+    def watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        """:meth:`arm` and :meth:`start` at once, for one await of the current task (a tool
+        call's); :meth:`release` ends it."""
+        when = self.when
+        if when is None:
+            return
+        self._task = task = asyncio.current_task(loop)
+        self._watcher = loop_watcher = watcher(loop)
+        loop_watcher.deadlines.add(self)
+        if when < loop_watcher.timer_when:  # else the timer is set for an earlier deadline
+            loop_watcher.add(self)
+        if task is not None:
+            self.waiting = task.cancelling()
+
+    def release(self) -> None:
+        """The await :meth:`watch` put under the deadline is over: no longer watched, and
+        if the deadline cut it short, its cancellation taken back."""
+        if self._watcher is not None:
+            self._watcher.discard(self)
+        if self.expired:
+            self.settle()
 
     def disarm(self) -> None:
         """Stop watching (at the end of the run, however it ends)."""

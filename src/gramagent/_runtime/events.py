@@ -69,7 +69,7 @@ LATENCY_BUCKETS_MS: tuple[float, ...] = (
 """Histogram buckets of ``tool_call_latency_ms``, in milliseconds."""
 
 
-def args_preview_hash(arguments: Any) -> str:
+def args_preview_hash(arguments: object) -> str:
     """The privacy-preserving fingerprint of a call's arguments (SHA-256, hex).
 
     Parsed arguments are encoded as canonical JSON (sorted keys, compact separators, non-ASCII
@@ -88,7 +88,7 @@ def args_preview_hash(arguments: Any) -> str:
     return hashlib.sha256(text[:PREVIEW_CHARS].encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def canonical_json(value: Any) -> str:
+def canonical_json(value: object) -> str:
     """Canonical JSON text: sorted keys, compact separators, non-ASCII characters unescaped.
 
     This is exactly ``json.dumps(value, sort_keys=True, separators=(",", ":"),
@@ -239,14 +239,14 @@ class JSONLSink:
         self.close()
 
 
-_metrics_by_registry: weakref.WeakKeyDictionary[Any, ToolMetrics] = weakref.WeakKeyDictionary()
+_metrics_by_registry: weakref.WeakKeyDictionary[object, ToolMetrics] = weakref.WeakKeyDictionary()
 _metrics_lock = threading.Lock()
 
 _M = TypeVar("_M")
 
 
 def per_registry(factory: Callable[[CollectorRegistry], _M], registry: CollectorRegistry | None,
-                 made: weakref.WeakKeyDictionary[Any, _M]) -> _M:
+                 made: weakref.WeakKeyDictionary[object, _M]) -> _M:
     """The metrics ``factory`` made for ``registry`` (default: the global one), made on first
     use and kept in ``made``: a registry refuses a second family of the same name."""
     from prometheus_client import REGISTRY

@@ -31,7 +31,7 @@ import inspect
 import re
 import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is_typeddict
 
@@ -65,13 +65,13 @@ class FunctionContract:
     returns: JSONSchema
     context_param: str | None
     """The name of the parameter that receives the ToolContext, if any."""
-    converters: Mapping[str, Callable[[Any], Any]]
+    converters: Mapping[str, Callable[[object], object]]
     """Per parameter, a function turning its JSON value into the annotated Python type
     (dataclasses), for parameters that need one."""
 
 
 def describe_function(
-    func: Callable[..., Any], *, description: str | None = None, context_type: type | None = None
+    func: Callable[..., object], *, description: str | None = None, context_type: type | None = None
 ) -> FunctionContract:
     """Derive a tool contract from ``func``'s signature, type hints and docstring.
 
@@ -97,7 +97,7 @@ def describe_function(
         problems.append("no description: add a docstring or pass description=...")
 
     params: list[ParamContract] = []
-    converters: dict[str, Callable[[Any], Any]] = {}
+    converters: dict[str, Callable[[object], object]] = {}
     context_param: str | None = None
     for p in inspect.signature(func).parameters.values():
         hint = hints.get(p.name, inspect.Parameter.empty)
@@ -127,7 +127,7 @@ def describe_function(
 
 
 
-def _param_contract(p: inspect.Parameter, hint: Any, doc: str | None) -> ParamContract | str:
+def _param_contract(p: inspect.Parameter, hint: object, doc: str | None) -> ParamContract | str:
     """The contract of one tool parameter, or the problem that keeps it from being one."""
     if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
         return f"parameter {p.name!r}: *args and **kwargs cannot be tool parameters"
@@ -189,7 +189,7 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return _collapse(" ".join(first)), {k: _collapse(v) for k, v in args.items()}
 
 
-def type_schema(tp: Any) -> JSONSchema:
+def type_schema(tp: object) -> JSONSchema:
     """The JSON Schema of values of the Python type ``tp`` (see the module table).
 
     Raises:
@@ -198,7 +198,7 @@ def type_schema(tp: Any) -> JSONSchema:
     return _schema(tp, ())
 
 
-_PRIMITIVES: dict[Any, JSONSchema] = {
+_PRIMITIVES: dict[object, JSONSchema] = {
     str: {"type": "string"},
     int: {"type": "integer"},
     float: {"type": "number"},
@@ -206,11 +206,11 @@ _PRIMITIVES: dict[Any, JSONSchema] = {
     type(None): {"type": "null"},
 }
 # get_origin maps typing.List, typing.Sequence, ... to these.
-_ARRAYS: frozenset[Any] = frozenset({list, tuple, set, frozenset, Sequence})
-_OBJECTS: frozenset[Any] = frozenset({dict, Mapping})
+_ARRAYS: frozenset[object] = frozenset({list, tuple, set, frozenset, Sequence})
+_OBJECTS: frozenset[object] = frozenset({dict, Mapping})
 
 
-def _schema(tp: Any, seen: tuple[Any, ...]) -> JSONSchema:
+def _schema(tp: object, seen: tuple[object, ...]) -> JSONSchema:
     if tp in _PRIMITIVES:
         return dict(_PRIMITIVES[tp])
     if tp is Any or tp is object:
@@ -239,7 +239,7 @@ def _schema(tp: Any, seen: tuple[Any, ...]) -> JSONSchema:
 
 
 
-def _array_schema(tp: Any, origin: Any, args: tuple[Any, ...], seen: tuple[Any, ...]
+def _array_schema(tp: object, origin: object, args: tuple[object, ...], seen: tuple[object, ...]
                   ) -> JSONSchema:
     if origin is tuple and args and not (len(args) == 2 and args[1] is ...):
         raise TypeError(f"fixed-length tuples are not supported ({tp!r}); use list[T]")
@@ -249,7 +249,7 @@ def _array_schema(tp: Any, origin: Any, args: tuple[Any, ...], seen: tuple[Any, 
     return array
 
 
-def _object_schema(tp: Any, args: tuple[Any, ...], seen: tuple[Any, ...]) -> JSONSchema:
+def _object_schema(tp: object, args: tuple[object, ...], seen: tuple[object, ...]) -> JSONSchema:
     mapping: JSONSchema = {"type": "object"}
     if args:
         if args[0] is not str:
@@ -258,7 +258,7 @@ def _object_schema(tp: Any, args: tuple[Any, ...], seen: tuple[Any, ...]) -> JSO
             mapping["additionalProperties"] = _schema(args[1], seen)
     return mapping
 
-def _enum_schema(values: list[Any]) -> JSONSchema:
+def _enum_schema(values: list[object]) -> JSONSchema:
     kinds = {type(v) for v in values}
     schema: JSONSchema = {}
     if len(kinds) == 1:
@@ -269,7 +269,7 @@ def _enum_schema(values: list[Any]) -> JSONSchema:
     return schema
 
 
-def _union_schema(args: tuple[Any, ...], seen: tuple[Any, ...]) -> JSONSchema:
+def _union_schema(args: tuple[object, ...], seen: tuple[object, ...]) -> JSONSchema:
     members = [a for a in args if a is not type(None)]
     nullable = len(members) < len(args)
     if len(members) == 1:
@@ -291,7 +291,7 @@ def nullable_schema(schema: JSONSchema) -> JSONSchema:
     return {"anyOf": [schema, {"type": "null"}]}
 
 
-def _record_schema(tp: type, seen: tuple[Any, ...]) -> JSONSchema:
+def _record_schema(tp: type, seen: tuple[object, ...]) -> JSONSchema:
     hints = get_type_hints(tp, include_extras=True)
     _, field_docs = parse_docstring(inspect.getdoc(tp) or "")
     properties: dict[str, JSONSchema] = {}
@@ -328,13 +328,13 @@ def _record_schema(tp: type, seen: tuple[Any, ...]) -> JSONSchema:
     return schema
 
 
-def _strip_required(hint: Any) -> Any:
+def _strip_required(hint: object) -> object:
     while get_origin(hint) in (typing.Required, typing.NotRequired):
         hint = get_args(hint)[0]
     return hint
 
 
-def _converter(tp: Any) -> Callable[[Any], Any] | None:
+def _converter(tp: object) -> Callable[[object], object] | None:
     """A function building the annotated Python value from its JSON form, when one is needed
     (dataclasses, enums, tuples and sets, and containers of those); None when the JSON value
     is already right."""
@@ -350,11 +350,12 @@ def _converter(tp: Any) -> Callable[[Any], Any] | None:
         inner = _converter(members[0]) if len(members) == 1 else None
         return None if inner is None else functools.partial(_or_none, inner)
     if tp in _ARRAYS or origin in _ARRAYS:
-        container: Callable[[Any], Any] = list if (origin or tp) in (list, Sequence) \
-            else (origin or tp)
+        container: Callable[[Iterable[object]], object] = (
+            list if (origin or tp) in (list, Sequence)
+            else typing.cast("Callable[[Iterable[object]], object]", origin or tp))
         item = _converter(args[0]) if args else None
         if item is None:
-            return None if container is list else container
+            return None if container is list else functools.partial(_whole, container)
         return functools.partial(_each, container, item)
     if origin in _OBJECTS and len(args) == 2:
         value = _converter(args[1])
@@ -362,11 +363,11 @@ def _converter(tp: Any) -> Callable[[Any], Any] | None:
     return None
 
 
-def _dataclass_converter(cls: type) -> Callable[[Any], Any]:
+def _dataclass_converter(cls: type) -> Callable[[object], object]:
     hints = get_type_hints(cls)
     fields = {f.name: _converter(hints[f.name]) for f in dataclasses.fields(cls)}
 
-    def build(value: Any) -> Any:
+    def build(value: object) -> object:
         if not isinstance(value, dict):
             return value
         kwargs = {}
@@ -378,22 +379,33 @@ def _dataclass_converter(cls: type) -> Callable[[Any], Any]:
     return build
 
 
-def _or_none(convert: Callable[[Any], Any], value: Any) -> Any:
+def _or_none(convert: Callable[[object], object], value: object) -> object:
     return None if value is None else convert(value)
 
 
-def _each(container: Callable[[Any], Any], convert: Callable[[Any], Any], value: Any) -> Any:
+def _whole(container: Callable[[Iterable[object]], object], value: object) -> object:
+    if not isinstance(value, list):  # checked against the schema: a list
+        return value
+    return container(value)
+
+
+def _each(container: Callable[[Iterable[object]], object], convert: Callable[[object], object],
+          value: object) -> object:
+    if not isinstance(value, list):  # checked against the schema: a list
+        return value
     return container(convert(v) for v in value)
 
 
-def _values(convert: Callable[[Any], Any], value: Any) -> Any:
+def _values(convert: Callable[[object], object], value: object) -> object:
+    if not isinstance(value, dict):  # checked against the schema: an object
+        return value
     return {k: convert(v) for k, v in value.items()}
 
 
 _NO_JSON = object()
 
 
-def _json_default(value: Any) -> Any:
+def _json_default(value: object) -> object:
     if isinstance(value, enum.Enum):
         value = value.value
     if value is None or isinstance(value, str | int | float | bool):
@@ -407,7 +419,7 @@ def _json_default(value: Any) -> Any:
     return _NO_JSON
 
 
-def _unwrap_awaitable(tp: Any) -> Any:
+def _unwrap_awaitable(tp: object) -> object:
     origin = get_origin(tp)
     if origin is not None and getattr(origin, "__name__", "") in {"Coroutine", "Awaitable"}:
         return get_args(tp)[-1]
@@ -418,7 +430,7 @@ def _collapse(text: str) -> str:
     return " ".join(text.split())
 
 
-def _where(func: Callable[..., Any]) -> str:
+def _where(func: Callable[..., object]) -> str:
     name = f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
     try:
         code = inspect.unwrap(func).__code__

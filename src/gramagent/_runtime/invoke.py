@@ -1,91 +1,272 @@
-"""Running one checked tool call: thread or inline, timeout, exceptions, output text.
+"""Running one checked tool call: how it runs, its timeout, its exceptions, its output text.
 
-:func:`execute` never raises for a failing tool (cancellation of the run aside): exceptions and
-timeouts become an :class:`Outcome` with an error the model sees. :func:`render_output` turns a
-tool's return value into the text sent back, cut to the output limit with a marker.
+:func:`start_call` is the one place that decides how a call runs:
+
+============================================  ==============================================
+the call                                      how it runs
+============================================  ==============================================
+a dry run                                     not at all: :data:`DRY_RUN_RESULT` at once
+a plain function declared ``blocking=False``  inline, on the event loop's thread, when the
+                                              caller runs it (:data:`InlineCall`)
+an ``async def`` tool                         in a task of its own (:func:`start_task`)
+a plain (blocking) function                   in a worker thread (:class:`ThreadCall`)
+any of them, traced                           as above, inside its ``execute_tool`` span
+============================================  ==============================================
+
+Nothing here raises for a failing tool (cancellation of the run aside): exceptions and
+timeouts become an :class:`Outcome` with an error the model sees. :func:`render_output` turns
+a tool's return value into the text sent back, cut to the output limit with a marker.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextvars
 import inspect
 import sys
 import time
-from asyncio.tasks import _enter_task, _leave_task
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from contextvars import copy_context
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
-from time import perf_counter
-from types import CoroutineType
-from typing import Any, Final
+from typing import Final, TypeAlias, TypeGuard, cast
 
 import orjson
 
 from gramagent import _json as exact_json
 from gramagent._json import clean_text
+from gramagent._runtime import tracing
 from gramagent._runtime.deadline import RunDeadline, Watcher, watcher
 from gramagent._runtime.library import Tool, ToolContext
-from gramagent._runtime.loops import PerLoop
-from gramagent._runtime.threads import hand_off, tool_threads
+from gramagent._runtime.per_loop import PerLoop
+from gramagent._runtime.threads import HandOff, hand_off, tool_threads
 from gramagent._spec.calls.check import ToolErrorType, error_text
 
-__all__ = ["DRY_RUN_RESULT", "Outcome", "ThreadCall", "cancelled_itself", "execute", "finished",
-           "render_output", "run_inline", "start_async", "start_task", "start_thread"]
+__all__ = ["DRY_RUN_RESULT", "CallArgs", "CallSettings", "InlineCall", "Outcome", "Running",
+           "Started", "ThreadCall", "cancelled_itself", "execute", "finished", "render_output",
+           "run_inline", "settle", "start_call", "start_calls", "start_task"]
 
 DRY_RUN_RESULT: Final = {"ok": True}
 """What every call returns in dry-run mode (the no-op executor of the ADR)."""
 
 
-# Not frozen: one is made per call, and a frozen dataclass sets each field through
-# object.__setattr__ (bench/RESULTS.md, "Per call and per message"). Read-only by convention.
-# Its own __init__ (init=False): the compiled build compiles a written one, while the one a
-# dataclass makes at import time stays interpreted.
-@dataclass(slots=True, init=False)
+# Not frozen: one is made per call; read-only by convention.
+@dataclass(slots=True)
 class Outcome:
     """How one call went (read-only by convention)."""
 
-    result: Any
+    result: object
     """The tool's return value (None on error)."""
     output: str
     """The text sent back to the model (the rendered result, or the error message)."""
-    error_type: ToolErrorType | None
-    event_message: str | None
+    error_type: ToolErrorType | None = None
+    event_message: str | None = None
     """For events: the error without argument values."""
-    latency: float
+    latency: float = 0.0
     """Seconds the tool ran."""
-    executed: bool
+    executed: bool = True
     """Whether the tool actually ran (False in dry-run mode)."""
 
-    def __init__(self, result: Any, output: str, error_type: ToolErrorType | None = None,
-                 event_message: str | None = None, latency: float = 0.0,
-                 executed: bool = True) -> None:
-        self.result = result
-        self.output = output
-        self.error_type = error_type
-        self.event_message = event_message
-        self.latency = latency
-        self.executed = executed
+
+# Not frozen: one is made per turn; read-only by convention.
+@dataclass(slots=True, kw_only=True)
+class CallSettings:
+    """What every call of a turn runs with (read-only by convention)."""
+
+    dry_run: bool = False
+    """Run no tool: every call returns :data:`DRY_RUN_RESULT`."""
+    max_output_chars: int | None = None
+    """Cut each rendered output to this many characters."""
+    until: float | None = None
+    """The end of the run, on the event loop's clock: it bounds each call's timeout when the
+    call starts, however late that is."""
+    tracer: tracing.Tracer | None = None
+    """With a tracer, each call runs inside its ``execute_tool`` span."""
+
+
+DoneCallback: TypeAlias = Callable[["Outcome"], object]
+"""Told of a call's outcome when the call ends (its result event)."""
+
+
+CallArgs: TypeAlias = tuple[Tool, dict[str, object], "ToolContext | None", "float | None",
+                            "DoneCallback | None", str]
+"""One call to start: its tool, validated arguments, context, timeout (bounded by the end of
+the run when it starts; None: no limit), the callback told of its outcome, and its id (for
+its span)."""
+
+InlineCall: TypeAlias = CallArgs
+"""A call of a plain function declared ``blocking=False``, to run on the event loop's thread
+with :func:`run_inline` when the caller is ready for it (after the calls of its turn that run
+alongside have started)."""
+
+Running: TypeAlias = "asyncio.Task[Outcome] | ThreadCall"
+"""A call started alongside others: await it for its outcome, cancel it to abandon it."""
+
+Started: TypeAlias = "Outcome | InlineCall | Running"
+"""What :func:`start_calls` gives for a call: the outcome already, an inline call to run, or
+a call running alongside."""
+
+
+def start_calls(calls: Sequence[CallArgs], settings: CallSettings,
+                running: list[tuple[int, Running]]) -> list[Started]:
+    """Start the calls of a turn in call order, each the way its tool runs (the table of the
+    module docs): what each gives, in call order.
+
+    A call in a worker thread that comes after a call in a task is submitted on the event
+    loop's next round, after that task's first step (which runs at once on Python 3.12 and
+    later, or on the loop's next round before); its time left is read then. Traced, a call
+    alongside others runs in a task of its own, its span the current one around it. Each
+    call running alongside goes into ``running`` with its index as soon as it starts (when a
+    first step raises, those started before it are there to be abandoned).
+    """
+    started: list[Started] = []
+    tracer = settings.tracer
+    after_task = False
+    for index, call in enumerate(calls):
+        tool = call[0]
+        one: Started
+        if settings.dry_run:
+            one = _dry_run(call)
+        elif not (tool.is_async or tool.blocking):
+            started.append(call)  # run by the caller (run_inline)
+            continue
+        elif tracer is not None:
+            one = start_task(_traced(tracer, tool, call[5], partial(_alongside, call, settings)))
+        elif tool.is_async:
+            kwargs = (call[1] if not tool.converters and tool.context_param is None
+                      else _kwargs(tool, call[1], call[2]))
+            one = start_task(_awaited(tool, None, kwargs, time.perf_counter(), call[3],
+                                      settings, call[4]))
+        else:
+            # (tool, kwargs, timeout, max_output_chars, done, until, later): a class called
+            # with keywords packs them into a dict first, per call.
+            one = ThreadCall(tool, _kwargs(tool, call[1], call[2]), call[3],
+                             settings.max_output_chars, call[4], settings.until, after_task)
+        started.append(one)
+        if isinstance(one, asyncio.Task):
+            after_task = True
+            running.append((index, one))
+        elif isinstance(one, ThreadCall):
+            running.append((index, one))
+    return started
+
+
+def start_call(tool: Tool, arguments: dict[str, object], context: ToolContext | None, *,
+               timeout: float | None, settings: CallSettings,
+               done: DoneCallback | None = None, call_id: str = "") -> Started:
+    """Start one checked call, the way its tool runs (:func:`start_calls`).
+
+    Args:
+        tool: the implementation.
+        arguments: validated arguments, passed as keyword arguments.
+        context: passed to the tool's context parameter, if it has one.
+        timeout: seconds before the call is abandoned with ``tool_timeout`` (bounded by
+            ``settings.until`` when the call starts); None: no limit.
+        settings: what the calls of the turn share.
+        done: told of the outcome when the call ends.
+        call_id: the call's id, for its span.
+
+    Returns:
+        The :class:`Outcome` (a dry run); an :data:`InlineCall` (the caller runs it when it
+        is ready); or a call running alongside (:data:`Running`).
+    """
+    return start_calls([(tool, arguments, context, timeout, done, call_id)], settings, [])[0]
+
+
+def _dry_run(call: CallArgs) -> Outcome:
+    outcome = Outcome(DRY_RUN_RESULT, render_output(DRY_RUN_RESULT, None), executed=False)
+    done = call[4]
+    if done is not None:
+        done(outcome)
+    return outcome
+
+
+def run_inline(call: InlineCall, settings: CallSettings
+               ) -> Outcome | Coroutine[object, object, Outcome]:
+    """Run an inline call now, in a copy of the context variables (no timeout: nothing could
+    interrupt it): its :class:`Outcome`; or, for a function that returned an awaitable (and
+    for any call when traced), the coroutine awaiting it under the call's timeout, which the
+    caller awaits next, in its own task."""
+    if settings.tracer is not None:  # inside its span, run as untraced
+        return _traced(settings.tracer, call[0], call[5],
+                       partial(run_inline, call, replace(settings, tracer=None)))
+    tool, arguments, context, timeout, done, _ = call
+    kwargs = (arguments if not tool.converters and tool.context_param is None
+              else _kwargs(tool, arguments, context))
+    started = time.perf_counter()
+    try:
+        result = copy_context().run(tool.invoke, **kwargs)
+    except (Exception, asyncio.CancelledError) as exc:  # raised without an await
+        outcome = _failure(tool, exc, time.perf_counter() - started)
+    else:
+        if type(result) not in _PLAIN_RESULTS and inspect.isawaitable(result):
+            return _awaited(tool, result, kwargs, started, timeout, settings, done)
+        outcome = _finished(tool, result, time.perf_counter() - started,
+                            settings.max_output_chars)
+    if done is not None:
+        done(outcome)
+    return outcome
+
+
+def _alongside(call: CallArgs, settings: CallSettings
+               ) -> Coroutine[object, object, Outcome] | ThreadCall:
+    """An async tool's call (the coroutine to run in a task), or a blocking function's,
+    started in a worker thread."""
+    tool, arguments, context, timeout, done, _ = call
+    if tool.is_async:
+        return _awaited(tool, None, _kwargs(tool, arguments, context), time.perf_counter(),
+                        timeout, settings, done)
+    return ThreadCall(tool, _kwargs(tool, arguments, context), timeout=timeout,
+                      max_output_chars=settings.max_output_chars, done=done,
+                      until=settings.until)
+
+
+async def _traced(tracer: tracing.Tracer, tool: Tool, call_id: str,
+                  start: Callable[[], Started | Coroutine[object, object, Outcome]]
+                  ) -> Outcome:
+    """The call ``start`` starts, awaited inside its ``execute_tool`` span."""
+    with tracing.tool_span(tracer, tool=tool.name, call_id=call_id) as span:
+        outcome = await settle(start())
+        if outcome.error_type is not None:
+            tracing.fail(span, outcome.error_type)
+    return outcome
+
+
+async def settle(started: Started | Coroutine[object, object, Outcome],
+                 settings: CallSettings | None = None) -> Outcome:
+    """The outcome of a started call, awaited here (an inline call is run here); a
+    cancellation of the awaiting code abandons a call running alongside."""
+    if isinstance(started, tuple):  # an inline call (the turn's settings given)
+        assert settings is not None
+        started = run_inline(started, settings)
+    if isinstance(started, Outcome):
+        return started
+    if isinstance(started, (asyncio.Task, ThreadCall)):
+        try:
+            return await started
+        except BaseException:  # cancelled: the call is abandoned (a thread runs on)
+            started.cancel()
+            raise
+    return await started
 
 
 async def execute(
     tool: Tool,
-    arguments: dict[str, Any],
+    arguments: dict[str, object],
     *,
     context: ToolContext | None,
     timeout: float | None,
     dry_run: bool = False,
     max_output_chars: int | None = None,
 ) -> Outcome:
-    """Run ``tool`` with validated ``arguments``; never raises for a failure of the tool.
+    """Run ``tool`` with validated ``arguments`` to its outcome; never raises for a failure of
+    the tool.
 
     Sync tools run in a worker thread (context variables copied), or inline when marked
-    ``blocking=False`` (no timeout applies then: nothing can interrupt them); async tools are
-    awaited on the running loop. A sync tool that times out keeps running in its thread until
-    it returns (Python cannot stop a thread), but its result is discarded, and the process
-    does not wait for it at exit (:mod:`~gramagent._runtime.threads`).
+    ``blocking=False`` (no timeout applies then: nothing can interrupt them); async tools run
+    in a task of their own. A sync tool that times out keeps running in its thread until it
+    returns (Python cannot stop a thread), but its result is discarded, and the process does
+    not wait for it at exit (:mod:`~gramagent._runtime.threads`).
 
     Args:
         tool: the implementation.
@@ -95,91 +276,36 @@ async def execute(
         dry_run: return :data:`DRY_RUN_RESULT` without running the tool.
         max_output_chars: cut the rendered output to this many characters.
     """
-    if dry_run:
-        return Outcome(DRY_RUN_RESULT, render_output(DRY_RUN_RESULT, None), executed=False)
-    if not (tool.is_async or tool.blocking):
-        ran = run_inline(tool, arguments, context=context, max_output_chars=max_output_chars)
-        return ran if isinstance(ran, Outcome) else await ran(timeout)
-    kwargs = _kwargs(tool, arguments, context)
-    started = time.perf_counter()
-    if not tool.is_async:  # a blocking function: in a worker thread, awaited here
-        call = ThreadCall(tool, kwargs, timeout=timeout, max_output_chars=max_output_chars)
-        try:
-            return await call
-        except BaseException:  # cancelled: the call is abandoned (its thread runs on)
-            call.cancel()
-            raise
-    return await _awaited(tool, None, kwargs, started, timeout, max_output_chars)
+    settings = CallSettings(dry_run=dry_run, max_output_chars=max_output_chars)
+    return await settle(start_call(tool, arguments, context, timeout=timeout,
+                                   settings=settings), settings)
 
 
-def run_inline(tool: Tool, arguments: dict[str, Any], context: ToolContext | None,
-               max_output_chars: int | None = None,
-               done: Callable[[Outcome], object] | None = None
-               ) -> Outcome | Callable[[float | None], Coroutine[Any, Any, Outcome]]:
-    """Run a plain function declared ``blocking=False`` on the event loop's thread, in a copy
-    of the context variables (no timeout: nothing could interrupt it); ``done`` gets the
-    outcome. What :func:`execute` does for such a tool, without a coroutine: a turn of eight
-    quick calls ran eight coroutines for nothing.
-
-    Returns:
-        The :class:`Outcome`; or, when the function returned an awaitable, a function of the
-        call's timeout giving the coroutine that awaits it (``done`` is called from there).
-    """
-    # The usual call's arguments go as they are, without a call of _kwargs.
-    kwargs = (arguments if not tool.converters and tool.context_param is None
-              else _kwargs(tool, arguments, context))
-    started = perf_counter()
-    try:
-        result = copy_context().run(tool.invoke, **kwargs)
-    except (Exception, asyncio.CancelledError) as exc:  # raised without an await: the tool's
-        outcome = _failure(tool, exc, perf_counter() - started)
-    else:
-        if type(result) not in _PLAIN_RESULTS and _maybe_awaitable(result):
-            return partial(_awaited, tool, result, kwargs, started,
-                           max_output_chars=max_output_chars, done=done)
-        outcome = _finished(tool, result, perf_counter() - started, max_output_chars)
-    if done is not None:
-        done(outcome)
-    return outcome
-
-
-async def _awaited(tool: Tool, pending: Any, kwargs: dict[str, Any], started: float,
-                   timeout: float | None, max_output_chars: int | None,
-                   done: Callable[[Outcome], object] | None = None,
-                   until: float | None = None) -> Outcome:
+async def _awaited(tool: Tool, pending: Awaitable[object] | None, kwargs: dict[str, object],
+                   started: float, timeout: float | None, settings: CallSettings,
+                   done: DoneCallback | None) -> Outcome:
     """Await an async tool's call (``pending`` None: ``tool.invoke(**kwargs)``) or the
-    awaitable a plain function returned, under the call's timeout, and never past ``until``
-    (the end of the run, on the event loop's clock); ``done`` gets the outcome when there is
-    one.
-
-    Interpreted, the call's coroutine takes its first step before the timeout is armed:
-    nothing can time it out before it first waits (the event loop does not run), and a call
-    that never waits (a quick ``async def``, started eagerly) needs no deadline at all
-    (bench/RESULTS.md, "Eighth pass").
-    """
+    awaitable a plain function returned, under the call's timeout, never past
+    ``settings.until`` (the end of the run); ``done`` gets the outcome."""
     loop = asyncio.get_running_loop()
     now = loop.time()
-    when, timeout = _bounded(now, timeout, until)
+    when, timeout = _bounded(now, timeout, settings.until)
     if pending is None and when is not None and when <= now:
         outcome = _not_started(tool)  # no time left: the tool is not called at all
         if done is not None:
             done(outcome)
         return outcome
-    # Not asyncio.timeout: a timer per call (set, then cancelled) was a fifth of what an async
-    # call cost. A RunDeadline shares its event loop's one timer with every run and call.
-    deadline: RunDeadline | None = None
+    # Not asyncio.timeout: a RunDeadline shares its event loop's one timer with every run and
+    # call (see deadline.py).
+    deadline = None
+    if when is not None:
+        deadline = RunDeadline(when)
+        deadline.watch(loop)
     try:
-        if pending is None:
-            pending = tool.invoke(**kwargs)
-            pending = _first_step(pending) if _STEP_BY_HAND else pending
-        if isinstance(pending, _Returned):
-            result = pending.value
-        else:
-            deadline = _armed(loop, when)
-            result = await pending
+        if pending is None:  # an async tool: its call is a coroutine
+            pending = cast("Awaitable[object]", tool.invoke(**kwargs))
+        result = await pending
         if _maybe_awaitable(result):  # a sync function returning an awaitable
-            if deadline is None:
-                deadline = _armed(loop, when)
             result = await result
     except asyncio.CancelledError as exc:
         if deadline is not None and deadline.cut_short():
@@ -195,10 +321,11 @@ async def _awaited(tool: Tool, pending: Any, kwargs: dict[str, Any], started: fl
     except Exception as exc:
         outcome = _failure(tool, exc, time.perf_counter() - started)
     else:
-        outcome = _finished(tool, result, time.perf_counter() - started, max_output_chars)
+        outcome = _finished(tool, result, time.perf_counter() - started,
+                            settings.max_output_chars)
     finally:
         if deadline is not None:
-            _released(deadline)
+            deadline.release()
     if done is not None:
         done(outcome)
     return outcome
@@ -215,109 +342,6 @@ def _bounded(now: float, timeout: float | None, until: float | None
     return when, timeout
 
 
-def _armed(loop: asyncio.AbstractEventLoop, when: float | None) -> RunDeadline:
-    """A deadline at ``when`` for the current task's await that follows (armed, started)."""
-    deadline = RunDeadline(when)
-    deadline.arm(loop)
-    deadline.start()
-    return deadline
-
-
-def _released(deadline: RunDeadline) -> None:
-    """The await under ``deadline`` is over: no longer watched, and if the deadline cut it
-    short, its cancellation taken back."""
-    deadline.disarm()
-    if deadline.expired:
-        deadline.settle()
-
-
-class _Returned:
-    """What a coroutine returned in its first step (:func:`_first_step`)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-_STEP_BY_HAND: Final = __file__.endswith(".py")
-"""Whether :func:`_awaited` takes an async tool's first step by hand: interpreted, the
-deadline a call that never waits then goes without cost more than the StopIteration its
-step raises; compiled (mypyc), arming the deadline is native code, and cheaper than that
-StopIteration (~2k instructions per call either way; bench/RESULTS.md, "Eighth pass")."""
-
-
-def _first_step(call: Any) -> Any:
-    """Run the first step of an async tool's coroutine here, as awaiting it would: what it
-    returned (:class:`_Returned`) if it did not wait, else an awaitable of the rest
-    (:class:`_Rest`). Another awaitable (an ``invoke`` that is not a coroutine function but
-    returns one) is left as it is. What the step raises goes on from here."""
-    if type(call) is not CoroutineType:
-        return call
-    try:
-        waiting = call.send(None)
-    except StopIteration as returned:  # a coroutine's return (its own become RuntimeError)
-        return _Returned(returned.value)
-    return _Rest(call, waiting)
-
-
-class _Rest:
-    """The rest of a coroutine whose first step was run by hand and yielded ``waiting``:
-    awaiting it does what awaiting the coroutine would have done from there on."""
-
-    __slots__ = ("_coro", "_waiting")
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], waiting: Any) -> None:
-        self._coro, self._waiting = coro, waiting
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coro, waiting = self._coro, self._waiting
-        while True:
-            try:
-                sent = yield waiting  # to the task, as the coroutine's own await yielded it
-            except BaseException as exc:  # thrown in (cancelled while waiting): to it
-                try:
-                    waiting = coro.throw(exc)
-                except StopIteration as returned:
-                    return returned.value
-            else:
-                if sent is None:  # as a task resumes it: the rest delegated, at C speed
-                    return (yield from coro.__await__())
-                try:
-                    waiting = coro.send(sent)
-                except StopIteration as returned:
-                    return returned.value
-
-
-def start_async(tool: Tool, arguments: dict[str, Any], context: ToolContext | None,
-                timeout: float | None, max_output_chars: int | None = None,
-                done: Callable[[Outcome], object] | None = None,
-                until: float | None = None) -> asyncio.Task[Outcome]:
-    """Start an async ``tool`` in a task of its own; ``done`` gets the outcome when the call
-    finishes (what :func:`execute` does, without its coroutine around the call's). The task
-    starts eagerly (:func:`start_task`), so the timeout counts from now, or from later when
-    a task factory schedules it, and the calls started before it may have held the event
-    loop: ``until``, on the event loop's clock, bounds it wherever it starts."""
-    return start_task(_awaited(tool, None, _kwargs(tool, arguments, context),
-                               time.perf_counter(), timeout, max_output_chars, done, until))
-
-
-def start_thread(tool: Tool, arguments: dict[str, Any], context: ToolContext | None,
-                 timeout: float | None, max_output_chars: int | None = None,
-                 done: Callable[[Outcome], object] | None = None,
-                 until: float | None = None) -> ThreadCall:
-    """Start a blocking ``tool`` in a worker thread; await the returned call for its outcome.
-
-    What :func:`execute` does for such a tool, without a coroutine or a task: a turn awaits
-    its thread calls one after another, and each call's outcome (its ``done`` callback, e.g.
-    its result event) still comes when that call finishes, not after the calls before it.
-    ``until`` (the end of the run, on the event loop's clock) bounds the call however late it
-    starts (after calls whose first steps held the event loop).
-    """
-    return ThreadCall(tool, _kwargs(tool, arguments, context), timeout=timeout,
-                      max_output_chars=max_output_chars, done=done, until=until)
-
-
 class ThreadCall:
     """One call of a blocking tool in a worker thread: awaitable, for its :class:`Outcome`.
 
@@ -325,45 +349,57 @@ class ThreadCall:
     outcome is made on the event loop's thread where the worker hands its result over, or
     where the call's timeout expires (on the event loop's one timer), whichever comes first;
     the other is dropped. Awaiting it needs no task of its own, so a turn's thread calls are
-    awaited in sequence and still run alongside (a task per call was a fifth of what such a
-    call cost; bench/RESULTS.md, "Per call and per message"). The worker copies the context
-    variables of the code that made the call.
+    awaited in sequence and still run alongside. The worker copies the context variables of
+    the code that made the call; ``until`` (the end of the run, on the event loop's clock)
+    bounds the call however late it starts; ``later``: the call starts on the event loop's
+    next round (after the first steps of the tasks started before it), not at once.
     """
 
     __slots__ = ("_context", "_done", "_future", "_hand_off", "_kwargs", "_max_chars",
                  "_started", "_timeout", "_tool", "_waiter", "_watcher", "when")
 
-    def __init__(self, tool: Tool, kwargs: dict[str, Any], *, timeout: float | None,
-                 max_output_chars: int | None,
-                 done: Callable[[Outcome], object] | None = None,
-                 until: float | None = None) -> None:
+    def __init__(self, tool: Tool, kwargs: dict[str, object], timeout: float | None,
+                 max_output_chars: int | None, done: DoneCallback | None = None,
+                 until: float | None = None, later: bool = False) -> None:
         loop = asyncio.get_running_loop()
         self._future: asyncio.Future[Outcome] = loop.create_future()
-        parts = _thread_parts(loop)
-        self._hand_off = parts.hand_off
         self._tool, self._kwargs = tool, kwargs
         self._max_chars, self._done = max_output_chars, done
         self._context = contextvars.copy_context()
         self._waiter: asyncio.Task[None] | None = None
         self._watcher: Watcher | None = None
-        when = None
+        self._hand_off: HandOff | None = None
+        self.when: float | None = None
+        """When the call times out, on the event loop's clock (None: never, or not started)."""
+        self._timeout, self._started = timeout, 0.0
+        if later:
+            loop.call_soon(self._start, loop, until)
+        else:
+            self._start(loop, until)
+
+    def _start(self, loop: asyncio.AbstractEventLoop, until: float | None) -> None:
+        """Submit the call to a worker thread, its timeout bounded by ``until`` from now (or
+        not at all when no time is left, or when it was abandoned before it started)."""
+        if self._future.done():
+            return
+        when, timeout = None, self._timeout
         if timeout is not None or until is not None:
             when, timeout = _bounded(loop.time(), timeout, until)
         self.when, self._timeout = when, timeout
         self._started = time.perf_counter()
         if timeout is not None and timeout <= 0:  # no time left: the tool is not called at all
-            self._settle(_not_started(tool))
+            self._settle(_not_started(self._tool))
             return
+        parts = _thread_parts(loop)
+        self._hand_off = parts.hand_off
         if when is not None:
             self._watcher = loop_watcher = parts.watcher
-            # Watcher.add without its frame when the timer is set earlier already (as
-            # RunDeadline.arm): the usual case, the run's own deadline being watched.
             loop_watcher.deadlines.add(self)
-            if when < loop_watcher.timer_when:
+            if when < loop_watcher.timer_when:  # else the timer is set for an earlier deadline
                 loop_watcher.add(self)
         tool_threads().submit(self)
 
-    def __await__(self) -> Generator[Any, None, Outcome]:
+    def __await__(self) -> Generator[object, None, Outcome]:
         return self._future.__await__()
 
     def finished(self) -> Outcome | None:
@@ -378,7 +414,7 @@ class ThreadCall:
 
     def __call__(self) -> None:
         """The job, in a worker thread: run the tool, hand the result to the event loop."""
-        result: Any = None
+        result: object = None
         error: BaseException | None = None
         try:
             result = self._context.run(self._tool.invoke, **self._kwargs)
@@ -386,9 +422,10 @@ class ThreadCall:
             error = RuntimeError(f"tool raised StopIteration: {exc}")
         except BaseException as exc:  # handed to the awaiting call, as run_in_executor does
             error = exc
+        assert self._hand_off is not None  # set before the call was submitted
         self._hand_off.put(self._context, self._deliver, result, error)
 
-    def _deliver(self, result: Any, error: BaseException | None) -> None:
+    def _deliver(self, result: object, error: BaseException | None) -> None:
         """The worker's result, on the event loop's thread, in the call's context (its
         result event is emitted there, as from a call's task)."""
         if self._future.done():  # abandoned: timed out or cancelled
@@ -405,7 +442,7 @@ class ThreadCall:
             self._stop()
             self._future.set_exception(error)
 
-    async def _await(self, awaitable: Any) -> None:
+    async def _await(self, awaitable: Awaitable[object]) -> None:
         try:
             result = await awaitable
         except (Exception, asyncio.CancelledError) as exc:
@@ -456,7 +493,7 @@ class _ThreadParts:
 _thread_parts: Callable[[asyncio.AbstractEventLoop], _ThreadParts] = PerLoop(_ThreadParts).get
 
 
-def finished(call: asyncio.Task[Outcome] | ThreadCall) -> Outcome | None:
+def finished(call: Running) -> Outcome | None:
     """The outcome of a call started alongside others if it has ended (None while it runs,
     or if it was cancelled)."""
     return call.finished() if isinstance(call, ThreadCall) else _ended(call)
@@ -478,74 +515,56 @@ def _ended(future: asyncio.Future[Outcome]) -> Outcome | None:
     return None
 
 
-def start_task(work: Coroutine[Any, Any, Outcome]) -> asyncio.Task[Outcome]:
+def start_task(work: Coroutine[object, object, Outcome]) -> asyncio.Task[Outcome]:
     """A task running one call alongside the others (its own copy of the context variables).
 
-    The task starts eagerly: the call runs at once until it first waits, and one that never
-    waits (a quick ``async def``) is done without being scheduled at all (on 3.12, half of
-    what such a call cost beyond an inline one in a turn of eight; bench/RESULTS.md, "Per
-    call and per message"). Python 3.12 does it itself (``eager_start``); on 3.11 asyncio's
-    own event loops get the same from :func:`_eager_task`. A loop with a task factory makes
-    the task its own way (not eagerly before 3.12).
+    On Python 3.12 and later the task starts eagerly (:func:`asyncio.eager_task_factory`):
+    the call runs at once until it first waits, and one that never waits is done when this
+    returns. Before 3.12 the task's first step runs when the event loop next runs ready
+    callbacks. A loop with a task factory of its own makes the task its way
+    (:meth:`asyncio.loop.create_task`).
     """
     loop = asyncio.get_running_loop()
-    if loop.get_task_factory() is not None:  # the loop's own way of making tasks
+    if loop.get_task_factory() is not None:
         return loop.create_task(work)
-    # The task directly: asyncio.create_task goes through three Python functions to get here.
     if sys.version_info >= (3, 12):
-        return asyncio.Task(work, loop=loop, eager_start=True)
-    if isinstance(loop, asyncio.BaseEventLoop):
-        return _eager_task(work, loop)
-    return asyncio.Task(work, loop=loop)  # another loop (uvloop): its first step scheduled
-
-
-def _eager_task(work: Coroutine[Any, Any, Outcome], loop: asyncio.BaseEventLoop
-                ) -> asyncio.Task[Outcome]:
-    """Python 3.12's eager start on 3.11: the task is made, and its first step run here and
-    now, as the loop would run it (in the task's context, the task being the current one:
-    ``asyncio.current_task()`` in the call is its own task throughout, as an
-    ``asyncio.timeout`` entered before the first wait needs), instead of on the loop's next
-    round.
-
-    A 3.11 task schedules its first step as it is made (``loop.call_soon``: the last handle
-    in the loop's ready queue), and offers no way not to: that handle is taken back out of
-    the queue and run here. A call that finishes in that step is done, its result event
-    emitted, without a round of the event loop (the handle run from the queue, and the run
-    awaiting it suspended and woken). One that waits has its task waiting as after any first
-    step; what it raises is the task's, as in any step (KeyboardInterrupt and SystemExit go
-    on from here, as from a 3.12 eager start).
-    """
-    context = copy_context()
-    task = asyncio.Task(work, loop=loop, context=context)
-    ready: collections.deque[Any] = loop._ready  # type: ignore[attr-defined]
-    step = ready[-1] if ready else None
-    # Its own step (the handle in the task's context, with no arguments), or else not the
-    # asyncio this was written for: then the step stays where it is.
-    if step is None or step._context is not context or step._args:
+        first = _FirstStep()
+        task = asyncio.eager_task_factory(loop, _guarded(work, first))
+        first.running = False
+        if first.interrupt is not None:  # the caller's, as a 3.12 eager start raises it
+            raise first.interrupt
         return task
-    ready.pop()
-    running = asyncio.current_task(loop)
-    if running is not None:  # a step enters its task: the running one leaves for its time
-        _leave_task(loop, running)
+    return asyncio.Task(work, loop=loop)
+
+
+class _FirstStep:
+    """Whether a task is still in its eager first step, and what interrupted it there."""
+
+    __slots__ = ("interrupt", "running")
+
+    def __init__(self) -> None:
+        self.running = True
+        self.interrupt: BaseException | None = None
+
+
+async def _guarded(work: Coroutine[object, object, Outcome], first: _FirstStep) -> Outcome:
+    """``work``; a KeyboardInterrupt or SystemExit of its eager first step is kept for
+    :func:`start_task` to raise (the task ends without it: it would be reported as never
+    retrieved when collected, after the interrupt was handled)."""
     try:
-        context.run(step._callback)
-    except BaseException:  # KeyboardInterrupt, SystemExit: on from here, to the caller
-        # The task holds it too; it is the caller's now, so the task is not reported (when
-        # collected) as one whose exception nobody retrieved.
-        if task.done() and not task.cancelled():
-            task.exception()
-        raise
-    finally:
-        if running is not None:
-            _enter_task(loop, running)
-    return task
+        return await work
+    except (KeyboardInterrupt, SystemExit) as exc:
+        if not first.running:
+            raise
+        first.interrupt = exc
+        return Outcome(None, "")  # never seen: start_task raises instead of returning the task
 
 
 _PLAIN_RESULTS: Final = (str, dict, list, int, float, bool, type(None), tuple)
 """Types a tool returns that are never awaitable (checked before ``inspect.isawaitable``)."""
 
 
-def _maybe_awaitable(result: Any) -> bool:
+def _maybe_awaitable(result: object) -> TypeGuard[Awaitable[object]]:
     """Whether ``result`` is awaitable (a sync function may return a coroutine)."""
     return type(result) not in _PLAIN_RESULTS and inspect.isawaitable(result)
 
@@ -553,7 +572,7 @@ def _maybe_awaitable(result: Any) -> bool:
 _OUTPUT_OPTIONS: Final = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 
-def render_output(value: Any, max_chars: int | None) -> str:
+def render_output(value: object, max_chars: int | None) -> str:
     """The text of a tool result: ``str`` as is, other values as compact JSON.
 
     Any JSON value is accepted (integers beyond 64 bits, deep nesting); lone surrogates, which
@@ -562,7 +581,7 @@ def render_output(value: Any, max_chars: int | None) -> str:
     Longer than ``max_chars``, the text is cut and ends with a marker saying how much was cut.
     """
     if isinstance(value, str):
-        text = value if value.isascii() else clean_text(value)  # ASCII: no call
+        text = value if value.isascii() else clean_text(value)
     else:
         try:
             text = orjson.dumps(value, option=_OUTPUT_OPTIONS).decode("utf-8")
@@ -575,20 +594,18 @@ def render_output(value: Any, max_chars: int | None) -> str:
             f"(limit {max_chars})]")
 
 
-def _finished(tool: Tool, result: Any, latency: float, max_output_chars: int | None
+def _finished(tool: Tool, result: object, latency: float, max_output_chars: int | None
               ) -> Outcome:
     try:
         output = render_output(result, max_output_chars)
     except Exception as exc:  # an unserializable result is the tool's fault
         return _failure(tool, exc, latency, what="returned a value that is not JSON")
-    return Outcome(result, output, None, None, latency)  # positional: one per call
+    return Outcome(result, output, None, None, latency)
 
 
-def _kwargs(tool: Tool, arguments: dict[str, Any], context: ToolContext | None
-            ) -> dict[str, Any]:
+def _kwargs(tool: Tool, arguments: dict[str, object], context: ToolContext | None
+            ) -> dict[str, object]:
     """The keyword arguments of the call: the arguments converted, the context added."""
-    if not tool.converters and tool.context_param is None:
-        return arguments
     kwargs = arguments
     if tool.converters:
         kwargs = {k: (tool.converters[k](v) if k in tool.converters else v)

@@ -101,7 +101,7 @@ class Tool:
     """What the tool does; compared with the spec's description at bind time."""
     schema: JSONSchema
     """JSON Schema of the arguments object; compared with the spec's schema at bind time."""
-    invoke: Callable[..., Any]
+    invoke: Callable[..., object]
     """The implementation, called with the arguments as keyword arguments."""
     _: KW_ONLY
     timeout: float | None | Inherit = INHERIT
@@ -119,7 +119,7 @@ class Tool:
     """The gram signature; derived from ``schema`` when not given (None if inexpressible)."""
     context_param: str | None = None
     """The parameter receiving the :class:`ToolContext`; found from ``invoke`` if not given."""
-    converters: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
+    converters: Mapping[str, Callable[[object], object]] = field(default_factory=dict)
     """Per parameter, a function turning its JSON value into the annotated Python type."""
     is_async: bool = field(init=False, default=False)
     """Whether ``invoke`` is a coroutine function (derived)."""
@@ -199,14 +199,14 @@ def tool(
         ToolError: a parameter has no or an unsupported type hint, or there is no description.
     """
 
-    def make(fn: Callable[..., Any]) -> Tool:
+    def make(fn: Callable[..., object]) -> Tool:
         return _make_tool(fn, name=name, description=description, timeout=timeout,
                           blocking=blocking, requires_approval=requires_approval)
 
     return make(func) if func is not None else make
 
 
-def _make_tool(fn: Callable[..., Any], *, name: str | None, description: str | None,
+def _make_tool(fn: Callable[..., object], *, name: str | None, description: str | None,
                timeout: float | None | Inherit, blocking: bool = True,
                requires_approval: bool = False) -> Tool:
     contract = describe_function(fn, description=description, context_type=ToolContext)
@@ -264,7 +264,7 @@ class ToolLibrary:
             ToolError: a tool of that name is registered already (pass ``replace=True``).
         """
 
-        def add(target: Tool | Callable[..., Any]) -> Tool:
+        def add(target: Tool | Callable[..., object]) -> Tool:
             t = target if isinstance(target, Tool) else _make_tool(
                 target, name=name, description=description, timeout=timeout,
                 blocking=blocking, requires_approval=requires_approval)
@@ -333,7 +333,7 @@ class ToolLibrary:
         gram round trip do not matter). The model always sees the spec's descriptions.
 
         The result is cached per agent object (until a tool is registered), so binding the
-        same agent on every run costs a dictionary lookup.
+        same agent on every run is a dictionary lookup.
 
         Raises:
             ToolError: listing every problem found, not only the first.
@@ -411,7 +411,7 @@ class BoundAgent:
     """Implementation per tool name, in the agent's order."""
     definitions: tuple[ToolDefinition, ...]
     """What the model is told about each tool (the spec's description and schema)."""
-    validators: Mapping[str, Callable[[Any], list[str]]]
+    validators: Mapping[str, Callable[[object], list[str]]]
     """Per tool name, a function returning the schema violations of an arguments object."""
     schemas: Mapping[str, JSONSchema]
     """Per tool name, the spec's arguments schema (for validation and error messages)."""
@@ -425,12 +425,12 @@ class BoundAgent:
     def build(cls, agent: Agent, library: ToolLibrary, tools: Mapping[str, Tool],
               *, warnings: tuple[str, ...] = ()) -> BoundAgent:
         """Compile definitions and validators for already checked ``tools``."""
-        # Imported here for import cost: jsonschema takes ~0.1-0.3 s, needed only to bind.
+        # Imported here: jsonschema is slow to import, and needed only to bind.
         from gramagent._spec.calls.validate import compile_validator
         from gramagent._spec.schema.strict import strict_schema
 
         definitions = []
-        validators: dict[str, Callable[[Any], list[str]]] = {}
+        validators: dict[str, Callable[[object], list[str]]] = {}
         schemas: dict[str, JSONSchema] = {}
         for spec in agent.tools:
             strict = strict_schema(spec.schema)
@@ -481,7 +481,7 @@ def _description_difference(spec: ToolSpec, impl: Tool) -> str:
             f"implementation says {_short(impl.description)!r}")
 
 
-def canonical_schema(schema: Mapping[str, Any], *, descriptions: bool = True) -> Any:
+def canonical_schema(schema: Mapping[str, object], *, descriptions: bool = True) -> object:
     """A form of ``schema`` in which equivalent schemas are equal.
 
     The schema goes through the gram round trip (schema -> signature -> schema) where it can,
@@ -489,15 +489,15 @@ def canonical_schema(schema: Mapping[str, Any], *, descriptions: bool = True) ->
     with ``descriptions=False`` every ``description`` is dropped.
     """
     try:
-        normal: Any = _schema_of(_signature_from_schema(schema))
+        normal: Mapping[str, object] = _schema_of(_signature_from_schema(schema))
     except SchemaError:
         normal = schema
     return _canon(normal, descriptions)
 
 
-def _canon(node: Any, descriptions: bool) -> Any:
+def _canon(node: object, descriptions: bool) -> object:
     if isinstance(node, Mapping):
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for key, value in node.items():
             if key == "description" and not descriptions and isinstance(value, str):
                 continue
@@ -513,7 +513,7 @@ def _canon(node: Any, descriptions: bool) -> Any:
     return node
 
 
-def schema_differences(want: Any, got: Any, path: str = "") -> list[str]:
+def schema_differences(want: object, got: object, path: str = "") -> list[str]:
     """Human-readable differences between two canonical schemas (spec first)."""
     where = path or "/"
     if isinstance(want, dict) and isinstance(got, dict):
@@ -539,34 +539,34 @@ def schema_differences(want: Any, got: Any, path: str = "") -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 def _schema_of(signature: Signature) -> JSONSchema:
-    # Imported here for import cost (the gram signature reader), needed only for specs.
+    # Imported here, to keep start-up light (the gram signature reader): only for specs.
     from gramagent._spec.signature import signature_to_schema
 
     return signature_to_schema(signature)
 
 
-def _signature_from_schema(schema: Mapping[str, Any]) -> Signature:
-    # Imported here for import cost, as in _schema_of.
+def _signature_from_schema(schema: Mapping[str, object]) -> Signature:
+    # Imported here, as in _schema_of.
     from gramagent._spec.signature import schema_to_signature
 
     return schema_to_signature(dict(schema))
 
 
-def _signature_of(schema: Mapping[str, Any]) -> Signature | None:
+def _signature_of(schema: Mapping[str, object]) -> Signature | None:
     try:
         return _signature_from_schema(schema)
     except SchemaError:
         return None
 
 
-def _is_coroutine_function(func: Callable[..., Any]) -> bool:
+def _is_coroutine_function(func: Callable[..., object]) -> bool:
     if inspect.iscoroutinefunction(func):
         return True
     call = getattr(func, "__call__", None)  # noqa: B004 - callable objects with async __call__
     return call is not None and inspect.iscoroutinefunction(call)
 
 
-def _find_context_param(func: Callable[..., Any]) -> str | None:
+def _find_context_param(func: Callable[..., object]) -> str | None:
     try:
         params = inspect.signature(func).parameters.values()
     except (TypeError, ValueError):
@@ -579,7 +579,8 @@ def _find_context_param(func: Callable[..., Any]) -> str | None:
     return None
 
 
-def _accepted_names(func: Callable[..., Any], context_param: str | None) -> frozenset[str] | None:
+def _accepted_names(func: Callable[..., object], context_param: str | None
+                    ) -> frozenset[str] | None:
     try:
         params = inspect.signature(func).parameters.values()
     except (TypeError, ValueError):
@@ -593,7 +594,7 @@ def _accepted_names(func: Callable[..., Any], context_param: str | None) -> froz
     return frozenset(names)
 
 
-def _close_values(state: Mapping[str, Any]) -> None:
+def _close_values(state: Mapping[str, object]) -> None:
     for value in list(state.values()):
         close = getattr(value, "close", None)
         if callable(close):
@@ -614,7 +615,7 @@ def _short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _short_json(value: Any, limit: int = 80) -> str:
+def _short_json(value: object, limit: int = 80) -> str:
     import json
 
     return _short(json.dumps(value, sort_keys=True, ensure_ascii=False), limit)

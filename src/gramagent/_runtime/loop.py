@@ -1,12 +1,16 @@
 """The agent loop: one user message, model requests and tool calls, until the model answers.
 
-:func:`run_agent` runs one user message to a final answer. Each round of :meth:`_Run.run`::
+:func:`run_agent` runs one user message to a final answer (:meth:`_Run.run`);
+:func:`resume_agent` continues a paused run from decisions on its waiting calls
+(:meth:`_Run.resume`, which runs those calls first). Each turn of :meth:`_Run._turns`::
 
-    check the budget    iterations, wall time, tokens: LimitExceeded if one is spent
-    ask the model       one request with the conversation so far (cut short at the deadline)
-    no tool calls?      the answer: return AgentResponse (a call cut off by the token
-                        limit is a call: the model is told and asked again)
-    run the tool calls  check, run and record them (ToolCalls.run_tool_calls), then again
+    prepare the request  the conversation so far, the agent's instruction and tools
+    ask the model        the budget checked first (iterations, wall time, tokens:
+                         LimitExceeded if one is spent); cut short at the deadline
+    no tool calls?       the answer: return AgentResponse (a call cut off by the token
+                         limit is a call: the model is told and asked again)
+    the tool-call stage  check, approve, run and record them (ToolCalls.run_tool_calls;
+                         how each runs: invoke.start_calls), then again
 
 The repeat guard (``RunLimits.repeat_guard``, on by default) does not run a call again that
 already succeeded in this run, nor copies of one call written in the same reply: they are
@@ -29,9 +33,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-import time
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, TypedDict
 
 from typing_extensions import Unpack
@@ -61,8 +65,8 @@ from gramagent._runtime.events import EventSink, fan_out
 from gramagent._runtime.hooks import RunHooks
 from gramagent._runtime.library import BoundAgent, ToolLibrary
 from gramagent._runtime.limits import RunLimits
+from gramagent._runtime.preparation import bind, conversation_for, model_for, new_id, new_ids
 from gramagent._runtime.results import AgentResponse, ToolInvocation
-from gramagent._runtime.setup import bind, conversation_for, model_for, new_id, new_ids
 from gramagent._runtime.tool_calls import ToolCalls
 from gramagent._spec.model import Agent, ModelRef
 from gramagent.errors import ConfigurationError, LimitExceeded, ModelAPIError, ValidationError
@@ -75,8 +79,6 @@ _usage_log = logging.getLogger(USAGE_LOGGER)
 
 _DEFAULT_LIMITS = RunLimits()
 
-_ASYNCIO_TIME = asyncio.BaseEventLoop.time
-"""The clock of asyncio's own event loops: a Python method returning ``time.monotonic()``."""
 
 _NO_REASON = frozenset({None, "stop", "tool_calls", "function_call"})
 """Finish reasons that say the model finished: an empty answer with one of them is an error."""
@@ -161,13 +163,13 @@ async def run_agent(
     """
     if not isinstance(user_input, str) or not user_input.strip():
         raise ValidationError("user input must not be empty")
-    if not user_input.isascii() and clean_text(user_input) is not user_input:  # ASCII: no call
+    if not user_input.isascii() and clean_text(user_input) is not user_input:
         raise ValidationError("user input holds a lone surrogate (U+D800-U+DFFF), which no "
                               "request can carry: decode the text strictly, or replace them")
-    run = _new_run(agent, user_input, context, options)
-    if run.tracer is None:
+    run = _new_run(agent, context, options, resumed=False)
+    if run.tool_calls.tracer is None:
         return await run.run(user_input)
-    return await run.traced(user_input, _provider(options, run.bound.agent))
+    return await run.traced(run.run(user_input), _provider(options, run.tool_calls.bound.agent))
 
 
 async def resume_agent(
@@ -211,62 +213,63 @@ async def resume_agent(
     check_decisions(decisions, waiting)
     if isinstance(paused, AgentResponse):
         check_pending(paused.pending_approvals, waiting)
-    start = dict(decisions)
-    run = _new_run(agent, start, conversation, options)
+    run = _new_run(agent, conversation, options, resumed=True)
     if isinstance(paused, AgentResponse):  # the same run goes on: its limits hold across
+        stage = run.tool_calls
         run.budget.carry(paused.usage)
-        run.carry(paused.tool_invocations, [r.call_id for r in paused.pending_approvals])
-        run.run_id = paused.run_id or run.run_id  # and its events are the same run's
-    if run.tracer is None:
-        return await run.run(start)
-    return await run.traced(start, _provider(options, run.bound.agent))
+        stage.carry(paused.tool_invocations, [r.call_id for r in paused.pending_approvals])
+        stage.run_id = paused.run_id or stage.run_id  # and its events are the same run's
+    if run.tool_calls.tracer is None:
+        return await run.resume(dict(decisions))
+    return await run.traced(run.resume(dict(decisions)),
+                            _provider(options, run.tool_calls.bound.agent))
 
 
-def _new_run(agent: Agent | BoundAgent, start: str | dict[str, Decision],
-             context: Conversation | Iterable[Message] | None,
-             options: RunAgentOptions) -> _Run:
-    """A run from a user message (``start`` the text), or resumed from decisions on the
-    calls its ``context`` ends with: the agent bound, the model resolved, the conversation
-    copied (a plain function: a coroutine more per run costs measurably)."""
+def _new_run(agent: Agent | BoundAgent, context: Conversation | Iterable[Message] | None,
+             options: RunAgentOptions, *, resumed: bool) -> _Run:
+    """A run continuing ``context`` (None: a new conversation), ``resumed`` from decisions on
+    the calls it ends with or not: the agent bound, the model resolved, the conversation
+    copied, the tool-call stage and the budget made.
+
+    Raises:
+        ValidationError: a run that is not resumed continues a conversation ending with
+            calls waiting for approval.
+    """
     if not _OPTIONS.issuperset(options):
         unknown = ", ".join(sorted(set(options) - _OPTIONS))
         raise TypeError(f"unknown run option(s): {unknown} (see RunAgentOptions)")
     dry_run = options.get("dry_run", False)
-    # The common case (a bound agent, a new conversation) without a call: this runs once per
-    # run, and at that rate every call counts.
-    bound = (agent if isinstance(agent, BoundAgent)
-             else bind(agent, options.get("library"), dry_run=dry_run))
+    bound = bind(agent, options.get("library"), dry_run=dry_run)
     if context is None:  # a new conversation, its id and the run's read together
         conversation_id, run_id = new_ids()
         conversation = Conversation((), conversation_id)
     else:
         conversation, run_id = conversation_for(context), new_id()
-    if isinstance(start, str) and context is not None and conversation.unanswered_calls():
-        raise ValidationError(_waiting_message(conversation))
-    resolved, model_name, owned = model_for(options, bound.agent)
-    events = options.get("events")
+        if not resumed and conversation.unanswered_calls():
+            raise ValidationError(_waiting_message(conversation))
+    model, model_name, owned = model_for(options, bound.agent)
+    events, hooks = options.get("events"), options.get("hooks")
+    sinks = () if events is None else fan_out(events)
+    if hooks is not None and type(hooks).on_event is not RunHooks.on_event:
+        sinks = (*sinks, hooks.on_event)  # the hooks' events are the sinks' events
     settings = options.get("settings")
-    # Not a class call: calling a class with keywords packs them into a dict, which its
-    # __init__ then unpacks again (about 7,000 machine instructions for these, once per run);
-    # __init__ called as a function takes them as they are. (``_Run.__new__``, not
-    # ``object.__new__``: the same call here, and the one a compiled build accepts.)
-    run = _Run.__new__(_Run)
-    _Run.__init__(
-        run, bound=bound, model=resolved, model_name=model_name, owned=owned,
-        budget=Budget(options.get("limits") or _DEFAULT_LIMITS, conversation,
-                      asyncio.get_running_loop().time()),
-        sinks=() if events is None else fan_out(events), dry_run=dry_run,
-        tool_choice=options.get("tool_choice", "auto"),
-        settings=dict(settings) if settings else {},  # its own: a request pickles with it
-        conversation=conversation, run_id=run_id, hooks=options.get("hooks"),
-        # The module's own lookup, without a call: tracing is off unless it is imported.
-        tracer=tracing.run_tracer() if tracing.TRACE_MODULE in sys.modules else None,
-        # Checked once per run, not per call: a disabled logger costs nothing then.
-        info_logs=_tool_log.isEnabledFor(logging.INFO) or _usage_log.isEnabledFor(logging.INFO),
-        approve=options.get("approve"), decisions=None if isinstance(start, str) else start,
-        call_ids=set() if context is None else None,  # a new conversation holds no call yet
-    )
-    return run
+    budget = Budget(options.get("limits") or _DEFAULT_LIMITS, conversation,
+                    asyncio.get_running_loop().time())
+    # Both made with their fields in order (a class called with keywords packs them into a
+    # dict first: docs/performance.md, "The loop").
+    tool_calls = ToolCalls(
+        bound, budget, conversation, sinks, run_id, dry_run,
+        # info_logs: asked once per run, not per call.
+        _tool_log.isEnabledFor(logging.INFO) or _usage_log.isEnabledFor(logging.INFO),
+        # tracer: off unless the OpenTelemetry module is imported (no import here).
+        tracing.run_tracer() if tracing.TRACE_MODULE in sys.modules else None,
+        options.get("approve"))
+    return _Run(
+        tool_calls, budget, conversation, model, model_name, owned,
+        options.get("tool_choice", "auto"),
+        dict(settings) if settings else {},  # settings: its own, a request pickles with it
+        hooks,
+        set() if context is None else None)  # call_ids: a new conversation holds none yet
 
 
 def _waiting_message(conversation: Conversation) -> str:
@@ -297,139 +300,133 @@ def run_agent_sync(agent: Agent | BoundAgent, user_input: str, **options: Any) -
 # One run
 # ---------------------------------------------------------------------------------------------
 
-# Extends ToolCalls rather than holding one: each object a run keeps until its end costs
-# garbage-collector work at concurrency 100 (bench/RESULTS.md, "Loop overhead").
-@dataclass(slots=True, kw_only=True, eq=False)
-class _Run(ToolCalls):
-    """One run: the model side (below), the tool-call side (:class:`ToolCalls`)."""
+@dataclass(slots=True, eq=False)
+class _Run:
+    """One run: the model it asks, its budget, and its tool-call stage (:class:`ToolCalls`),
+    which shares the run's bound agent, conversation, budget and tracer."""
 
+    tool_calls: ToolCalls
+    """Checks, approves, runs and records each turn's calls."""
+    budget: Budget
+    """The run's requests, tokens and wall time, against its limits."""
+    conversation: Conversation
+    """The run's conversation (the tool-call stage's: a copy of the one it continues)."""
     model: Model
     model_name: str
     owned: bool
     """Whether the run resolved its model itself (and closes it at its end)."""
     tool_choice: ToolChoice
     """For the first request; later ones use ``"auto"`` (or ``"none"`` to ask for the answer)."""
-    settings: dict[str, Any]
+    settings: dict[str, object]
     hooks: RunHooks | None = None
-    provider: str = ""
-    """The model's provider, for the spans."""
     call_ids: set[str] | None = None
     """The ids of the conversation's calls (read from a given conversation on the first reply
     with calls; empty from the start for a new one)."""
+    provider: str = ""
+    """The model's provider, for the spans."""
 
-    async def traced(self, start: str | dict[str, Decision], provider: str) -> AgentResponse:
-        """:meth:`run` inside its ``invoke_agent`` span (whose usage is this part's: a run
-        resumed from its paused response carries the earlier part's, which its own span
-        recorded)."""
+    async def run(self, user_input: str) -> AgentResponse:
+        """The run from the user message ``user_input``."""
+        self.conversation.append(UserMessage(content=user_input))
+        return await self._turns(None)
+
+    async def resume(self, decisions: Mapping[str, Decision]) -> AgentResponse:
+        """The run resumed with ``decisions`` on the calls its conversation ends with: those
+        calls first, then the turns as :meth:`run` has them."""
+        self.tool_calls.decisions = decisions
+        return await self._turns(ModelTurn(tool_calls=self.conversation.unanswered_calls()))
+
+    async def traced(self, work: Coroutine[object, object, AgentResponse], provider: str
+                     ) -> AgentResponse:
+        """``work`` (:meth:`run` or :meth:`resume`) inside its ``invoke_agent`` span (whose
+        usage is this part's: a run resumed from its paused response carries the earlier
+        part's, which its own span recorded)."""
+        tracer = self.tool_calls.tracer
+        assert tracer is not None
         self.provider = provider
         before = self.budget.usage
-        with tracing.agent_span(self.tracer, agent=self.bound.agent.name,
+        with tracing.agent_span(tracer, agent=self.tool_calls.bound.agent.name,
                                 model=self.model_name, provider=provider,
                                 conversation_id=self.conversation.id) as span:
             try:
-                return await self.run(start)
+                return await work
             finally:
                 usage = self.budget.usage
                 tracing.record_usage(span, usage.input_tokens - before.input_tokens,
                                      usage.output_tokens - before.output_tokens)
 
-    async def run(self, start: str | dict[str, Decision]) -> AgentResponse:
-        """The run from user message ``start``, or resumed with decisions on the calls its
-        conversation ends with. Logs the error that ends it; closes an owned model."""
-        conversation = self.conversation
-        if isinstance(start, str):
-            conversation.append(UserMessage(content=start))
+    async def _turns(self, waiting: ModelTurn | None) -> AgentResponse:
+        """The run's turns until the model answers or calls wait for approval (``waiting``:
+        the calls of a resumed run, decided first). Logs the error that ends it; closes an
+        owned model."""
         hooks = self.hooks
         if hooks is not None:
-            hooks.on_start(conversation)
-        loop = asyncio.get_running_loop()
+            hooks.on_start(self.conversation)
         budget = self.budget
-        # The loop's clock for each request's limit check: for asyncio's own loops, the
-        # function their time() returns (a Python method: ~360 machine instructions more per
-        # read); any other loop's (uvloop's, a test's virtual time) through its time().
-        clock = time.monotonic if type(loop).time is _ASYNCIO_TIME else loop.time
-        choice = self.tool_choice
-        instruction, tools = self.bound.agent.instruction, self.bound.definitions
-        # The usual run awaits the model's own coroutine: a coroutine layer more per request
-        # costs measurably (bench/RESULTS.md, issue 18).
-        send = (self.model.request if self.tracer is None and hooks is None
-                else self._send if self.tracer is None else self._traced_request)
-        budget.arm(loop)
+        deadline = budget.deadline
+        loop = asyncio.get_running_loop()
+        deadline.arm(loop)
         try:
-            if not isinstance(start, str):
-                waiting = ModelTurn(tool_calls=conversation.unanswered_calls())
+            if waiting is not None:
                 await self._call_tools(waiting, replay=False)
-            while not self.awaiting:
-                # The repeat guard answered a call: ask for the final answer.
-                asked = "none" if self.force_answer else choice
-                request = new_request(model=self.model_name, instruction=instruction,
-                                      messages=conversation.messages, tools=tools,
-                                      tool_choice=asked, settings=self.settings,
-                                      rendered=conversation.rendered)
-                # The limits checked; the end of the wall time cuts the request short.
-                budget.start_request(clock())
+            choice = self.tool_choice
+            send = self._sender()
+            conversation, bound = self.conversation, self.tool_calls.bound
+            instruction, tools = bound.agent.instruction, bound.definitions
+            while not self.tool_calls.awaiting:
+                # The next request: the conversation so far, the agent's instruction and
+                # tools; the final answer asked for when the repeat guard answered a call.
+                request = new_request(
+                    model=self.model_name, instruction=instruction,
+                    messages=conversation.messages, tools=tools,
+                    tool_choice="none" if self.tool_calls.force_answer else choice,
+                    settings=self.settings, rendered=conversation.rendered)
+                # Ask the model: the limits checked first, the request cut short at the end
+                # of the wall time; the reply counted and logged.
+                budget.start_request(loop.time())
                 try:
                     turn = await send(request)
                 except asyncio.CancelledError:
-                    if budget.cut_short():
+                    if deadline.cut_short():
                         raise self._out_of_time()  # noqa: B904  (_out_of_time says how)
                     raise
                 except (TimeoutError, ModelAPIError) as exc:
                     raise self._failed(exc)  # noqa: B904  (_failed says how it is chained)
                 finally:  # not under the deadline any more
-                    if budget.expired:  # it cut the request short: its cancellation taken back
-                        budget.settle()
-                    else:
-                        budget.waiting = None
+                    deadline.settle()
                 turn = self._received(request, turn)
-                del request  # not held while the tools run (see below)
+                del request  # not held while the tools run
                 if not (turn.tool_calls or turn.cut_off_calls):
                     return self._answer(turn)
                 if choice == "required" or not isinstance(choice, str):
                     choice = "auto"  # a forced choice applies to the first request only
                 if hooks is None:
-                    await self.run_tool_calls(turn)
+                    await self.tool_calls.run_tool_calls(turn)
                 else:
                     await self._call_tools(turn)
-                # Not kept through the next request (nor the request through the tool calls):
-                # a turn holds its whole decoded reply (``raw``). Objects held across an await
-                # are what the garbage collector finds in its young generation (a hundred
-                # runs' worth at concurrency 100) and they make it run more often: without
-                # them, a third fewer gen-0 collections.
+                # Not kept through the next request: a turn holds its whole decoded reply.
                 del turn
             return self._paused()
-        except BaseException as exc:
-            # Not the finally below: compiled by mypyc, an await in a finally that an
-            # exception passes through lost the exception (a run its wall time cut short
-            # returned None, or raised the exception its caller was handling). ``exc`` is
-            # raised by name (a local, kept across the await), not by a bare raise.
-            await self._ended_by(exc)
-            raise exc
-        finally:  # the run answered or paused (or _ended_by did this): nothing passes through
-            budget.disarm()
+        except Exception as exc:
+            log_run_error(exc, agent=self.tool_calls.bound.agent.name)
+            raise
+        finally:
+            deadline.disarm()
             if self.owned:
                 await self.model.aclose()
 
-    async def _ended_by(self, exc: BaseException) -> None:
-        """The run ends with ``exc``: logged (an error, not a cancellation), its deadline
-        disarmed, an owned model closed."""
-        if isinstance(exc, Exception):
-            log_run_error(exc, agent=self.bound.agent.name)
-        self.budget.disarm()
-        if self.owned:
-            self.owned = False
-            await self.model.aclose()
-
     async def _call_tools(self, turn: ModelTurn, *, replay: bool = True) -> None:
-        """:meth:`run_tool_calls`, with the hooks told of the calls and their results."""
-        hooks = self.hooks
-        answered = len(self.invocations)
-        if hooks is not None:  # every call that gets an answer, a cut-off one too
-            cut_off = turn.cut_off_calls
-            hooks.on_tool_calls(turn.tool_calls + cut_off if cut_off else turn.tool_calls)
-        await self.run_tool_calls(turn, replay=replay)
-        if hooks is not None:
-            hooks.on_tool_results(self.invocations[answered:])
+        """The tool-call stage on ``turn``'s calls, the hooks told of the calls and their
+        results."""
+        hooks, stage = self.hooks, self.tool_calls
+        if hooks is None:
+            await stage.run_tool_calls(turn, replay=replay)
+            return
+        answered = len(stage.invocations)
+        cut_off = turn.cut_off_calls
+        hooks.on_tool_calls(turn.tool_calls + cut_off if cut_off else turn.tool_calls)
+        await stage.run_tool_calls(turn, replay=replay)
+        hooks.on_tool_results(stage.invocations[answered:])
 
     def _failed(self, exc: TimeoutError | ModelAPIError) -> Exception:
         """What a model request that failed with ``exc`` raises: a ModelAPIError carrying the
@@ -440,14 +437,13 @@ class _Run(ToolCalls):
             exc.context = self.conversation.copy()
             exc.usage = budget.usage
             return exc
-        if not budget.expired:
+        if not budget.deadline.expired:
             return exc
         return self._out_of_time()
 
     def _out_of_time(self) -> LimitExceeded:
         """What a model request the run's wall time cut short raises (its context, the
-        cancellation or timeout, suppressed: as ``raise ... from None``, which a compiled
-        build drops)."""
+        cancellation or timeout it replaces, suppressed)."""
         error = self.budget.wall_time_exceeded(asyncio.get_running_loop().time(),
                                                " (while waiting for the model)")
         error.__suppress_context__ = True
@@ -457,7 +453,7 @@ class _Run(ToolCalls):
         """``turn``, the reply to ``request``, counted against the budget and logged; its calls
         with ids unique in the conversation."""
         self.budget.count(request, turn)
-        if self.info_logs and turn.usage is not None:
+        if self.tool_calls.info_logs and turn.usage is not None:
             log_usage(turn.usage, model=self.model_name)
         if turn.tool_calls or turn.cut_off_calls:
             # A model may repeat a call id, within a reply or across turns, or send none: every
@@ -475,18 +471,25 @@ class _Run(ToolCalls):
                 used.add(c.id)
         return turn
 
-    def _send(self, request: ModelRequest) -> Coroutine[Any, Any, ModelTurn]:
-        """The request's coroutine (a plain function: a coroutine more per request costs
-        measurably)."""
+    def _sender(self) -> Callable[[ModelRequest], Awaitable[ModelTurn]]:
+        """How the run sends its requests: the model's own request (the usual run), streamed
+        to the hooks, or inside its span."""
+        if self.tool_calls.tracer is not None:
+            return self._traced_request
+        return self.model.request if self.hooks is None else self._untraced_sender()
+
+    def _untraced_sender(self) -> Callable[[ModelRequest], Awaitable[ModelTurn]]:
         hooks = self.hooks
         if hooks is not None and hooks.streams:
-            return _streamed(self.model, request, hooks)
-        return self.model.request(request)
+            return partial(_streamed, self.model, hooks=hooks)
+        return self.model.request
 
     async def _traced_request(self, request: ModelRequest) -> ModelTurn:
-        with tracing.model_span(self.tracer, model=self.model_name,
+        tracer = self.tool_calls.tracer
+        assert tracer is not None
+        with tracing.model_span(tracer, model=self.model_name,
                                 provider=self.provider) as span:
-            turn = await self._send(request)
+            turn = await self._untraced_sender()(request)
             usage = turn.usage or Usage()
             tracing.record_turn(span, usage.input_tokens, usage.output_tokens,
                                 turn.finish_reason)
@@ -510,22 +513,24 @@ class _Run(ToolCalls):
             finish = "stop"
         self.conversation.append(new_assistant_message(content=text))
         usage = self.budget.usage
-        if self.info_logs:
+        stage = self.tool_calls
+        if stage.info_logs:
             log_usage(usage, model=self.model_name, scope="run")
-        stopped_by = "repeated_call" if self.force_answer else None
-        return AgentResponse(content=text or "", tool_invocations=self.tool_invocations(),
-                             context=self.conversation, usage=usage, stopped_by=stopped_by,
-                             run_id=self.run_id, finish_reason=finish)
+        return AgentResponse(content=text or "", tool_invocations=stage.tool_invocations(),
+                             context=self.conversation, usage=usage,
+                             stopped_by="repeated_call" if stage.force_answer else None,
+                             run_id=stage.run_id, finish_reason=finish)
 
     def _paused(self) -> AgentResponse:
         """The run's result when calls wait for approval: no answer yet."""
+        stage = self.tool_calls
         return AgentResponse(
-            content="", tool_invocations=self.tool_invocations(), context=self.conversation,
-            usage=self.budget.usage, run_id=self.run_id, finish_reason="approval_required",
-            pending_approvals=tuple(self.awaiting or ()))
+            content="", tool_invocations=stage.tool_invocations(), context=self.conversation,
+            usage=self.budget.usage, run_id=stage.run_id, finish_reason="approval_required",
+            pending_approvals=tuple(stage.awaiting or ()))
 
 
-async def _streamed(model: Model, request: ModelRequest, hooks: RunHooks) -> ModelTurn:
+async def _streamed(model: Model, request: ModelRequest, *, hooks: RunHooks) -> ModelTurn:
     """One request with its text going to ``hooks`` as it is generated (whole, for a model
     that cannot stream)."""
     if isinstance(model, StreamingModel):

@@ -2,10 +2,10 @@
 
 Not a :class:`concurrent.futures.ThreadPoolExecutor`: for every job its ``submit`` makes a
 future (with a Python-level ``Condition``) and a work item and takes its idle-thread semaphore,
-and its worker sets the future's state and releases the semaphore, all Python-level locking on
-both sides of each call: about as much as the thread switch itself (bench/RESULTS.md, "Per
-call and per message"). Here a job is a callable put on a ``SimpleQueue``; it hands its own
-result back (:func:`gramagent._runtime.invoke.execute` settles an asyncio future).
+and its worker sets the future's state and releases the semaphore: Python-level locking on
+both sides of each call (docs/performance.md, "The loop"). Here a job is a callable put on a
+``SimpleQueue``; it hands its own result back (a
+:class:`~gramagent._runtime.invoke.ThreadCall` settles an asyncio future).
 
 Threads are made as jobs need them, up to a limit, and kept for the next jobs. They are daemon
 threads: the process does not wait at exit for a call that was abandoned (timed out) and is
@@ -26,9 +26,9 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
-from gramagent._runtime.loops import PerLoop
+from gramagent._runtime.per_loop import PerLoop
 
 __all__ = ["MAX_TOOL_THREADS", "HandOff", "ToolThreads", "hand_off", "tool_threads"]
 
@@ -96,12 +96,12 @@ class HandOff:
         self._loop = weakref.ref(loop)
         self._lock = threading.Lock()
         self._deliveries: list[tuple[contextvars.Context,
-                                     Callable[[Any, BaseException | None], object], Any,
+                                     Callable[[object, BaseException | None], object], object,
                                      BaseException | None]] = []
         self._pending = False
 
     def put(self, context: contextvars.Context,
-            deliver: Callable[[Any, BaseException | None], object], result: Any,
+            deliver: Callable[[object, BaseException | None], object], result: object,
             error: BaseException | None) -> None:
         """Have the event loop call ``deliver(result, error)`` soon, in ``context`` (from any
         thread). A closed loop drops it: its runs are long gone."""

@@ -26,7 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final, TypeAlias
+from typing import Any, TypeAlias
 
 import orjson
 
@@ -54,15 +54,14 @@ from gramagent._runtime.events import (
     emit,
 )
 from gramagent._runtime.invoke import (
+    CallArgs,
+    CallSettings,
     Outcome,
-    ThreadCall,
+    Running,
     cancelled_itself,
-    execute,
     finished,
     run_inline,
-    start_async,
-    start_task,
-    start_thread,
+    start_calls,
 )
 from gramagent._runtime.library import BoundAgent, Tool, ToolContext
 from gramagent._runtime.limits import INHERIT
@@ -86,43 +85,33 @@ _RepeatKey: TypeAlias = tuple[str, bytes]
 arguments (a pair: no string made by joining them, and no decoding of the JSON)."""
 
 
+@dataclass(slots=True, eq=False)
 class _Call:
-    """A call of the current turn, through its checks and execution.
+    """A call of the current turn, through its checks and execution."""
 
-    A plain class with its own ``__init__``, not a dataclass: the compiled build compiles a
-    written ``__init__``, while a dataclass's is made at import time and stays interpreted
-    (one per call, setting fourteen fields).
-    """
-
-    __slots__ = ("call", "seq", "planned_at", "arguments", "cut_off", "tool", "rejection",
-                 "outcome", "repeat_key", "earlier_result", "copy_of", "args_hash", "reported")
-
-    def __init__(self, call: ToolCall, seq: int, arguments: dict[str, Any] | str,
-                 cut_off: bool) -> None:
-        self.call = call
-        self.seq = seq
-        self.planned_at: float = 0.0
-        """When the call was checked (``time.perf_counter``), for the events' latency; 0
-        without event sinks."""
-        self.arguments = arguments
-        """Parsed arguments, or the raw text when unparseable."""
-        self.cut_off = cut_off
-        """Whether the token limit cut the call off (it is not in the conversation)."""
-        self.tool: Tool | None = None
-        self.rejection: CallRejection | None = None
-        self.outcome: Outcome | None = None
-        self.repeat_key: _RepeatKey | None = None
-        self.earlier_result: Any = None
-        """For a repeated call, the result of the call it repeats."""
-        self.copy_of: _Call | None = None
-        """For a call identical to an earlier one of the same turn: that call (not run
-        twice)."""
-        self.args_hash: str | None = None
-        self.reported = False
-        """Whether its result event was emitted."""
+    call: ToolCall
+    seq: int
+    arguments: dict[str, Any] | str
+    """Parsed arguments, or the raw text when unparseable."""
+    cut_off: bool
+    """Whether the token limit cut the call off (it is not in the conversation)."""
+    planned_at: float = 0.0
+    """When the call was checked (``time.perf_counter``), for the events' latency; 0 without
+    event sinks."""
+    tool: Tool | None = None
+    rejection: CallRejection | None = None
+    outcome: Outcome | None = None
+    repeat_key: _RepeatKey | None = None
+    earlier_result: object = None
+    """For a repeated call, the result of the call it repeats."""
+    copy_of: _Call | None = None
+    """For a call identical to an earlier one of the same turn: that call (not run twice)."""
+    args_hash: str | None = None
+    reported: bool = False
+    """Whether its result event was emitted."""
 
 
-@dataclass(slots=True, kw_only=True, eq=False)
+@dataclass(slots=True, eq=False)
 class ToolCalls:
     """The tool calls of one run, turn after turn.
 
@@ -138,24 +127,26 @@ class ToolCalls:
     dry_run: bool
     info_logs: bool
     """Whether INFO records of tool calls are wanted (checked once per run)."""
-    invocations: list[ToolInvocation] = field(default_factory=list)
-    seq: int = 0
-    invalid: dict[str, int] = field(default_factory=dict)
-    """Invalid calls so far, per tool name."""
-    answered: dict[_RepeatKey, tuple[Any, str]] = field(default_factory=dict)
-    """Per repeat key, the result and output text of the call that first succeeded with it."""
-    force_answer: bool = False
-    """Set when the repeat guard answered a call: the next request asks for the answer."""
-    tracer: Any = None
+    tracer: tracing.Tracer | None = None
     """The OpenTelemetry tracer when tracing is on (:mod:`~gramagent._runtime.tracing`)."""
     approve: Approver | None = None
     """Asks a person about a call that needs approval; None: such calls wait (the run
     pauses)."""
+    invocations: list[ToolInvocation] = field(default_factory=list)
+    seq: int = 0
+    invalid: dict[str, int] = field(default_factory=dict)
+    """Invalid calls so far, per tool name."""
+    answered: dict[_RepeatKey, tuple[object, str]] = field(default_factory=dict)
+    """Per repeat key, the result and output text of the call that first succeeded with it."""
+    force_answer: bool = False
+    """Set when the repeat guard answered a call: the next request asks for the answer."""
     decisions: Mapping[str, Decision] | None = None
     """Decisions given in advance, per call id (a resumed run's)."""
     awaiting: list[ApprovalRequest] | None = None
     """The calls of the last turn left waiting for approval (None: none, the usual run; made
     on the first): the run pauses when any are."""
+    call_settings: CallSettings | None = None
+    """What the calls of a turn share (made on the first turn with calls to run)."""
     announced: dict[str, int] = field(default_factory=dict)
     """Per id of a call the run paused on (its planned event emitted then), the seq it was
     checked with: a run resumed from its paused response gives it that seq again and does
@@ -207,12 +198,10 @@ class ToolCalls:
             if self.decisions is not None or (self.bound.approval_required
                                               and not self.dry_run):
                 pending = await self._approve(pending)
-            inline, others = self._runnable(pending)
+            runnable = self._runnable(pending)
             try:
-                if others:
-                    await self._run(inline, others)
-                elif inline:  # the usual turn: every call inline (no coroutine of _run)
-                    await self._run_inline(inline)
+                if runnable:
+                    await self._run(runnable)
             except BaseException:  # interrupted: the calls that finished keep their results
                 self.conversation.extend(self._record([c for c in pending if _decided(c)]))
                 raise
@@ -281,8 +270,6 @@ class ToolCalls:
         self.seq += len(calls)
         for call in calls:
             seq += 1
-            # Each field read once: compiled, a read of an interpreted object's field is a
-            # generic attribute lookup.
             text, name = call.arguments, call.name
             parsed = parse_object(text, max_bytes)
             c = _Call(call, seq, text if parsed is None else parsed, cut_off)
@@ -332,7 +319,7 @@ class ToolCalls:
         assert isinstance(parsed, CallRejection)  # parse_object refused it
         return parsed
 
-    def _answer_repeat(self, c: _Call, result: Any, output: str) -> CallRejection:
+    def _answer_repeat(self, c: _Call, result: object, output: str) -> CallRejection:
         """Answer a repeat of a successful call without running it, and ask for the answer.
 
         The model gets the earlier output itself, not a note about it (a small model copies
@@ -350,12 +337,15 @@ class ToolCalls:
         its refusal as its result; a call nobody can decide on now is left out of the turn
         (in :attr:`awaiting`).
 
-        A decision given in advance (a resumed run's) holds for its call whatever the tool:
-        a call refused by a person is never run, even if the agent it is resumed with (or a
-        dry run) would not have asked.
+        Identical calls of the turn (the same tool and arguments) are decided once: the
+        person is asked about the first, and that answer holds for every copy; a refusal
+        given in advance (a resumed run's) for any one of them refuses them all. A decision
+        given in advance holds for its call whatever the tool: a call refused by a person is
+        never run, even if the agent it is resumed with (or a dry run) would not have asked.
         """
         needed = frozenset() if self.dry_run else self.bound.approval_required
         given = self.decisions or {}
+        decided = self._refused_in_advance(pending, given)
         kept: list[_Call] = []
         for c in pending:
             if c.rejection is not None or (c.call.name not in needed
@@ -365,12 +355,16 @@ class ToolCalls:
             assert isinstance(c.arguments, dict)
             request = ApprovalRequest(call_id=c.call.id, tool=c.call.name,
                                       arguments=c.arguments)
-            decision = await self._decide(request)
+            key = _identity(c)
+            decision = decided.get(key)
+            if decision is None:
+                decision = await self._decide(request)
             if decision is None:
                 if self.awaiting is None:
                     self.awaiting = []
                 self.awaiting.append(request)
                 continue
+            decided[key] = decision  # the copies of the call later in the turn: the same
             c.rejection = refused = refusal(c.call.name, decision)
             if refused is not None:
                 if c.repeat_key is not None:
@@ -381,6 +375,18 @@ class ToolCalls:
                     self._emit_result(c, refused.error_type, refused.event_message)
             kept.append(c)
         return kept
+
+    @staticmethod
+    def _refused_in_advance(pending: list[_Call], given: Mapping[str, Decision]
+                            ) -> dict[_RepeatKey, Decision]:
+        """Per identical call of the turn, the first refusal given in advance for any of its
+        copies (a resumed run's decisions)."""
+        refused: dict[_RepeatKey, Decision] = {}
+        for c in pending:
+            decision = given.get(c.call.id)
+            if decision is not None and decision is not True and c.rejection is None:
+                refused.setdefault(_identity(c), decision)
+        return refused
 
     async def _decide(self, request: ApprovalRequest) -> Decision | None:
         """The decision on ``request``: given in advance, or asked of :attr:`approve` (the
@@ -400,30 +406,21 @@ class ToolCalls:
                 f"the approve callback raised {type(exc).__name__} on the call to "
                 f"{request.tool} ({request.call_id}): {exc}",
                 context=self.conversation.copy(), usage=self.budget.usage)
-            error.__cause__ = exc  # as ``raise ... from exc`` (a compiled build drops ``from``)
-            raise error  # noqa: B904 (set above)
+            raise error from exc
         finally:
             self.budget.postpone(loop.time() - asked)
         return answer
 
     # -- run ------------------------------------------------------------------------------
 
-    def _runnable(self, pending: list[_Call]) -> tuple[Sequence[_Call], Sequence[_Call]]:
-        """The calls of a turn to run, each distinct valid call once, in call order: those run
-        inline (plain functions declared ``blocking=False``), and the others (async functions,
-        blocking ones).
+    def _runnable(self, pending: list[_Call]) -> list[_Call]:
+        """The calls of a turn to run: each distinct valid call once, in call order.
 
         A small model may write the same call several times in one reply (dozens, seen with
         the 0.5B in ``text`` mode); with the repeat guard on, copies wait for the first and
         share its outcome instead of running the tool again.
         """
-        if len(pending) == 1:  # the usual turn: no lists to sort it into
-            tool = pending[0].tool
-            if pending[0].rejection is not None or tool is None:
-                return (), ()
-            return ((), pending) if tool.is_async or tool.blocking else (pending, ())
-        inline: list[_Call] = []
-        others: list[_Call] = []
+        runnable: list[_Call] = []
         first: dict[_RepeatKey, _Call] = {}
         for c in pending:
             if c.rejection is not None:
@@ -434,44 +431,84 @@ class ToolCalls:
                     c.copy_of = first[key]
                     continue
                 first[key] = c
-            tool = c.tool
-            assert tool is not None
-            (others if tool.is_async or tool.blocking else inline).append(c)
-        return inline, others
+            runnable.append(c)
+        return runnable
 
-    async def _run(self, inline: Sequence[_Call], others: Sequence[_Call]) -> None:
-        """Run the checked calls of a turn that has async or blocking ones, concurrently.
+    async def _run(self, calls: Sequence[_Call]) -> None:
+        """Run the checked calls of a turn concurrently, each the way its tool runs
+        (:func:`~gramagent._runtime.invoke.start_calls`).
 
-        A plain function declared ``blocking=False`` is run here, without a task: it runs to
-        its end before anything else can anyway, and a task per call was most of what such a
-        call cost (bench/RESULTS.md, "Per call and per message"). The other calls start first
-        (async ones each in its task, blocking ones in worker threads), so they still run
-        alongside. They are awaited in turn, not gathered: they run alongside all the same,
-        and gather's future and callback per call cost as much as a quick call. Each call's
-        timeout is bounded by the time left in the run when they start.
+        The calls that run alongside (async tools in their tasks, blocking functions in worker
+        threads) start first; then the inline calls (plain functions declared
+        ``blocking=False``) run one after another in the run's task; then the calls alongside
+        are awaited in call order (they run alongside all the same). Each call's timeout is
+        bounded by the end of the run wherever it starts, and each reports its result event
+        when it finishes.
         """
-        started: list[asyncio.Task[Outcome] | ThreadCall] = []
-        run = asyncio.current_task()
-        assert run is not None
-        cancels = run.cancelling()
+        settings = self._call_settings()
+        args = self._call_args(calls)
+        run: asyncio.Task[object] | None = None  # the run's task, read before its first await
+        cancels = 0  # its count of cancellation requests then
+        running: list[tuple[int, Running]] = []
         try:
-            self._start(others, self._time_left(), started)
-            if inline:
-                await self._run_inline(inline)
-            for c, call in zip(others, started, strict=True):
+            started = start_calls(args, settings, running)
+            if running and any(isinstance(one, tuple) for one in started) and any(
+                    isinstance(call, asyncio.Task) for _, call in running):
+                await asyncio.sleep(0)  # the tasks take their first steps before inline calls
+            for c, one in zip(calls, started, strict=True):
+                if isinstance(one, tuple):  # an inline call: run here, now
+                    ran = run_inline(one, settings)
+                    if isinstance(ran, Outcome):
+                        c.outcome = ran
+                        continue
+                    if run is None:
+                        run, cancels = _run_task()
+                    c.outcome = await ran
+                    if run.cancelling() > cancels:  # the run's, caught by the tool: it goes on
+                        raise asyncio.CancelledError
+                elif isinstance(one, Outcome):
+                    c.outcome = one
+            if running and run is None:
+                run, cancels = _run_task()
+            for index, call in running:
+                c = calls[index]
                 try:
                     c.outcome = await call
                 except asyncio.CancelledError as exc:  # the run's, or the tool's own
                     c.outcome = self._cancelled(c, exc)
-                if run.cancelling() > cancels:  # the run's, caught by the tool: it goes on
+                if run is not None and run.cancelling() > cancels:
                     raise asyncio.CancelledError
         except BaseException:  # cancelled: so are the calls still running
-            # (Those started: a first step may have raised KeyboardInterrupt before the rest.)
-            for c, call in zip(others, started, strict=False):
-                if c.outcome is None:  # a call that finished unawaited keeps its outcome
-                    c.outcome = finished(call)
+            for index, call in running:  # those started (a first step may raise before others)
+                if calls[index].outcome is None:  # finished unawaited: it keeps its outcome
+                    calls[index].outcome = finished(call)
                 call.cancel()
             raise
+
+    def _call_args(self, calls: Sequence[_Call]) -> list[CallArgs]:
+        """What each of ``calls`` starts with: its tool, arguments, context, own timeout,
+        result event (with event sinks) and id."""
+        report = self._finished if self.sinks else None
+        tool_timeout = self.budget.limits.tool_timeout
+        args: list[CallArgs] = []
+        for c in calls:
+            tool = c.tool
+            assert tool is not None and isinstance(c.arguments, dict)
+            args.append((tool, c.arguments,
+                         None if tool.context_param is None else self._context(tool, c),
+                         tool_timeout if tool.timeout is INHERIT else tool.timeout,
+                         None if report is None else partial(report, c), c.call.id))
+        return args
+
+    def _call_settings(self) -> CallSettings:
+        """What the calls of this turn share (made again when the end of the run moved: a
+        person was asked for an approval)."""
+        settings, until = self.call_settings, self.budget.deadline.when
+        if settings is None or settings.until != until:
+            settings = self.call_settings = CallSettings(
+                dry_run=self.dry_run, tracer=self.tracer, until=until,
+                max_output_chars=self.budget.limits.max_tool_output_chars)
+        return settings
 
     def _cancelled(self, c: _Call, exc: asyncio.CancelledError) -> Outcome:
         """A call's task ended cancelled: the run was cancelled (``exc`` goes on), or the tool
@@ -484,85 +521,12 @@ class ToolCalls:
             self._emit_result(c, outcome.error_type, outcome.event_message)
         return outcome
 
-    async def _run_inline(self, calls: Sequence[_Call]) -> None:
-        """Run inline calls (plain functions declared ``blocking=False``) one after another,
-        each reporting its result event. A call whose function returned an awaitable is
-        awaited before the next one runs, under its timeout bounded by the time left in the
-        run at that moment (the calls before it used some). Traced or dry, a call runs
-        through :meth:`_execute`."""
-        if self.tracer is not None or self.dry_run:
-            for c in calls:
-                cancels = _cancels()
-                c.outcome = await self._execute(c)
-                _go_on_cancelled(cancels)
-            return
-        max_chars = self.budget.limits.max_tool_output_chars
-        finished = self._finished if self.sinks else None
-        for c in calls:
-            tool = c.tool
-            assert tool is not None and isinstance(c.arguments, dict)
-            ctx = None if tool.context_param is None else self._context(tool, c)
-            ran = run_inline(tool, c.arguments, ctx, max_chars,
-                             None if finished is None else partial(finished, c))
-            if isinstance(ran, Outcome):
-                c.outcome = ran
-            else:  # an awaitable, run by ran(timeout)
-                cancels = _cancels()
-                c.outcome = await ran(self._timeout(tool, self._time_left()))
-                _go_on_cancelled(cancels)
-
-    def _start(self, calls: Sequence[_Call], remaining: float | None,
-               started: list[asyncio.Task[Outcome] | ThreadCall]) -> None:
-        """Start the calls that run alongside, into ``started`` (each as it starts: what a
-        call's first step raises leaves the calls before it there, to be cancelled): an async
-        tool in its task, run at once until it first waits; a blocking function in a worker
-        thread without a task (:class:`~gramagent._runtime.invoke.ThreadCall`). Each reports
-        its result event when it finishes. With tracing (its span must be the current one
-        around it) or in a dry run (nothing runs), a call runs in a task of
-        :meth:`_execute`."""
-        if self.tracer is not None or self.dry_run:
-            # A task may start after calls that held the event loop: each reads the time
-            # left in the run as it starts.
-            for c in calls:
-                started.append(start_task(self._execute(c)))
-            return
-        max_chars = self.budget.limits.max_tool_output_chars
-        finished = self._finished if self.sinks else None
-        until = self.budget.when  # the end of the run: bounds a call that starts late
-        for c in calls:
-            tool = c.tool
-            assert tool is not None and isinstance(c.arguments, dict)
-            ctx = None if tool.context_param is None else self._context(tool, c)
-            done = None if finished is None else partial(finished, c)
-            if tool.is_async:
-                started.append(start_async(tool, c.arguments, ctx,
-                                           self._timeout(tool, remaining), max_chars, done,
-                                           until))
-            else:  # a worker thread: bounded by the run's end, after any async first steps
-                started.append(start_thread(tool, c.arguments, ctx,
-                                            self._timeout(tool, remaining), max_chars, done,
-                                            until))
-
     def _finished(self, c: _Call, outcome: Outcome) -> None:
         """A call's result event, as it finishes: none if it has one already (abandoned when
         the run was cancelled, its result was ``interrupted``; a tool that caught the
         cancellation still ends later)."""
         if not c.reported:
             self._emit_result(c, outcome.error_type, outcome.event_message)
-
-    def _timeout(self, tool: Tool, remaining: float | None) -> float | None:
-        """A call's timeout: its tool's (or the run's tool timeout), bounded by ``remaining``,
-        the seconds left in the run."""
-        timeout = self.budget.limits.tool_timeout if tool.timeout is INHERIT else tool.timeout
-        if remaining is not None:  # the run's wall time bounds every call
-            left = remaining if remaining > 0.0 else 0.0  # not min() and max(): two calls more
-            if timeout is None or left < timeout:
-                timeout = left
-        return timeout
-
-    def _time_left(self) -> float | None:
-        """Seconds left in the run now (None without a wall time)."""
-        return self.budget.remaining(asyncio.get_running_loop().time())
 
     def _context(self, tool: Tool, c: _Call) -> ToolContext | None:
         """The context a tool that declares one gets (none in a dry run: nothing runs)."""
@@ -571,28 +535,6 @@ class ToolCalls:
         return ToolContext(
             conversation_id=self.conversation.id, run_id=self.run_id, call_id=c.call.id,
             tool=tool.name, state=self.bound.library.conversation_state(self.conversation.id))
-
-    async def _execute(self, c: _Call) -> Outcome:
-        """Run one checked call; emits its result event as soon as it finishes. The time
-        left in the run is read as it starts (in a task, that may be late)."""
-        tool = c.tool
-        assert tool is not None and isinstance(c.arguments, dict)
-        limits = self.budget.limits
-        timeout, ctx = self._timeout(tool, self._time_left()), self._context(tool, c)
-        if self.tracer is None:
-            outcome = await execute(tool, c.arguments, context=ctx, timeout=timeout,
-                                    dry_run=self.dry_run,
-                                    max_output_chars=limits.max_tool_output_chars)
-        else:
-            with tracing.tool_span(self.tracer, tool=tool.name, call_id=c.call.id) as span:
-                outcome = await execute(tool, c.arguments, context=ctx, timeout=timeout,
-                                        dry_run=self.dry_run,
-                                        max_output_chars=limits.max_tool_output_chars)
-                if outcome.error_type is not None:
-                    tracing.fail(span, outcome.error_type)
-        if self.sinks:
-            self._finished(c, outcome)
-        return outcome
 
     def _answer_copy(self, c: _Call) -> None:
         """Give a copy the outcome of the call it repeats (run once, earlier in the turn): a
@@ -652,7 +594,7 @@ class ToolCalls:
                       latency_ms=latency * 1000.0, error_type=error_type,
                       args_hash=c.args_hash, message=how.event_message if how else None)
 
-    def _rejected(self, c: _Call) -> tuple[ToolErrorType, str, Any, float]:
+    def _rejected(self, c: _Call) -> tuple[ToolErrorType, str, object, float]:
         """A rejected call's error type, text, result (a repeated call's earlier one) and
         latency (0: it did not run); it counts against the retry budget if invalid."""
         rejected = c.rejection
@@ -736,36 +678,35 @@ def _unexpected_arguments(tool: Tool, arguments: dict[str, Any]) -> CallRejectio
         f"{len(extra)} unexpected argument{'s' if len(extra) != 1 else ''}")
 
 
-# Final names of their own: compiled, ``orjson.dumps`` is a generic attribute lookup on the
-# module per call, a final name a C variable.
-_orjson_dumps: Final = orjson.dumps
-_SORT_KEYS: Final = orjson.OPT_SORT_KEYS
-
-
 def _repeat_form(arguments: dict[str, Any]) -> bytes:
     """The arguments as sorted-key JSON (UTF-8), to recognise a repeated call (never sent
     anywhere)."""
-    try:  # orjson directly: exact_json's wrapper cost a third of this on every call
-        return _orjson_dumps(arguments, option=_SORT_KEYS)
+    try:
+        return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # a big integer, deep nesting or a lone surrogate
         return exact_json.dumps(arguments, sort_keys=True).encode()
 
 
-def _cancels() -> int:
-    """The running task's count of cancellation requests (0 outside a task)."""
+def _run_task() -> tuple[asyncio.Task[object], int]:
+    """The running task (the run's) and its count of cancellation requests now.
+
+    A call it awaits may end otherwise than cancelled although the run was asked to cancel
+    meanwhile (the tool caught the cancellation and returned or failed): a count above this
+    one then says so, and the run is cancelled all the same (it would go on to its next model
+    request, and an ``asyncio.timeout`` around it would not end it).
+    """
     task = asyncio.current_task()
-    return 0 if task is None else task.cancelling()
+    assert task is not None  # a run runs in a task
+    return task, task.cancelling()
 
 
-def _go_on_cancelled(cancels: int) -> None:
-    """Raise CancelledError if the running task (the run's) was asked to cancel since it
-    counted ``cancels``, although the call it awaited ended otherwise: the tool caught the
-    cancellation (a call's task passes it on to the tool; an inline call's await gets it)
-    and returned or failed. The run is cancelled all the same: it would go on to its next
-    model request, and an ``asyncio.timeout`` around it would not end it. (A call started
-    alongside others is checked so in :meth:`ToolCalls._run`, without the two calls.)"""
-    if _cancels() > cancels:
-        raise asyncio.CancelledError
+def _identity(c: _Call) -> _RepeatKey:
+    """What identical calls share: the tool name and the arguments (as the repeat guard
+    knows a call, whether the guard is on or not)."""
+    if c.repeat_key is not None:
+        return c.repeat_key
+    assert isinstance(c.arguments, dict)
+    return (c.call.name, _repeat_form(c.arguments))
 
 
 def _decided(c: _Call) -> bool:

@@ -25,7 +25,7 @@ results, messages or exception texts (which may quote them), and never a key.
 Tracing is on only when the ``opentelemetry-api`` package is imported and a tracer provider is
 configured (``opentelemetry.trace.set_tracer_provider``, or ``gramagent run --otel``):
 :func:`run_tracer` looks for the module in ``sys.modules`` and never imports it, so a run
-without tracing pays one dictionary lookup.
+without tracing does one dictionary lookup.
 """
 
 from __future__ import annotations
@@ -33,12 +33,14 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from typing import Any
+from contextlib import AbstractContextManager, contextmanager
+from typing import Protocol
 
 __all__ = [
     "SCOPE",
     "TRACE_MODULE",
+    "Span",
+    "Tracer",
     "agent_span",
     "fail",
     "model_span",
@@ -55,11 +57,35 @@ SCOPE = "gramagent"
 TRACE_MODULE = "opentelemetry.trace"
 """The module whose presence in ``sys.modules`` :func:`run_tracer` looks for first."""
 
-_tracers: dict[int, tuple[Any, Any]] = {}
+AttributeValue = str | bool | int | float | tuple[str, ...]
+"""The values of the span attributes set here."""
+
+
+class Span(Protocol):
+    """What the spans of a run are asked to do (an OpenTelemetry span does it)."""
+
+    def set_attribute(self, key: str, value: AttributeValue, /) -> object:
+        """Set one attribute."""
+
+    def set_status(self, status: object, /) -> object:
+        """Set the span's status (an OpenTelemetry ``Status``)."""
+
+
+class Tracer(Protocol):
+    """The one method of an OpenTelemetry tracer a run calls."""
+
+    def start_as_current_span(
+        self, name: str, *, kind: object, attributes: Mapping[str, AttributeValue],
+        record_exception: bool, set_status_on_exception: bool,
+    ) -> AbstractContextManager[Span]:
+        """A span that is the current one inside its ``with`` block."""
+
+
+_tracers: dict[int, tuple[object, Tracer]] = {}
 """id(provider) -> (provider, tracer): one tracer per configured provider."""
 
 
-def run_tracer() -> Any | None:
+def run_tracer() -> Tracer | None:
     """The tracer for a run, or None when tracing is off (see the module docs)."""
     trace = sys.modules.get(TRACE_MODULE)
     if trace is None:
@@ -70,13 +96,14 @@ def run_tracer() -> Any | None:
     cached = _tracers.get(id(provider))
     if cached is not None and cached[0] is provider:
         return cached[1]
-    tracer = provider.get_tracer(SCOPE)
+    tracer: Tracer = provider.get_tracer(SCOPE)
     _tracers[id(provider)] = (provider, tracer)
     return tracer
 
 
 @contextmanager
-def _span(tracer: Any, name: str, kind: str, attributes: Mapping[str, Any]) -> Iterator[Any]:
+def _span(tracer: Tracer, name: str, kind: str, attributes: Mapping[str, AttributeValue]
+          ) -> Iterator[Span]:
     trace = sys.modules[TRACE_MODULE]
     with tracer.start_as_current_span(
         name, kind=getattr(trace.SpanKind, kind), attributes=attributes,
@@ -90,15 +117,15 @@ def _span(tracer: Any, name: str, kind: str, attributes: Mapping[str, Any]) -> I
             raise
 
 
-def fail(span: Any, error_type: str) -> None:
+def fail(span: Span, error_type: str) -> None:
     """Mark ``span`` failed: ``error.type`` and an ERROR status naming only the type."""
     trace = sys.modules[TRACE_MODULE]
     span.set_attribute("error.type", error_type)
     span.set_status(trace.Status(trace.StatusCode.ERROR, error_type))
 
 
-def agent_span(tracer: Any, *, agent: str, model: str, provider: str,
-               conversation_id: str) -> Any:
+def agent_span(tracer: Tracer, *, agent: str, model: str, provider: str,
+               conversation_id: str) -> AbstractContextManager[Span]:
     """The span of one run (a context manager yielding the span)."""
     return _span(tracer, f"invoke_agent {agent}", "INTERNAL", {
         "gen_ai.operation.name": "invoke_agent",
@@ -109,7 +136,7 @@ def agent_span(tracer: Any, *, agent: str, model: str, provider: str,
     })
 
 
-def model_span(tracer: Any, *, model: str, provider: str) -> Any:
+def model_span(tracer: Tracer, *, model: str, provider: str) -> AbstractContextManager[Span]:
     """The span of one model request (a context manager yielding the span)."""
     return _span(tracer, f"chat {model}", "CLIENT", {
         "gen_ai.operation.name": "chat",
@@ -118,12 +145,12 @@ def model_span(tracer: Any, *, model: str, provider: str) -> Any:
     })
 
 
-def tool_span(tracer: Any, *, tool: str, call_id: str) -> Any:
+def tool_span(tracer: Tracer, *, tool: str, call_id: str) -> AbstractContextManager[Span]:
     """The span of one tool call (a context manager yielding the span)."""
     return _span(tracer, f"execute_tool {tool}", "INTERNAL", _tool_attributes(tool, call_id))
 
 
-def rejected_tool_span(tracer: Any, *, tool: str, call_id: str, error_type: str) -> None:
+def rejected_tool_span(tracer: Tracer, *, tool: str, call_id: str, error_type: str) -> None:
     """The span of a call that was not run (rejected by the loop's checks): failed at once."""
     with _span(tracer, f"execute_tool {tool}", "INTERNAL",
                _tool_attributes(tool, call_id)) as span:
@@ -135,7 +162,7 @@ def _tool_attributes(tool: str, call_id: str) -> dict[str, str]:
             "gen_ai.tool.call.id": call_id, "gen_ai.tool.type": "function"}
 
 
-def record_turn(span: Any, input_tokens: int, output_tokens: int,
+def record_turn(span: Span, input_tokens: int, output_tokens: int,
                 finish_reason: str | None) -> None:
     """A model request's usage and finish reason."""
     record_usage(span, input_tokens, output_tokens)
@@ -143,7 +170,7 @@ def record_turn(span: Any, input_tokens: int, output_tokens: int,
         span.set_attribute("gen_ai.response.finish_reasons", (finish_reason,))
 
 
-def record_usage(span: Any, input_tokens: int, output_tokens: int) -> None:
+def record_usage(span: Span, input_tokens: int, output_tokens: int) -> None:
     """Token usage (of a request, or summed over a run)."""
     span.set_attribute("gen_ai.usage.input_tokens", input_tokens)
     span.set_attribute("gen_ai.usage.output_tokens", output_tokens)

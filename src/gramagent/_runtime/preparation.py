@@ -10,7 +10,7 @@ from gramagent._messages import Conversation, Message
 from gramagent._models.base import Model
 from gramagent._models.registry import resolve_model
 from gramagent._runtime.library import BoundAgent, Tool, ToolLibrary
-from gramagent._spec.model import Agent, ModelRef
+from gramagent._spec.model import Agent, ModelRef, ToolSpec
 from gramagent.errors import ToolError
 
 __all__ = ["bind", "conversation_for", "model_for", "new_id", "new_ids"]
@@ -74,16 +74,15 @@ def new_id() -> str:
 
 def new_ids() -> tuple[str, str]:
     """Two ids as :func:`new_id` makes them (a new conversation's and its run's), from one read
-    of the OS's randomness: each read costs ~1.2k machine instructions, once per run
-    (bench/RESULTS.md, issue 18, eighth pass)."""
+    of the OS's randomness."""
     both = os.urandom(32).hex()
     return both[:32], both[32:]
 
 
-def _spec_stub(spec: Any) -> Tool:
+def _spec_stub(spec: ToolSpec) -> Tool:
     """A tool that only carries a spec's contract; dry runs never call it."""
 
-    def not_run(**_: Any) -> Any:
+    def not_run(**_: object) -> object:
         raise NotImplementedError(f"{spec.name} has no implementation (dry run)")
 
     return Tool(spec.name, spec.description, spec.schema, not_run, signature=spec.signature)
