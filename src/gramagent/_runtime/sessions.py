@@ -171,6 +171,10 @@ class SessionStore:
             db.execute("COMMIT")
         except sqlite3.Error as exc:
             raise self._failure(exc) from None
+        except UnicodeDecodeError as exc:  # a text cell whose bytes are not UTF-8
+            raise ConfigurationError(
+                f"session store {self.path} is damaged (a text value is not UTF-8: {exc.reason} "
+                f"at byte {exc.start}); move it aside to start a new one") from None
         finally:
             db.close()
 
