@@ -287,7 +287,8 @@ def connor_pairs(delta: float, discordant: float, alpha: float,
     share ``discordant`` of the pairs disagree (not rounded)."""
     z_a, z_b = stats.norm.ppf(1 - alpha / 2), stats.norm.ppf(power)
     root = z_a * math.sqrt(discordant) + z_b * math.sqrt(max(0.0, discordant - delta ** 2))
-    return float(root / delta) ** 2
+    ratio = float(root / delta)
+    return ratio * ratio  # inf past the largest float (``**`` would raise OverflowError)
 
 
 def t_power(n: int, effect: float, alpha: float) -> float:
