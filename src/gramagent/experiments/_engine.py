@@ -203,8 +203,12 @@ class AsyncioEngine:
         async with CaseRunner(experiment, events=self.sinks, local_slots=self.local_slots,
                               model_options=self.model_options) as runner:
             workers = min(self.concurrency, max(1, len(keys)))
-            async for batch in run_pool(runner, keys, workers):
-                yield batch
+            # closed before the runner: a consumer that stops early (a decided experiment,
+            # Ctrl-C) cancels the runs in flight before their models are closed, so no run
+            # opens a connection pool after that
+            async with contextlib.aclosing(run_pool(runner, keys, workers)) as batches:
+                async for batch in batches:
+                    yield batch
 
 
 async def run_pool(runner: CaseRunner, keys: Iterable[RunKey], concurrency: int
