@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +70,13 @@ def write_experiment(directory: Path, *, names: list[str], base_url: str,
     path = directory / "greetings.gram"
     path.write_text(text)
     return path
+
+
+def stored_runs(store: Path) -> int:
+    """The runs a store holds so far (0 before its table exists)."""
+    try:
+        with sqlite3.connect(store) as db:
+            count: int = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+            return count
+    except sqlite3.OperationalError:
+        return 0

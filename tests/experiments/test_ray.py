@@ -16,7 +16,6 @@ import dataclasses
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -27,7 +26,7 @@ from typing import Any
 
 import pytest
 import ray
-from experiments_support import greeter_script, write_experiment
+from experiments_support import greeter_script, stored_runs, write_experiment
 from test_engines import comparable
 
 from gramagent.errors import ConfigurationError
@@ -229,7 +228,7 @@ def test_ctrl_c_keeps_the_finished_runs_and_the_same_command_completes_the_store
                                  stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 180
-            while _rows(store) < 10 and child.poll() is None and time.monotonic() < deadline:
+            while stored_runs(store) < 10 and child.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert child.poll() is None, "the run ended before it could be interrupted"
             child.send_signal(signal.SIGINT)
@@ -239,20 +238,11 @@ def test_ctrl_c_keeps_the_finished_runs_and_the_same_command_completes_the_store
                 child.kill()
         assert child.returncode == 130, stderr
         assert "Traceback" not in stderr
-        saved = _rows(store)
+        saved = stored_runs(store)
         assert f"stopped: {saved} runs saved" in stderr
         again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
                                timeout=300)
     runs = len(NAMES) * 2 * 2
     assert again.returncode == 0, again.stderr
     assert f"{runs - saved} runs done, {saved} already in" in again.stderr
-    assert _rows(store) == runs
-
-
-def _rows(store: Path) -> int:
-    try:
-        with sqlite3.connect(store) as db:
-            count: int = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-            return count
-    except sqlite3.OperationalError:
-        return 0
+    assert stored_runs(store) == runs

@@ -11,7 +11,6 @@ import dataclasses
 import logging
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from experiments_support import greeter_script, write_experiment
+from experiments_support import greeter_script, stored_runs, write_experiment
 from prometheus_client import CollectorRegistry
 
 from gramagent import ToolCallResult, ToolError, ToolMetrics
@@ -49,15 +48,6 @@ def slow_server() -> Iterator[ScriptedServer]:
         yield server
 
 
-def _rows(store: Path) -> int:
-    try:
-        with sqlite3.connect(store) as db:
-            count: int = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-            return count
-    except sqlite3.OperationalError:
-        return 0
-
-
 @pytest.mark.slow
 def test_resume_after_kill_9_runs_no_saved_key_twice_and_loses_none(
         tmp_path: Path, slow_server: ScriptedServer) -> None:
@@ -72,7 +62,7 @@ def test_resume_after_kill_9_runs_no_saved_key_twice_and_loses_none(
     child = subprocess.Popen([sys.executable, "-c", code, str(path)], env=env, cwd=tmp_path)
     try:
         deadline = time.monotonic() + 60
-        while _rows(store) < 10 and child.poll() is None and time.monotonic() < deadline:
+        while stored_runs(store) < 10 and child.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
         assert child.poll() is None, "the runner finished before it could be killed"
         os.kill(child.pid, signal.SIGKILL)
