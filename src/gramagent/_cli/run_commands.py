@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.live import Live
 
+    from gramagent._prices import Price
     from gramagent._runtime.approval import ApprovalRequest, Decision
     from gramagent._runtime.events import EventSink
     from gramagent._runtime.loop import AgentResponse
@@ -66,6 +67,8 @@ class RunOptions:
     """Approve every tool call that needs approval, without asking."""
     outputs: Path | None = None
     """Keep the files the built-in tools write (charts, tables) in this directory."""
+    price: list[str] | None = None
+    """``MODEL=IN,OUT`` dollars per million tokens: each reply's cost is shown."""
 
 
 def _exchange_printer(console: Console) -> Callable[[Mapping[str, Any], Any, int | None], None]:
@@ -194,17 +197,50 @@ class _Output:
     """Where turn results go: rich text or one JSON object per line on stdout, or the answer
     as it is generated (:class:`LivePrinter`) on a terminal."""
 
-    def __init__(self, json: bool) -> None:
+    def __init__(self, json: bool, prices: Sequence[str] | None = None) -> None:
+        from gramagent._prices import parse_price
+
         self.json = json
+        self.prices = dict(parse_price(item) for item in prices or ())
+        """The ``--price`` options, by model."""
+        self.price: Price | None = None
+        """The price of the session's model (:meth:`price_model`), None: no cost shown."""
         self.console = out_console(soft_wrap=True)
         self.live = (MarkdownPrinter(self.console)
                      if not json and sys.stdout.isatty() else None)
         """Set when the answer is printed as it is generated, rendered as Markdown: a
         terminal, not ``--json``."""
 
+    def price_model(self, model: str) -> None:
+        """Show costs at the ``--price`` of ``model`` (a reference such as
+        ``openai/gpt-4o-mini``, found by it or by its name after the provider).
+
+        Raises:
+            ConfigurationError: prices were given, none of them for ``model``.
+        """
+        if not self.prices:
+            return
+        name = model.partition("/")[2]
+        self.price = self.prices.get(model) or self.prices.get(name)
+        if self.price is None:
+            raise ConfigurationError(
+                f"--price names {', '.join(map(repr, self.prices))}, not the model of this "
+                f"run ({model!r})")
+
     def reply(self, response: AgentResponse) -> None:
         """Print one turn's result, secrets masked like every other output (a streamed
-        answer was printed already)."""
+        answer was printed already), and its cost when a price is known."""
+        price = self.price
+        usage = response.usage
+        cost = None if price is None else price.cost(usage.input_tokens, usage.output_tokens)
+        self._print(response, cost)
+        if price is not None and not self.json:
+            err_console.print(
+                f"[dim]cost: ${cost:.6g} ({usage.input_tokens:,} input and "
+                f"{usage.output_tokens:,} output tokens at ${price.input:g} and "
+                f"${price.output:g} per million)[/dim]", highlight=False)
+
+    def _print(self, response: AgentResponse, cost: float | None) -> None:
         if self.live is not None or (response.paused and not self.json):
             return
         from rich.markup import escape
@@ -214,6 +250,8 @@ class _Output:
 
         if self.json:
             data = redact(response.to_dict())
+            if cost is not None and isinstance(data, dict):
+                data["cost_usd"] = cost
             sys.stdout.write(exact_json.dumps(data, default=str) + "\n")
             sys.stdout.flush()
         else:
@@ -401,6 +439,11 @@ _OUTPUTS = typer.Option(
     None, "--outputs", metavar="DIR",
     help="Keep the files the built-in tools write (charts, tables, the sandbox's files) in "
          "DIR; without it they are in a temporary directory, removed at exit.")
+_PRICE = typer.Option(
+    None, "--price", metavar="MODEL=IN,OUT",
+    help="Dollars per million input and output tokens of MODEL (repeatable), e.g. --price "
+         "openai/gpt-4o-mini=0.15,0.6: each reply's cost is shown on stderr (with --json, "
+         "as cost_usd).")
 _YES = typer.Option(
     False, "--yes", "-y",
     help="Approve every tool call that needs approval (for scripts); otherwise the terminal "
@@ -432,6 +475,7 @@ _SHARED_OPTIONS = tuple(
         ("yes", bool, _YES),
         ("tool_call_mode", str | None, TOOL_CALL_MODE_OPTION),
         ("outputs", Path | None, _OUTPUTS),
+        ("price", list[str] | None, _PRICE),
     )
 )
 """The options of ``run`` and ``chat``, declared once (added by :func:`_with_run_options`)."""
@@ -529,9 +573,10 @@ def run(
         metavar="MESSAGE"),
 ) -> None:
     """Run an agent on one or more messages and print each reply."""
-    out = _Output(options.json)
+    out = _Output(options.json, options.price)
     approvals = _Approvals(options.yes)
     with _open_session(options, options.verbose) as (runner, session):
+        out.price_model(options.session_options.model or str(session.agent.model))
         for message in messages:
             _converse(runner, session, message, out, approvals)
 
@@ -547,10 +592,11 @@ def chat(options: RunOptions) -> None:
     """
     from rich.markup import escape
 
-    out = _Output(options.json)
+    out = _Output(options.json, options.price)
     approvals = _Approvals(options.yes)
     failed = False
     with _open_session(options, options.verbose) as (runner, session):
+        out.price_model(options.session_options.model or str(session.agent.model))
         waiting = session.pending_approvals()  # an earlier turn of the session paused
         if sys.stdin.isatty():
             resumed = ""
