@@ -16,6 +16,8 @@ from test_run_commands import greeter
 
 from gramagent.testing import ScriptedServer
 
+pytestmark = pytest.mark.slow  # subprocess or pty runs of the CLI
+
 pytest.importorskip("readline")
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -78,6 +78,7 @@ def test_the_limits_help_shows_their_defaults(tmp_path: Path) -> None:
     assert f"(default: {limits.wall_time:g};" in text
 
 
+@pytest.mark.slow
 def test_debug_after_the_subcommand_shows_the_traceback(tmp_path: Path) -> None:
     plain = run_gramagent("run", "missing.gram", "Hi", cwd=tmp_path)
     late = run_gramagent("run", "missing.gram", "Hi", "--debug", cwd=tmp_path)
@@ -111,6 +112,7 @@ def _ab(tmp_path: Path, srv: ScriptedServer, *more: str) -> subprocess.Completed
                          cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test-key"})
 
 
+@pytest.mark.slow
 def test_ab_takes_the_api_and_the_tool_call_mode(tmp_path: Path) -> None:
     """``ab --api responses``: every run's requests go to /responses; ``--tool-call-mode
     constrained``: every request carries its schema (as with ``run``)."""
@@ -186,6 +188,7 @@ def test_a_separator_inside_quotes_does_not_split_the_tools(
     assert split_sources(";".join(sources)) == sources
 
 
+@pytest.mark.slow
 def test_a_quoted_separator_reaches_the_mcp_command(tmp_path: Path) -> None:
     """The quoted ``;`` stays in the server's command: the error names the whole command,
     not a half of it read as a Python module."""

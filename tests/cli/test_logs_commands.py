@@ -11,6 +11,8 @@ from cli_support import run_gramagent
 
 from gramagent.testing import ScriptedServer, call, reply
 
+pytestmark = pytest.mark.slow  # subprocess or pty runs of the CLI
+
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "examples" / "hello_world.gram"
 SECRET = "sk-test-Logged-Secret-0123456789"

@@ -9,9 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from cli_support import on_terminal
 
 from gramagent.testing import ScriptedServer, call, reply
+
+pytestmark = pytest.mark.slow  # subprocess or pty runs of the CLI
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "examples" / "hello_world.gram"

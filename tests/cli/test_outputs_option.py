@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from cli_support import run_gramagent
 from extras import needs_tools
 
 from gramagent.testing import ScriptedServer, call, reply
 
-pytestmark = needs_tools
+pytestmark = [needs_tools, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 ANALYST = ROOT / "examples" / "analyst.gram"

@@ -30,6 +30,7 @@ def no_key(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tokens_in=st.integers(0, 10**7), tokens_out=st.integers(0, 10**6),
        price_in=_FIGURES, price_out=_FIGURES, by_name=st.booleans())
+@pytest.mark.slow
 def test_the_cost_of_a_reply(tokens_in: int, tokens_out: int, price_in: float,
                              price_out: float, by_name: bool) -> None:
     model = "gpt-4o-mini" if by_name else "openai/gpt-4o-mini"

@@ -31,6 +31,7 @@ def data(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.slow
 @given(name=_HOSTILE)
 def test_hostile_session_names_are_listed_as_text(data: Path, name: str) -> None:
     store = SessionStore(data / "sessions.sqlite3")

@@ -41,6 +41,7 @@ def _mcnemar_power(n: int, discordant: float, delta: float, alpha: float) -> flo
     return power
 
 
+@pytest.mark.slow
 def test_a_rate_plan_has_the_power_it_promises() -> None:
     plan = plan_cases(0.15, baseline_rate=0.6)
     p1 = 0.75

@@ -4,6 +4,7 @@ of pass rates when no pair disagrees, memory linear in runs, metrics served by `
 
 from __future__ import annotations
 
+import pytest
 from extras import require
 
 require("experiments")
@@ -90,6 +91,7 @@ def test_pairs_needed_is_an_integer_json_can_carry(diffs: list[float], alpha: fl
 @settings(max_examples=10, deadline=None)
 @given(walls=st.lists(st.floats(0, 1e4), min_size=4, max_size=12),
        shift=st.floats(-1e-12, 1e-12))
+@pytest.mark.slow
 def test_every_report_encodes_and_prints_small_figures(walls: list[float], shift: float) -> None:
     records = [_run(v, i, wall=w + (shift if v == "B" else 0.0), scores={"ok": i % 2 == 0})
                for v in "AB" for i, w in enumerate(walls)]

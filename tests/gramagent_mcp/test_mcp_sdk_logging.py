@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.mcp
+pytestmark = [pytest.mark.mcp, pytest.mark.slow]
 
 _NOISY = """
 import os, sys

@@ -48,6 +48,7 @@ def endless(piece: str, every: float) -> Behaviour:
 @settings(max_examples=8, deadline=None)
 @given(piece=st.sampled_from(["delta", "byte", "ping", "json"]),
        every=st.sampled_from([0.01, 0.05, 0.1]))
+@pytest.mark.slow
 def test_a_stream_that_never_ends_stops_at_request_timeout(piece: str, every: float) -> None:
     async def scenario() -> None:
         async with HostileServer([endless(piece, every)]) as server, \
