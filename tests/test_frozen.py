@@ -16,16 +16,19 @@ from hypothesis import strategies as st
 from gramagent._frozen import builds
 from gramagent._messages import (
     AssistantMessage,
+    Conversation,
     ToolCall,
     ToolResultMessage,
     Usage,
+    UserMessage,
     new_assistant_message,
     new_tool_call,
     new_tool_result,
     new_usage,
+    new_user_message,
 )
 from gramagent._models.base import ModelTurn, new_request, new_turn
-from gramagent._runtime.results import ToolInvocation, new_invocation
+from gramagent._runtime.results import AgentResponse, ToolInvocation, new_invocation, new_response
 from gramagent._spec.calls.check import PreparedCall, check_parsed, new_prepared
 
 text = st.text(max_size=20)
@@ -38,6 +41,11 @@ CASES: list[tuple[Any, Any, st.SearchStrategy[dict[str, Any]]]] = [
         "input_tokens": st.integers(0, 10**6), "output_tokens": st.integers(0, 10**6)})),
     (ToolCall, new_tool_call, st.fixed_dictionaries(
         {"id": text, "name": text, "arguments": text})),
+    (UserMessage, new_user_message, st.fixed_dictionaries({"content": text})),
+    (AgentResponse, new_response, st.fixed_dictionaries(
+        {"content": text, "context": st.just(Conversation()), "usage": usage},
+        optional={"stopped_by": st.none() | text, "run_id": text,
+                  "finish_reason": text})),
     (AssistantMessage, new_assistant_message, st.fixed_dictionaries({}, optional={
         "content": st.none() | text, "tool_calls": calls, "interrupted": st.booleans()})),
     (ToolResultMessage, new_tool_result, st.fixed_dictionaries(
@@ -84,6 +92,8 @@ def test_what_it_builds_is_immutable(build: Any) -> None:
         new_tool_result: {"call_id": "1", "name": "n", "content": "x"},
         new_invocation: {"call_id": "1", "name": "n", "arguments": {}},
         new_prepared: {"name": "n", "arguments": {}},
+        new_user_message: {"content": "hi"},
+        new_response: {"content": "", "context": Conversation(), "usage": Usage()},
         new_request: {"model": "m", "instruction": "i", "messages": (), "tools": (),
                       "tool_choice": "auto", "settings": {}}}
     built = build(**required.get(build, {}))
@@ -98,8 +108,8 @@ def test_what_it_builds_is_immutable(build: Any) -> None:
         built.not_a_field = 1
 
 
-BUILDERS = [new_tool_call, new_usage, new_assistant_message, new_tool_result, new_request,
-            new_turn, new_invocation, new_prepared]
+BUILDERS = [new_tool_call, new_usage, new_user_message, new_response, new_assistant_message,
+            new_tool_result, new_request, new_turn, new_invocation, new_prepared]
 
 
 @pytest.mark.parametrize("build", BUILDERS, ids=[b.__name__ for b in BUILDERS])

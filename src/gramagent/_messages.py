@@ -224,6 +224,12 @@ def new_usage(*, input_tokens: int = 0, output_tokens: int = 0, requests: int = 
     return Usage(input_tokens=input_tokens, output_tokens=output_tokens, requests=requests)
 
 
+@builds(UserMessage)
+def new_user_message(*, content: str, kind: Literal["user"] = "user") -> UserMessage:
+    """A :class:`UserMessage` (:func:`gramagent._frozen.builds`)."""
+    return UserMessage(content=content, kind=kind)
+
+
 @builds(AssistantMessage)
 def new_assistant_message(*, content: str | None = None, tool_calls: tuple[ToolCall, ...] = (),
                           interrupted: bool = False,

@@ -46,8 +46,8 @@ from gramagent._messages import (
     Conversation,
     Message,
     Usage,
-    UserMessage,
     new_assistant_message,
+    new_user_message,
     unique_call_ids,
 )
 from gramagent._models.base import (
@@ -66,7 +66,7 @@ from gramagent._runtime.hooks import RunHooks
 from gramagent._runtime.library import BoundAgent, ToolLibrary
 from gramagent._runtime.limits import RunLimits
 from gramagent._runtime.preparation import bind, conversation_for, model_for, new_id, new_ids
-from gramagent._runtime.results import AgentResponse, ToolInvocation
+from gramagent._runtime.results import AgentResponse, ToolInvocation, new_response
 from gramagent._runtime.tool_calls import ToolCalls
 from gramagent._spec.model import Agent, ModelRef
 from gramagent.errors import ConfigurationError, LimitExceeded, ModelAPIError, ValidationError
@@ -327,7 +327,7 @@ class _Run:
 
     async def run(self, user_input: str) -> AgentResponse:
         """The run from the user message ``user_input``."""
-        self.conversation.append(UserMessage(content=user_input))
+        self.conversation.append(new_user_message(content=user_input))
         return await self._turns(None)
 
     async def resume(self, decisions: Mapping[str, Decision]) -> AgentResponse:
@@ -516,10 +516,10 @@ class _Run:
         stage = self.tool_calls
         if stage.info_logs:
             log_usage(usage, model=self.model_name, scope="run")
-        return AgentResponse(content=text or "", tool_invocations=stage.tool_invocations(),
-                             context=self.conversation, usage=usage,
-                             stopped_by="repeated_call" if stage.force_answer else None,
-                             run_id=stage.run_id, finish_reason=finish)
+        return new_response(content=text or "", tool_invocations=stage.tool_invocations(),
+                            context=self.conversation, usage=usage,
+                            stopped_by="repeated_call" if stage.force_answer else None,
+                            run_id=stage.run_id, finish_reason=finish)
 
     def _paused(self) -> AgentResponse:
         """The run's result when calls wait for approval: no answer yet."""

@@ -189,6 +189,17 @@ def _typed(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
 # docs/performance.md, "Frozen builders"). An AgentResponse, once per run, is built by its class.
 
 
+@builds(AgentResponse)
+def new_response(*, content: str, tool_invocations: tuple[ToolInvocation, ...] = (),
+                 context: Conversation, usage: Usage, stopped_by: str | None = None,
+                 run_id: str = "", finish_reason: str = "stop",
+                 pending_approvals: tuple[ApprovalRequest, ...] = ()) -> AgentResponse:
+    """An :class:`AgentResponse` (:func:`gramagent._frozen.builds`)."""
+    return AgentResponse(content=content, tool_invocations=tool_invocations, context=context,
+                         usage=usage, stopped_by=stopped_by, run_id=run_id,
+                         finish_reason=finish_reason, pending_approvals=pending_approvals)
+
+
 @builds(ToolInvocation)
 def new_invocation(*, call_id: str, name: str, arguments: dict[str, Any] | str,
                    result: Any = None, error: str | None = None, error_type: str | None = None,
