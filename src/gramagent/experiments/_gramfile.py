@@ -117,14 +117,13 @@ def is_experiment_file(path: str | os.PathLike[str]) -> bool:
     checked: :func:`load_experiment` checks it); False when it cannot be read."""
     try:
         reader = _Reader(Path(path).read_bytes(), str(path))
-    except (OSError, SpecError):
+        for child in reader.tree.root_node.named_children:
+            if child.kind_id == K_SUBJECT and not child.has_error:
+                info = reader.decoder.info(child)
+                if info is not None and info.labels == ("Experiment",):
+                    return True
+    except (OSError, SpecError, UnicodeDecodeError):  # not text gram can hold: not one
         return False
-    root = reader.tree.root_node
-    for child in root.named_children:
-        if child.kind_id == K_SUBJECT and not child.has_error:
-            info = reader.decoder.info(child)
-            if info is not None and info.labels == ("Experiment",):
-                return True
     return False
 
 
