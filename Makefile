@@ -12,9 +12,9 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z0-9_-]*:.*## / {printf "  %-10s %s\n", $$1, $$2}' \
 		$(MAKEFILE_LIST)
 
-install: ## Install gramagent editable with the dev extra, and the BFCL corpus (as CI does)
+install: ## Install gramagent editable with the dev extra, and the BFCL corpus beside it in .bfcl/ (as CI does)
 	$(PYTHON) -m pip install -e ".[dev]"
-	$(PYTHON) -m pip install --no-deps bfcl-eval==2026.3.23
+	$(PYTHON) -m pip install --no-deps --upgrade --target .bfcl bfcl-eval==2026.3.23
 
 lint: ## Lint with ruff (src, tests, bench)
 	$(PYTHON) -m ruff check $(SOURCES)

@@ -47,5 +47,6 @@ def require(extra: str) -> None:
 needs_tools = needs("tools")
 needs_bfcl = pytest.mark.skipif(
     importlib.util.find_spec("bfcl_eval") is None,
-    reason="needs the BFCL corpus: python3 -m pip install --no-deps bfcl-eval==2026.3.23",
+    reason="needs the BFCL corpus: python3 -m pip install --no-deps --upgrade --target .bfcl "
+           "bfcl-eval==2026.3.23",
 )

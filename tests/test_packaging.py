@@ -10,9 +10,11 @@ from __future__ import annotations
 import fnmatch
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from setuptools import find_packages
 
 from gramagent._install import examples_dir
@@ -50,3 +52,13 @@ def _tracked(folder: str) -> list[str]:
 def test_the_examples_command_finds_them_in_a_checkout() -> None:
     assert examples_dir() == ROOT / "examples"
     assert (examples_dir() / "hello_world.gram").is_file()
+
+
+@pytest.mark.slow
+def test_the_dev_install_leaves_pip_check_clean() -> None:
+    """Issue 33, item 5: the README's test command installs the BFCL corpus outside the
+    environment (``--target .bfcl``), so its pins and unmet requirements do not break the
+    environment's consistency. A corpus installed into the environment fails here."""
+    done = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
