@@ -164,10 +164,9 @@ def parse_signature(text: str, *, file: str | None = None) -> Signature:
     Raises:
         SpecError: Syntax or type errors, each with its 1-based ``line:column``.
     """
-    # Imported here for import cost, not for a cycle (the reader does not import this
-    # module): the tree-sitter reader costs 33 ms to import once gramagent._spec.model is
-    # loaded (best of 15 runs, timed with perf_counter, shared 2-core machine), and the model
-    # adapters and the runtime import the spec objects without ever parsing text.
+    # Imported here for import cost, not for a cycle: the model adapters and the runtime use
+    # the spec objects without ever parsing text, so they need not load tree-sitter
+    # (measured in docs/performance.md, under "Gram parsing").
     from gramagent._spec.gram.sigreader import read_signature
 
     return Signature.from_parts(read_signature(text, file=file))
