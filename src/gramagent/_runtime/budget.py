@@ -44,8 +44,8 @@ class Budget:
         started: when the run started, on the event loop's clock.
     """
 
-    __slots__ = ("_tools_chars", "conversation", "deadline", "input_tokens", "limits",
-                 "output_tokens", "requests", "started")
+    __slots__ = ("_measured", "_tools_chars", "context_bytes", "conversation", "deadline",
+                 "input_tokens", "limits", "output_tokens", "requests", "started", "turns")
 
     def __init__(self, limits: RunLimits, conversation: Conversation, started: float) -> None:
         wall_time = limits.wall_time
@@ -59,6 +59,11 @@ class Budget:
         self.input_tokens = 0
         self.output_tokens = 0
         self._tools_chars = -1
+        self.turns = 0
+        """User messages in the conversation (as of the last request)."""
+        self.context_bytes = 0
+        """UTF-8 bytes of the conversation's messages (as of the last request)."""
+        self._measured = 0  # how many of the conversation's messages are counted above
 
     @property
     def usage(self) -> Usage:
@@ -100,7 +105,33 @@ class Budget:
             raise self.exceeded("max_tokens", max_tokens, spent,
                                 f"the token budget of {max_tokens} is spent "
                                 f"({spent} tokens in {self.requests} requests)")
+        if limits.max_turns is not None or limits.max_context_bytes is not None:
+            self._check_conversation(limits)
         self.deadline.start()
+
+    def _check_conversation(self, limits: RunLimits) -> None:
+        """Raise the conversation's bound (turns, bytes) its messages pass; counts only the
+        messages added since the last request."""
+        conversation = self.conversation
+        size = len(conversation)
+        turns, total = self.turns, self.context_bytes
+        for index in range(self._measured, size):
+            message = conversation[index]
+            if isinstance(message, UserMessage):
+                turns += 1
+            total += _message_bytes(message)
+        self._measured, self.turns, self.context_bytes = size, turns, total
+        max_turns = limits.max_turns
+        if max_turns is not None and turns > max_turns:
+            raise self.exceeded("max_turns", max_turns, turns,
+                                f"the conversation has {turns} user messages, more than "
+                                f"{max_turns}; start a new conversation or raise max_turns")
+        max_bytes = limits.max_context_bytes
+        if max_bytes is not None and total > max_bytes:
+            raise self.exceeded("max_context_bytes", max_bytes, total,
+                                f"the conversation holds {total:,} bytes of messages, more "
+                                f"than a request may carry ({max_bytes:,}); start a new "
+                                "conversation or raise max_context_bytes")
 
     def count(self, request: ModelRequest, turn: ModelTurn) -> Usage:
         """Count one answered request; returns its usage (estimated if none was reported)."""
@@ -144,3 +175,20 @@ def _message_chars(message: Message) -> int:
         case AssistantMessage(content=content, tool_calls=calls):
             return len(content or "") + sum(len(c.name) + len(c.arguments) for c in calls)
     return 0
+
+
+def _message_bytes(message: Message) -> int:
+    """UTF-8 bytes of ``message``'s texts (content, tool names, arguments)."""
+    match message:
+        case UserMessage(content=content):
+            return _utf8_len(content)
+        case ToolResultMessage(content=content, name=name):
+            return _utf8_len(content) + _utf8_len(name)
+        case AssistantMessage(content=content, tool_calls=calls):
+            return _utf8_len(content or "") + sum(
+                _utf8_len(c.name) + _utf8_len(c.arguments) for c in calls)
+    return 0
+
+
+def _utf8_len(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
