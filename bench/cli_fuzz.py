@@ -66,6 +66,7 @@ def main() -> None:
         findings: Counter[str] = Counter()
         examples: dict[str, list[str]] = {}
         escapes = 0
+        escaped: Counter[str] = Counter()
         started = time.perf_counter()
         total = 0
         seconds: dict[str, float] = {}
@@ -84,12 +85,17 @@ def main() -> None:
                     key = f"{' '.join(words)}: {problem.split(':')[0]}"
                     findings[key] += 1
                     examples.setdefault(key, [f"{args!r} -> {problem}"])
-                escapes += raw_escapes(args, result.stdout, result.stderr)
+                if raw_escapes(args, result.stdout, result.stderr):
+                    escapes += 1
+                    escaped[" ".join(words)] += 1
             seconds[" ".join(words)] = time.perf_counter() - command_started
         in_process = time.perf_counter() - started
         print(f"in process: {len(commands)} commands, {total} command lines, "
               f"{in_process:.1f} s, {sum(findings.values())} findings, "
               f"{escapes} with argument escape sequences in the output")
+        if escaped:
+            print("  argument escape sequences in the output, by command: " + ", ".join(
+                f"{name} {count}" for name, count in escaped.most_common()))
         print("  seconds per command: " + ", ".join(
             f"{name} {value:.1f}" for name, value in sorted(seconds.items(),
                                                          key=lambda item: -item[1])))

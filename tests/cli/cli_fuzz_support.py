@@ -259,13 +259,15 @@ def special_lines(words: Sequence[str], command: Any, play: Playground
 def fifo_writer(fifo: Path) -> Iterator[None]:
     """Be the writer of ``fifo`` while the block runs, again and again: each reader gets
     hostile bytes, then their end (a pipe with no writer at all waits for one, as ``cat``
-    does)."""
+    does). After each end the writer waits a moment before it opens the pipe again: one
+    reopened at once, while the last reader still reads, would make its data endless."""
     stop = threading.Event()
 
     def feed() -> None:
         while not stop.is_set():
             with contextlib.suppress(BrokenPipeError), open(fifo, "wb") as pipe:
                 pipe.write(b"[a:Agent {x: \xff}] \x00\x1b[2J" * 100)
+            stop.wait(0.5)
 
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
