@@ -105,3 +105,33 @@ def test_the_conversation_bound_is_on_by_default_and_can_be_lifted() -> None:
     assert limits.max_conversation_time == 3600.0
     lifted = RunLimits(max_turns=None, max_context_bytes=None, max_conversation_time=None)
     assert lifted.max_turns is None and lifted.max_context_bytes is None
+
+
+@pytest.mark.slow
+@settings(max_examples=10, deadline=None)
+@given(turns=st.integers(9, 14), branches=st.lists(st.integers(1, 300), min_size=2,
+                                                   max_size=4))
+def test_runs_branching_from_one_context_each_count_their_own(turns: int,
+                                                              branches: list[int]) -> None:
+    """Copies of one context share its memo (the size remembered across runs): runs that
+    each continue it with a message of their own are each measured exactly."""
+    history = [f"m{i}" for i in range(turns)]
+    with ScriptedServer([reply(ANSWER)], loop=True) as server:
+        _, error, context = asyncio.run(_converse(server, history, RunLimits()))
+        assert error is None and context is not None
+        held = sum(len(m.encode()) for m in history) + turns * ANSWER_BYTES
+
+        async def branch(size: int) -> LimitExceeded:
+            agent = make_agent(make_tools().library, names=())
+            model = resolve_model("openai/scripted", base_url=server.base_url)
+            try:
+                with pytest.raises(LimitExceeded) as caught:
+                    await run_agent(agent, "b" * size, model=model, context=context,
+                                    limits=RunLimits(max_context_bytes=held))
+                return caught.value
+            finally:
+                await model.aclose()
+
+        for size in branches:
+            error = asyncio.run(branch(size))
+            assert (error.limit, error.observed) == ("max_context_bytes", held + size)

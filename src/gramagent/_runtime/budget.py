@@ -11,6 +11,7 @@ from __future__ import annotations
 import orjson
 
 from gramagent._messages import (
+    REMEMBERED_FROM,
     AssistantMessage,
     Conversation,
     Message,
@@ -28,6 +29,9 @@ __all__ = ["CHARS_PER_TOKEN", "Budget"]
 
 CHARS_PER_TOKEN = 4
 """Token estimate for turns whose server reports no usage."""
+
+_SIZE = "context_size"
+"""The key of the conversation's size (messages, user turns, bytes) in its memo."""
 
 
 class Budget:
@@ -110,17 +114,36 @@ class Budget:
         self.deadline.start()
 
     def _check_conversation(self, limits: RunLimits) -> None:
-        """Raise the conversation's bound (turns, bytes) its messages pass; counts only the
-        messages added since the last request."""
+        """Raise the conversation's bound (turns, bytes) its messages pass.
+
+        Counts only the messages added since the last request. On a run's first request,
+        the size of what the run continues is remembered in the conversation's memo (shared
+        with its copies, as :meth:`~gramagent._messages.Conversation.call_ids` remembers its
+        ids): all but the last message (the run's own), so that the next run of the same
+        conversation, or each of several runs continuing one context with messages of their
+        own, counts only the messages after it."""
         conversation = self.conversation
-        size = len(conversation)
-        turns, total = self.turns, self.context_bytes
-        for index in range(self._measured, size):
-            message = conversation[index]
-            if isinstance(message, UserMessage):
-                turns += 1
-            total += _message_bytes(message)
-        self._measured, self.turns, self.context_bytes = size, turns, total
+        if self._measured:  # later requests of the run: only what was added since
+            messages = conversation.messages[self._measured:]
+            turns, total = _size(messages, self.turns, self.context_bytes)
+            self._measured += len(messages)
+        elif len(conversation) <= REMEMBERED_FROM:  # short: counted whole
+            messages = conversation.messages
+            turns, total = _size(messages, 0, 0)
+            self._measured = len(messages)
+        else:
+            messages = conversation.messages
+            start, turns, total = 0, 0, 0
+            memo = conversation.rendered.get(_SIZE)
+            if memo is not None:
+                before, known_turns, known_bytes = memo
+                if len(before) < len(messages) and messages[:len(before)] == before:
+                    start, turns, total = len(before), known_turns, known_bytes
+            turns, total = _size(messages[start:-1], turns, total)
+            conversation.rendered[_SIZE] = (messages[:-1], turns, total)
+            turns, total = _size(messages[-1:], turns, total)
+            self._measured = len(messages)
+        self.turns, self.context_bytes = turns, total
         max_turns = limits.max_turns
         if max_turns is not None and turns > max_turns:
             raise self.exceeded("max_turns", max_turns, turns,
@@ -177,17 +200,22 @@ def _message_chars(message: Message) -> int:
     return 0
 
 
-def _message_bytes(message: Message) -> int:
-    """UTF-8 bytes of ``message``'s texts (content, tool names, arguments)."""
-    match message:
-        case UserMessage(content=content):
-            return _utf8_len(content)
-        case ToolResultMessage(content=content, name=name):
-            return _utf8_len(content) + _utf8_len(name)
-        case AssistantMessage(content=content, tool_calls=calls):
-            return _utf8_len(content or "") + sum(
-                _utf8_len(c.name) + _utf8_len(c.arguments) for c in calls)
-    return 0
+def _size(messages: tuple[Message, ...], turns: int, total: int) -> tuple[int, int]:
+    """``turns`` and ``total`` UTF-8 bytes with ``messages``' texts (content, tool names,
+    arguments) counted in."""
+    for message in messages:
+        if isinstance(message, UserMessage):
+            turns += 1
+            text = message.content
+        elif isinstance(message, ToolResultMessage):
+            total += _utf8_len(message.name)
+            text = message.content
+        else:
+            text = message.content or ""
+            for call in message.tool_calls:
+                total += _utf8_len(call.name) + _utf8_len(call.arguments)
+        total += len(text) if text.isascii() else _utf8_len(text)
+    return turns, total
 
 
 def _utf8_len(text: str) -> int:
