@@ -23,7 +23,7 @@ PACKAGE = Path(gramagent.__file__).resolve().parent
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("gramagent.errors", "gramagent._json", "gramagent._lazy", "gramagent._messages",
      "gramagent._frozen", "gramagent._logs", "gramagent._install", "gramagent._limit_values",
-     "gramagent._prices"),
+     "gramagent._prices", "gramagent._files"),
     ("gramagent._spec",),
     ("gramagent._models",),
     ("gramagent._runtime",),

@@ -75,6 +75,10 @@ class SessionOptions:
     """Model requests per turn."""
     timeout: float | None = None
     """Wall-time limit of one turn, in seconds."""
+    max_turns: int | None = None
+    """User messages the conversation may hold (``RunLimits.max_turns``)."""
+    max_context_bytes: int | None = None
+    """UTF-8 bytes of messages a request may carry (``RunLimits.max_context_bytes``)."""
     dry_run: bool = False
     """Call the model but run no tool: each valid call answers ``{"ok": true}``."""
     session: str | None = None
@@ -106,7 +110,9 @@ def check_options(options: SessionOptions) -> None:
             session name (the message names the option as typed).
     """
     problems = [limit_problem("--timeout", options.timeout),  # named as typed
-                limit_problem("--max-iterations", options.max_iterations, whole=True)]
+                limit_problem("--max-iterations", options.max_iterations, whole=True),
+                limit_problem("--max-turns", options.max_turns, whole=True),
+                limit_problem("--max-context-bytes", options.max_context_bytes, whole=True)]
     if options.model is not None and not options.model.strip():
         problems.append(f"--model must not be empty; {MODEL_FORMS}")
     if options.session is not None and not options.session.strip():
@@ -237,6 +243,9 @@ class AgentSession:
             overrides["max_iterations"] = options.max_iterations
         if options.timeout is not None:
             overrides["wall_time"] = options.timeout
+        for name in ("max_turns", "max_context_bytes"):
+            if getattr(options, name) is not None:
+                overrides[name] = getattr(options, name)
         self.limits = RunLimits(**overrides)
         if options.session is not None:
             from gramagent._runtime.sessions import SessionStore

@@ -1,5 +1,5 @@
-"""Hostile gram text and signatures through the CLI (issue 14): exit codes as documented, never
-a traceback.
+"""Hostile gram text and signatures through the CLI (issue 14), and random and hostile command
+lines for every command (issue 32): exit codes as documented, never a traceback.
 
 Hypothesis mutates the fixture gram files and writes random text, signatures and JSON Schemas
 into ``check``, ``fmt``, ``schema``, ``signature`` and ``harmony parse``: each ends with exit
@@ -11,14 +11,31 @@ nesting are another item); beyond it, the CLI still ends in a documented exit co
 from __future__ import annotations
 
 import json
+import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import typer
+import typer.main
+from cli_fuzz_support import (
+    Playground,
+    command_line,
+    fifo_writer,
+    fresh_process,
+    fuzz_environ,
+    leaf_commands,
+    outcome,
+    special_lines,
+    stdin_bytes,
+)
+from cli_fuzz_support import invoke as invoke_line
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from gramagent._cli._app import EXIT_ERROR, EXIT_INTERNAL, app
+from gramagent.testing import ScriptedServer, reply
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 GRAM_FILES = sorted(FIXTURES.glob("*.gram"))
@@ -123,3 +140,90 @@ def test_deep_nesting_ends_in_a_documented_exit_code(depth: int, tmp_path: Path)
     signature = "(a::Object {x: " + "[" * depth + "]" * depth + "})==>(::String)"
     assert invoke(["schema", signature]) in OK_CODES | {EXIT_INTERNAL}
     assert invoke(["signature", "-"], stdin="[" * depth + "]" * depth) in OK_CODES
+
+
+# -- every command, random and hostile command lines (issue 32) ------------------------------
+
+COMMANDS = leaf_commands()
+_IDS = [" ".join(words) for words, _ in COMMANDS]
+
+
+@pytest.fixture(scope="module")
+def playground(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Playground]:
+    """Hostile files, a scripted model server as OPENAI_BASE_URL, the data, cache and home
+    directories in a temporary folder, which is the working directory."""
+    root = tmp_path_factory.mktemp("fuzz")
+    (root / "home").mkdir()
+    with ScriptedServer([reply("ok")], loop=True, record=False) as server, \
+            pytest.MonkeyPatch.context() as patch:
+        patch.delenv("OPENAI_API_KEY", raising=False)
+        for name, value in fuzz_environ(root, server.base_url).items():
+            patch.setenv(name, value)
+        patch.chdir(root)
+        yield Playground(root / "play")
+
+
+def test_every_command_is_fuzzed() -> None:
+    """The commands come from the application itself: a group's commands are walked, so a
+    command added later is fuzzed without a change to this file."""
+    assert {"run", "chat", "check", "sessions show", "experiment run", "mcp serve",
+            "models list", "logs show", "harmony parse"} <= set(_IDS)
+    extra = typer.Typer()
+    group = typer.Typer()
+    group.command("leaf")(lambda: None)
+    group.command("other")(lambda: None)
+    extra.add_typer(group, name="grp")
+    extra.command("top")(lambda: None)
+    assert [w for w, _ in leaf_commands(typer.main.get_command(extra))] == [
+        ("grp", "leaf"), ("grp", "other"), ("top",)]
+
+
+def _fuzz_one(words: tuple[str, ...], command: object, rng: random.Random,
+              play: Playground) -> None:
+    args = command_line(words, command, rng, play.paths())
+    result = invoke_line(args, stdin_bytes(rng))
+    problem = outcome(result.exit_code, result.exception, result.stdout, result.stderr)
+    assert problem is None, f"gramagent {args!r}: {problem}"
+
+
+@pytest.mark.parametrize(("words", "command"), COMMANDS, ids=_IDS)
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(rng=st.randoms(use_true_random=False))
+def test_hostile_command_lines_a_few(words: tuple[str, ...], command: object,
+                                     rng: random.Random, playground: Playground) -> None:
+    """The fast suite's share: a dozen command lines per command."""
+    _fuzz_one(words, command, rng, playground)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("words", "command"), COMMANDS, ids=_IDS)
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(rng=st.randoms(use_true_random=False))
+def test_hostile_command_lines(words: tuple[str, ...], command: object, rng: random.Random,
+                               playground: Playground) -> None:
+    """200 random and hostile command lines per command, in process: no exception escapes,
+    no traceback, no "internal error", only the documented exit codes."""
+    _fuzz_one(words, command, rng, playground)
+
+
+_SPECIAL_COMMANDS = ("check", "fmt", "signature", "harmony parse", "experiment run",
+                     "mcp serve", "run", "ab", "experiment report")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _SPECIAL_COMMANDS)
+def test_special_files_in_a_fresh_process(name: str, tmp_path: Path) -> None:
+    """/dev/zero (read without end), /proc/self/mem (unreadable where it starts) and a FIFO
+    (fed by a writer) as an argument and as each path option: each run ends, with a
+    documented exit code and no traceback."""
+    (tmp_path / "home").mkdir()
+    play = Playground(tmp_path / "play")
+    words, command = next((w, c) for w, c in COMMANDS if " ".join(w) == name)
+    with ScriptedServer([reply("ok")], loop=True, record=False) as server, \
+            fifo_writer(play.root / "fifo"):
+        environ = fuzz_environ(tmp_path, server.base_url)
+        for special, args in special_lines(words, command, play):
+            problem = fresh_process(args, environ, timeout=60)
+            assert problem is None, f"gramagent {args!r} ({special}): {problem}"

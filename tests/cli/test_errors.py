@@ -162,3 +162,35 @@ def test_a_metrics_port_in_use_is_a_user_error(tmp_path: Path) -> None:
     for result in results:
         assert result.exit_code == EXIT_ERROR, result.output
         assert f"ConfigurationError: cannot serve metrics on 127.0.0.1:{port}: " in result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["experiment", "report", "😀" * 100],
+    ["experiment", "report", "n" * 300],
+    ["check", "n" * 300],
+    ["signature", "n" * 300],
+    ["harmony", "parse", "n" * 300],
+    ["experiment", "run", "n" * 300],
+])
+def test_a_name_too_long_is_the_users_error_not_a_bug(args: list[str]) -> None:
+    """An OSError naming a file (here ENAMETOOLONG, which pathlib's is_file() raises) is one
+    line naming the file and the cause, exit 1: not "internal error" (issue 32, the CLI
+    fuzz)."""
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1, result.output
+    assert "internal error" not in result.output and "Traceback" not in result.output
+    assert "File name too long" in result.stderr or "too long" in result.stderr
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("\ufeff", "invalid base URL"),
+    ("http://[::1", "invalid base URL"),
+    ("ftp://host/v1", "invalid base URL"),
+    ("http://127.0.0.1:1/v\x01", "the request failed (URL can't contain control characters"),
+    ("http://127.0.0.1:1/v1\r\nX: y", "the request failed"),
+    ("http://127.0.0.1:99999/v1", "cannot reach the server"),
+])
+def test_models_list_refuses_a_bad_url_as_run_does(url: str, says: str) -> None:
+    result = CliRunner().invoke(app, ["models", "list", "--base-url", url])
+    assert result.exit_code == 1, result.output
+    assert says in result.stderr and "internal error" not in result.output

@@ -51,3 +51,39 @@ def test_chat_session_resumes_in_a_new_command(runner: CliRunner, tmp_path: Path
     gone = runner.invoke(app, ["sessions", "show", "ada"])
     assert gone.exit_code == 1 and "no session named 'ada'" in gone.stderr
     assert "Traceback" not in gone.stderr
+
+
+@pytest.mark.parametrize("max_turns", [1, 3])
+def test_a_session_stops_at_max_turns_and_keeps_every_message(
+        runner: CliRunner, tmp_path: Path, max_turns: int) -> None:
+    """--max-turns N: the session's turn N+1 ends with one LimitExceeded line (exit 1), no
+    request sent; the stored session keeps every answered turn and the refused message."""
+    with ScriptedServer([reply("Noted.")], loop=True) as srv:
+        for turn in range(max_turns + 1):
+            done = runner.invoke(app, ["run", str(HELLO), f"message {turn}", "--base-url",
+                                       srv.base_url, "--session", "long", "--max-turns",
+                                       str(max_turns)])
+            if turn < max_turns:
+                assert done.exit_code == 0, done.stderr
+        sent = len(srv.requests)
+    assert done.exit_code == 1
+    assert f"the conversation has {max_turns + 1} user messages, more than {max_turns}" in (
+        done.stderr)
+    assert f"max_turns={max_turns}" in done.stderr and "Traceback" not in done.stderr
+    assert sent == max_turns
+    stored = SessionStore(tmp_path / "data" / "sessions.sqlite3").load("long")
+    assert [m.kind for m in stored or ()] == ["user", "assistant"] * max_turns + ["user"]
+
+
+def test_max_context_bytes_bounds_what_a_session_sends(runner: CliRunner) -> None:
+    with ScriptedServer([reply("Noted.")], loop=True) as srv:
+        first = runner.invoke(app, ["run", str(HELLO), "x" * 60, "--base-url", srv.base_url,
+                                    "--session", "big", "--max-context-bytes", "100"])
+        assert first.exit_code == 0, first.stderr
+        second = runner.invoke(app, ["run", str(HELLO), "y" * 60, "--base-url",
+                                     srv.base_url, "--session", "big",
+                                     "--max-context-bytes", "100"])
+        assert second.exit_code == 1
+        assert "holds 126 bytes of messages, more than a request may carry (100)" in (
+            second.stderr)
+        assert len(srv.requests) == 1

@@ -54,12 +54,15 @@ def test_none_disables_a_limit_and_inherit_is_distinct() -> None:
 @given(value=_VALUES, field=st.sampled_from(["wall_time", "tool_timeout", "max_iterations",
                                              "max_tokens", "max_tool_calls",
                                              "max_tool_output_chars", "max_payload_bytes",
-                                             "max_invalid_calls_per_tool"]))
+                                             "max_invalid_calls_per_tool", "max_turns",
+                                             "max_context_bytes",
+                                             "max_conversation_time"]))
 def test_a_limit_is_none_or_a_positive_finite_number(field: str, value: Any) -> None:
     """Seconds take any positive finite number, counts a positive whole number; nan (which
     compares false with every time, so would lift the limit unseen), inf, bools, strings and
     non-positive numbers are refused with the field named, as one typed error."""
-    good = _is_seconds(value) if field in ("wall_time", "tool_timeout") else _is_count(value)
+    seconds = ("wall_time", "tool_timeout", "max_conversation_time")
+    good = _is_seconds(value) if field in seconds else _is_count(value)
     if good:
         assert getattr(RunLimits(**{field: value}), field) == value
     else:

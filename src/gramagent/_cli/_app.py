@@ -19,7 +19,7 @@ import sys
 import traceback
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -125,8 +125,10 @@ def _root(
 def handle_errors(func: F) -> F:
     """Catch every error at the command's edge: no traceback reaches the user.
 
-    A :class:`~gramagent.errors.GramagentError` is one stderr line and exit code 1; any other
-    exception is an internal error, one line saying so and exit code 70; Ctrl-C exits with 130.
+    A :class:`~gramagent.errors.GramagentError` is one stderr line and exit code 1, and so is
+    an ``OSError`` that names a file (a name too long, a device that refuses to be read: the
+    file and the cause); any other exception is an internal error, one line saying so and
+    exit code 70; Ctrl-C exits with 130.
     With ``--debug`` the traceback is printed instead of the line, secrets masked.
     """
 
@@ -144,17 +146,41 @@ def handle_errors(func: F) -> F:
             if not _debug_traceback(exc):
                 print_error(exc, as_json=as_json)
             raise typer.Exit(EXIT_ERROR) from None
+        except OSError as exc:
+            if exc.filename is None:  # not about a file: a bug, as below
+                _internal_error(exc, as_json)
+            if not _debug_traceback(exc):  # a file named by the user or the system
+                print_error(_file_error(exc), as_json=as_json)
+            raise typer.Exit(EXIT_ERROR) from None
         except Exception as exc:  # a bug: say so in one line, never a traceback
-            if not _debug_traceback(exc):
-                if as_json:
-                    _json_error("InternalError", _describe(exc))
-                err_console.print(
-                    f"[red]internal error[/red] (a bug in gramagent, not in your input): "
-                    f"{escape(_masked(_describe(exc)))}; run with --debug for the traceback",
-                    markup=True, highlight=False, soft_wrap=True)
-            raise typer.Exit(EXIT_INTERNAL) from None
+            _internal_error(exc, as_json)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _internal_error(exc: Exception, as_json: bool) -> NoReturn:
+    """Say that ``exc`` is a bug, in one line (the traceback with ``--debug``); exit 70."""
+    if not _debug_traceback(exc):
+        if as_json:
+            _json_error("InternalError", _describe(exc))
+        err_console.print(
+            f"[red]internal error[/red] (a bug in gramagent, not in your input): "
+            f"{escape(_masked(_describe(exc)))}; run with --debug for the traceback",
+            markup=True, highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_INTERNAL) from None
+
+
+def _file_error(exc: OSError) -> ConfigurationError:
+    """The error of an operating-system failure on a file (a name too long, a file that
+    cannot be read or written, a device that refuses): the file and the cause, as the
+    user's input, not a bug."""
+    names = [str(n) for n in (exc.filename, exc.filename2) if n is not None]
+    where = " -> ".join(_short_name(n) for n in names)
+    return ConfigurationError(f"{where}: {exc.strerror or exc}")
+
+
+def _short_name(name: str, limit: int = 120) -> str:
+    return name if len(name) <= limit else f"{name[:limit]}… ({len(name)} characters)"
 
 
 def print_error(exc: BaseException, *, as_json: bool = False) -> None:

@@ -10,6 +10,7 @@ import typer
 
 from gramagent._cli._app import app, err_console, handle_errors, read_stdin, require_file
 from gramagent._cli._conventions import Group
+from gramagent._files import read_bounded
 from gramagent.errors import ConfigurationError
 
 __all__ = ["harmony_app", "parse", "render"]
@@ -114,7 +115,7 @@ def _read(file: str) -> str:
         return read_stdin()
     path = Path(file)
     try:
-        return path.read_text(encoding="utf-8")
+        return read_bounded(path).decode("utf-8")
     except FileNotFoundError:
         raise ConfigurationError(f"{file}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:

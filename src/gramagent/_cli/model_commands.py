@@ -42,22 +42,31 @@ def server_models(base_url: str, api_key: str | None = None) -> list[str]:
     Raises:
         ConfigurationError: the server cannot be reached, refuses, or answers no model list.
     """
+    import http.client
     import json
     import urllib.error
     import urllib.request
 
+    from gramagent._models.registry import check_base_url
+
+    check_base_url(base_url)  # as a run checks it
     url = base_url.rstrip("/") + "/models"
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    if api_key:
-        request.add_header("Authorization", f"Bearer {api_key}")
     try:
+        request = urllib.request.Request(url, headers={"Accept": "application/json"})
+        if api_key:
+            request.add_header("Authorization", f"Bearer {api_key}")
         with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310
-            data = json.loads(response.read())
+            body = response.read()
     except urllib.error.HTTPError as exc:
         raise ConfigurationError(f"{url}: HTTP {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise ConfigurationError(f"{url}: cannot reach the server ({reason})") from None
+    except (http.client.HTTPException, ValueError) as exc:
+        # a URL or key http.client refuses (control characters), an answer it cannot read
+        raise ConfigurationError(f"{url!r}: the request failed ({exc})") from None
+    try:
+        data = json.loads(body)
     except ValueError:
         raise ConfigurationError(f"{url}: the answer is not JSON") from None
     items = data.get("data") if isinstance(data, dict) else None

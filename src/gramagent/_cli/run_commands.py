@@ -426,6 +426,12 @@ _MAX_ITER = typer.Option(None, "--max-iterations", min=1, metavar="N",
 _TIMEOUT = typer.Option(None, "--timeout", min=0.0, metavar="SECONDS",
                         help="Seconds one turn may take (default: 600; the embedded model's "
                              "loading, before the first turn, is not counted).")
+_MAX_TURNS = typer.Option(
+    None, "--max-turns", min=1, metavar="N",
+    help="User messages one conversation may hold, this turn's included (default: 1000).")
+_MAX_CONTEXT = typer.Option(
+    None, "--max-context-bytes", min=1, metavar="BYTES",
+    help="UTF-8 bytes of messages a request may carry (default: 4194304, 4 MiB).")
 _SESSION = typer.Option(
     None, "--session", metavar="NAME",
     help="Keep the conversation in this stored session and resume it if it exists "
@@ -470,6 +476,8 @@ _SHARED_OPTIONS = tuple(
         ("dry_run", bool, _DRY_RUN),
         ("max_iterations", int | None, _MAX_ITER),
         ("timeout", float | None, _TIMEOUT),
+        ("max_turns", int | None, _MAX_TURNS),
+        ("max_context_bytes", int | None, _MAX_CONTEXT),
         ("otel", str | None, _OTEL),
         ("session", str | None, _SESSION),
         ("yes", bool, _YES),

@@ -16,6 +16,7 @@ from typing import Any
 import typer
 
 from gramagent._cli._app import app, handle_errors, read_stdin, require_file
+from gramagent._files import read_bounded
 from gramagent.errors import ConfigurationError, Diagnostic, SchemaError, SpecError
 
 __all__ = ["check", "examples", "fmt", "schema", "signature"]
@@ -62,6 +63,14 @@ def check(
                f"{_plural(tools, 'tool')}{ran}")
 
 
+def _regular(path: Path) -> bool:
+    """Whether ``path`` is a regular file (not a pipe, a device, a directory, or nothing)."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def _experiment_problems(file: Path) -> list[Diagnostic] | None:
     """The problems of an experiment file (``[name:Experiment ...]``, read by
     ``gramagent.experiments``: its agent, dataset, variants and evaluators), or None when
@@ -70,7 +79,7 @@ def _experiment_problems(file: Path) -> list[Diagnostic] | None:
         from gramagent.experiments._gramfile import is_experiment_file, load_experiment
     except ImportError:
         return None
-    if not is_experiment_file(file):
+    if not _regular(file) or not is_experiment_file(file):  # a pipe is read once
         return None
     try:
         load_experiment(file)
@@ -103,6 +112,7 @@ def fmt(
     """
     from gramagent._spec.gram.text import format_file
 
+    require_file(file, "a .gram file to format")  # read twice, and maybe rewritten
     try:
         formatted = format_file(file)
     except SpecError as exc:
@@ -260,7 +270,7 @@ def signature(
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return read_bounded(path).decode("utf-8")
     except OSError as exc:
         raise SpecError([Diagnostic(f"cannot read the file: {exc.strerror or exc}",
                                     str(path))]) from None

@@ -52,7 +52,7 @@ import orjson
 
 from gramagent import _json as exact_json
 from gramagent._limit_values import limit_problem, refuse_problems
-from gramagent._logs import MODEL_LOGGER, Redactor, log_model_attempt
+from gramagent._logs import MODEL_LOGGER, Redactor, add_secret, log_model_attempt
 from gramagent._models._wire import ReplyError
 from gramagent._models.http_body import (
     CUT_SHORT,
@@ -238,6 +238,10 @@ class HTTPClient:
         # A key of a few characters (a placeholder for a local server) would mask every
         # occurrence of those characters in an error: only real-looking keys are masked.
         self._redactor = Redactor([api_key]) if api_key and len(api_key) >= 8 else None
+        if self._redactor is not None:
+            # Known to every masker of the process too: whatever stores or logs what this
+            # server sends (a session store, events, the CLI) masks the key it echoes.
+            add_secret(api_key)
         self._client: aiohttp.ClientSession | None = None
         self._proxy: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

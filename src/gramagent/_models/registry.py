@@ -46,6 +46,7 @@ __all__ = [
     "WIRE_FORMATS",
     "WireFormat",
     "api_names",
+    "check_base_url",
     "is_loopback",
     "load_object",
     "register_wire_format",
@@ -197,7 +198,7 @@ def resolve_model(
         )
     wire = wire_format(api or DEFAULT_API)
     base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-    _check_base_url(base_url)
+    check_base_url(base_url)
     api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
     if api_key is None and not is_loopback(base_url):
         raise ConfigurationError(
@@ -224,9 +225,18 @@ def is_loopback(url: str) -> bool:
         return False
 
 
-def _check_base_url(url: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+def check_base_url(url: str) -> None:
+    """Refuse a base URL that is not ``http(s)://host...``.
+
+    Raises:
+        ConfigurationError: naming the URL and the form expected.
+    """
+    try:
+        parts = urlsplit(url)
+        hostname = parts.hostname
+    except ValueError:  # an unclosed "[" of an IPv6 host, a port that is not a number
+        hostname = None
+    if not hostname or parts.scheme not in ("http", "https"):
         raise ConfigurationError(
             f"invalid base URL {url!r}: expected http(s)://host[:port]/path, "
             "e.g. http://127.0.0.1:8080/v1"

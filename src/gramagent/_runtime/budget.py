@@ -11,6 +11,7 @@ from __future__ import annotations
 import orjson
 
 from gramagent._messages import (
+    REMEMBERED_FROM,
     AssistantMessage,
     Conversation,
     Message,
@@ -29,6 +30,9 @@ __all__ = ["CHARS_PER_TOKEN", "Budget"]
 CHARS_PER_TOKEN = 4
 """Token estimate for turns whose server reports no usage."""
 
+_SIZE = "context_size"
+"""The key of the conversation's size (messages, user turns, bytes) in its memo."""
+
 
 class Budget:
     """The requests, tokens and time of one run, against its :class:`RunLimits`.
@@ -44,8 +48,8 @@ class Budget:
         started: when the run started, on the event loop's clock.
     """
 
-    __slots__ = ("_tools_chars", "conversation", "deadline", "input_tokens", "limits",
-                 "output_tokens", "requests", "started")
+    __slots__ = ("_measured", "_tools_chars", "context_bytes", "conversation", "deadline",
+                 "input_tokens", "limits", "output_tokens", "requests", "started", "turns")
 
     def __init__(self, limits: RunLimits, conversation: Conversation, started: float) -> None:
         wall_time = limits.wall_time
@@ -59,6 +63,11 @@ class Budget:
         self.input_tokens = 0
         self.output_tokens = 0
         self._tools_chars = -1
+        self.turns = 0
+        """User messages in the conversation (as of the last request)."""
+        self.context_bytes = 0
+        """UTF-8 bytes of the conversation's messages (as of the last request)."""
+        self._measured = 0  # how many of the conversation's messages are counted above
 
     @property
     def usage(self) -> Usage:
@@ -100,7 +109,52 @@ class Budget:
             raise self.exceeded("max_tokens", max_tokens, spent,
                                 f"the token budget of {max_tokens} is spent "
                                 f"({spent} tokens in {self.requests} requests)")
+        if limits.max_turns is not None or limits.max_context_bytes is not None:
+            self._check_conversation(limits)
         self.deadline.start()
+
+    def _check_conversation(self, limits: RunLimits) -> None:
+        """Raise the conversation's bound (turns, bytes) its messages pass.
+
+        Counts only the messages added since the last request. On a run's first request,
+        the size of what the run continues is remembered in the conversation's memo (shared
+        with its copies, as :meth:`~gramagent._messages.Conversation.call_ids` remembers its
+        ids): all but the last message (the run's own), so that the next run of the same
+        conversation, or each of several runs continuing one context with messages of their
+        own, counts only the messages after it."""
+        conversation = self.conversation
+        if self._measured:  # later requests of the run: only what was added since
+            messages = conversation.messages[self._measured:]
+            turns, total = _size(messages, self.turns, self.context_bytes)
+            self._measured += len(messages)
+        elif len(conversation) <= REMEMBERED_FROM:  # short: counted whole
+            messages = conversation.messages
+            turns, total = _size(messages, 0, 0)
+            self._measured = len(messages)
+        else:
+            messages = conversation.messages
+            start, turns, total = 0, 0, 0
+            memo = conversation.rendered.get(_SIZE)
+            if memo is not None:
+                before, known_turns, known_bytes = memo
+                if len(before) < len(messages) and messages[:len(before)] == before:
+                    start, turns, total = len(before), known_turns, known_bytes
+            turns, total = _size(messages[start:-1], turns, total)
+            conversation.rendered[_SIZE] = (messages[:-1], turns, total)
+            turns, total = _size(messages[-1:], turns, total)
+            self._measured = len(messages)
+        self.turns, self.context_bytes = turns, total
+        max_turns = limits.max_turns
+        if max_turns is not None and turns > max_turns:
+            raise self.exceeded("max_turns", max_turns, turns,
+                                f"the conversation has {turns} user messages, more than "
+                                f"{max_turns}; start a new conversation or raise max_turns")
+        max_bytes = limits.max_context_bytes
+        if max_bytes is not None and total > max_bytes:
+            raise self.exceeded("max_context_bytes", max_bytes, total,
+                                f"the conversation holds {total:,} bytes of messages, more "
+                                f"than a request may carry ({max_bytes:,}); start a new "
+                                "conversation or raise max_context_bytes")
 
     def count(self, request: ModelRequest, turn: ModelTurn) -> Usage:
         """Count one answered request; returns its usage (estimated if none was reported)."""
@@ -144,3 +198,25 @@ def _message_chars(message: Message) -> int:
         case AssistantMessage(content=content, tool_calls=calls):
             return len(content or "") + sum(len(c.name) + len(c.arguments) for c in calls)
     return 0
+
+
+def _size(messages: tuple[Message, ...], turns: int, total: int) -> tuple[int, int]:
+    """``turns`` and ``total`` UTF-8 bytes with ``messages``' texts (content, tool names,
+    arguments) counted in."""
+    for message in messages:
+        if isinstance(message, UserMessage):
+            turns += 1
+            text = message.content
+        elif isinstance(message, ToolResultMessage):
+            total += _utf8_len(message.name)
+            text = message.content
+        else:
+            text = message.content or ""
+            for call in message.tool_calls:
+                total += _utf8_len(call.name) + _utf8_len(call.arguments)
+        total += len(text) if text.isascii() else _utf8_len(text)
+    return turns, total
+
+
+def _utf8_len(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))

@@ -57,6 +57,18 @@ class RunLimits:
     violation) to one tool name in a run, the run stops."""
     max_payload_bytes: int = 8192
     """Largest argument payload (UTF-8 bytes) parsed; larger ones are rejected unparsed."""
+    max_turns: int | None = 1000
+    """User messages in one conversation, this run's included: a run continuing a longer
+    conversation stops before its first request (the conversation so far kept)."""
+    max_context_bytes: int | None = 4 * 1024 * 1024
+    """UTF-8 bytes of the conversation's messages (texts, tool names, arguments and results)
+    a request may carry; checked before each request. 4 MiB is about a million tokens, past
+    every model's context window."""
+    max_conversation_time: float | None = 3600.0
+    """Seconds the turns of one conversation may take together where gramagent runs them one
+    after another (an experiment's multi-turn case): each turn's ``wall_time`` is cut to what
+    is left. A single run continuing a ``context`` cannot know when its conversation began,
+    so it counts only its own ``wall_time``."""
     repeat_guard: bool = True
     """Do not run a call identical (same name, same canonical arguments) to one that already
     succeeded in this run, nor copies of one call in the same reply: answer them with that
@@ -72,5 +84,5 @@ class RunLimits:
         refuse_problems("invalid RunLimits", problems)
 
 
-_SECONDS = frozenset({"tool_timeout", "wall_time"})
+_SECONDS = frozenset({"tool_timeout", "wall_time", "max_conversation_time"})
 """The limits counted in seconds (any positive number); the others count things."""

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gramagent import _json as exact_json
+from gramagent._files import MAX_DATASET_BYTES, read_bounded
 from gramagent._install import needs_extra
 from gramagent.errors import Diagnostic, ExperimentError
 
@@ -81,7 +82,7 @@ def load_cases(path: str | os.PathLike[str]) -> Dataset:
     name = str(path)
     suffix = file.suffix.lower()
     try:
-        data = file.read_bytes()
+        data = read_bounded(file, MAX_DATASET_BYTES)
     except OSError as exc:
         raise ExperimentError(f"{name}: cannot read the dataset: {exc.strerror or exc}") from None
     rows: Iterator[tuple[int, Any]]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
@@ -28,6 +29,7 @@ from gramagent import (
     Model,
     ModelRequest,
     ModelTurn,
+    RunLimits,
     ToolResultMessage,
     resolve_model,
     run_agent,
@@ -309,9 +311,16 @@ async def run_case(arm: Arm, model: Model, case: Case, repeat: int,
     input_tokens = output_tokens = requests = 0
     try:
         for message in case.inputs:
-            response = await run_agent(
-                arm.bound, message, model=model, context=context, limits=arm.limits,
-                events=sinks or None, settings=arm.settings or None)
+            limits = _turn_limits(arm.limits, time.perf_counter() - clock, context)
+            try:
+                response = await run_agent(
+                    arm.bound, message, model=model, context=context, limits=limits,
+                    events=sinks or None, settings=arm.settings or None)
+            except LimitExceeded as exc:
+                if limits is arm.limits or exc.limit != "wall_time":
+                    raise
+                raise _conversation_late(arm.limits, time.perf_counter() - clock,
+                                         exc) from None
             context = response.context
             input_tokens += response.usage.input_tokens
             output_tokens += response.usage.output_tokens
@@ -350,6 +359,38 @@ async def run_case(arm: Arm, model: Model, case: Case, repeat: int,
         # the record is not shared yet: completing it in place saves a copy per run
         object.__setattr__(record, "evaluations", await evaluate(evaluators, case, record))
     return record
+
+
+def _turn_limits(limits: RunLimits, elapsed: float, context: Conversation | None
+                 ) -> RunLimits:
+    """The limits of a case's next turn, ``elapsed`` seconds into it: its ``wall_time`` cut
+    to what ``max_conversation_time`` leaves.
+
+    Raises:
+        LimitExceeded: nothing is left (carrying ``context``, the conversation so far).
+    """
+    total = limits.max_conversation_time
+    if total is None:
+        return limits
+    left = total - elapsed
+    if left <= 0:
+        raise _conversation_late(limits, elapsed, None, context)
+    if limits.wall_time is not None and limits.wall_time <= left:
+        return limits
+    return dataclasses.replace(limits, wall_time=left)
+
+
+def _conversation_late(limits: RunLimits, elapsed: float, cut: LimitExceeded | None,
+                       context: Conversation | None = None) -> LimitExceeded:
+    """The error of a case whose turns took longer than ``max_conversation_time`` together
+    (``cut``: the error of the turn it cut short, whose conversation and usage it keeps)."""
+    total = limits.max_conversation_time
+    return LimitExceeded(
+        f"run stopped: the turns of the conversation took longer than {total:g} s together "
+        f"(limit max_conversation_time={total}, observed {round(elapsed, 3)})",
+        limit="max_conversation_time", value=total, observed=round(elapsed, 3),
+        context=cut.context if cut is not None else context,
+        usage=cut.usage if cut is not None else None)
 
 
 def _tools_in(context: Any, *, already: int) -> list[ToolRecord]:

@@ -30,6 +30,7 @@ from typing import Any
 from tree_sitter import Node
 
 from gramagent import Agent, load_agent
+from gramagent._files import read_bounded
 from gramagent._limit_values import limit_problem
 from gramagent._models.chat import TOOL_CALL_MODES
 from gramagent._prices import price_problem, prices_from
@@ -101,7 +102,7 @@ def load_experiment(path: str | os.PathLike[str]) -> Experiment:
     """
     name = str(path)
     try:
-        src = Path(path).read_bytes()
+        src = read_bounded(path)
     except OSError as exc:
         raise ExperimentError(f"{name}: cannot read: {exc.strerror or exc}") from None
     reader = _Reader(src, name)
@@ -116,7 +117,7 @@ def is_experiment_file(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` holds gram whose top-level pattern is an ``Experiment`` (read, not
     checked: :func:`load_experiment` checks it); False when it cannot be read."""
     try:
-        reader = _Reader(Path(path).read_bytes(), str(path))
+        reader = _Reader(read_bounded(path), str(path))
         for child in reader.tree.root_node.named_children:
             if child.kind_id == K_SUBJECT and not child.has_error:
                 info = reader.decoder.info(child)

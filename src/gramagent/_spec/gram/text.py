@@ -32,9 +32,9 @@ the text's comments (``docs/format.md``). The signature notation itself is descr
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import NamedTuple
 
+from gramagent._files import read_bounded
 from gramagent._spec.gram.comments import collect_comments
 from gramagent._spec.gram.docreader import DocumentReader
 from gramagent._spec.gram.docwriter import write_gram
@@ -79,7 +79,7 @@ def _read_source(path: str | os.PathLike[str]) -> bytes:
     """The bytes of a UTF-8 file, without a byte order mark; SpecError if unreadable."""
     name = str(path)
     try:
-        src = Path(path).read_bytes()
+        src = read_bounded(path)
     except OSError as exc:
         raise SpecError([Diagnostic(f"cannot read the file: {exc.strerror or exc}", name)]) \
             from None
