@@ -8,7 +8,9 @@
             -> accepted keywords -> (repeat guard) already answered?
     approve the valid calls of tools that require approval: asked about in call order, or
             left waiting (the run then pauses after this turn; see approval.py)
-    run     the valid calls concurrently; copies of one call within the turn once
+    run     the valid calls concurrently (one after another when the run's
+            ``parallel_tool_calls`` is false; a call of a tool that runs alone with no other
+            call alongside); copies of one call within the turn once
     record  one result per call id, in call order (conversation, invocation, event, log);
             for cut-off calls, a note that tells the model what happened (none when calls
             wait for approval: the conversation must end with the waiting calls)
@@ -132,6 +134,10 @@ class ToolCalls:
     approve: Approver | None = None
     """Asks a person about a call that needs approval; None: such calls wait (the run
     pauses)."""
+    parallel: bool = True
+    """Whether the calls of a turn may run alongside each other (the run's
+    ``parallel_tool_calls``); False: one after another, in call order, however many the
+    model asked for at once."""
     invocations: list[ToolInvocation] = field(default_factory=list)
     seq: int = 0
     invalid: dict[str, int] = field(default_factory=dict)
@@ -435,7 +441,40 @@ class ToolCalls:
         return runnable
 
     async def _run(self, calls: Sequence[_Call]) -> None:
-        """Run the checked calls of a turn concurrently, each the way its tool runs
+        """Run the checked calls of a turn: all together (:meth:`_run_together`), or in
+        groups one after another, in call order, where calls must not overlap: each call
+        alone when the run's ``parallel_tool_calls`` is false; with tools that run alone
+        (``runs_alone``), each of their calls alone, and the calls between them together.
+        A call of a later group starts once every call of the groups before it has ended.
+        """
+        if self.parallel and not self.bound.runs_alone:
+            await self._run_together(calls)
+            return
+        for group in self._groups(calls):
+            await self._run_together(group)
+
+    def _groups(self, calls: Sequence[_Call]) -> list[list[_Call]]:
+        """The calls of a turn, in call order, cut into the groups :meth:`_run` runs one
+        after another."""
+        if not self.parallel:
+            return [[c] for c in calls]
+        alone = self.bound.runs_alone
+        groups: list[list[_Call]] = []
+        together: list[_Call] = []
+        for c in calls:
+            if c.call.name not in alone:
+                together.append(c)
+                continue
+            if together:
+                groups.append(together)
+                together = []
+            groups.append([c])
+        if together:
+            groups.append(together)
+        return groups
+
+    async def _run_together(self, calls: Sequence[_Call]) -> None:
+        """Run checked calls concurrently, each the way its tool runs
         (:func:`~gramagent._runtime.invoke.start_calls`).
 
         The calls that run alongside (async tools in their tasks, blocking functions in worker
