@@ -128,6 +128,9 @@ class Tool:
     """Per parameter, a function turning its JSON value into the annotated Python type."""
     is_async: bool = field(init=False, default=False)
     """Whether ``invoke`` is a coroutine function (derived)."""
+    runs_inline: bool = field(init=False, default=False)
+    """Whether a call runs inline on the event loop's thread: a plain function declared
+    ``blocking=False`` (derived)."""
     accepts: frozenset[str] | None = field(init=False, default=None)
     """The argument names ``invoke`` takes (derived); None when it takes ``**kwargs``."""
 
@@ -140,6 +143,7 @@ class Tool:
             if problem is not None:
                 raise ToolError(f"tool {self.name!r}: {problem}")
         object.__setattr__(self, "is_async", _is_coroutine_function(self.invoke))
+        object.__setattr__(self, "runs_inline", not (self.is_async or self.blocking))
         if self.context_param is None:
             object.__setattr__(self, "context_param", _find_context_param(self.invoke))
         object.__setattr__(self, "accepts", _accepted_names(self.invoke, self.context_param))
