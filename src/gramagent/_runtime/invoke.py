@@ -83,6 +83,9 @@ class CallSettings:
     call starts, however late that is."""
     tracer: tracing.Tracer | None = None
     """With a tracer, each call runs inside its ``execute_tool`` span."""
+    watcher: Watcher | None = None
+    """The deadline watcher of the event loop the calls run on, when the caller found it
+    (once for the calls of a run); None: each call with a timeout looks it up."""
 
 
 DoneCallback: TypeAlias = Callable[["Outcome"], object]
@@ -301,7 +304,7 @@ async def _awaited(tool: Tool, pending: Awaitable[object] | None, kwargs: dict[s
     deadline = None
     if when is not None:
         deadline = RunDeadline(when)
-        deadline.watch(loop)
+        deadline.watch(loop, settings.watcher)
     try:
         if pending is None:  # an async tool: its call is a coroutine
             pending = cast("Awaitable[object]", tool.invoke(**kwargs))

@@ -47,6 +47,7 @@ from gramagent._models.base import ModelTurn
 from gramagent._runtime import tracing
 from gramagent._runtime.approval import ApprovalRequest, Approver, Decision, refusal
 from gramagent._runtime.budget import Budget
+from gramagent._runtime.deadline import watcher
 from gramagent._runtime.events import (
     UNKNOWN_TOOL_LABEL,
     EventSink,
@@ -542,13 +543,14 @@ class ToolCalls:
         return inline, alongside
 
     def _call_settings(self) -> CallSettings:
-        """What the calls of this turn share (made again when the end of the run moved: a
-        person was asked for an approval)."""
+        """What the calls of this turn share, the event loop's deadline watcher among it
+        (made again when the end of the run moved: a person was asked for an approval)."""
         settings, until = self.call_settings, self.budget.deadline.when
         if settings is None or settings.until != until:
             settings = self.call_settings = CallSettings(
                 dry_run=self.dry_run, tracer=self.tracer, until=until,
-                max_output_chars=self.budget.limits.max_tool_output_chars)
+                max_output_chars=self.budget.limits.max_tool_output_chars,
+                watcher=watcher(asyncio.get_running_loop()))
         return settings
 
     def _cancelled(self, c: _Call, exc: asyncio.CancelledError) -> Outcome:
