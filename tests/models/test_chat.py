@@ -421,6 +421,35 @@ async def test_constrained_schema_follows_tool_choice(serve, make_request, tools
     assert hinted == (expected == "tools")
 
 
+@pytest.mark.parametrize("mode", ["constrained", "native", "text", "hybrid"])
+@pytest.mark.parametrize("parallel", [True, False])
+async def test_parallel_tool_calls_false_asks_for_one_call(serve, make_request, tools, mode,
+                                                           parallel):
+    """``parallel_tool_calls=False``: a native request says so; a constrained one has no list
+    of calls in its schema and no hint to write one (its schema is the one call or the
+    answer), and a lone call is not asked whether more follow; hybrid's free request gets no
+    hint of several calls either."""
+    srv = serve([calls(call("sayHello", {"name": "Alice"})), reply("done")])
+    async with ChatCompletionsModel(srv.base_url, None, tool_call_mode=mode,
+                                    continue_lone_calls=True) as model:
+        turn = await model.request(make_request(parallel_tool_calls=parallel,
+                                                messages=(UserMessage(content="Greet Alice"),)))
+    assert [c.name for c in turn.tool_calls] == ["sayHello"]
+    body = srv.requests[0].body
+    hinted = SEVERAL_CALLS_HINT in body["messages"][0]["content"]
+    assert hinted == (parallel and mode in ("constrained", "hybrid"))
+    if mode == "native" or mode == "text":
+        assert body["parallel_tool_calls"] is parallel
+    elif mode == "constrained":
+        assert "parallel_tool_calls" not in body
+        schema = body["response_format"]["json_schema"]["schema"]
+        say = _variant("sayHello", tools[0].parameters)
+        get = _variant("getTime", tools[1].parameters)
+        listed = [_call_list(say, get)] if parallel else []
+        assert schema == {"anyOf": [say, get, *listed, FINAL]}
+        assert len(srv.requests) == (2 if parallel else 1)  # the lone call continued or not
+
+
 async def test_constrained_several_calls_in_one_reply(serve, make_request):
     """A constrained reply holding a list of calls reaches the caller as several calls, each
     with its own id, in order, as parallel calls come from an API; the scripted server writes

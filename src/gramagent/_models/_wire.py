@@ -49,7 +49,7 @@ def first_choice(data: Mapping[str, object], reply: str = "the reply"
             the message).
     """
     choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise ReplyError(f"{reply} has no choices")
     choice: Mapping[str, object] = choices[0]
     return choice

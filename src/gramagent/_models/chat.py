@@ -260,7 +260,8 @@ class ChatCompletionsModel(HTTPAdapter):
         it."""
         if (not self.continue_lone_calls or len(turn.tool_calls) != 1
                 or turn.finish_reason == "length"
-                or not allows_several_calls(request.tools, request.tool_choice)
+                or not allows_several_calls(request.tools, request.tool_choice,
+                                            request.parallel_tool_calls)
                 or not request.replies_to_user):
             return turn
         written = lone_call(tool_step_content(turn) if content is None else content,

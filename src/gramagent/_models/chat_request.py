@@ -11,7 +11,7 @@ The shape :func:`build_chat_body` makes::
         {"role": "tool", "tool_call_id": ..., "content": ...}],
      "tools": [{"type": "function", "function": {"name", "description", "parameters"}}],
      "tool_choice": "auto" | "none" | "required" | {"type": "function", "function": {"name": N}},
-     "parallel_tool_calls": true}
+     "parallel_tool_calls": true | false}   (the request's: the run's settings may say false)
 
 Legacy functions (``functions=True``): ``functions: [{"name", "description", "parameters"}]``,
 ``function_call: "auto" | "none" | {"name": N}``, one ``function_call`` per assistant message and
@@ -19,9 +19,10 @@ results as ``{"role": "function", "name": N, "content": ...}``. Legacy has no ``
 becomes ``{"name": N}`` when exactly one tool is offered, else ``"auto"``. A history turn holding
 several calls is sent as successive assistant/function pairs.
 
-A ``constrained`` request also carries ``response_format`` (the tool step's schema) and no
-``tool_choice`` / ``function_call`` / ``parallel_tool_calls``; a streamed one ``stream: true`` and
-``stream_options.include_usage``.
+A ``constrained`` request also carries ``response_format`` (the tool step's schema: without
+its list of calls when ``parallel_tool_calls`` is false) and no ``tool_choice`` /
+``function_call`` / ``parallel_tool_calls``; a streamed one ``stream: true`` and
+``stream_options.include_usage``. Legacy functions have no such field: a reply holds one call.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def build_chat_body(
     tools = request.tools
     instruction = request.instruction
     native_choice = tool_call_mode != "constrained"
-    if not native_choice and allows_several_calls(tools, request.tool_choice):
+    if not native_choice and allows_several_calls(tools, request.tool_choice,
+                                                  request.parallel_tool_calls):
         instruction = (f"{instruction}\n\n{SEVERAL_CALLS_HINT}" if instruction
                        else SEVERAL_CALLS_HINT)
     messages = chat_messages(instruction, request.messages, functions, request.rendered)
@@ -106,7 +108,8 @@ def build_chat_body(
         else:
             body["tools"] = tools_payload
     if not native_choice:
-        body["response_format"] = tool_step_response_format(tools, request.tool_choice)
+        body["response_format"] = tool_step_response_format(tools, request.tool_choice,
+                                                            request.parallel_tool_calls)
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}

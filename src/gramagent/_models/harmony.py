@@ -31,7 +31,8 @@ thought (``analysis``) is dropped.
 ``tool_choice``: ``none`` leaves the tools out of the prompt; a named tool prefills
 ``<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>`` so the model can only
 write its arguments; ``required`` prefills ``<|channel|>commentary to=functions.`` so it must
-name some function. Harmony calls one tool per turn, so ``parallel_tool_calls`` has no effect.
+name some function. Harmony calls one tool per turn, so ``parallel_tool_calls`` has no field
+to go to (when it is false, the loop runs the calls of a turn one at a time in any format).
 """
 
 from __future__ import annotations

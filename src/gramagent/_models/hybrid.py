@@ -117,7 +117,8 @@ async def hybrid_turn(request: ModelRequest, send: Send, more: More | None = Non
     """
     if not _is_a_decision(request):
         return await send(request, "constrained")
-    hints = f"{SEVERAL_CALLS_HINT}\n\n{CALL_RATHER_THAN_SOLVE}"
+    hints = (f"{SEVERAL_CALLS_HINT}\n\n{CALL_RATHER_THAN_SOLVE}" if request.parallel_tool_calls
+             else CALL_RATHER_THAN_SOLVE)
     instruction = f"{request.instruction}\n\n{hints}" if request.instruction else hints
     free = await send(replace(request, instruction=instruction), "text")
     reply = read_free_reply(free, request.tools)

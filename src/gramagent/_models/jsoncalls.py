@@ -84,14 +84,16 @@ _decoder = json.JSONDecoder()
 # -- constrained mode ------------------------------------------------------------------------
 
 
-def tool_step_schema(tools: Sequence[ToolDefinition], tool_choice: ToolChoice) -> dict[str, object]:
+def tool_step_schema(tools: Sequence[ToolDefinition], tool_choice: ToolChoice,
+                     several: bool = True) -> dict[str, object]:
     """The JSON Schema of one constrained step, honouring ``tool_choice``.
 
     ``"auto"``: every tool variant, a list of calls (one or more, each any tool variant) and
     the final answer; ``"required"``: the tool variants and the list; ``"none"`` (or no
     tools): the final answer only; a :class:`NamedToolChoice`: that tool's variant only. One
     variant is sent as it is, several as ``anyOf``. ``$defs`` of the tools' schemas are lifted
-    to the root so their ``#/$defs/...`` references still resolve.
+    to the root so their ``#/$defs/...`` references still resolve. ``several=False`` (the
+    request's ``parallel_tool_calls`` is false): no list, one call per reply.
 
     Raises:
         ConfigurationError: ``tool_choice`` names a tool that is not in ``tools``.
@@ -109,7 +111,8 @@ def tool_step_schema(tools: Sequence[ToolDefinition], tool_choice: ToolChoice) -
         variants, defs = [_FINAL_VARIANT], {}
     else:
         variants, defs = _tool_variants(tools)
-        variants.append({"type": "array", "items": _one_call(variants), "minItems": 1})
+        if several:
+            variants.append({"type": "array", "items": _one_call(variants), "minItems": 1})
         if tool_choice != "required":
             variants.append(_FINAL_VARIANT)
     schema: dict[str, object] = dict(variants[0]) if len(variants) == 1 else {"anyOf": variants}
@@ -153,11 +156,11 @@ def _one_call(variants: Sequence[dict[str, object]]) -> dict[str, object]:
 
 
 def tool_step_response_format(
-    tools: Sequence[ToolDefinition], tool_choice: ToolChoice
+    tools: Sequence[ToolDefinition], tool_choice: ToolChoice, several: bool = True
 ) -> ResponseFormat:
     """The ``response_format`` carrying :func:`tool_step_schema` (OpenAI's ``json_schema`` form,
     which llama.cpp's server reads as ``response_format.json_schema.schema``)."""
-    return _response_format(tool_step_schema(tools, tool_choice))
+    return _response_format(tool_step_schema(tools, tool_choice, several))
 
 
 def _response_format(schema: JSONSchema) -> ResponseFormat:
@@ -334,9 +337,11 @@ def _broken_call(body: str) -> ToolCall:
     return new_tool_call(id=new_call_id(), name=name, arguments=arguments)
 
 
-def allows_several_calls(tools: Sequence[ToolDefinition], tool_choice: ToolChoice) -> bool:
-    """Whether :func:`tool_step_schema` lets a reply hold several calls (a list)."""
-    return bool(tools) and tool_choice in ("auto", "required")
+def allows_several_calls(tools: Sequence[ToolDefinition], tool_choice: ToolChoice,
+                         parallel: bool = True) -> bool:
+    """Whether :func:`tool_step_schema` lets a reply hold several calls (a list): never when
+    the request's ``parallel_tool_calls`` is false."""
+    return parallel and bool(tools) and tool_choice in ("auto", "required")
 
 
 def wants_tool_step(body: Mapping[str, object]) -> bool:

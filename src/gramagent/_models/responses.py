@@ -11,7 +11,7 @@ Request (built by :func:`build_responses_body`)::
         {"type": "function_call_output", "call_id": ..., "output": ...}],
      "tools": [{"type": "function", "name", "description", "parameters", "strict": true}],
      "tool_choice": "auto" | "none" | "required" | {"type": "function", "name": N},
-     "parallel_tool_calls": true}
+     "parallel_tool_calls": true | false}   (the request's: the run's settings may say false)
 
 The whole history goes in ``input`` every turn (no ``previous_response_id``; ``store: false``).
 Strict tools (the default) use the schema compiled at bind time

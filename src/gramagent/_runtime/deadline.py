@@ -83,14 +83,18 @@ class RunDeadline:
             if when < loop_watcher.timer_when:  # else the timer is set for an earlier deadline
                 loop_watcher.add(self)
 
-    def watch(self, loop: asyncio.AbstractEventLoop) -> None:
+    def watch(self, loop: asyncio.AbstractEventLoop, loop_watcher: Watcher | None = None
+              ) -> None:
         """:meth:`arm` and :meth:`start` at once, for one await of the current task (a tool
-        call's); :meth:`release` ends it."""
+        call's); :meth:`release` ends it. ``loop_watcher``: ``loop``'s watcher, when the
+        caller has it (found once for the calls of a run)."""
         when = self.when
         if when is None:
             return
         self._task = task = asyncio.current_task(loop)
-        self._watcher = loop_watcher = watcher(loop)
+        if loop_watcher is None:
+            loop_watcher = watcher(loop)
+        self._watcher = loop_watcher
         loop_watcher.deadlines.add(self)
         if when < loop_watcher.timer_when:  # else the timer is set for an earlier deadline
             loop_watcher.add(self)

@@ -1,6 +1,7 @@
 """Running one checked tool call: how it runs, its timeout, its exceptions, its output text.
 
-:func:`start_call` is the one place that decides how a call runs:
+How a call runs (:func:`start_call` for one call; for the calls of a turn, the caller runs
+the first two kinds with :func:`run_inline` and starts the others with :func:`start_calls`):
 
 ============================================  ==============================================
 the call                                      how it runs
@@ -82,6 +83,9 @@ class CallSettings:
     call starts, however late that is."""
     tracer: tracing.Tracer | None = None
     """With a tracer, each call runs inside its ``execute_tool`` span."""
+    watcher: Watcher | None = None
+    """The deadline watcher of the event loop the calls run on, when the caller found it
+    (once for the calls of a run); None: each call with a timeout looks it up."""
 
 
 DoneCallback: TypeAlias = Callable[["Outcome"], object]
@@ -108,29 +112,24 @@ a call running alongside."""
 
 
 def start_calls(calls: Sequence[CallArgs], settings: CallSettings,
-                running: list[tuple[int, Running]]) -> list[Started]:
-    """Start the calls of a turn in call order, each the way its tool runs (the table of the
-    module docs): what each gives, in call order.
+                running: list[tuple[int, Running]]) -> None:
+    """Start calls that run alongside others (none of a dry run, nor of a tool that
+    :attr:`~gramagent._runtime.library.Tool.runs_inline`: the caller runs those with
+    :func:`run_inline`), in call order, each the way its tool runs (the table of the module
+    docs): each goes into ``running`` with its index as soon as it starts (when a first step
+    raises, those started before it are there to be abandoned).
 
     A call in a worker thread that comes after a call in a task is submitted on the event
     loop's next round, after that task's first step (which runs at once on Python 3.12 and
     later, or on the loop's next round before); its time left is read then. Traced, a call
-    alongside others runs in a task of its own, its span the current one around it. Each
-    call running alongside goes into ``running`` with its index as soon as it starts (when a
-    first step raises, those started before it are there to be abandoned).
+    runs in a task of its own, its span the current one around it.
     """
-    started: list[Started] = []
     tracer = settings.tracer
     after_task = False
     for index, call in enumerate(calls):
         tool = call[0]
-        one: Started
-        if settings.dry_run:
-            one = _dry_run(call)
-        elif not (tool.is_async or tool.blocking):
-            started.append(call)  # run by the caller (run_inline)
-            continue
-        elif tracer is not None:
+        one: Running
+        if tracer is not None:
             one = start_task(_traced(tracer, tool, call[5], partial(_alongside, call, settings)))
         elif tool.is_async:
             kwargs = (call[1] if not tool.converters and tool.context_param is None
@@ -142,13 +141,9 @@ def start_calls(calls: Sequence[CallArgs], settings: CallSettings,
             # with keywords packs them into a dict first, per call.
             one = ThreadCall(tool, _kwargs(tool, call[1], call[2]), call[3],
                              settings.max_output_chars, call[4], settings.until, after_task)
-        started.append(one)
         if isinstance(one, asyncio.Task):
             after_task = True
-            running.append((index, one))
-        elif isinstance(one, ThreadCall):
-            running.append((index, one))
-    return started
+        running.append((index, one))
 
 
 def start_call(tool: Tool, arguments: dict[str, object], context: ToolContext | None, *,
@@ -170,7 +165,14 @@ def start_call(tool: Tool, arguments: dict[str, object], context: ToolContext | 
         The :class:`Outcome` (a dry run); an :data:`InlineCall` (the caller runs it when it
         is ready); or a call running alongside (:data:`Running`).
     """
-    return start_calls([(tool, arguments, context, timeout, done, call_id)], settings, [])[0]
+    call: CallArgs = (tool, arguments, context, timeout, done, call_id)
+    if settings.dry_run:
+        return _dry_run(call)
+    if tool.runs_inline:
+        return call
+    running: list[tuple[int, Running]] = []
+    start_calls([call], settings, running)
+    return running[0][1]
 
 
 def _dry_run(call: CallArgs) -> Outcome:
@@ -186,7 +188,9 @@ def run_inline(call: InlineCall, settings: CallSettings
     """Run an inline call now, in a copy of the context variables (no timeout: nothing could
     interrupt it): its :class:`Outcome`; or, for a function that returned an awaitable (and
     for any call when traced), the coroutine awaiting it under the call's timeout, which the
-    caller awaits next, in its own task."""
+    caller awaits next, in its own task. In a dry run, the call's :data:`DRY_RUN_RESULT`."""
+    if settings.dry_run:
+        return _dry_run(call)
     if settings.tracer is not None:  # inside its span, run as untraced
         return _traced(settings.tracer, call[0], call[5],
                        partial(run_inline, call, replace(settings, tracer=None)))
@@ -300,7 +304,7 @@ async def _awaited(tool: Tool, pending: Awaitable[object] | None, kwargs: dict[s
     deadline = None
     if when is not None:
         deadline = RunDeadline(when)
-        deadline.watch(loop)
+        deadline.watch(loop, settings.watcher)
     try:
         if pending is None:  # an async tool: its call is a coroutine
             pending = cast("Awaitable[object]", tool.invoke(**kwargs))

@@ -115,6 +115,11 @@ class Tool:
     requires_approval: bool = False
     """Whether a person must approve each call before it runs (as ``requiresApproval: true``
     in a gram spec; either one asks for it). See :func:`~gramagent.resume_agent`."""
+    runs_alone: bool = False
+    """Whether a call of this tool must not run alongside other calls of its turn (as
+    ``runsAlone: true`` in a gram spec; either one asks for it): the calls before it in the
+    turn end first, and those after it start once it has ended. For a tool that writes what
+    other tools read, or holds a resource one call at a time."""
     signature: Signature | None = None
     """The gram signature; derived from ``schema`` when not given (None if inexpressible)."""
     context_param: str | None = None
@@ -123,6 +128,9 @@ class Tool:
     """Per parameter, a function turning its JSON value into the annotated Python type."""
     is_async: bool = field(init=False, default=False)
     """Whether ``invoke`` is a coroutine function (derived)."""
+    runs_inline: bool = field(init=False, default=False)
+    """Whether a call runs inline on the event loop's thread: a plain function declared
+    ``blocking=False`` (derived)."""
     accepts: frozenset[str] | None = field(init=False, default=None)
     """The argument names ``invoke`` takes (derived); None when it takes ``**kwargs``."""
 
@@ -135,6 +143,7 @@ class Tool:
             if problem is not None:
                 raise ToolError(f"tool {self.name!r}: {problem}")
         object.__setattr__(self, "is_async", _is_coroutine_function(self.invoke))
+        object.__setattr__(self, "runs_inline", not (self.is_async or self.blocking))
         if self.context_param is None:
             object.__setattr__(self, "context_param", _find_context_param(self.invoke))
         object.__setattr__(self, "accepts", _accepted_names(self.invoke, self.context_param))
@@ -155,7 +164,7 @@ class Tool:
             raise ToolError(f"tool {self.name!r}: its schema cannot be written as a gram "
                             "signature")
         return ToolSpec(name=self.name, description=self.description, signature=self.signature,
-                        requires_approval=self.requires_approval)
+                        requires_approval=self.requires_approval, runs_alone=self.runs_alone)
 
 
 @overload
@@ -166,14 +175,14 @@ def tool(func: Callable[..., Any], /) -> Tool: ...
 def tool(
     *, name: str | None = None, description: str | None = None,
     timeout: float | None | Inherit = INHERIT, blocking: bool = True,
-    requires_approval: bool = False,
+    requires_approval: bool = False, runs_alone: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(
     func: Callable[..., Any] | None = None, /, *, name: str | None = None,
     description: str | None = None, timeout: float | None | Inherit = INHERIT,
-    blocking: bool = True, requires_approval: bool = False,
+    blocking: bool = True, requires_approval: bool = False, runs_alone: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` from a function, its type hints and its docstring.
 
@@ -194,6 +203,8 @@ def tool(
             worker thread; only for quick, non-blocking functions (see :attr:`Tool.blocking`).
         requires_approval: a person must approve each call before it runs (see
             :func:`~gramagent.resume_agent`).
+        runs_alone: a call never runs alongside other calls of its turn (see
+            :attr:`Tool.runs_alone`).
 
     Raises:
         ToolError: a parameter has no or an unsupported type hint, or there is no description.
@@ -201,14 +212,15 @@ def tool(
 
     def make(fn: Callable[..., object]) -> Tool:
         return _make_tool(fn, name=name, description=description, timeout=timeout,
-                          blocking=blocking, requires_approval=requires_approval)
+                          blocking=blocking, requires_approval=requires_approval,
+                          runs_alone=runs_alone)
 
     return make(func) if func is not None else make
 
 
 def _make_tool(fn: Callable[..., object], *, name: str | None, description: str | None,
                timeout: float | None | Inherit, blocking: bool = True,
-               requires_approval: bool = False) -> Tool:
+               requires_approval: bool = False, runs_alone: bool = False) -> Tool:
     contract = describe_function(fn, description=description, context_type=ToolContext)
     signature = Signature(
         params=tuple(Param(name=p.name, schema=p.schema, required=p.required)
@@ -218,7 +230,7 @@ def _make_tool(fn: Callable[..., object], *, name: str | None, description: str 
     return Tool(
         name or fn.__name__, contract.description, _schema_of(signature), fn,
         timeout=timeout, blocking=blocking, requires_approval=requires_approval,
-        signature=signature, context_param=contract.context_param,
+        runs_alone=runs_alone, signature=signature, context_param=contract.context_param,
         converters=MappingProxyType(dict(contract.converters)),
     )
 
@@ -247,13 +259,14 @@ class ToolLibrary:
     def register(
         self, /, *, name: str | None = None, description: str | None = None,
         timeout: float | None | Inherit = INHERIT, blocking: bool = True,
-        requires_approval: bool = False, replace: bool = False,
+        requires_approval: bool = False, runs_alone: bool = False, replace: bool = False,
     ) -> Callable[[Callable[..., Any]], Tool]: ...
 
     def register(
         self, obj: Tool | Callable[..., Any] | None = None, /, *, name: str | None = None,
         description: str | None = None, timeout: float | None | Inherit = INHERIT,
-        blocking: bool = True, requires_approval: bool = False, replace: bool = False,
+        blocking: bool = True, requires_approval: bool = False, runs_alone: bool = False,
+        replace: bool = False,
     ) -> Tool | Callable[[Callable[..., Any]], Tool]:
         """Add a tool: a :class:`Tool`, or a function (made into one with :func:`tool`).
 
@@ -267,7 +280,8 @@ class ToolLibrary:
         def add(target: Tool | Callable[..., object]) -> Tool:
             t = target if isinstance(target, Tool) else _make_tool(
                 target, name=name, description=description, timeout=timeout,
-                blocking=blocking, requires_approval=requires_approval)
+                blocking=blocking, requires_approval=requires_approval,
+                runs_alone=runs_alone)
             if not replace and t.name in self._tools:
                 raise ToolError(f"a tool named {t.name!r} is registered already "
                                 "(pass replace=True to replace it)")
@@ -420,6 +434,9 @@ class BoundAgent:
     approval_required: frozenset[str] = frozenset()
     """The tools whose calls a person must approve (the spec or the implementation says
     so)."""
+    runs_alone: frozenset[str] = frozenset()
+    """The tools whose calls run alone, never alongside other calls of their turn (the spec
+    or the implementation says so)."""
 
     @classmethod
     def build(cls, agent: Agent, library: ToolLibrary, tools: Mapping[str, Tool],
@@ -448,6 +465,8 @@ class BoundAgent:
             approval_required=frozenset(
                 s.name for s in agent.tools
                 if s.requires_approval or tools[s.name].requires_approval),
+            runs_alone=frozenset(
+                s.name for s in agent.tools if s.runs_alone or tools[s.name].runs_alone),
         )
 
     @property

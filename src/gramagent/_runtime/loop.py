@@ -65,7 +65,14 @@ from gramagent._runtime.events import EventSink, fan_out
 from gramagent._runtime.hooks import RunHooks
 from gramagent._runtime.library import BoundAgent, ToolLibrary
 from gramagent._runtime.limits import RunLimits
-from gramagent._runtime.preparation import bind, conversation_for, model_for, new_id, new_ids
+from gramagent._runtime.preparation import (
+    bind,
+    conversation_for,
+    model_for,
+    new_id,
+    new_ids,
+    request_settings,
+)
 from gramagent._runtime.results import AgentResponse, ToolInvocation, new_response
 from gramagent._runtime.tool_calls import ToolCalls
 from gramagent._spec.model import Agent, ModelRef
@@ -114,7 +121,10 @@ class RunAgentOptions(TypedDict, total=False):
     """For the first request (default ``"auto"``); ``"required"`` or a named tool then falls
     back to ``"auto"`` so the model can answer."""
     settings: Mapping[str, Any] | None
-    """Extra request body fields (``temperature``, ``max_tokens``, ...)."""
+    """Extra request body fields (``temperature``, ``max_tokens``, ...); and
+    ``parallel_tool_calls``: ``False`` asks the model for one call at a time (in the formats
+    that have the field) and runs the calls of a turn one after another, in call order,
+    whatever the model returns (see docs/tool-calls.md)."""
     hooks: RunHooks | None
     """Told of the model's text as it is generated (the requests are then streamed), the tool
     calls and their results (see :class:`~gramagent.RunHooks`);
@@ -252,7 +262,7 @@ def _new_run(agent: Agent | BoundAgent, context: Conversation | Iterable[Message
     sinks = () if events is None else fan_out(events)
     if hooks is not None and type(hooks).on_event is not RunHooks.on_event:
         sinks = (*sinks, hooks.on_event)  # the hooks' events are the sinks' events
-    settings = options.get("settings")
+    settings, parallel = request_settings(options.get("settings"))
     budget = Budget(options.get("limits") or _DEFAULT_LIMITS, conversation,
                     asyncio.get_running_loop().time())
     # Both made with their fields in order (a class called with keywords packs them into a
@@ -263,12 +273,10 @@ def _new_run(agent: Agent | BoundAgent, context: Conversation | Iterable[Message
         _tool_log.isEnabledFor(logging.INFO) or _usage_log.isEnabledFor(logging.INFO),
         # tracer: off unless the OpenTelemetry module is imported (no import here).
         tracing.run_tracer() if tracing.TRACE_MODULE in sys.modules else None,
-        options.get("approve"))
+        options.get("approve"), parallel)
     return _Run(
         tool_calls, budget, conversation, model, model_name, owned,
-        options.get("tool_choice", "auto"),
-        dict(settings) if settings else {},  # settings: its own, a request pickles with it
-        hooks,
+        options.get("tool_choice", "auto"), settings, hooks,
         set() if context is None else None)  # call_ids: a new conversation holds none yet
 
 
@@ -317,7 +325,8 @@ class _Run:
     """Whether the run resolved its model itself (and closes it at its end)."""
     tool_choice: ToolChoice
     """For the first request; later ones use ``"auto"`` (or ``"none"`` to ask for the answer)."""
-    settings: dict[str, object]
+    settings: dict[str, Any]
+    """The request settings (``parallel_tool_calls`` taken out: the tool-call stage's)."""
     hooks: RunHooks | None = None
     call_ids: set[str] | None = None
     """The ids of the conversation's calls (read from a given conversation on the first reply
@@ -373,6 +382,7 @@ class _Run:
             send = self._sender()
             conversation, bound = self.conversation, self.tool_calls.bound
             instruction, tools = bound.agent.instruction, bound.definitions
+            parallel = self.tool_calls.parallel
             while not self.tool_calls.awaiting:
                 # The next request: the conversation so far, the agent's instruction and
                 # tools; the final answer asked for when the repeat guard answered a call.
@@ -380,7 +390,8 @@ class _Run:
                     model=self.model_name, instruction=instruction,
                     messages=conversation.messages, tools=tools,
                     tool_choice="none" if self.tool_calls.force_answer else choice,
-                    settings=self.settings, rendered=conversation.rendered)
+                    settings=self.settings, rendered=conversation.rendered,
+                    parallel_tool_calls=parallel)
                 # Ask the model: the limits checked first, the request cut short at the end
                 # of the wall time; the reply counted and logged.
                 budget.start_request(loop.time())

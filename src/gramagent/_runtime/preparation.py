@@ -11,9 +11,9 @@ from gramagent._models.base import Model
 from gramagent._models.registry import resolve_model
 from gramagent._runtime.library import BoundAgent, Tool, ToolLibrary
 from gramagent._spec.model import Agent, ModelRef, ToolSpec
-from gramagent.errors import ToolError
+from gramagent.errors import ConfigurationError, ToolError
 
-__all__ = ["bind", "conversation_for", "model_for", "new_id", "new_ids"]
+__all__ = ["bind", "conversation_for", "model_for", "new_id", "new_ids", "request_settings"]
 
 
 def bind(agent: Agent | BoundAgent, library: ToolLibrary | None, *, dry_run: bool
@@ -56,6 +56,25 @@ def model_for(options: Mapping[str, Any], agent: Agent) -> tuple[Model, str, boo
            else ModelRef.parse(model) if isinstance(model, str) else agent.model)
     return resolve_model(ref, api=options.get("api"), base_url=options.get("base_url"),
                          api_key=options.get("api_key")), ref.name, True
+
+
+def request_settings(settings: Mapping[str, Any] | None) -> tuple[dict[str, Any], bool]:
+    """A run's request settings, its own copy (a request pickles with it), and whether the
+    calls of a turn may run alongside each other: ``parallel_tool_calls`` (default true),
+    taken out of the settings. The loop owns that field: each adapter sends it where its
+    wire format has one, and the loop runs the calls one at a time when it is false.
+
+    Raises:
+        ConfigurationError: ``parallel_tool_calls`` is not ``true`` or ``false``.
+    """
+    if not settings:
+        return {}, True
+    own = dict(settings)
+    parallel = own.pop("parallel_tool_calls", True)
+    if not isinstance(parallel, bool):
+        raise ConfigurationError("settings: parallel_tool_calls must be true or false, got "
+                                 f"a value of type {type(parallel).__name__}")
+    return own, parallel
 
 
 def conversation_for(context: Conversation | Iterable[Message] | None) -> Conversation:

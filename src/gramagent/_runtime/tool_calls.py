@@ -8,7 +8,9 @@
             -> accepted keywords -> (repeat guard) already answered?
     approve the valid calls of tools that require approval: asked about in call order, or
             left waiting (the run then pauses after this turn; see approval.py)
-    run     the valid calls concurrently; copies of one call within the turn once
+    run     the valid calls concurrently (one after another when the run's
+            ``parallel_tool_calls`` is false; a call of a tool that runs alone with no other
+            call alongside); copies of one call within the turn once
     record  one result per call id, in call order (conversation, invocation, event, log);
             for cut-off calls, a note that tells the model what happened (none when calls
             wait for approval: the conversation must end with the waiting calls)
@@ -45,6 +47,7 @@ from gramagent._models.base import ModelTurn
 from gramagent._runtime import tracing
 from gramagent._runtime.approval import ApprovalRequest, Approver, Decision, refusal
 from gramagent._runtime.budget import Budget
+from gramagent._runtime.deadline import watcher
 from gramagent._runtime.events import (
     UNKNOWN_TOOL_LABEL,
     EventSink,
@@ -111,6 +114,10 @@ class _Call:
     """Whether its result event was emitted."""
 
 
+_Started: TypeAlias = list[tuple[_Call, CallArgs]]
+"""Calls with what each starts with (:meth:`ToolCalls._call_args`)."""
+
+
 @dataclass(slots=True, eq=False)
 class ToolCalls:
     """The tool calls of one run, turn after turn.
@@ -132,6 +139,10 @@ class ToolCalls:
     approve: Approver | None = None
     """Asks a person about a call that needs approval; None: such calls wait (the run
     pauses)."""
+    parallel: bool = True
+    """Whether the calls of a turn may run alongside each other (the run's
+    ``parallel_tool_calls``); False: one after another, in call order, however many the
+    model asked for at once."""
     invocations: list[ToolInvocation] = field(default_factory=list)
     seq: int = 0
     invalid: dict[str, int] = field(default_factory=dict)
@@ -201,7 +212,8 @@ class ToolCalls:
             runnable = self._runnable(pending)
             try:
                 if runnable:
-                    await self._run(runnable)
+                    for group in self._groups(runnable):
+                        await self._run(group)
             except BaseException:  # interrupted: the calls that finished keep their results
                 self.conversation.extend(self._record([c for c in pending if _decided(c)]))
                 raise
@@ -434,44 +446,68 @@ class ToolCalls:
             runnable.append(c)
         return runnable
 
-    async def _run(self, calls: Sequence[_Call]) -> None:
-        """Run the checked calls of a turn concurrently, each the way its tool runs
-        (:func:`~gramagent._runtime.invoke.start_calls`).
+    def _groups(self, calls: list[_Call]) -> Sequence[list[_Call]]:
+        """The calls of a turn to run, in call order, in the groups that run one after
+        another (:meth:`_run` runs the calls of a group together): one group of them all,
+        unless calls must not overlap. When the run's ``parallel_tool_calls`` is false, each
+        call is a group of its own; with tools that run alone (``runs_alone``), each of their
+        calls is, and the calls between them make a group. A call of a later group starts
+        once every call of the groups before it has ended."""
+        if self.parallel and not self.bound.runs_alone:
+            return (calls,)
+        if not self.parallel:
+            return [[c] for c in calls]
+        alone = self.bound.runs_alone
+        groups: list[list[_Call]] = []
+        together: list[_Call] = []
+        for c in calls:
+            if c.call.name not in alone:
+                together.append(c)
+                continue
+            if together:
+                groups.append(together)
+                together = []
+            groups.append([c])
+        if together:
+            groups.append(together)
+        return groups
+
+    async def _run(self, calls: list[_Call]) -> None:
+        """Run checked calls concurrently, each the way its tool runs (the table of
+        :mod:`~gramagent._runtime.invoke`).
 
         The calls that run alongside (async tools in their tasks, blocking functions in worker
-        threads) start first; then the inline calls (plain functions declared
-        ``blocking=False``) run one after another in the run's task; then the calls alongside
-        are awaited in call order (they run alongside all the same). Each call's timeout is
-        bounded by the end of the run wherever it starts, and each reports its result event
-        when it finishes.
+        threads) start first (:func:`~gramagent._runtime.invoke.start_calls`); then the inline
+        calls (plain functions declared ``blocking=False``, and every call of a dry run) run
+        one after another in the run's task (:func:`~gramagent._runtime.invoke.run_inline`);
+        then the calls alongside are awaited in call order (they run alongside all the same).
+        Each call's timeout is bounded by the end of the run wherever it starts, and each
+        reports its result event when it finishes.
         """
         settings = self._call_settings()
-        args = self._call_args(calls)
+        inline, alongside = self._call_args(calls, settings.dry_run)
         run: asyncio.Task[object] | None = None  # the run's task, read before its first await
         cancels = 0  # its count of cancellation requests then
         running: list[tuple[int, Running]] = []
         try:
-            started = start_calls(args, settings, running)
-            if running and any(isinstance(one, tuple) for one in started) and any(
-                    isinstance(call, asyncio.Task) for _, call in running):
-                await asyncio.sleep(0)  # the tasks take their first steps before inline calls
-            for c, one in zip(calls, started, strict=True):
-                if isinstance(one, tuple):  # an inline call: run here, now
-                    ran = run_inline(one, settings)
-                    if isinstance(ran, Outcome):
-                        c.outcome = ran
-                        continue
-                    if run is None:
-                        run, cancels = _run_task()
-                    c.outcome = await ran
-                    if run.cancelling() > cancels:  # the run's, caught by the tool: it goes on
-                        raise asyncio.CancelledError
-                elif isinstance(one, Outcome):
-                    c.outcome = one
+            if alongside:
+                start_calls([args for _, args in alongside], settings, running)
+                if inline and any(isinstance(call, asyncio.Task) for _, call in running):
+                    await asyncio.sleep(0)  # the tasks take their first steps before inline calls
+            for c, args in inline:
+                ran = run_inline(args, settings)  # here, now
+                if isinstance(ran, Outcome):
+                    c.outcome = ran
+                    continue
+                if run is None:
+                    run, cancels = _run_task()
+                c.outcome = await ran
+                if run.cancelling() > cancels:  # the run's, caught by the tool: it goes on
+                    raise asyncio.CancelledError
             if running and run is None:
                 run, cancels = _run_task()
             for index, call in running:
-                c = calls[index]
+                c = alongside[index][0]
                 try:
                     c.outcome = await call
                 except asyncio.CancelledError as exc:  # the run's, or the tool's own
@@ -480,34 +516,41 @@ class ToolCalls:
                     raise asyncio.CancelledError
         except BaseException:  # cancelled: so are the calls still running
             for index, call in running:  # those started (a first step may raise before others)
-                if calls[index].outcome is None:  # finished unawaited: it keeps its outcome
-                    calls[index].outcome = finished(call)
+                c = alongside[index][0]
+                if c.outcome is None:  # finished unawaited: it keeps its outcome
+                    c.outcome = finished(call)
                 call.cancel()
             raise
 
-    def _call_args(self, calls: Sequence[_Call]) -> list[CallArgs]:
-        """What each of ``calls`` starts with: its tool, arguments, context, own timeout,
-        result event (with event sinks) and id."""
+    def _call_args(self, calls: Sequence[_Call], dry_run: bool) -> tuple[_Started, _Started]:
+        """What each of ``calls`` starts with (its tool, arguments, context, own timeout,
+        result event with event sinks, and id), parted by how it runs: the calls run inline
+        (plain functions declared ``blocking=False``; all of them in a dry run, where
+        :func:`~gramagent._runtime.invoke.run_inline` runs nothing), and those that run
+        alongside, each in call order."""
         report = self._finished if self.sinks else None
         tool_timeout = self.budget.limits.tool_timeout
-        args: list[CallArgs] = []
+        inline: _Started = []
+        alongside: _Started = []
         for c in calls:
             tool = c.tool
             assert tool is not None and isinstance(c.arguments, dict)
-            args.append((tool, c.arguments,
-                         None if tool.context_param is None else self._context(tool, c),
-                         tool_timeout if tool.timeout is INHERIT else tool.timeout,
-                         None if report is None else partial(report, c), c.call.id))
-        return args
+            args: CallArgs = (
+                tool, c.arguments, None if tool.context_param is None else self._context(tool, c),
+                tool_timeout if tool.timeout is INHERIT else tool.timeout,
+                None if report is None else partial(report, c), c.call.id)
+            (inline if dry_run or tool.runs_inline else alongside).append((c, args))
+        return inline, alongside
 
     def _call_settings(self) -> CallSettings:
-        """What the calls of this turn share (made again when the end of the run moved: a
-        person was asked for an approval)."""
+        """What the calls of this turn share, the event loop's deadline watcher among it
+        (made again when the end of the run moved: a person was asked for an approval)."""
         settings, until = self.call_settings, self.budget.deadline.when
         if settings is None or settings.until != until:
             settings = self.call_settings = CallSettings(
                 dry_run=self.dry_run, tracer=self.tracer, until=until,
-                max_output_chars=self.budget.limits.max_tool_output_chars)
+                max_output_chars=self.budget.limits.max_tool_output_chars,
+                watcher=watcher(asyncio.get_running_loop()))
         return settings
 
     def _cancelled(self, c: _Call, exc: asyncio.CancelledError) -> Outcome:

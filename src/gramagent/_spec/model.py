@@ -42,6 +42,10 @@ class ToolSpec:
     requires_approval: bool = False
     """Whether a person must approve each call before it runs (``requiresApproval: true`` in
     gram); see :func:`~gramagent.resume_agent`."""
+    runs_alone: bool = False
+    """Whether a call of the tool must not run alongside other calls of its turn
+    (``runsAlone: true`` in gram): the calls before it end first, those after it start once
+    it has ended."""
     schema: JSONSchema = field(init=False)
     """JSON Schema of the arguments object, generated from ``signature`` (read-only)."""
 
@@ -53,7 +57,7 @@ class ToolSpec:
 
     @classmethod
     def create(cls, name: str, description: str, signature: Signature | str, *,
-               requires_approval: bool = False) -> ToolSpec:
+               requires_approval: bool = False, runs_alone: bool = False) -> ToolSpec:
         """Build a spec, parsing ``signature`` if it is text.
 
         Raises:
@@ -61,7 +65,7 @@ class ToolSpec:
         """
         sig = Signature.parse(signature) if isinstance(signature, str) else signature
         return cls(name=name, description=description, signature=sig,
-                   requires_approval=requires_approval)
+                   requires_approval=requires_approval, runs_alone=runs_alone)
 
     def problems(self) -> list[str]:
         """Every validation rule this spec breaks: none, as construction checks them all
@@ -70,7 +74,7 @@ class ToolSpec:
 
     def to_dict(self) -> ToolSpecDict:
         """A JSON-ready dict: name, description, signature (gram text) and schema, and
-        ``requires_approval`` when it is set."""
+        ``requires_approval`` and ``runs_alone`` when they are set."""
         data: ToolSpecDict = {
             "name": self.name,
             "description": self.description,
@@ -79,13 +83,16 @@ class ToolSpec:
         }
         if self.requires_approval:
             data["requires_approval"] = True
+        if self.runs_alone:
+            data["runs_alone"] = True
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolSpec:
         """Inverse of :meth:`to_dict`; the schema is regenerated from the signature."""
         return cls.create(data["name"], data["description"], data["signature"],
-                          requires_approval=bool(data.get("requires_approval", False)))
+                          requires_approval=bool(data.get("requires_approval", False)),
+                          runs_alone=bool(data.get("runs_alone", False)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -187,6 +194,7 @@ class ToolSpecDict(TypedDict):
     """The signature as gram text."""
     schema: JSONSchema
     requires_approval: NotRequired[bool]
+    runs_alone: NotRequired[bool]
 
 
 class AgentDict(TypedDict):

@@ -48,7 +48,8 @@ class Variant:
     tool_call_mode: str | None = None
     """``native``, ``constrained`` or ``text`` (how the embedded model writes tool calls)."""
     settings: Mapping[str, Any] = field(default_factory=dict)
-    """Extra request body fields (``temperature``, ``seed``, ...)."""
+    """Extra request body fields (``temperature``, ``seed``, ...); ``parallel_tool_calls:
+    false`` also runs the calls of a turn one after another."""
 
     def problems(self) -> list[str]:
         """What is wrong with this variant's fields (empty when fine)."""
@@ -63,6 +64,9 @@ class Variant:
             RunLimits(**{k: v for k, v in self.limits.items() if k in _LIMIT_NAMES})
         except ConfigurationError as exc:
             out.append(f"variant {self.name!r}: {exc}")
+        if not isinstance(self.settings.get("parallel_tool_calls", True), bool):
+            out.append(f"variant {self.name!r}: settings: parallel_tool_calls must be true or "
+                       "false")
         if self.tool_call_mode is not None and self.tool_call_mode not in TOOL_CALL_MODES:
             out.append(f"variant {self.name!r}: tool_call_mode must be one of "
                        f"{', '.join(TOOL_CALL_MODES)}")

@@ -38,7 +38,7 @@ __all__ = ["DocumentReader"]
 
 _AGENT_KEYS = ("description", "instruction", "model")
 _TOOL_KEYS = ("description",)
-_TOOL_FLAGS = ("requiresApproval",)
+_TOOL_FLAGS = ("requiresApproval", "runsAlone")
 """Boolean properties of a tool's record."""
 
 
@@ -143,6 +143,7 @@ class DocumentReader(SignatureReader):
         what = f"tool '{name}'" if name else "tool"
         props, keys = self.strings(info, what, _TOOL_KEYS, _TOOL_FLAGS)
         requires_approval = self.flag(info, "requiresApproval", what)
+        runs_alone = self.flag(info, "runsAlone", what)
         description = props.get("description")
         if description is None:
             if "description" not in keys:
@@ -173,7 +174,7 @@ class DocumentReader(SignatureReader):
         if parts is None or len(self.problems) > count or name is None or description is None:
             return None
         return ToolSpec.create(name, description[0], Signature.from_parts(parts),
-                               requires_approval=requires_approval)
+                               requires_approval=requires_approval, runs_alone=runs_alone)
 
     def agent(self, node: Node, info: NodeInfo, tools: dict[str, ToolSpec | None],
               file_types: TypeScope) -> Agent | None:

@@ -190,17 +190,17 @@ class _Writer:
             key = ("type", pattern.name)
             parts.append((key, self.pattern(pattern, inner, (*where, key))))
         description = ("entry", "description")
-        approval = ("entry", "requiresApproval")
-        present = [description, approval] if spec.requires_approval else [description]
+        flags = [key for key, on in (("requiresApproval", spec.requires_approval),
+                                     ("runsAlone", spec.runs_alone)) if on]
+        present = [description, *(("entry", key) for key in flags)]
         notes, _ = self.settle((*where, RECORD), present, end=True)
-        flag = ", requiresApproval: true" if spec.requires_approval else ""
+        flag = "".join(f", {key}: true" for key in flags)
         head = f"{indent}[{format_name(spec.name)}:Tool {{description: " \
                f"{quote_string(spec.description)}{flag}}} |"
         if notes or "\n" in spec.description or len(head) > 100:
             entries = [(description, f"{inner}description: "
                                      f"{_string(spec.description, inner, fence=True)}")]
-            if spec.requires_approval:
-                entries.append((approval, f"{inner}requiresApproval: true"))
+            entries.extend((("entry", key), f"{inner}{key}: true") for key in flags)
             record = render_elements(entries, inner, notes)
             head = f"{indent}[{format_name(spec.name)}:Tool {{\n{record}\n{indent}}} |"
         return (head + "\n" + render_elements(parts, inner, self.notes(where)) + "\n" + indent
