@@ -25,6 +25,7 @@ limit, symlinks never followed); what cannot be removed is reported.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import logging
 import os
@@ -173,23 +174,37 @@ def _remove_at_exit(root: Path) -> None:
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _clear_one_level(fd: int) -> str | None:
-    """Unlink every non-directory entry of the directory ``fd``; the name of a subdirectory
-    (to descend into), or None when only files were there."""
+def _clear_files(fd: int) -> list[str]:
+    """Unlink every non-directory entry of the directory ``fd`` and remove its empty
+    subdirectories; the names of the others (each entry is read once).
+
+    An empty subdirectory is removed without being opened: on a disk file system, removing
+    a directory that was just read costs far more than removing one that was not.
+    """
     with os.scandir(fd) as entries:
         names = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+    subdirectories = []
     for name, is_dir in names:
-        if is_dir:
-            return name
-        os.unlink(name, dir_fd=fd)
-    return None
+        if not is_dir:
+            os.unlink(name, dir_fd=fd)
+            continue
+        try:
+            os.rmdir(name, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            subdirectories.append(name)
+    return subdirectories
 
 
 def remove_tree(root: Path) -> None:
     """Remove ``root`` and everything under it, iteratively (any depth, any path length).
 
     It descends one directory at a time through descriptors opened without following
-    symlinks, holding at most two open, and keeps only the names of the path it is on.
+    symlinks, holding at most two open. Each directory is listed once (the names of its
+    subdirectories are kept until they are removed), so the cost is linear in the number of
+    entries, however they are arranged: 10,000 sibling directories cost 10,000 removals,
+    not 10,000 listings of their parent.
 
     Raises:
         WorkspaceError: something could not be removed (the tree is left partly in place).
@@ -202,14 +217,17 @@ def remove_tree(root: Path) -> None:
         raise WorkspaceError(f"cannot remove workspace {str(root)!r}: {exc}") from None
     path: list[str] = []
     try:
+        pending = [_clear_files(fd)]  # per level of ``path``: subdirectories still to remove
         while True:
-            child = _clear_one_level(fd)
-            if child is not None:
+            if pending[-1]:
+                child = pending[-1].pop()
                 new = os.open(child, _DIR_FLAGS, dir_fd=fd)
                 os.close(fd)
                 fd = new
                 path.append(child)
+                pending.append(_clear_files(fd))
                 continue
+            pending.pop()
             if not path:
                 break
             parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
