@@ -25,7 +25,6 @@ limit, symlinks never followed); what cannot be removed is reported.
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import logging
 import os
@@ -185,15 +184,17 @@ def _clear_files(fd: int) -> list[str]:
         names = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
     subdirectories = []
     for name, is_dir in names:
-        if not is_dir:
-            os.unlink(name, dir_fd=fd)
-            continue
         try:
+            if not is_dir:
+                os.unlink(name, dir_fd=fd)
+                continue
             os.rmdir(name, dir_fd=fd)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+        except FileNotFoundError:
+            pass  # gone meanwhile (a worker's record cleared by its session as it stops)
+        except OSError:
+            if not is_dir:
                 raise
-            subdirectories.append(name)
+            subdirectories.append(name)  # not empty (or not removable: named from inside)
     return subdirectories
 
 
@@ -221,7 +222,10 @@ def remove_tree(root: Path) -> None:
         while True:
             if pending[-1]:
                 child = pending[-1].pop()
-                new = os.open(child, _DIR_FLAGS, dir_fd=fd)
+                try:
+                    new = os.open(child, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    continue
                 os.close(fd)
                 fd = new
                 path.append(child)
@@ -233,7 +237,8 @@ def remove_tree(root: Path) -> None:
             parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = parent
-            os.rmdir(path.pop(), dir_fd=fd)
+            with contextlib.suppress(FileNotFoundError):
+                os.rmdir(path.pop(), dir_fd=fd)
     except OSError as exc:
         where = os.path.join(str(root), *path[:8]) + ("/..." if len(path) > 8 else "")
         raise WorkspaceError(f"cannot remove workspace {str(root)!r} (at {where!r}, depth "
