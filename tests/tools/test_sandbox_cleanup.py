@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tools_support import EXAMPLES, fast_config, invoke_tool, start_or_skip
+from tools_support import EXAMPLES, fast_config, invoke_tool, start_or_skip, workspace_of
 
 from gramagent.testing import ScriptedServer, call, reply
 from gramagent.tools import builtin_library
@@ -279,3 +279,20 @@ def test_a_stopped_cli_removes_its_workspace(signum: int, tmp_path: Path) -> Non
     assert "Traceback" not in err, err
     assert sorted(str(p.relative_to(temp)) for p in temp.rglob("*")) == [], err
     assert not any(alive(pid) for pid in workers)
+
+
+@pytest.mark.slow
+def test_the_worker_record_is_not_listed_as_an_output(tmp_path: Path) -> None:
+    """The outputs note listed ``.work.worker`` (the sandbox's record of its worker) among
+    the files the tools wrote; what the cell wrote is listed, the record is not."""
+    for session_dir in (None, tmp_path / "kept"):
+        library = builtin_library(session_dir=session_dir, sandbox=fast_config())
+        try:
+            invoke_tool(library, "python_repl", code="open('made.txt', 'w').write('x')")
+            workspace = workspace_of(library)
+            names = [str(p) for p in workspace.files()]
+            assert any(p.endswith("made.txt") for p in names), names
+            assert not any(p.endswith(".worker") for p in names), names
+            assert list(workspace.root.rglob(".*.worker")), "the record is there"
+        finally:
+            library.forget()

@@ -145,14 +145,22 @@ class Workspace:
 
     def files(self) -> list[Path]:
         """The regular files in this workspace now (tables, charts, what the sandbox's code
-        wrote), relative to :attr:`root`, sorted; symlinks are not followed."""
+        wrote), relative to :attr:`root`, sorted; symlinks are not followed. The sandbox's
+        record of its worker (``.<work dir>.worker`` beside a work directory) is not one."""
         found: list[Path] = []
         for folder, dirs, names in os.walk(self.root):
             dirs.sort()
             here = Path(folder)
             found.extend((here / name).relative_to(self.root) for name in names
-                         if (here / name).is_file() and not (here / name).is_symlink())
+                         if (here / name).is_file() and not (here / name).is_symlink()
+                         and not _worker_record(name, dirs))
         return sorted(found)
+
+
+def _worker_record(name: str, siblings: list[str]) -> bool:
+    """Whether ``name`` is the worker record of a work directory among ``siblings``."""
+    return (name.startswith(".") and name.endswith(".worker")
+            and name[1:-len(".worker")] in siblings)
 
 
 def _dir_name(conversation: str) -> str:
