@@ -182,7 +182,7 @@ def test_directories_made_in_the_sandbox_cost_the_host_linear_work(
     """The attack itself: a cell makes 10,000 empty directories and a few nested ones; closing
     the workspace removes them, reading each entry once."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    library = builtin_library(sandbox=fast_config(max_file_bytes=1 << 20))
+    library = builtin_library(sandbox=fast_config(cpu_seconds=30, timeout=60.0))
     try:
         text = invoke_tool(library, "python_repl", code=(
             "import os\n"
