@@ -18,6 +18,7 @@ import contextlib
 import functools
 import os
 import re
+import signal
 import sys
 import traceback
 import weakref
@@ -30,7 +31,7 @@ from rich.markup import escape
 
 from gramagent._agent_session import require_file
 from gramagent._cli._conventions import CONTEXT, Group
-from gramagent._cli._signals import Termination, stop_as_interrupt
+from gramagent._cli._signals import interrupt_on_termination, termination_signal
 from gramagent.errors import ConfigurationError, GramagentError
 
 if TYPE_CHECKING:
@@ -130,46 +131,39 @@ def handle_errors(func: F) -> F:
     """Catch every error at the command's edge: no traceback reaches the user.
 
     A :class:`~gramagent.errors.GramagentError` is one stderr line and exit code 1; any other
-    exception is an internal error, one line saying so and exit code 70; Ctrl-C exits with 130,
-    SIGTERM and SIGHUP the same way with 128 + the signal's number (the cleanup runs).
+    exception is an internal error, one line saying so and exit code 70; Ctrl-C exits with 130.
     With ``--debug`` the traceback is printed instead of the line, secrets masked.
     """
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         as_json = kwargs.get("json") is True  # the command's --json: errors as JSON too
-        with stop_as_interrupt() as termination:
-            return _guarded(func, as_json, termination, *args, **kwargs)
+        try:
+            return func(*args, **kwargs)
+        except (typer.Exit, typer.Abort, typer.exceptions.TyperException, SystemExit):
+            raise  # typer's own: an exit code, a usage error (2), an abort
+        except KeyboardInterrupt:
+            stopped = termination_signal()  # SIGTERM, SIGHUP: the terminal may be gone
+            with contextlib.suppress(OSError):
+                err_console.print("interrupted" if stopped is None
+                                  else f"stopped by {signal.Signals(stopped).name}",
+                                  highlight=False)
+            raise typer.Exit(EXIT_INTERRUPTED if stopped is None else 128 + stopped) from None
+        except GramagentError as exc:
+            if not _debug_traceback(exc):
+                print_error(exc, as_json=as_json)
+            raise typer.Exit(EXIT_ERROR) from None
+        except Exception as exc:  # a bug: say so in one line, never a traceback
+            if not _debug_traceback(exc):
+                if as_json:
+                    _json_error("InternalError", _describe(exc))
+                err_console.print(
+                    f"[red]internal error[/red] (a bug in gramagent, not in your input): "
+                    f"{escape(_masked(_describe(exc)))}; run with --debug for the traceback",
+                    markup=True, highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_INTERNAL) from None
 
-    return wrapper  # type: ignore[return-value]
-
-
-def _guarded(func: Callable[..., Any], as_json: bool, termination: Termination, *args: Any,
-             **kwargs: Any) -> Any:
-    """Run ``func``, turning every error into its line and exit code."""
-    try:
-        return func(*args, **kwargs)
-    except (typer.Exit, typer.Abort, typer.exceptions.TyperException, SystemExit):
-        raise  # typer's own: an exit code, a usage error (2), an abort
-    except KeyboardInterrupt:
-        stopped = termination.signum
-        with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
-            err_console.print("interrupted" if stopped is None
-                              else f"stopped by {termination.name}", highlight=False)
-        raise typer.Exit(EXIT_INTERRUPTED if stopped is None else 128 + stopped) from None
-    except GramagentError as exc:
-        if not _debug_traceback(exc):
-            print_error(exc, as_json=as_json)
-        raise typer.Exit(EXIT_ERROR) from None
-    except Exception as exc:  # a bug: say so in one line, never a traceback
-        if not _debug_traceback(exc):
-            if as_json:
-                _json_error("InternalError", _describe(exc))
-            err_console.print(
-                f"[red]internal error[/red] (a bug in gramagent, not in your input): "
-                f"{escape(_masked(_describe(exc)))}; run with --debug for the traceback",
-                markup=True, highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_INTERNAL) from None
+    return interrupt_on_termination(wrapper)  # type: ignore[return-value]
 
 
 def print_error(exc: BaseException, *, as_json: bool = False) -> None:
