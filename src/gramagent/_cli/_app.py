@@ -7,14 +7,18 @@ reaches the user (only with ``--debug``, secrets masked). Exit codes:
   failed, a run limit was hit), one line on stderr naming the error;
 - 2: the command line itself is wrong (unknown option, missing argument);
 - 70: an internal error, a bug in gramagent (one line saying so; ``--debug`` for details);
-- 130: interrupted (Ctrl-C).
+- 130: interrupted (Ctrl-C);
+- 143, 129: stopped by SIGTERM or SIGHUP, which end a command as Ctrl-C does (its cleanup
+  runs: :mod:`gramagent._cli._signals`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
+import signal
 import sys
 import traceback
 import weakref
@@ -27,6 +31,7 @@ from rich.markup import escape
 
 from gramagent._agent_session import require_file
 from gramagent._cli._conventions import CONTEXT, Group
+from gramagent._cli._signals import interrupt_on_termination, termination_signal
 from gramagent.errors import ConfigurationError, GramagentError
 
 if TYPE_CHECKING:
@@ -140,8 +145,12 @@ def handle_errors(func: F) -> F:
         except (typer.Exit, typer.Abort, typer.exceptions.TyperException, SystemExit):
             raise  # typer's own: an exit code, a usage error (2), an abort
         except KeyboardInterrupt:
-            err_console.print("interrupted", highlight=False)
-            raise typer.Exit(EXIT_INTERRUPTED) from None
+            stopped = termination_signal()  # SIGTERM, SIGHUP: the terminal may be gone
+            with contextlib.suppress(OSError):
+                err_console.print("interrupted" if stopped is None
+                                  else f"stopped by {signal.Signals(stopped).name}",
+                                  highlight=False)
+            raise typer.Exit(EXIT_INTERRUPTED if stopped is None else 128 + stopped) from None
         except GramagentError as exc:
             if not _debug_traceback(exc):
                 print_error(exc, as_json=as_json)
@@ -155,7 +164,7 @@ def handle_errors(func: F) -> F:
         except Exception as exc:  # a bug: say so in one line, never a traceback
             _internal_error(exc, as_json)
 
-    return wrapper  # type: ignore[return-value]
+    return interrupt_on_termination(wrapper)  # type: ignore[return-value]
 
 
 def _internal_error(exc: Exception, as_json: bool) -> NoReturn:

@@ -5,7 +5,8 @@ library. :func:`isolate` applies, in this order, and reports what it achieved:
 
 1. **Namespaces** (``unshare``): a new network namespace (only a loopback interface, which is
    down: no route anywhere), a new mount namespace and a new IPC namespace; plus a new user
-   namespace when not started as root (unprivileged namespaces).
+   namespace when not started as root (unprivileged namespaces). As root, the IPC
+   namespace's limits are set to zero (:data:`IPC_LIMITS`), and ``RLIMIT_MSGQUEUE`` is 0.
 2. **Filesystem view** (in the new mount namespace), an allow-list: every mount becomes
    private; a new root (an empty tmpfs) gets bind mounts of the system directories
    (:data:`SYSTEM_PATHS`), a few device nodes, ``/proc``, and the paths the worker needs (the
@@ -166,6 +167,34 @@ def _unshare(root: bool) -> tuple[bool, bool, str]:
     return True, mounts, detail
 
 
+IPC_LIMITS = (("kernel/shmmni", "0"), ("kernel/shmall", "0"), ("kernel/shmmax", "0"),
+              ("kernel/msgmni", "0"), ("kernel/msgmnb", "0"), ("kernel/sem", "0 0 0 0"),
+              ("fs/mqueue/queues_max", "0"))
+"""The worker's IPC namespace holds no System V segment, queue or semaphore and no POSIX
+message queue: their memory is outside the address space. These sysctls belong to the IPC
+namespace; only its owner (root, for a worker started as root) may write them, and ``/proc``
+is read-only once the new root is built."""
+
+
+def _ipc_limits(before: str) -> dict[str, Any]:
+    """No System V IPC or POSIX message queues in the worker's new IPC namespace (written
+    while ``/proc`` is still writable), and ``RLIMIT_MSGQUEUE`` 0; the report entry.
+
+    Args:
+        before: ``/proc/self/ns/ipc`` before the namespaces were made (the host's).
+    """
+    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))
+    if os.readlink("/proc/self/ns/ipc") == before:
+        return {"ok": False, "detail": "no IPC namespace of its own"}
+    try:
+        for name, value in IPC_LIMITS:
+            _write(f"/proc/sys/{name}", value)
+    except OSError as exc:
+        return {"ok": False, "detail": f"the IPC namespace's limits cannot be set ({exc.strerror})"}
+    return {"ok": True, "detail": "IPC namespace with no room for System V shared memory, "
+            "message queues, semaphores or POSIX message queues"}
+
+
 def _readonly_everything() -> None:
     """Make every mount read-only and nosuid (mount_setattr, or a remount per mount)."""
     try:
@@ -312,17 +341,23 @@ def isolate(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     ``config`` holds ``workdir``, ``readable`` (paths to keep visible, read-only), ``limits``
     (the numbers of :func:`_limits`), ``uid``/``gid`` (used when running as root).
 
-    Each report entry is ``{"ok": bool, "detail": str}`` for ``network``, ``filesystem``,
-    ``limits``, ``privileges`` and ``lifetime``. A step that fails is reported with its
+    Each report entry is ``{"ok": bool, "detail": str}`` for ``network``, ``ipc`` (folded
+    into the parent's ``memory`` entry), ``filesystem``, ``limits``, ``privileges`` and
+    ``lifetime``. A step that fails is reported with its
     error; the steps after it still run.
     """
     report: dict[str, dict[str, Any]] = {}
     root = os.geteuid() == 0
+    host_ipc = os.readlink("/proc/self/ns/ipc")
     try:
         net, mounts, detail = _unshare(root)
     except OSError as exc:
         net, mounts, detail = False, False, f"unshare failed: {exc}"
     report["network"] = {"ok": net, "detail": detail}
+    try:
+        report["ipc"] = _ipc_limits(host_ipc)
+    except OSError as exc:
+        report["ipc"] = {"ok": False, "detail": f"IPC limits failed: {exc}"}
     in_userns = net and not root
     if mounts:
         try:

@@ -6,7 +6,9 @@ A cgroup v2 ``memory.max`` counts all of it. It is used when the host may create
 cgroups with the memory controller: ``GRAMAGENT_SANDBOX_CGROUP`` names such a parent cgroup
 directory, else the host's own cgroup is used if its ``cgroup.subtree_control`` already lists
 ``memory``. Otherwise the holes are closed one by one: the syscall filter denies
-``memfd_create``, and a work directory on tmpfs is reported as not counted.
+``memfd_create``, System V IPC, POSIX message queues, splicing pages into pipes and growing
+pipe and socket buffers; as root the worker's IPC namespace has no room for System V IPC
+either; a work directory on tmpfs is reported as not counted.
 """
 
 from __future__ import annotations
@@ -105,25 +107,49 @@ class MemoryLimit:
                 self.cgroup.rmdir()
             self.cgroup = None
 
-    def report(self, syscalls: object, workdir: Path) -> dict[str, Any]:
+    def report(self, syscalls: object, ipc: object, workdir: Path) -> dict[str, Any]:
         """The ``memory`` entry of the isolation report: which accounting is in force.
 
+        Without a cgroup, every path by which a worker holds memory outside its address
+        space must be closed (see ``docs/sandbox.md``); the entry names each one left open.
+
         Args:
-            syscalls: the worker's ``syscalls`` report entry (whether memfd_create is denied).
+            syscalls: the worker's ``syscalls`` report entry (the filter denies memfd, System
+                V IPC, message queues, splicing pages into pipes, growing kernel buffers).
+            ipc: the worker's ``ipc`` report entry (its IPC namespace has no room for System
+                V IPC or message queues).
             workdir: the work directory (files on tmpfs are memory).
         """
         if self.cgroup is not None:
             return {"ok": True, "detail": f"cgroup v2 memory.max {self.limit} B (counts every "
                     f"page of the worker: heap, memfd, tmpfs files); {self.cgroup}"}
-        filtered = isinstance(syscalls, dict) and syscalls.get("ok") is True
+        filtered = _holds(syscalls)
         tmpfs = file_system_type(workdir) == "tmpfs"
         holes = []
         if not filtered:
-            holes.append("memfd pages are not counted (no syscall filter)")
+            holes.append("memfd pages, pages spliced into pipes and grown pipe and socket "
+                         "buffers are not counted (no syscall filter)")
+            if not _holds(ipc):
+                holes.append("System V shared memory, message queues and semaphores are not "
+                             "counted (no syscall filter, and "
+                             f"{_detail(ipc) or 'no IPC limits'})")
         if tmpfs:
             holes.append("the work directory is on tmpfs: its files are not counted")
         base = f"address space only (RLIMIT_AS; {self.detail})"
         if holes:
             return {"ok": False, "detail": f"{base}; " + "; ".join(holes)}
-        return {"ok": True, "detail": f"{base}; memfd_create denied by the syscall filter; "
-                "work directory on disk"}
+        closed = ("memfd_create, System V IPC, message queues, splicing into pipes and "
+                  "growing pipe and socket buffers denied by the syscall filter" if filtered
+                  else "")
+        if _holds(ipc):
+            closed += ("; " if closed else "") + "no System V IPC in the worker's IPC namespace"
+        return {"ok": True, "detail": f"{base}; {closed}; work directory on disk"}
+
+
+def _holds(entry: object) -> bool:
+    return isinstance(entry, dict) and entry.get("ok") is True
+
+
+def _detail(entry: object) -> str:
+    detail = entry.get("detail") if isinstance(entry, dict) else None
+    return detail if isinstance(detail, str) else ""

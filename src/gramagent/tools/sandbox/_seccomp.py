@@ -40,13 +40,19 @@ DENIED: tuple[tuple[str, tuple[str, ...]], ...] = (
       "swapon", "swapoff", "syslog", "acct", "quotactl", "quotactl_fd", "iopl", "ioperm",
       "uselib", "lookup_dcookie", "nfsservctl", "vm86", "vm86old")),
     ("memory the address-space limit does not count", ("memfd_create", "memfd_secret")),
+    ("memory outside the address space: System V IPC, POSIX message queues, pages moved "
+     "into pipes, inotify watches pinning inodes",
+     ("shmget", "shmat", "shmctl", "msgget", "msgsnd", "msgctl", "semget", "semctl", "semop",
+      "semtimedop", "ipc", "mq_open", "mq_timedsend", "mq_notify", "vmsplice", "splice", "tee",
+      "sendfile", "sendfile64", "inotify_init", "inotify_init1", "fanotify_init")),
     ("kernel interfaces often used in local exploits",
      ("bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
       "io_uring_setup", "io_uring_enter", "io_uring_register", "open_by_handle_at",
       "name_to_handle_at")),
 )
 """Syscalls denied outright (``EPERM``), grouped by the reason. Names this architecture does
-not have are skipped. Argument-dependent rules are in :func:`_add_argument_rules`."""
+not have are skipped. Argument-dependent rules are in :func:`_add_argument_rules` and
+:func:`_add_buffer_rules`."""
 
 AF_UNIX = 1
 PR_SET_PDEATHSIG = 1
@@ -56,6 +62,14 @@ NAMESPACE_CLONE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000
                          0x20000000, 0x40000000)
 """CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET."""
 PERSONALITY_QUERY = 0xFFFFFFFF
+F_SETPIPE_SZ = 1031
+DEFAULT_PIPE_BYTES = 65536
+"""A pipe's default capacity: F_SETPIPE_SZ may shrink a pipe to it or below, not grow it."""
+SOL_SOCKET = 1
+SOCKET_BUFFER_OPTIONS = (7, 8, 32, 33)
+"""SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE."""
+INT_MASK = 0xFFFFFFFF
+"""The kernel reads these arguments as 32-bit ints: compare only the bits it reads."""
 _S390_ARCHS = (22, 22 | 0x80000000)  # EM_S390 (31 and 64 bit): clone's flags come second
 
 
@@ -114,6 +128,17 @@ def _add_argument_rules(seccomp: ModuleType, flt: Any, deny: int) -> None:
         flt.add_rule(deny, name, seccomp.Arg(0, seccomp.NE, own))
 
 
+def _add_buffer_rules(seccomp: ModuleType, flt: Any, deny: int) -> None:
+    """Kernel buffers kept at their default size, so the memory a worker holds outside its
+    address space stays small: no pipe grown past 64 KiB (``F_SETPIPE_SZ``), no socket
+    buffer enlarged (``SO_SNDBUF``, ``SO_RCVBUF`` and their ``FORCE`` forms)."""
+    flt.add_rule(deny, "fcntl", seccomp.Arg(1, seccomp.MASKED_EQ, INT_MASK, F_SETPIPE_SZ),
+                 seccomp.Arg(2, seccomp.GT, DEFAULT_PIPE_BYTES))
+    for option in SOCKET_BUFFER_OPTIONS:
+        flt.add_rule(deny, "setsockopt", seccomp.Arg(1, seccomp.MASKED_EQ, INT_MASK, SOL_SOCKET),
+                     seccomp.Arg(2, seccomp.MASKED_EQ, INT_MASK, option))
+
+
 def _build(seccomp: ModuleType) -> tuple[Any, int]:
     deny = seccomp.ERRNO(errno.EPERM)
     flt = seccomp.SyscallFilter(seccomp.ALLOW)
@@ -128,6 +153,7 @@ def _build(seccomp: ModuleType) -> tuple[Any, int]:
             flt.add_rule(deny, name)
             count += 1
     _add_argument_rules(seccomp, flt, deny)
+    _add_buffer_rules(seccomp, flt, deny)
     return flt, count
 
 
@@ -158,7 +184,8 @@ def prepare(options: dict[str, Any] | None) -> Prepared:
     return Prepared(flt, f"seccomp filter: {count} syscalls, socket(), socket pairs other than "
                          "AF_UNIX, "
                          "new namespaces, personality changes, clearing the parent-death "
-                         "signal and signals to other processes denied (EPERM)")
+                         "signal, signals to other processes, growing pipe and socket "
+                         "buffers denied (EPERM)")
 
 
 def _status() -> dict[str, str]:

@@ -291,7 +291,8 @@ class PythonSandbox:
                                f"{_text(ready.get('error'))}", kind="unavailable")
         report = ready.get("isolation")
         if isinstance(report, dict):
-            report["memory"] = worker.memory.report(report.get(SYSCALL_FEATURE), self.workdir)
+            report["memory"] = worker.memory.report(report.get(SYSCALL_FEATURE),
+                                                    report.pop("ipc", None), self.workdir)
         isolation = Isolation.from_report(report)
         lacking = [f for f in self.config.required_features() if not isolation.holds(f)]
         if lacking:
