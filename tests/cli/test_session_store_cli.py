@@ -38,7 +38,8 @@ def test_hostile_session_names_are_listed_as_text(data: Path, name: str) -> None
     for old in store.list():
         store.delete(old.name)
     store.save(name, Conversation([UserMessage(content="hi")]), agent=name)
-    for args in (["sessions", "list"], ["sessions", "delete", name]):
+    # "--" as a user would type it: a name such as "-0" is otherwise read as an option
+    for args in (["sessions", "list"], ["sessions", "delete", "--", name]):
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 0, (args, result.output)
         assert "\x1b" not in result.output and "\x9b" not in result.output
