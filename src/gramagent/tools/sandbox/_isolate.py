@@ -34,10 +34,11 @@ import os
 import resource
 from typing import Any
 
-__all__ = ["isolate"]
+__all__ = ["enter_namespaces", "isolate"]
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 
@@ -166,6 +167,44 @@ def _unshare(root: bool) -> tuple[bool, bool, str]:
     return True, mounts, detail
 
 
+def enter_namespaces() -> dict[str, Any]:
+    """Run by the supervisor before it forks the worker: new network, IPC and PID namespaces
+    (and a user namespace first when not root). The supervisor stays in the host's PID
+    namespace; its next child is process 1 of the new one. The worker makes its own mount
+    namespace (:func:`isolate`), so the supervisor keeps the host's view.
+
+    Returns ``{"network": report entry, "pid": bool, "userns": bool}``.
+    """
+    libc = _c()
+    root = os.geteuid() == 0
+    user = 0 if root else CLONE_NEWUSER
+    uid, gid = os.getuid(), os.getgid()
+    tries = ((user | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID, True),
+             (user | CLONE_NEWNET | CLONE_NEWIPC, False), (user | CLONE_NEWNET, False))
+    for flags, pid in tries:
+        if libc.unshare(flags) == 0:
+            break
+    else:
+        errno = ctypes.get_errno()
+        return {"network": {"ok": False, "detail": f"unshare failed: {os.strerror(errno)}"},
+                "pid": False, "userns": False}
+    if not root:
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    return {"network": {"ok": True, "detail": "new network namespace (no interfaces up)"},
+            "pid": pid, "userns": not root}
+
+
+def _processes_entry(own_proc: bool, pid_namespace: bool) -> dict[str, Any]:
+    if own_proc:
+        return {"ok": True, "detail": "own PID namespace (the worker is its process 1) and its "
+                "own /proc: no process outside the sandbox can be seen, signalled or limited"}
+    why = "its /proc could not be mounted" if pid_namespace else "no PID namespace"
+    return {"ok": False, "detail": f"{why}: the host's processes are visible in /proc; only "
+            "the syscall filter keeps signals and prlimit to the worker itself"}
+
+
 def _readonly_everything() -> None:
     """Make every mount read-only and nosuid (mount_setattr, or a remount per mount)."""
     try:
@@ -217,7 +256,7 @@ def _pivot(root: str) -> None:
     os.chdir("/")
 
 
-def _filesystem(workdir: str, readable: list[str]) -> str:
+def _filesystem(workdir: str, readable: list[str], own_proc: bool = False) -> str:
     """Build the worker's view: a new root (tmpfs) holding only the system directories, the
     readable paths and the work directory; returns a description of it."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
@@ -232,7 +271,11 @@ def _filesystem(workdir: str, readable: list[str]) -> str:
         for name in DEVICES:
             if os.path.exists(f"/dev/{name}"):
                 _graft(root, f"/dev/{name}", f"/dev/{name}")
-        _graft(root, "/proc", "/proc")
+        if own_proc:  # the PID namespace's own /proc: only the worker's processes
+            os.makedirs(root + "/proc", exist_ok=True)
+            _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        else:
+            _graft(root, "/proc", "/proc")
         for path in exposed:
             _graft(root, path, f"/proc/self/fd/{fds[path]}")
     finally:
@@ -248,7 +291,8 @@ def _filesystem(workdir: str, readable: list[str]) -> str:
         _mount(None, workdir, None, MS_REMOUNT | MS_BIND | MS_NOSUID)
     return ("a new root holding only " + ", ".join(p for p in SYSTEM_PATHS
                                                    if os.path.lexists(p))
-            + ", /dev/{" + ",".join(DEVICES) + "}, /proc and " + ", ".join(exposed)
+            + ", /dev/{" + ",".join(DEVICES) + "}, " + ("its own /proc" if own_proc else "/proc")
+            + " and " + ", ".join(exposed)
             + "; read-only, writable: the work directory only")
 
 
@@ -306,8 +350,14 @@ def _die_with_parent(parent_pid: int | None) -> str:
     return "killed with the host process (PR_SET_PDEATHSIG)"
 
 
-def isolate(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def isolate(config: dict[str, Any],
+            entered: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """Isolate the calling process as ``config`` asks; returns a report per feature.
+
+    ``entered`` is what :func:`enter_namespaces` returned in the supervisor before it forked
+    this process; the worker then makes only its mount namespace, mounts its own ``/proc``
+    when it is process 1 of a new PID namespace, and reports ``processes``. Without it the
+    process makes all its namespaces itself (no PID namespace).
 
     ``config`` holds ``workdir``, ``readable`` (paths to keep visible, read-only), ``limits``
     (the numbers of :func:`_limits`), ``uid``/``gid`` (used when running as root).
@@ -318,21 +368,32 @@ def isolate(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """
     report: dict[str, dict[str, Any]] = {}
     root = os.geteuid() == 0
-    try:
-        net, mounts, detail = _unshare(root)
-    except OSError as exc:
-        net, mounts, detail = False, False, f"unshare failed: {exc}"
-    report["network"] = {"ok": net, "detail": detail}
-    in_userns = net and not root
+    own_proc = False
+    if entered is None:
+        try:
+            net, mounts, detail = _unshare(root)
+        except OSError as exc:
+            net, mounts, detail = False, False, f"unshare failed: {exc}"
+        report["network"] = {"ok": net, "detail": detail}
+        in_userns = net and not root
+    else:
+        report["network"] = entered["network"]
+        in_userns = bool(entered["userns"])
+        mounts = _c().unshare(CLONE_NEWNS) == 0
+        own_proc = bool(entered["pid"]) and os.getpid() == 1
     if mounts:
         try:
-            fs_detail = _filesystem(config["workdir"], list(config["readable"]))
+            fs_detail = _filesystem(config["workdir"], list(config["readable"]), own_proc)
             report["filesystem"] = {"ok": True, "detail": fs_detail}
         except OSError as exc:
+            own_proc = False
             report["filesystem"] = {"ok": False, "detail": f"filesystem setup failed: {exc}"}
     else:
+        own_proc = False
         report["filesystem"] = {"ok": False, "detail": "no mount namespace: the worker sees "
                                 "and may write what its user may"}
+    if entered is not None:
+        report["processes"] = _processes_entry(own_proc, bool(entered["pid"]))
     try:
         report["limits"] = {"ok": True, "detail": _limits(config["limits"])}
     except (OSError, ValueError) as exc:

@@ -61,7 +61,8 @@ _warned_no_filter = False
 
 
 class _Worker:
-    """One live worker: its process, pipes, what it reported, and how to tell it is idle."""
+    """One live worker: its supervisor process (the one started here), pipes, what it
+    reported, and the pid of the worker process proper (the supervisor's child)."""
 
     def __init__(self, proc: subprocess.Popen[bytes], channel: WorkerChannel,
                  record: _process.WorkerRecord, memory: MemoryLimit) -> None:
@@ -69,15 +70,9 @@ class _Worker:
         self.channel = channel
         self.record = record
         self.memory = memory
-        self.idle: _process.IdleCheck | None = None
-        self.frozen = False
+        self.cell_pid = 0
+        """The process that runs the cells (0 until its supervisor reported it)."""
         self.finalizer = weakref.finalize(self, _process.kill_group, proc)
-
-    def thaw(self) -> None:
-        """Let the stopped worker run (its request is in the pipe, or the pipe is full)."""
-        if self.frozen:
-            self.frozen = False
-            _process.thaw(self.proc.pid)
 
     def kill(self) -> None:
         self.finalizer.detach()
@@ -187,17 +182,17 @@ class PythonSandbox:
             request_id = secrets.token_hex(8)
             reply = self._exchange(worker, {"op": "exec", "id": request_id, "code": code},
                                    request_id, deadline)
-            if not _process.settle(worker.proc.pid, worker.idle, deadline):
-                raise self._lost("protocol", "the worker kept running after it answered (a "
-                                 "forged or early reply)")
-            worker.frozen = True
+            if not _process.settle(worker.cell_pid, worker.proc.pid, deadline):
+                raise self._lost("protocol", "the worker was not stopped after it answered")
+            if worker.channel.pending():
+                raise self._lost("protocol", "the worker sent more than one reply")
             return self._result(reply, restarted)
 
     def _exchange(self, worker: _Worker, request: dict[str, Any], request_id: str,
                   deadline: float) -> dict[str, Any]:
         """Send ``request`` and read its reply, both within ``deadline``."""
         try:
-            worker.channel.send(request, deadline, wake=worker.thaw)
+            worker.channel.send(request, deadline)
             return check_reply(worker.channel.receive(deadline), request_id)
         except ChannelTimeout as exc:
             raise self._lost("timeout", f"the call did not finish within "
@@ -279,6 +274,7 @@ class PythonSandbox:
             "limits": self.config.limits.to_dict(),
             "uid": uid, "gid": gid, "parent_pid": os.getpid(),
             "syscall_filter": {"mode": self.config.syscall_filter, "binding": binding_path()},
+            "max_reply_bytes": self._max_frame(),
         }
         try:
             worker.channel.send(config, deadline)
@@ -298,12 +294,13 @@ class PythonSandbox:
             raise SandboxError(_refusal(isolation, lacking), kind="unavailable")
         if self.config.syscall_filter == "on" and not isolation.holds(SYSCALL_FEATURE):
             _warn_no_filter(isolation.features.get(SYSCALL_FEATURE, (False, ""))[1])
-        try:
-            worker.idle = _process.learn_idle(worker.proc.pid, deadline)
-        except OSError as exc:
-            raise SandboxError(f"the sandbox worker did not start: {exc}",
-                               kind="unavailable") from None
-        worker.frozen = True
+        cell_pid = ready.get("pid")
+        if not (isinstance(cell_pid, int) and not isinstance(cell_pid, bool) and cell_pid > 1
+                and _process.settle(cell_pid, worker.proc.pid, deadline)):
+            raise SandboxError(f"the sandbox worker did not start: its supervisor named no "
+                               f"stopped worker process ({_text(cell_pid)[:40]})",
+                               kind="unavailable")
+        worker.cell_pid = cell_pid
         return isolation
 
     def _max_frame(self) -> int:
