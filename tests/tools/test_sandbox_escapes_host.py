@@ -147,10 +147,12 @@ time.sleep(30)
     assert after.restarted and after.value == "False"
 
 
-def test_a_forged_reply_with_the_right_id_stops_the_worker(sandbox: PythonSandbox) -> None:
-    """The cell answers its own request (reading the id from the worker's frame) and keeps
-    running. The parent sees that the worker is not waiting for a request, kills it, and the
-    late marker the cell meant to write never appears."""
+def test_a_forged_reply_with_the_right_id_freezes_the_cell_there(sandbox: PythonSandbox) -> None:
+    """The cell answers its own request (reading the id from the worker's frame) and means to
+    keep running. Its frame is its call's answer (what the cell chose to say, as if it had
+    printed it), but the supervisor stops the worker the moment it has that frame: the late
+    marker does not appear while no call runs. The next call lets the cell finish, and the
+    worker's own, late reply to the old request is refused."""
     marker = sandbox.workdir / "late-marker"
     forged = WORKER_FRAMES + f"""
 _send(json.dumps({{"op": "result", "id": _loop["request"]["id"], "output": "FORGED",
@@ -159,12 +161,29 @@ import time
 time.sleep(1.0)
 open({str(marker)!r}, "w").write("ran after its result")
 """
-    with pytest.raises(SandboxError) as info:
-        sandbox.run(forged)
-    assert info.value.kind == "protocol" and "kept running after it answered" in str(info.value)
+    assert sandbox.run(forged).output == "FORGED"
     time.sleep(2.5)
-    assert not marker.exists()
+    assert not marker.exists(), "cell code ran after its call returned"
+    with pytest.raises(SandboxError) as info:
+        sandbox.run("1")
+    assert info.value.kind == "protocol" and "does not answer this request" in str(info.value)
     assert sandbox.run("1").restarted
+
+
+def test_bytes_after_a_reply_are_refused(sandbox: PythonSandbox) -> None:
+    """The cell writes its answer and more bytes at once; the supervisor finds them before it
+    lets the worker run again and refuses the worker."""
+    forged = WORKER_FRAMES + """
+reply = json.dumps({"op": "result", "id": _loop["request"]["id"], "output": "FORGED",
+                    "output_bytes": 6, "value": None, "error": None}).encode()
+os.write(_loop["proto_out"], struct.pack(">I", len(reply)) + reply + struct.pack(">I", 2) + b"{}")
+import time
+time.sleep(1.0)
+"""
+    sandbox.run(forged)
+    with pytest.raises(SandboxError) as info:
+        sandbox.run("1")
+    assert info.value.kind == "protocol" and "more after its reply" in str(info.value)
 
 
 def test_no_cell_code_runs_between_calls(sandbox: PythonSandbox) -> None:

@@ -112,6 +112,8 @@ def check_reply(frame: dict[str, Any], request_id: str) -> dict[str, Any]:
     Raises:
         FrameError: it answers another request, or a field is missing or mistyped.
     """
+    if frame.get("op") == "refused":
+        raise FrameError(f"the supervisor refused the worker: {str(frame.get('reason'))[:200]}")
     if frame.get("op") != "result" or frame.get("id") != request_id:
         raise FrameError(f"a reply that does not answer this request (op {frame.get('op')!r}, "
                          f"id {str(frame.get('id'))[:40]!r})")

@@ -33,6 +33,7 @@ from pathlib import Path
 
 __all__ = [
     "WorkerRecord",
+    "alive",
     "kill_group",
     "minimal_env",
     "own_tree",
@@ -142,6 +143,14 @@ def state_of(pid: int) -> str:
     return _stat_fields(pid)[0]
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    try:
+        return state_of(pid) != "Z"
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 def start_time(pid: int) -> int:
     """When ``pid`` started, in clock ticks since boot (tells a pid from a reused one)."""
     return int(_stat_fields(pid)[19])
@@ -189,11 +198,11 @@ class WorkerRecord:
     def __init__(self, workdir: Path) -> None:
         self.path = workdir.with_name(f".{workdir.name}.worker")
 
-    def write(self, pid: int) -> None:
-        """Record ``pid`` as the current worker (best effort: an unwritable parent folder
-        leaves only the parent-death signal)."""
+    def write(self, *pids: int) -> None:
+        """Record ``pids`` (the supervisor, then the worker) as the current ones (best effort:
+        an unwritable parent folder leaves only the parent-death signals)."""
         with contextlib.suppress(OSError, ValueError, IndexError):
-            text = f"{pid} {start_time(pid)}\n"
+            text = "".join(f"{pid} {start_time(pid)}\n" for pid in pids)
             partial = self.path.with_name(self.path.name + ".partial")
             fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
             try:
@@ -208,26 +217,32 @@ class WorkerRecord:
             self.path.unlink()
 
     def stop_survivor(self) -> int | None:
-        """Kill the recorded worker if it is still alive; returns its pid if it was."""
+        """Kill the recorded processes that are still alive; returns the pid of the last of
+        them that was (None if none was)."""
         try:
-            pid_text, started = self.path.read_text().split()
-            pid = int(pid_text)
-            alive = pid > 1 and start_time(pid) == int(started) and state_of(pid) != "Z"
-        except (OSError, ValueError, IndexError):
+            entries = [line.split() for line in self.path.read_text().splitlines()]
+            recorded = [(int(pid), int(started)) for pid, started in entries]
+        except (OSError, ValueError):
             return None
-        if not alive:
-            return None
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+        survivor = None
+        for pid, started in recorded:
+            if pid > 1 and _alive_as(pid, started):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                survivor = pid
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            try:
-                if start_time(pid) != int(started) or state_of(pid) == "Z":
-                    break
-            except (OSError, ValueError, IndexError):
-                break
-            time.sleep(0.01)
-        return pid
+        for pid, started in recorded:
+            while time.monotonic() < deadline and _alive_as(pid, started):
+                time.sleep(0.01)
+        return survivor
+
+
+def _alive_as(pid: int, started: int) -> bool:
+    """Whether ``pid`` is alive and is the process that started at ``started``."""
+    try:
+        return start_time(pid) == started and state_of(pid) != "Z"
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 # ---------------------------------------------------------------------------------------------

@@ -125,9 +125,12 @@ class PythonSandbox:
 
     @property
     def worker_pid(self) -> int | None:
-        """The process id of the current worker, if one is alive."""
+        """The process id (as the host sees it) of the process that runs the cells, if one is
+        alive."""
         worker = self._worker
-        return worker.proc.pid if worker is not None and worker.proc.poll() is None else None
+        if worker is None or worker.proc.poll() is not None or not worker.cell_pid:
+            return None
+        return worker.cell_pid
 
     def start(self) -> Isolation:
         """Start the worker now (it starts on the first call otherwise).
@@ -227,7 +230,7 @@ class PythonSandbox:
         if self._closed:
             raise SandboxError("the sandbox session is closed", kind="closed")
         worker = self._worker
-        if worker is not None and worker.proc.poll() is None:
+        if worker is not None and worker.proc.poll() is None and _process.alive(worker.cell_pid):
             return worker
         if worker is not None:  # died between calls
             self._drop_worker()
@@ -301,6 +304,7 @@ class PythonSandbox:
                                f"stopped worker process ({_text(cell_pid)[:40]})",
                                kind="unavailable")
         worker.cell_pid = cell_pid
+        worker.record.write(worker.proc.pid, cell_pid)
         return isolation
 
     def _max_frame(self) -> int:

@@ -22,6 +22,7 @@ import ctypes
 import json
 import os
 import resource
+import select
 import signal
 import struct
 from typing import Any
@@ -123,6 +124,13 @@ class Relay:
         assert frame is not None
         return frame
 
+    def _refuse(self, reason: str) -> None:
+        """Tell the host the worker broke the protocol, kill it and end."""
+        body = json.dumps({"op": "refused", "reason": reason}).encode()
+        write_all(self.host_out, _HEADER.pack(len(body)) + body)
+        os.kill(self.worker, signal.SIGKILL)
+        mirror_exit(self.worker)
+
     def start(self) -> None:
         """Pass on the worker's ``ready`` frame, adding the worker's pid."""
         frame = self._reply()
@@ -142,6 +150,10 @@ class Relay:
                 os.kill(self.worker, signal.SIGKILL)
                 mirror_exit(self.worker)
             assert request is not None
+            if select.select([self.from_worker], [], [], 0)[0]:
+                if not os.read(self.from_worker, 1):  # the worker died between calls
+                    mirror_exit(self.worker)
+                self._refuse("the worker wrote more after its reply")
             os.kill(self.worker, signal.SIGCONT)
             try:
                 write_all(self.to_worker, request)
