@@ -179,15 +179,14 @@ def enter_namespaces() -> dict[str, Any]:
     root = os.geteuid() == 0
     user = 0 if root else CLONE_NEWUSER
     uid, gid = os.getuid(), os.getgid()
-    tries = ((user | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID, True),
-             (user | CLONE_NEWNET | CLONE_NEWIPC, False), (user | CLONE_NEWNET, False))
-    for flags, pid in tries:
-        if libc.unshare(flags) == 0:
-            break
-    else:
+    tries = (user | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID,
+             user | CLONE_NEWNET | CLONE_NEWIPC, user | CLONE_NEWNET)
+    made = next((flags for flags in tries if libc.unshare(flags) == 0), None)
+    if made is None:
         errno = ctypes.get_errno()
         return {"network": {"ok": False, "detail": f"unshare failed: {os.strerror(errno)}"},
                 "pid": False, "userns": False}
+    pid = bool(made & CLONE_NEWPID)
     if not root:
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"{uid} {uid} 1")

@@ -143,10 +143,12 @@ def state_of(pid: int) -> str:
     return _stat_fields(pid)[0]
 
 
-def alive(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie."""
+def alive(pid: int, *, parent: int) -> bool:
+    """Whether ``pid`` exists, is not a zombie and is a child of ``parent`` (so not a process
+    that reused the pid)."""
     try:
-        return state_of(pid) != "Z"
+        fields = _stat_fields(pid)
+        return fields[0] != "Z" and int(fields[1]) == parent
     except (OSError, ValueError, IndexError):
         return False
 

@@ -16,6 +16,7 @@ What is and is not isolated is documented in ``docs/sandbox.md``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -74,8 +75,15 @@ class _Worker:
         """The process that runs the cells (0 until its supervisor reported it)."""
         self.finalizer = weakref.finalize(self, _process.kill_group, proc)
 
+    def alive(self) -> bool:
+        """Whether the worker process proper is alive (the supervisor may outlive it briefly)."""
+        return _process.alive(self.cell_pid, parent=self.proc.pid)
+
     def kill(self) -> None:
         self.finalizer.detach()
+        if self.cell_pid and self.alive():
+            with contextlib.suppress(OSError):
+                os.kill(self.cell_pid, signal.SIGKILL)
         _process.kill_group(self.proc)
         self.record.clear()
         self.memory.release()
@@ -230,7 +238,7 @@ class PythonSandbox:
         if self._closed:
             raise SandboxError("the sandbox session is closed", kind="closed")
         worker = self._worker
-        if worker is not None and worker.proc.poll() is None and _process.alive(worker.cell_pid):
+        if worker is not None and worker.proc.poll() is None and worker.alive():
             return worker
         if worker is not None:  # died between calls
             self._drop_worker()

@@ -40,6 +40,7 @@ _HERE = os.path.dirname(_THIS_FILE)
 sys.path.insert(0, _HERE)
 try:
     import _isolate  # type: ignore[import-not-found]
+    import _landlock  # type: ignore[import-not-found]
     import _protocol  # type: ignore[import-not-found]
     import _seccomp  # type: ignore[import-not-found]
     import _supervisor  # type: ignore[import-not-found]
@@ -200,6 +201,7 @@ def _serve(proto_in: int, proto_out: int, capture: int, config: dict[str, Any],
     syscall_filter = _seccomp.prepare(config.get("syscall_filter"))  # its own pid: after fork
     try:
         report = _isolate.isolate(config, entered)
+        report["landlock"] = _landlock.restrict(config["workdir"])
         report["syscalls"] = _seccomp.install(syscall_filter)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which gives up
         _protocol.write_frame(proto_out, {"op": "ready", "ok": False,
@@ -234,6 +236,7 @@ def main() -> None:
     worker = os.fork()
     if worker == 0:
         try:
+            os.setsid()  # its own process group: kill(0) and killpg cannot reach the supervisor
             os.dup2(request_r, 0)
             os.dup2(reply_w, 1)
             os.closerange(3, MAX_FD)  # nothing of the host's pipes stays in the worker
