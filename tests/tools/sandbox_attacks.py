@@ -220,8 +220,8 @@ def main() -> None:
         results["victim"] = victim.run("kept").value
         worker = box._worker
         assert worker is not None
-        results["host_pipes"] = [os.fstat(f).st_ino for f in (worker.proc.stdin.fileno(),
-                                                             worker.proc.stdout.fileno())]
+        results["host_pipes"] = [os.fstat(stream.fileno()).st_ino for stream in (
+            worker.proc.stdin, worker.proc.stdout, worker.proc.stderr) if stream is not None]
         results["worker_fds"] = json.loads(box.run(FD_INODES).value or "[]")
         marker = box.workdir / "between-calls"
         results["between"] = _probe(box.run(BETWEEN_CALLS.format(marker=str(marker))).output)

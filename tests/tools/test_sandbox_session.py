@@ -43,7 +43,8 @@ def test_isolation_is_complete_as_root(sandbox: PythonSandbox) -> None:
     isolation = sandbox.isolation
     assert isolation is not None and isolation.complete, isolation.describe()
     assert set(isolation.features) == {"network", "filesystem", "limits", "privileges",
-                                       "processes", "syscalls", "lifetime", "memory"}
+                                       "processes", "syscalls", "lifetime", "landlock",
+                                       "memory"}
     assert isolation.holds("lifetime"), isolation.describe()
     if session_module.binding_path() is not None:
         assert isolation.holds("syscalls"), isolation.describe()

@@ -5,11 +5,11 @@ environment, sends it its configuration, checks the isolation it reports, and th
 in it over length-prefixed JSON frames. Every worker output is untrusted: frames are
 size-capped and checked, each reply must answer its request, and every wait on the worker is
 bounded by the call's deadline. A worker that misbehaves (no answer in time, a malformed or
-out-of-turn reply, code still running after its reply) is killed with its process group; the
-next call starts a fresh one and its result says that the state was lost. Between calls the
-worker is stopped (it stops itself after each reply; a result is returned only once the kernel
-shows it stopped where an idle worker stops), so no code of a cell runs after its result was
-returned.
+out-of-turn reply, bytes after its reply) is killed with its process group; the next call
+starts a fresh one and its result says that the state was lost. The process started here is
+the worker's supervisor (``_supervisor.py``): it holds these pipes, and stops the worker
+before it passes a reply on (a result is returned only once the kernel shows the worker
+stopped), so no code of a cell runs after its result was returned.
 
 What is and is not isolated is documented in ``docs/sandbox.md``.
 """
@@ -274,7 +274,7 @@ class PythonSandbox:
         return worker
 
     def _handshake(self, worker: _Worker, uid: int | None, gid: int | None) -> Isolation:
-        """Configure the worker, check its isolation report, learn what idle looks like."""
+        """Configure the worker, check its isolation report, learn the worker's pid."""
         deadline = time.monotonic() + self.config.startup_timeout
         paths = self.config.import_paths()
         config = {

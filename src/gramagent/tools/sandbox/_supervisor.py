@@ -27,7 +27,7 @@ import signal
 import struct
 from typing import Any
 
-__all__ = ["Relay", "mirror_exit"]
+__all__ = ["Relay", "die_with_parent", "mirror_exit", "read_raw", "write_all"]
 
 _HEADER = struct.Struct(">I")
 PR_SET_PDEATHSIG = 1
@@ -66,6 +66,7 @@ def read_raw(fd: int, max_bytes: int) -> bytes | None:
 
 
 def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd`` (blocking)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
