@@ -29,7 +29,6 @@ the result is strong enough (see ``docs/sandbox.md``).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import resource
 from typing import Any
@@ -102,7 +101,7 @@ class _CapData(ctypes.Structure):
 def _c() -> Any:
     global _libc
     if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        _libc = ctypes.CDLL(None, use_errno=True)  # the C library's symbols; no ldconfig run
         _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
                                 ctypes.c_ulong, ctypes.c_void_p]
         _libc.unshare.argtypes = [ctypes.c_int]
