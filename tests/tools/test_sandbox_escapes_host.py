@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tools_support import FAST_LIMITS, fast_config, start_or_skip
 
 from gramagent.tools.sandbox import PythonSandbox, SandboxConfig, SandboxError
@@ -184,6 +186,45 @@ time.sleep(1.0)
     with pytest.raises(SandboxError) as info:
         sandbox.run("1")
     assert info.value.kind == "protocol" and "more after its reply" in str(info.value)
+
+
+FRAME_KINDS = ("right id", "other id", "not JSON", "announces 1 GB")
+
+
+def _frame_bytes(kind: str) -> str:
+    """Cell source for the bytes of one frame of ``kind`` (``_loop`` as in WORKER_FRAMES)."""
+    if kind == "announces 1 GB":
+        return 'struct.pack(">I", 1 << 30)'
+    if kind == "not JSON":
+        return 'struct.pack(">I", 5) + b"{oops"'
+    ident = '_loop["request"]["id"]' if kind == "right id" else '"not-yours"'
+    return (f'(lambda b: struct.pack(">I", len(b)) + b)(json.dumps({{"op": "result", "id": '
+            f'{ident}, "output": "FORGED", "output_bytes": 6, "value": None, '
+            f'"error": None}}).encode())')
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.lists(st.sampled_from(FRAME_KINDS), min_size=1, max_size=3))
+def test_only_the_first_frame_of_a_call_is_ever_taken(kinds: list[str]) -> None:
+    """Whatever frames a cell writes on its pipe in one go, the host takes at most the first
+    as the call's answer (only if it answers this request), and the call after it is refused:
+    either for the bytes after that frame or for the worker's own late reply to the old
+    request. The call after that runs in a fresh worker."""
+    with tempfile.TemporaryDirectory() as folder, \
+            PythonSandbox(Path(folder) / "w", config=fast_config()) as box:
+        start_or_skip(box)
+        written = " + ".join(_frame_bytes(kind) for kind in kinds)
+        cell = WORKER_FRAMES + f"os.write(_loop['proto_out'], {written})\nimport time\n" \
+            "time.sleep(0.5)\n"
+        if kinds[0] == "right id":
+            assert box.run(cell).output == "FORGED"
+            with pytest.raises(SandboxError) as info:
+                box.run("1")
+        else:
+            with pytest.raises(SandboxError) as info:
+                box.run(cell)
+        assert info.value.kind == "protocol" and info.value.state_lost
+        assert box.run("1").restarted
 
 
 def test_no_cell_code_runs_between_calls(sandbox: PythonSandbox) -> None:

@@ -45,6 +45,15 @@ def _as_user(argv: list[str]) -> list[str]:
     return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
 
 
+def _closed_folder(path: str) -> str | None:
+    """The first folder above ``path`` that others may not enter, if any."""
+    parts = Path(path).parents
+    for folder in reversed(parts):
+        if not os.stat(folder).st_mode & 0o001:
+            return str(folder)
+    return None
+
+
 def user_python() -> str:
     """An interpreter the ordinary user can run with gramagent importable; skips if none."""
     if os.geteuid() != 0:
@@ -57,8 +66,9 @@ def user_python() -> str:
     seen = subprocess.run(_as_user([python, "-c", _CHECK]), capture_output=True, text=True,
                           timeout=BOUND, cwd="/")
     if expected.returncode != 0 or seen.returncode != 0 or seen.stdout != expected.stdout:
-        why = (seen.stderr.strip().splitlines() or ["it ran another interpreter: "
-                                                    f"{seen.stdout.strip()}"])[-1]
+        closed = _closed_folder(os.path.realpath(python))
+        why = (f"{closed} is mode {os.stat(closed).st_mode & 0o777:04o}" if closed else
+               (seen.stderr.strip().splitlines() or [f"it ran Python {seen.stdout.strip()}"])[-1])
         pytest.skip(f"uid {NOBODY} cannot run {python} with gramagent ({why}); set "
                     f"{USER_PYTHON_ENV} to an interpreter it can run (.ci/run makes one)")
     return python
