@@ -51,6 +51,13 @@ def attempts() -> dict[str, tuple[int, list[int | str]]]:
         "kill(other)": (_number("kill"), [NO_SUCH_PID, 0]),
         "tgkill(other)": (_number("tgkill"), [NO_SUCH_PID, NO_SUCH_PID, 0]),
         "pidfd_open(other)": (_number("pidfd_open"), [NO_SUCH_PID, 0]),
+        "prlimit64(other)": (_number("prlimit64"), [NO_SUCH_PID, 7, 0, 0]),  # RLIMIT_NOFILE
+        "pidfd_send_signal": (_number("pidfd_send_signal"), [-1, 0, 0, 0]),
+        "timer_create": (_number("timer_create"), [1, 0, 0]),  # CLOCK_MONOTONIC
+        "fcntl(F_SETOWN)": (_number("fcntl"), [0, 8, 0]),
+        "fcntl(F_SETSIG)": (_number("fcntl"), [0, 10, 0]),
+        "fcntl(F_SETOWN_EX)": (_number("fcntl"), [0, 15, 0]),
+        "ioctl(FIOSETOWN)": (_number("ioctl"), [0, 0x8901, 0]),
     }
 
 
@@ -90,6 +97,7 @@ _found["socket(AF_PACKET)"] = _socket(socket.AF_PACKET, socket.SOCK_RAW)
 _found["socket(AF_UNIX)"] = _socket(socket.AF_UNIX)
 _found["socketpair(AF_UNIX)"] = _socket(socket.AF_UNIX, pair=True)
 _found["socketpair(AF_INET)"] = _socket(socket.AF_INET, pair=True)
+_found["socketpair(AF_UNIX, SOCK_DGRAM)"] = _socket(socket.AF_UNIX, socket.SOCK_DGRAM, pair=True)
 print("PROBE " + json.dumps(_found))
 '''
 
@@ -114,6 +122,9 @@ DENIED_BY_FILTER = (
     "io_uring_setup", "name_to_handle_at", "personality(ADDR_NO_RANDOMIZE)", "socket(AF_INET)",
     "socket(AF_INET6)", "socket(AF_NETLINK)", "socket(AF_PACKET)", "socket(AF_UNIX)",
     "socketpair(AF_INET)", "kill(other)", "tgkill(other)", "pidfd_open(other)",
+    "prlimit64(other)", "pidfd_send_signal", "timer_create", "fcntl(F_SETOWN)",
+    "fcntl(F_SETSIG)", "fcntl(F_SETOWN_EX)", "ioctl(FIOSETOWN)",
+    "socketpair(AF_UNIX, SOCK_DGRAM)",
 )
 """Attempts the filter must answer with EPERM."""
 

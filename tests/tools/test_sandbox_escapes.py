@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from sandbox_probes import ALLOWED_BY_FILTER, DENIED_BY_FILTER, parse_probe, probe_code
-from tools_support import FAST_LIMITS, fast_config, invoke_tool, start_or_skip
+from tools_support import FAST_LIMITS, fast_config, invoke_tool, start_or_skip, workspace_of
 
 from gramagent.tools import builtin_library
 from gramagent.tools.sandbox import PythonSandbox, SandboxConfig, SandboxError
@@ -374,8 +374,10 @@ def test_conversations_sharing_a_session_dir_are_apart(tmp_path: Path, data_dir:
             if exc.kind == "unavailable" and os.geteuid() != 0:
                 pytest.skip(f"no sandbox here: {exc}")
             raise
-        alice = repl("alice", "import os\n(os.getpid(), os.getuid(), os.getcwd())")
-        pid, uid, cwd = eval(alice.splitlines()[-1])  # noqa: S307 - a tuple literal
+        alice = repl("alice", "import os\n(os.getuid(), os.getcwd())")
+        uid, cwd = eval(alice.splitlines()[-1])  # noqa: S307 - a tuple literal
+        pid = workspace_of(library, "alice").sandbox().worker_pid  # as the host sees it
+        assert pid is not None
         text = repl("bob", f"""
 import os, signal
 print("uid", os.getuid(), "cwd", os.getcwd())

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tools_support import FAST_LIMITS, fast_config, start_or_skip
 
 from gramagent.tools.sandbox import PythonSandbox, SandboxConfig, SandboxError
@@ -147,10 +149,12 @@ time.sleep(30)
     assert after.restarted and after.value == "False"
 
 
-def test_a_forged_reply_with_the_right_id_stops_the_worker(sandbox: PythonSandbox) -> None:
-    """The cell answers its own request (reading the id from the worker's frame) and keeps
-    running. The parent sees that the worker is not waiting for a request, kills it, and the
-    late marker the cell meant to write never appears."""
+def test_a_forged_reply_with_the_right_id_freezes_the_cell_there(sandbox: PythonSandbox) -> None:
+    """The cell answers its own request (reading the id from the worker's frame) and means to
+    keep running. Its frame is its call's answer (what the cell chose to say, as if it had
+    printed it), but the supervisor stops the worker the moment it has that frame: the late
+    marker does not appear while no call runs. The next call lets the cell finish, and the
+    worker's own, late reply to the old request is refused."""
     marker = sandbox.workdir / "late-marker"
     forged = WORKER_FRAMES + f"""
 _send(json.dumps({{"op": "result", "id": _loop["request"]["id"], "output": "FORGED",
@@ -159,12 +163,68 @@ import time
 time.sleep(1.0)
 open({str(marker)!r}, "w").write("ran after its result")
 """
-    with pytest.raises(SandboxError) as info:
-        sandbox.run(forged)
-    assert info.value.kind == "protocol" and "kept running after it answered" in str(info.value)
+    assert sandbox.run(forged).output == "FORGED"
     time.sleep(2.5)
-    assert not marker.exists()
+    assert not marker.exists(), "cell code ran after its call returned"
+    with pytest.raises(SandboxError) as info:
+        sandbox.run("1")
+    assert info.value.kind == "protocol" and "does not answer this request" in str(info.value)
     assert sandbox.run("1").restarted
+
+
+def test_bytes_after_a_reply_are_refused(sandbox: PythonSandbox) -> None:
+    """The cell writes its answer and more bytes at once; the supervisor finds them before it
+    lets the worker run again and refuses the worker."""
+    forged = WORKER_FRAMES + """
+reply = json.dumps({"op": "result", "id": _loop["request"]["id"], "output": "FORGED",
+                    "output_bytes": 6, "value": None, "error": None}).encode()
+os.write(_loop["proto_out"], struct.pack(">I", len(reply)) + reply + struct.pack(">I", 2) + b"{}")
+import time
+time.sleep(1.0)
+"""
+    sandbox.run(forged)
+    with pytest.raises(SandboxError) as info:
+        sandbox.run("1")
+    assert info.value.kind == "protocol" and "more after its reply" in str(info.value)
+
+
+FRAME_KINDS = ("right id", "other id", "not JSON", "announces 1 GB")
+
+
+def _frame_bytes(kind: str) -> str:
+    """Cell source for the bytes of one frame of ``kind`` (``_loop`` as in WORKER_FRAMES)."""
+    if kind == "announces 1 GB":
+        return 'struct.pack(">I", 1 << 30)'
+    if kind == "not JSON":
+        return 'struct.pack(">I", 5) + b"{oops"'
+    ident = '_loop["request"]["id"]' if kind == "right id" else '"not-yours"'
+    return (f'(lambda b: struct.pack(">I", len(b)) + b)(json.dumps({{"op": "result", "id": '
+            f'{ident}, "output": "FORGED", "output_bytes": 6, "value": None, '
+            f'"error": None}}).encode())')
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.lists(st.sampled_from(FRAME_KINDS), min_size=1, max_size=3))
+def test_only_the_first_frame_of_a_call_is_ever_taken(kinds: list[str]) -> None:
+    """Whatever frames a cell writes on its pipe in one go, the host takes at most the first
+    as the call's answer (only if it answers this request), and the call after it is refused:
+    either for the bytes after that frame or for the worker's own late reply to the old
+    request. The call after that runs in a fresh worker."""
+    with tempfile.TemporaryDirectory() as folder, \
+            PythonSandbox(Path(folder) / "w", config=fast_config()) as box:
+        start_or_skip(box)
+        written = " + ".join(_frame_bytes(kind) for kind in kinds)
+        cell = WORKER_FRAMES + f"os.write(_loop['proto_out'], {written})\nimport time\n" \
+            "time.sleep(0.5)\n"
+        if kinds[0] == "right id":
+            assert box.run(cell).output == "FORGED"
+            with pytest.raises(SandboxError) as info:
+                box.run("1")
+        else:
+            with pytest.raises(SandboxError) as info:
+                box.run(cell)
+        assert info.value.kind == "protocol" and info.value.state_lost
+        assert box.run("1").restarted
 
 
 def test_no_cell_code_runs_between_calls(sandbox: PythonSandbox) -> None:

@@ -43,7 +43,8 @@ def test_isolation_is_complete_as_root(sandbox: PythonSandbox) -> None:
     isolation = sandbox.isolation
     assert isolation is not None and isolation.complete, isolation.describe()
     assert set(isolation.features) == {"network", "filesystem", "limits", "privileges",
-                                       "syscalls", "lifetime", "memory"}
+                                       "processes", "syscalls", "lifetime", "landlock",
+                                       "memory"}
     assert isolation.holds("lifetime"), isolation.describe()
     if session_module.binding_path() is not None:
         assert isolation.holds("syscalls"), isolation.describe()
@@ -127,7 +128,7 @@ def test_output_is_capped(tmp_path: Path) -> None:
 def test_wall_clock_timeout_restarts_with_lost_state(sandbox: PythonSandbox) -> None:
     """A call past the timeout kills the worker; the next call says the state was lost."""
     sandbox.run("kept = 'before'")
-    first_pid = sandbox.run("import os\nos.getpid()").value
+    first_pid = sandbox.worker_pid
     with pytest.raises(SandboxError) as info:
         sandbox.run("import time\ntime.sleep(60)")
     assert info.value.kind == "timeout" and info.value.state_lost
@@ -136,7 +137,8 @@ def test_wall_clock_timeout_restarts_with_lost_state(sandbox: PythonSandbox) -> 
     after = sandbox.run("kept")
     assert after.restarted and after.error is not None and "NameError" in after.error
     assert after.to_text().startswith("[note: this ran in a new Python session")
-    assert sandbox.run("import os\nos.getpid()").value != first_pid
+    sandbox.run("1")
+    assert sandbox.worker_pid != first_pid
     assert not sandbox.run("1").restarted  # only the first call after the loss says so
 
 
@@ -169,8 +171,9 @@ def test_isolation_report_helpers() -> None:
     weak = Isolation({"network": (False, "unshare failed: EPERM"), "limits": (True, "ok")})
     assert not weak.complete
     assert weak.missing() == ["network: unshare failed: EPERM", "filesystem: not reported",
-                              "privileges: not reported"]
-    full = Isolation({f: (True, "") for f in ("network", "filesystem", "limits", "privileges")})
+                              "privileges: not reported", "processes: not reported"]
+    full = Isolation({f: (True, "") for f in ("network", "filesystem", "limits", "privileges",
+                                             "processes")})
     assert full.complete and full.missing() == []
 
 
@@ -250,7 +253,7 @@ def test_syscall_filter_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(SYSCALL_FILTER_ENV, raising=False)
     assert SandboxConfig.from_env().syscall_filter == "on"
     assert SandboxConfig.from_env().required_features() == (
-        "network", "filesystem", "limits", "privileges")
+        "network", "filesystem", "limits", "privileges", "processes")
     monkeypatch.setenv(SYSCALL_FILTER_ENV, "Required")
     config = SandboxConfig.from_env()
     assert config.syscall_filter == "required"

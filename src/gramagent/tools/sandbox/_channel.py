@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import selectors
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from gramagent.tools.sandbox._protocol import FrameDecoder, FrameError, encode_frame
@@ -42,16 +42,12 @@ class WorkerChannel:
         self.decoder = FrameDecoder(max_bytes=max_frame)
         os.set_blocking(request_fd, False)
 
-    def send(self, message: Mapping[str, object], deadline: float,
-             wake: Callable[[], None] | None = None) -> None:
+    def send(self, message: Mapping[str, object], deadline: float) -> None:
         """Write one frame, waiting for pipe space no longer than ``deadline``.
 
         Args:
             message: the frame's object.
             deadline: when to give up (``time.monotonic()``).
-            wake: called once, when the worker must run to take the rest (the pipe is full)
-                or else after the whole frame is written; so a stopped worker is continued
-                with its request already there, and wakes once rather than twice.
 
         Raises:
             ChannelTimeout: the worker did not take the whole frame in time.
@@ -68,15 +64,18 @@ class WorkerChannel:
                     pass
                 except (BrokenPipeError, ConnectionResetError):
                     raise ChannelClosed("the worker closed its request pipe") from None
-                if wake is not None:
-                    woken, wake = wake, None
-                    woken()
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise ChannelTimeout("the worker stopped reading its requests")
                 selector.select(remaining)
-        if wake is not None:
-            wake()
+
+    def pending(self) -> bool:
+        """Whether bytes beyond the last frame read are buffered or waiting in the pipe."""
+        if self.decoder.buffered():
+            return True
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.reply_fd, selectors.EVENT_READ)
+            return bool(selector.select(0))
 
     def receive(self, deadline: float) -> dict[str, Any]:
         """Read one frame, waiting no longer than ``deadline``.
@@ -113,6 +112,8 @@ def check_reply(frame: dict[str, Any], request_id: str) -> dict[str, Any]:
     Raises:
         FrameError: it answers another request, or a field is missing or mistyped.
     """
+    if frame.get("op") == "refused":
+        raise FrameError(f"the supervisor refused the worker: {str(frame.get('reason'))[:200]}")
     if frame.get("op") != "result" or frame.get("id") != request_id:
         raise FrameError(f"a reply that does not answer this request (op {frame.get('op')!r}, "
                          f"id {str(frame.get('id'))[:40]!r})")

@@ -32,7 +32,7 @@ WEAK_ISOLATION_ENV = "GRAMAGENT_SANDBOX_ALLOW_WEAK"
 SYSCALL_FILTER_ENV = "GRAMAGENT_SANDBOX_SYSCALL_FILTER"
 """``on`` (default), ``required`` or ``off``: :attr:`SandboxConfig.syscall_filter`."""
 
-REQUIRED_FEATURES = ("network", "filesystem", "limits", "privileges")
+REQUIRED_FEATURES = ("network", "filesystem", "limits", "privileges", "processes")
 """The isolation features a worker must report before it may run code (by default)."""
 SYSCALL_FEATURE = "syscalls"
 """The isolation report's entry for the seccomp filter (required only when configured so)."""

@@ -30,15 +30,15 @@ the result is strong enough (see ``docs/sandbox.md``).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import resource
 from typing import Any
 
-__all__ = ["isolate"]
+__all__ = ["enter_namespaces", "isolate"]
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 
@@ -102,7 +102,7 @@ class _CapData(ctypes.Structure):
 def _c() -> Any:
     global _libc
     if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        _libc = ctypes.CDLL(None, use_errno=True)  # the C library's symbols; no ldconfig run
         _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
                                 ctypes.c_ulong, ctypes.c_void_p]
         _libc.unshare.argtypes = [ctypes.c_int]
@@ -176,15 +176,15 @@ namespace; only its owner (root, for a worker started as root) may write them, a
 is read-only once the new root is built."""
 
 
-def _ipc_limits(before: str) -> dict[str, Any]:
+def _ipc_limits(own_namespace: bool) -> dict[str, Any]:
     """No System V IPC or POSIX message queues in the worker's new IPC namespace (written
     while ``/proc`` is still writable), and ``RLIMIT_MSGQUEUE`` 0; the report entry.
 
     Args:
-        before: ``/proc/self/ns/ipc`` before the namespaces were made (the host's).
+        own_namespace: whether the worker is in an IPC namespace of its own (not the host's).
     """
     resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))
-    if os.readlink("/proc/self/ns/ipc") == before:
+    if not own_namespace:
         return {"ok": False, "detail": "no IPC namespace of its own"}
     try:
         for name, value in IPC_LIMITS:
@@ -193,6 +193,44 @@ def _ipc_limits(before: str) -> dict[str, Any]:
         return {"ok": False, "detail": f"the IPC namespace's limits cannot be set ({exc.strerror})"}
     return {"ok": True, "detail": "IPC namespace with no room for System V shared memory, "
             "message queues, semaphores or POSIX message queues"}
+
+
+def enter_namespaces() -> dict[str, Any]:
+    """Run by the supervisor before it forks the worker: new network, IPC and PID namespaces
+    (and a user namespace first when not root). The supervisor stays in the host's PID
+    namespace; its next child is process 1 of the new one. The worker makes its own mount
+    namespace (:func:`isolate`), so the supervisor keeps the host's view.
+
+    Returns ``{"network": report entry, "pid": bool, "ipc": bool, "userns": bool}``.
+    """
+    libc = _c()
+    root = os.geteuid() == 0
+    user = 0 if root else CLONE_NEWUSER
+    uid, gid = os.getuid(), os.getgid()
+    tries = (user | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID,
+             user | CLONE_NEWNET | CLONE_NEWIPC, user | CLONE_NEWNET)
+    made = next((flags for flags in tries if libc.unshare(flags) == 0), None)
+    if made is None:
+        errno = ctypes.get_errno()
+        return {"network": {"ok": False, "detail": f"unshare failed: {os.strerror(errno)}"},
+                "pid": False, "ipc": False, "userns": False}
+    pid = bool(made & CLONE_NEWPID)
+    ipc = bool(made & CLONE_NEWIPC)
+    if not root:
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    return {"network": {"ok": True, "detail": "new network namespace (no interfaces up)"},
+            "pid": pid, "ipc": ipc, "userns": not root}
+
+
+def _processes_entry(own_proc: bool, pid_namespace: bool) -> dict[str, Any]:
+    if own_proc:
+        return {"ok": True, "detail": "own PID namespace (the worker is its process 1) and its "
+                "own /proc: no process outside the sandbox can be seen, signalled or limited"}
+    why = "its /proc could not be mounted" if pid_namespace else "no PID namespace"
+    return {"ok": False, "detail": f"{why}: the host's processes are visible in /proc; only "
+            "the syscall filter keeps signals and prlimit to the worker itself"}
 
 
 def _readonly_everything() -> None:
@@ -246,7 +284,7 @@ def _pivot(root: str) -> None:
     os.chdir("/")
 
 
-def _filesystem(workdir: str, readable: list[str]) -> str:
+def _filesystem(workdir: str, readable: list[str], own_proc: bool = False) -> str:
     """Build the worker's view: a new root (tmpfs) holding only the system directories, the
     readable paths and the work directory; returns a description of it."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
@@ -261,7 +299,11 @@ def _filesystem(workdir: str, readable: list[str]) -> str:
         for name in DEVICES:
             if os.path.exists(f"/dev/{name}"):
                 _graft(root, f"/dev/{name}", f"/dev/{name}")
-        _graft(root, "/proc", "/proc")
+        if own_proc:  # the PID namespace's own /proc: only the worker's processes
+            os.makedirs(root + "/proc", exist_ok=True)
+            _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        else:
+            _graft(root, "/proc", "/proc")
         for path in exposed:
             _graft(root, path, f"/proc/self/fd/{fds[path]}")
     finally:
@@ -277,7 +319,8 @@ def _filesystem(workdir: str, readable: list[str]) -> str:
         _mount(None, workdir, None, MS_REMOUNT | MS_BIND | MS_NOSUID)
     return ("a new root holding only " + ", ".join(p for p in SYSTEM_PATHS
                                                    if os.path.lexists(p))
-            + ", /dev/{" + ",".join(DEVICES) + "}, /proc and " + ", ".join(exposed)
+            + ", /dev/{" + ",".join(DEVICES) + "}, " + ("its own /proc" if own_proc else "/proc")
+            + " and " + ", ".join(exposed)
             + "; read-only, writable: the work directory only")
 
 
@@ -335,8 +378,14 @@ def _die_with_parent(parent_pid: int | None) -> str:
     return "killed with the host process (PR_SET_PDEATHSIG)"
 
 
-def isolate(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def isolate(config: dict[str, Any],
+            entered: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """Isolate the calling process as ``config`` asks; returns a report per feature.
+
+    ``entered`` is what :func:`enter_namespaces` returned in the supervisor before it forked
+    this process; the worker then makes only its mount namespace, mounts its own ``/proc``
+    when it is process 1 of a new PID namespace, and reports ``processes``. Without it the
+    process makes all its namespaces itself (no PID namespace).
 
     ``config`` holds ``workdir``, ``readable`` (paths to keep visible, read-only), ``limits``
     (the numbers of :func:`_limits`), ``uid``/``gid`` (used when running as root).
@@ -349,25 +398,38 @@ def isolate(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
     report: dict[str, dict[str, Any]] = {}
     root = os.geteuid() == 0
     host_ipc = os.readlink("/proc/self/ns/ipc")
+    own_proc = False
+    if entered is None:
+        try:
+            net, mounts, detail = _unshare(root)
+        except OSError as exc:
+            net, mounts, detail = False, False, f"unshare failed: {exc}"
+        report["network"] = {"ok": net, "detail": detail}
+        in_userns = net and not root
+        own_ipc = os.readlink("/proc/self/ns/ipc") != host_ipc
+    else:
+        report["network"] = entered["network"]
+        in_userns = bool(entered["userns"])
+        mounts = _c().unshare(CLONE_NEWNS) == 0
+        own_proc = bool(entered["pid"]) and os.getpid() == 1
+        own_ipc = bool(entered["ipc"])
     try:
-        net, mounts, detail = _unshare(root)
-    except OSError as exc:
-        net, mounts, detail = False, False, f"unshare failed: {exc}"
-    report["network"] = {"ok": net, "detail": detail}
-    try:
-        report["ipc"] = _ipc_limits(host_ipc)
+        report["ipc"] = _ipc_limits(own_ipc)
     except OSError as exc:
         report["ipc"] = {"ok": False, "detail": f"IPC limits failed: {exc}"}
-    in_userns = net and not root
     if mounts:
         try:
-            fs_detail = _filesystem(config["workdir"], list(config["readable"]))
+            fs_detail = _filesystem(config["workdir"], list(config["readable"]), own_proc)
             report["filesystem"] = {"ok": True, "detail": fs_detail}
         except OSError as exc:
+            own_proc = False
             report["filesystem"] = {"ok": False, "detail": f"filesystem setup failed: {exc}"}
     else:
+        own_proc = False
         report["filesystem"] = {"ok": False, "detail": "no mount namespace: the worker sees "
                                 "and may write what its user may"}
+    if entered is not None:
+        report["processes"] = _processes_entry(own_proc, bool(entered["pid"]))
     try:
         report["limits"] = {"ok": True, "detail": _limits(config["limits"])}
     except (OSError, ValueError) as exc:

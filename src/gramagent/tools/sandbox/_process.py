@@ -9,9 +9,10 @@ kernel says), never from the worker's own words.
   dies, not when some pool thread ends.
 - Each work directory has a record of its current worker next to it (:class:`WorkerRecord`);
   a session does not start while the worker of an earlier host is still alive.
-- Between calls the worker is stopped: it sends itself ``SIGSTOP`` after each reply, and the
-  parent returns a result only once the kernel shows it stopped at that place
-  (:func:`settle`), so no code of a cell runs after its result was returned.
+- Between calls the worker is stopped: the supervisor (the process the host started, which
+  runs no user code) stops it before it passes a reply on, and the parent returns a result
+  only once the kernel shows it stopped (:func:`settle`), so no code of a cell runs after its
+  result was returned.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 __all__ = [
-    "IdleCheck",
     "WorkerRecord",
+    "alive",
     "kill_group",
     "minimal_env",
     "own_tree",
@@ -53,10 +54,6 @@ delays it; docs/performance.md, "Sandbox")."""
 _SPINS = 3
 """Looks at a worker's state with nothing between them, before sleeping."""
 
-IdleCheck = tuple[int, int]
-"""Where a worker waiting for its next request is stopped: (syscall number, first argument) of
-its ``kill(own pid, SIGSTOP)``, learnt from ``/proc/<pid>/syscall`` before any user code
-ran."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -146,22 +143,19 @@ def state_of(pid: int) -> str:
     return _stat_fields(pid)[0]
 
 
+def alive(pid: int, *, parent: int) -> bool:
+    """Whether ``pid`` exists, is not a zombie and is a child of ``parent`` (so not a process
+    that reused the pid)."""
+    try:
+        fields = _stat_fields(pid)
+        return fields[0] != "Z" and int(fields[1]) == parent
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 def start_time(pid: int) -> int:
     """When ``pid`` started, in clock ticks since boot (tells a pid from a reused one)."""
     return int(_stat_fields(pid)[19])
-
-
-def blocked_in(pid: int) -> IdleCheck | None:
-    """(syscall number, first argument) if ``pid`` is in a syscall; None if it is not.
-
-    Raises:
-        OSError: ``/proc/<pid>/syscall`` cannot be read (gone, or not permitted).
-    """
-    with open(f"/proc/{pid}/syscall", "rb") as f:
-        fields = f.read().split()
-    if not fields or fields[0] in (b"running", b"-1"):
-        return None
-    return int(fields[0]), int(fields[1], 16)
 
 
 def _pause(attempt: int) -> None:
@@ -169,68 +163,27 @@ def _pause(attempt: int) -> None:
         time.sleep(_POLL)
 
 
-def _poll(deadline: float, look: Callable[[], bool | None]) -> bool:
-    """Call ``look`` until it decides (True or False; None: look again) or ``deadline``
-    passes (False). /proc that cannot be read counts as False."""
+def settle(pid: int, parent: int, deadline: float) -> bool:
+    """Whether the worker ``pid`` (a child of the supervisor ``parent``) is stopped, as the
+    supervisor makes it before it passes a reply on; waits for it until ``deadline``.
+
+    A worker that is not stopped by then, or is not the supervisor's child, counts as not
+    settled. /proc that cannot be read counts as False.
+    """
     attempt = 0
     while True:
         try:
-            decided = look()
+            fields = _stat_fields(pid)
+            if int(fields[1]) != parent:
+                return False
+            if fields[0] in "Tt":
+                return True
         except (OSError, ValueError, IndexError):
             return False
-        if decided is not None:
-            return decided
         if time.monotonic() >= deadline:
             return False
         _pause(attempt)
         attempt += 1
-
-
-def _wait_state(pid: int, states: str, deadline: float) -> bool:
-    return _poll(deadline, lambda: True if state_of(pid) in states else None)
-
-
-def learn_idle(pid: int, deadline: float) -> IdleCheck | None:
-    """Where a freshly started worker stops itself after its first frame (before any user
-    code ran): (syscall number, first argument), or None where ``/proc/<pid>/syscall`` is not
-    available.
-
-    Raises:
-        OSError: the worker did not stop by ``deadline``.
-    """
-    if not _wait_state(pid, "Tt", deadline):
-        raise OSError("the worker did not wait for its first request")
-    try:
-        return blocked_in(pid)
-    except OSError:
-        return None
-
-
-def settle(pid: int, idle: IdleCheck | None, deadline: float) -> bool:
-    """Wait until the worker has stopped itself where an idle worker stops; False if it does
-    not.
-
-    An honest worker sends ``SIGSTOP`` to itself right after writing its reply, so it runs no
-    code until :func:`thaw`. The stop must be at the very place learnt at start-up
-    (``idle``). A worker asleep in any syscall without having stopped (a cell still running
-    after a forged reply) fails at once, one that stays busy fails at ``deadline``.
-    """
-
-    def look() -> bool | None:
-        state = state_of(pid)
-        if state in "Tt":
-            return idle is None or blocked_in(pid) == idle
-        if state == "S" and idle is not None and blocked_in(pid) is not None:
-            return False
-        return None
-
-    return _poll(deadline, look)
-
-
-def thaw(pid: int) -> None:
-    """Let a stopped worker run again."""
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGCONT)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,11 +200,11 @@ class WorkerRecord:
     def __init__(self, workdir: Path) -> None:
         self.path = workdir.with_name(f".{workdir.name}.worker")
 
-    def write(self, pid: int) -> None:
-        """Record ``pid`` as the current worker (best effort: an unwritable parent folder
-        leaves only the parent-death signal)."""
+    def write(self, *pids: int) -> None:
+        """Record ``pids`` (the supervisor, then the worker) as the current ones (best effort:
+        an unwritable parent folder leaves only the parent-death signals)."""
         with contextlib.suppress(OSError, ValueError, IndexError):
-            text = f"{pid} {start_time(pid)}\n"
+            text = "".join(f"{pid} {start_time(pid)}\n" for pid in pids)
             partial = self.path.with_name(self.path.name + ".partial")
             fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
             try:
@@ -266,26 +219,32 @@ class WorkerRecord:
             self.path.unlink()
 
     def stop_survivor(self) -> int | None:
-        """Kill the recorded worker if it is still alive; returns its pid if it was."""
+        """Kill the recorded processes that are still alive; returns the pid of the last of
+        them that was (None if none was)."""
         try:
-            pid_text, started = self.path.read_text().split()
-            pid = int(pid_text)
-            alive = pid > 1 and start_time(pid) == int(started) and state_of(pid) != "Z"
-        except (OSError, ValueError, IndexError):
+            entries = [line.split() for line in self.path.read_text().splitlines()]
+            recorded = [(int(pid), int(started)) for pid, started in entries]
+        except (OSError, ValueError):
             return None
-        if not alive:
-            return None
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+        survivor = None
+        for pid, started in recorded:
+            if pid > 1 and _alive_as(pid, started):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                survivor = pid
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            try:
-                if start_time(pid) != int(started) or state_of(pid) == "Z":
-                    break
-            except (OSError, ValueError, IndexError):
-                break
-            time.sleep(0.01)
-        return pid
+        for pid, started in recorded:
+            while time.monotonic() < deadline and _alive_as(pid, started):
+                time.sleep(0.01)
+        return survivor
+
+
+def _alive_as(pid: int, started: int) -> bool:
+    """Whether ``pid`` is alive and is the process that started at ``started``."""
+    try:
+        return start_time(pid) == started and state_of(pid) != "Z"
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 # ---------------------------------------------------------------------------------------------

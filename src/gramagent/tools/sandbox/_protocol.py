@@ -58,6 +58,10 @@ class FrameDecoder:
         """Append bytes read from the stream."""
         self._buffer += data
 
+    def buffered(self) -> int:
+        """How many bytes are held that no frame read so far has taken."""
+        return len(self._buffer)
+
     def next_frame(self) -> dict[str, Any] | None:
         """The next complete frame, or None if more bytes are needed.
 

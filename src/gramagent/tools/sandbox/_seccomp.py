@@ -139,6 +139,41 @@ def _add_buffer_rules(seccomp: ModuleType, flt: Any, deny: int) -> None:
                      seccomp.Arg(2, seccomp.MASKED_EQ, INT_MASK, option))
 
 
+F_SETOWN, F_SETSIG, F_SETOWN_EX = 8, 10, 15
+FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902
+SOCK_STREAM, SOCK_TYPE_MASK = 1, 0xF
+OWNER_CALLS = (("fcntl", (F_SETOWN, F_SETSIG, F_SETOWN_EX)), ("ioctl", (FIOSETOWN, SIOCSPGRP)))
+"""Commands that make the kernel signal a chosen process (or the worker with a chosen signal)
+when a file is ready: ``fcntl`` and its ``ioctl`` twins."""
+
+
+def _add_process_rules(seccomp: ModuleType, flt: Any, deny: int) -> None:
+    """Rules that keep the worker from acting on any other process and from waking itself
+    while it is stopped between calls.
+
+    - ``prlimit64`` only on itself (pid 0, the form ``setrlimit``/``getrlimit`` use);
+    - ``pidfd_send_signal`` denied (a pidfd of another process comes from ``/proc/<pid>``);
+    - ``fcntl(F_SETOWN, F_SETOWN_EX, F_SETSIG)`` and ``ioctl(FIOSETOWN, SIOCSPGRP)``
+      denied: with them, I/O on a file signals a chosen process (the host) with a chosen
+      signal (``SIGKILL``), or the stopped worker with ``SIGCONT``;
+    - ``timer_create`` denied: a POSIX timer can deliver ``SIGCONT``, which would continue
+      the stopped worker between calls (``setitimer``/``alarm`` send only their fixed
+      signals, which do not continue a stopped process);
+    - ``socketpair`` only of ``SOCK_STREAM`` type: a datagram pair can ``sendto`` a socket
+      file of the host by its path.
+    """
+    flt.add_rule(deny, "prlimit64", seccomp.Arg(0, seccomp.NE, 0))
+    flt.add_rule(deny, "pidfd_send_signal")
+    flt.add_rule(deny, "timer_create")
+    for name, commands in OWNER_CALLS:  # the command is an unsigned int (INT_MASK)
+        for command in commands:
+            flt.add_rule(deny, name, seccomp.Arg(1, seccomp.MASKED_EQ, INT_MASK, command))
+    for kind in range(SOCK_TYPE_MASK + 1):
+        if kind != SOCK_STREAM:
+            flt.add_rule(deny, "socketpair",
+                         seccomp.Arg(1, seccomp.MASKED_EQ, SOCK_TYPE_MASK, kind))
+
+
 def _build(seccomp: ModuleType) -> tuple[Any, int]:
     deny = seccomp.ERRNO(errno.EPERM)
     flt = seccomp.SyscallFilter(seccomp.ALLOW)
@@ -154,6 +189,7 @@ def _build(seccomp: ModuleType) -> tuple[Any, int]:
             count += 1
     _add_argument_rules(seccomp, flt, deny)
     _add_buffer_rules(seccomp, flt, deny)
+    _add_process_rules(seccomp, flt, deny)
     return flt, count
 
 
@@ -184,8 +220,9 @@ def prepare(options: dict[str, Any] | None) -> Prepared:
     return Prepared(flt, f"seccomp filter: {count} syscalls, socket(), socket pairs other than "
                          "AF_UNIX, "
                          "new namespaces, personality changes, clearing the parent-death "
-                         "signal, signals to other processes, growing pipe and socket "
-                         "buffers denied (EPERM)")
+                         "signal, signals, prlimit and I/O signal owners aimed at other "
+                         "processes, POSIX timers, datagram socket pairs, growing pipe "
+                         "and socket buffers denied (EPERM)")
 
 
 def _status() -> dict[str, str]:

@@ -5,17 +5,18 @@ environment, sends it its configuration, checks the isolation it reports, and th
 in it over length-prefixed JSON frames. Every worker output is untrusted: frames are
 size-capped and checked, each reply must answer its request, and every wait on the worker is
 bounded by the call's deadline. A worker that misbehaves (no answer in time, a malformed or
-out-of-turn reply, code still running after its reply) is killed with its process group; the
-next call starts a fresh one and its result says that the state was lost. Between calls the
-worker is stopped (it stops itself after each reply; a result is returned only once the kernel
-shows it stopped where an idle worker stops), so no code of a cell runs after its result was
-returned.
+out-of-turn reply, bytes after its reply) is killed with its process group; the next call
+starts a fresh one and its result says that the state was lost. The process started here is
+the worker's supervisor (``_supervisor.py``): it holds these pipes, and stops the worker
+before it passes a reply on (a result is returned only once the kernel shows the worker
+stopped), so no code of a cell runs after its result was returned.
 
 What is and is not isolated is documented in ``docs/sandbox.md``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -61,7 +62,8 @@ _warned_no_filter = False
 
 
 class _Worker:
-    """One live worker: its process, pipes, what it reported, and how to tell it is idle."""
+    """One live worker: its supervisor process (the one started here), pipes, what it
+    reported, and the pid of the worker process proper (the supervisor's child)."""
 
     def __init__(self, proc: subprocess.Popen[bytes], channel: WorkerChannel,
                  record: _process.WorkerRecord, memory: MemoryLimit) -> None:
@@ -69,18 +71,19 @@ class _Worker:
         self.channel = channel
         self.record = record
         self.memory = memory
-        self.idle: _process.IdleCheck | None = None
-        self.frozen = False
+        self.cell_pid = 0
+        """The process that runs the cells (0 until its supervisor reported it)."""
         self.finalizer = weakref.finalize(self, _process.kill_group, proc)
 
-    def thaw(self) -> None:
-        """Let the stopped worker run (its request is in the pipe, or the pipe is full)."""
-        if self.frozen:
-            self.frozen = False
-            _process.thaw(self.proc.pid)
+    def alive(self) -> bool:
+        """Whether the worker process proper is alive (the supervisor may outlive it briefly)."""
+        return _process.alive(self.cell_pid, parent=self.proc.pid)
 
     def kill(self) -> None:
         self.finalizer.detach()
+        if self.cell_pid and self.alive():
+            with contextlib.suppress(OSError):
+                os.kill(self.cell_pid, signal.SIGKILL)
         _process.kill_group(self.proc)
         self.record.clear()
         self.memory.release()
@@ -130,9 +133,12 @@ class PythonSandbox:
 
     @property
     def worker_pid(self) -> int | None:
-        """The process id of the current worker, if one is alive."""
+        """The process id (as the host sees it) of the process that runs the cells, if one is
+        alive."""
         worker = self._worker
-        return worker.proc.pid if worker is not None and worker.proc.poll() is None else None
+        if worker is None or worker.proc.poll() is not None or not worker.cell_pid:
+            return None
+        return worker.cell_pid
 
     def start(self) -> Isolation:
         """Start the worker now (it starts on the first call otherwise).
@@ -187,17 +193,17 @@ class PythonSandbox:
             request_id = secrets.token_hex(8)
             reply = self._exchange(worker, {"op": "exec", "id": request_id, "code": code},
                                    request_id, deadline)
-            if not _process.settle(worker.proc.pid, worker.idle, deadline):
-                raise self._lost("protocol", "the worker kept running after it answered (a "
-                                 "forged or early reply)")
-            worker.frozen = True
+            if not _process.settle(worker.cell_pid, worker.proc.pid, deadline):
+                raise self._lost("protocol", "the worker was not stopped after it answered")
+            if worker.channel.pending():
+                raise self._lost("protocol", "the worker sent more than one reply")
             return self._result(reply, restarted)
 
     def _exchange(self, worker: _Worker, request: dict[str, Any], request_id: str,
                   deadline: float) -> dict[str, Any]:
         """Send ``request`` and read its reply, both within ``deadline``."""
         try:
-            worker.channel.send(request, deadline, wake=worker.thaw)
+            worker.channel.send(request, deadline)
             return check_reply(worker.channel.receive(deadline), request_id)
         except ChannelTimeout as exc:
             raise self._lost("timeout", f"the call did not finish within "
@@ -232,7 +238,7 @@ class PythonSandbox:
         if self._closed:
             raise SandboxError("the sandbox session is closed", kind="closed")
         worker = self._worker
-        if worker is not None and worker.proc.poll() is None:
+        if worker is not None and worker.proc.poll() is None and worker.alive():
             return worker
         if worker is not None:  # died between calls
             self._drop_worker()
@@ -268,7 +274,7 @@ class PythonSandbox:
         return worker
 
     def _handshake(self, worker: _Worker, uid: int | None, gid: int | None) -> Isolation:
-        """Configure the worker, check its isolation report, learn what idle looks like."""
+        """Configure the worker, check its isolation report, learn the worker's pid."""
         deadline = time.monotonic() + self.config.startup_timeout
         paths = self.config.import_paths()
         config = {
@@ -279,6 +285,7 @@ class PythonSandbox:
             "limits": self.config.limits.to_dict(),
             "uid": uid, "gid": gid, "parent_pid": os.getpid(),
             "syscall_filter": {"mode": self.config.syscall_filter, "binding": binding_path()},
+            "max_reply_bytes": self._max_frame(),
         }
         try:
             worker.channel.send(config, deadline)
@@ -299,12 +306,14 @@ class PythonSandbox:
             raise SandboxError(_refusal(isolation, lacking), kind="unavailable")
         if self.config.syscall_filter == "on" and not isolation.holds(SYSCALL_FEATURE):
             _warn_no_filter(isolation.features.get(SYSCALL_FEATURE, (False, ""))[1])
-        try:
-            worker.idle = _process.learn_idle(worker.proc.pid, deadline)
-        except OSError as exc:
-            raise SandboxError(f"the sandbox worker did not start: {exc}",
-                               kind="unavailable") from None
-        worker.frozen = True
+        cell_pid = ready.get("pid")
+        if not (isinstance(cell_pid, int) and not isinstance(cell_pid, bool) and cell_pid > 1
+                and _process.settle(cell_pid, worker.proc.pid, deadline)):
+            raise SandboxError(f"the sandbox worker did not start: its supervisor named no "
+                               f"stopped worker process ({_text(cell_pid)[:40]})",
+                               kind="unavailable")
+        worker.cell_pid = cell_pid
+        worker.record.write(worker.proc.pid, cell_pid)
         return isolation
 
     def _max_frame(self) -> int:

@@ -2,15 +2,18 @@
 
 Started by :class:`gramagent.tools.sandbox.PythonSandbox`; not imported by gramagent. Startup:
 
-1. keep the protocol pipes on private descriptors; fd 0 becomes ``/dev/null``, fds 1 and 2 an
-   in-memory file that collects everything the user's code prints (Python or C level);
-2. read the configuration frame, build the seccomp filter (:mod:`_seccomp`; loading its
-   binding starts ``ldconfig``, so this comes first), isolate the process (:mod:`_isolate`),
-   then load the filter, which from then on covers the user's code and all its children;
-3. answer with a ``ready`` frame carrying the isolation report;
-4. serve ``exec`` requests until the pipe closes; each reply carries its request's ``id``.
-   After each frame it sends, the worker stops itself (``SIGSTOP``) until the parent
-   continues it for the next request.
+1. the process the host started is the supervisor (:mod:`_supervisor`): it reads the
+   configuration frame, enters new namespaces (PID included), forks the worker and from then
+   on only relays frames between the host's pipes and the worker's, stopping the worker after
+   each frame it sends;
+2. the worker (process 1 of the new PID namespace) keeps its protocol pipes on private
+   descriptors; fd 0 becomes ``/dev/null``, fds 1 and 2 an in-memory file that collects
+   everything the user's code prints (Python or C level);
+3. it builds the seccomp filter (:mod:`_seccomp`; loading its binding starts ``ldconfig``,
+   so this comes first), isolates itself (:mod:`_isolate`), then loads the filter, which
+   from then on covers the user's code and all its children;
+4. answers with a ``ready`` frame carrying the isolation report;
+5. serves ``exec`` requests until the pipe closes; each reply carries its request's ``id``.
 
 An ``exec`` runs a cell like the interactive interpreter: statements run, and the value of a
 final expression is reported (and kept in ``_``). Exceptions are answered as traceback text;
@@ -37,12 +40,15 @@ _HERE = os.path.dirname(_THIS_FILE)
 sys.path.insert(0, _HERE)
 try:
     import _isolate  # type: ignore[import-not-found]
+    import _landlock  # type: ignore[import-not-found]
     import _protocol  # type: ignore[import-not-found]
     import _seccomp  # type: ignore[import-not-found]
+    import _supervisor  # type: ignore[import-not-found]
 finally:
     sys.path.remove(_HERE)
 
 MAX_REQUEST_BYTES = 16 << 20
+MAX_FD = 1 << 16
 
 
 class CPUTimeExceeded(Exception):
@@ -185,22 +191,17 @@ def _redirect_stdio() -> tuple[int, int, int]:
     return proto_in, proto_out, capture
 
 
-def _wait_for_the_parent() -> None:
-    """Stop until the parent sends the next request (it continues the worker with SIGCONT):
-    no code runs between calls, and the parent sees in /proc that the worker is done."""
-    os.kill(os.getpid(), signal.SIGSTOP)
-
-
-def main() -> None:
-    proto_in, proto_out, capture = _redirect_stdio()
+def _serve(proto_in: int, proto_out: int, capture: int, config: dict[str, Any],
+           entered: dict[str, Any]) -> None:
+    """The worker (the supervisor's child): isolate, then run cells until the pipe closes."""
     decoder = _protocol.FrameDecoder(max_bytes=MAX_REQUEST_BYTES)
-    config = _protocol.read_frame(proto_in, decoder)
     for path in config.get("python_paths", ()):
         if path not in sys.path:
             sys.path.append(path)
-    syscall_filter = _seccomp.prepare(config.get("syscall_filter"))
+    syscall_filter = _seccomp.prepare(config.get("syscall_filter"))  # its own pid: after fork
     try:
-        report = _isolate.isolate(config)
+        report = _isolate.isolate(config, entered)
+        report["landlock"] = _landlock.restrict(config["workdir"])
         report["syscalls"] = _seccomp.install(syscall_filter)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which gives up
         _protocol.write_frame(proto_out, {"op": "ready", "ok": False,
@@ -210,9 +211,8 @@ def main() -> None:
     builtins.CPUTimeExceeded = CPUTimeExceeded  # type: ignore[attr-defined]
     session = Session(capture, list(config.get("data_dirs") or ()), config["limits"])
     _protocol.write_frame(proto_out, {"op": "ready", "ok": True, "isolation": report,
-                                      "uid": os.getuid(), "pid": os.getpid()})
-    _wait_for_the_parent()
-    while True:
+                                      "uid": os.getuid()})
+    while True:  # the supervisor stops this process after each frame it sends
         try:
             request = _protocol.read_frame(proto_in, decoder)
         except _protocol.FrameError:
@@ -223,7 +223,34 @@ def main() -> None:
                                               "error": "bad request"})
         else:
             _protocol.write_frame(proto_out, session.run(request["code"], request.get("id")))
-        _wait_for_the_parent()
+
+
+def main() -> None:
+    """The supervisor: read the configuration, enter namespaces, fork the worker, relay."""
+    host_in, host_out = 0, 1
+    config = _protocol.read_frame(host_in, _protocol.FrameDecoder(max_bytes=MAX_REQUEST_BYTES))
+    _supervisor.die_with_parent(config.get("parent_pid"))
+    entered = _isolate.enter_namespaces()
+    request_r, request_w = os.pipe()
+    reply_r, reply_w = os.pipe()
+    worker = os.fork()
+    if worker == 0:
+        try:
+            os.setsid()  # its own process group: kill(0) and killpg cannot reach the supervisor
+            os.dup2(request_r, 0)
+            os.dup2(reply_w, 1)
+            os.closerange(3, MAX_FD)  # nothing of the host's pipes stays in the worker
+            config["parent_pid"] = os.getppid()  # 0 in a new PID namespace
+            _serve(*_redirect_stdio(), config, entered)
+        finally:
+            os._exit(0)
+    for fd in (request_r, reply_w):
+        os.close(fd)
+    relay = _supervisor.Relay(worker, host_in, host_out, request_w, reply_r,
+                              max_request=MAX_REQUEST_BYTES,
+                              max_reply=int(config.get("max_reply_bytes", 1 << 24)))
+    relay.start()
+    relay.serve()
 
 
 if __name__ == "__main__":
