@@ -153,6 +153,22 @@ def alive(pid: int, *, parent: int) -> bool:
         return False
 
 
+def wait_gone(pid: int, deadline: float) -> bool:
+    """Whether ``pid`` has ended (no longer in ``/proc``, or a zombie) by ``deadline``: a
+    killed process that is not this process's child cannot be waited for otherwise."""
+    attempt = 0
+    while True:
+        try:
+            if _stat_fields(pid)[0] == "Z":
+                return True
+        except (OSError, ValueError, IndexError):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        _pause(attempt)
+        attempt += 1
+
+
 def start_time(pid: int) -> int:
     """When ``pid`` started, in clock ticks since boot (tells a pid from a reused one)."""
     return int(_stat_fields(pid)[19])

@@ -56,6 +56,8 @@ __all__ = ["PythonSandbox"]
 WORKER = Path(__file__).with_name("_worker.py")
 _CLOSE_GRACE = 5.0
 """Seconds :meth:`PythonSandbox.close` waits for a running call before killing anyway."""
+_KILL_WAIT = 5.0
+"""Seconds a kill waits for the worker process to end (it is not this process's child)."""
 
 _log = logging.getLogger("gramagent.tools.sandbox")
 _warned_no_filter = False
@@ -80,11 +82,16 @@ class _Worker:
         return _process.alive(self.cell_pid, parent=self.proc.pid)
 
     def kill(self) -> None:
+        """Kill the worker and its supervisor; returns once both have ended (or after a
+        bounded wait, should the kernel be slow to end the worker)."""
         self.finalizer.detach()
-        if self.cell_pid and self.alive():
+        cell = self.cell_pid if self.cell_pid and self.alive() else 0
+        if cell:
             with contextlib.suppress(OSError):
-                os.kill(self.cell_pid, signal.SIGKILL)
+                os.kill(cell, signal.SIGKILL)
         _process.kill_group(self.proc)
+        if cell:
+            _process.wait_gone(cell, time.monotonic() + _KILL_WAIT)
         self.record.clear()
         self.memory.release()
 
