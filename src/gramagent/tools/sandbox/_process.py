@@ -34,6 +34,7 @@ from pathlib import Path
 __all__ = [
     "WorkerRecord",
     "alive",
+    "end_supervisor",
     "kill_group",
     "minimal_env",
     "own_tree",
@@ -114,6 +115,16 @@ def signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
         except (ProcessLookupError, PermissionError):
             with contextlib.suppress(OSError):
                 os.kill(proc.pid, signum)
+
+
+def end_supervisor(proc: subprocess.Popen[bytes], grace: float = 2.0) -> None:
+    """Close the supervisor's request pipe and wait up to ``grace`` seconds for it to exit
+    (it kills and reaps its worker first)."""
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace)
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:

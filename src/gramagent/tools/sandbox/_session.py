@@ -79,11 +79,21 @@ class _Worker:
         """Whether the worker process proper is alive (the supervisor may outlive it briefly)."""
         return _process.alive(self.cell_pid, parent=self.proc.pid)
 
-    def kill(self) -> None:
-        self.finalizer.detach()
+    def interrupt(self) -> None:
+        """SIGKILL the worker (its supervisor then exits, which ends a call in progress), or
+        the supervisor's group while the worker is not known yet."""
         if self.cell_pid and self.alive():
             with contextlib.suppress(OSError):
                 os.kill(self.cell_pid, signal.SIGKILL)
+        else:
+            _process.signal_group(self.proc, signal.SIGKILL)
+
+    def kill(self) -> None:
+        """Kill the worker and let its supervisor reap it before it exits (so the worker's
+        exit is over when this returns), then make sure the supervisor is gone."""
+        self.finalizer.detach()
+        self.interrupt()
+        _process.end_supervisor(self.proc)
         _process.kill_group(self.proc)
         self.record.clear()
         self.memory.release()
@@ -161,7 +171,7 @@ class PythonSandbox:
         self._closed = True
         worker = self._worker
         if worker is not None:  # ends a call in progress (its pipes close), which frees the lock
-            _process.signal_group(worker.proc, signal.SIGKILL)
+            worker.interrupt()
         if self._lock.acquire(timeout=_CLOSE_GRACE):
             try:
                 self._drop_worker()
