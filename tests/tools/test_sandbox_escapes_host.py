@@ -251,27 +251,33 @@ import ctypes, os, sys, time
 from gramagent.tools.sandbox import PythonSandbox, SandboxConfig, SandboxLimits
 box = PythonSandbox(sys.argv[1], config=SandboxConfig(
     limits=SandboxLimits(timeout=10), syscall_filter=sys.argv[2]))
-cleared = box.run("import ctypes\\nctypes.CDLL(None, use_errno=True).prctl(1, 0, 0, 0, 0)")
-print(box.worker_pid, cleared.value, flush=True)
+cleared = box.run(
+    "import ctypes, sys, time\\n"
+    # a survivor would not leave when its pipe closes: it sleeps instead of reading requests
+    "sys.modules['_protocol'].read_frame = lambda *_: time.sleep(10 ** 6)\\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, 0, 0, 0, 0)")
+print(box.worker_pid, cleared.value, box._worker.proc.pid, flush=True)
 time.sleep(600)
 """
 
 
-def start_host(workdir: Path, syscall_filter: str) -> tuple[subprocess.Popen[str], int, str]:
+def start_host(workdir: Path,
+               syscall_filter: str) -> tuple[subprocess.Popen[str], int, str, int]:
     """A host process with a sandbox whose cell tried to clear its parent-death signal;
-    returns the host, the worker's pid and what prctl returned in the cell."""
+    returns the host, the worker's pid, what prctl returned in the cell and the pid of the
+    worker's supervisor."""
     host = subprocess.Popen([sys.executable, "-c", HOST_SCRIPT, str(workdir), syscall_filter],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "GRAMAGENT_SANDBOX_ALLOW_WEAK": "0"})
     assert host.stdout is not None
     line = host.stdout.readline().split()
-    if len(line) != 2:
+    if len(line) != 3:
         host.kill()
         stderr = host.communicate()[1]
         if os.geteuid() != 0 and "unavailable" in stderr:
             pytest.skip("no OS isolation for the sandbox on this machine")
         raise AssertionError(stderr)
-    return host, int(line[0]), line[1]
+    return host, int(line[0]), line[1], int(line[2])
 
 
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
@@ -279,7 +285,7 @@ def test_workers_die_with_their_host(tmp_path: Path, signum: int) -> None:
     """The host is killed (or terminated); its worker, whose cell tried to clear the
     parent-death signal, is gone too."""
     pytest.importorskip("pyseccomp")
-    host, pid, cleared = start_host(tmp_path / "work", "required")
+    host, pid, cleared, _ = start_host(tmp_path / "work", "required")
     try:
         assert cleared == "-1"  # the filter refused to clear the parent-death signal
         assert alive(pid)
@@ -294,12 +300,15 @@ def test_workers_die_with_their_host(tmp_path: Path, signum: int) -> None:
 
 
 def test_a_session_does_not_start_while_an_old_worker_lives(tmp_path: Path) -> None:
-    """Without the filter a cell can clear its parent-death signal and outlive a killed host.
-    A new session on the same work directory kills that survivor before it starts."""
+    """Without the filter a cell can clear its parent-death signal and outlive its supervisor
+    and host when both are killed (the supervisor kills its worker when the host's pipe
+    closes, so it is killed first here). A new session on the same work directory kills that
+    survivor before it starts."""
     workdir = tmp_path / "work"
-    host, old, cleared = start_host(workdir, "off")
+    host, old, cleared, supervisor = start_host(workdir, "off")
     try:
         assert cleared == "0"
+        os.kill(supervisor, signal.SIGKILL)
         host.kill()
         host.communicate(timeout=HANG_BOUND)
         time.sleep(0.5)

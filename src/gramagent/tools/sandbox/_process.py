@@ -34,6 +34,7 @@ from pathlib import Path
 __all__ = [
     "WorkerRecord",
     "alive",
+    "end_supervisor",
     "kill_group",
     "minimal_env",
     "own_tree",
@@ -116,6 +117,16 @@ def signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
                 os.kill(proc.pid, signum)
 
 
+def end_supervisor(proc: subprocess.Popen[bytes], grace: float = 2.0) -> None:
+    """Close the supervisor's request pipe and wait up to ``grace`` seconds for it to exit
+    (it kills and reaps its worker first)."""
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace)
+
+
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the worker's process group, reap it, close its pipes (bounded waits only)."""
     signal_group(proc, signal.SIGKILL)
@@ -151,22 +162,6 @@ def alive(pid: int, *, parent: int) -> bool:
         return fields[0] != "Z" and int(fields[1]) == parent
     except (OSError, ValueError, IndexError):
         return False
-
-
-def wait_gone(pid: int, deadline: float) -> bool:
-    """Whether ``pid`` has ended (no longer in ``/proc``, or a zombie) by ``deadline``: a
-    killed process that is not this process's child cannot be waited for otherwise."""
-    attempt = 0
-    while True:
-        try:
-            if _stat_fields(pid)[0] == "Z":
-                return True
-        except (OSError, ValueError, IndexError):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        _pause(attempt)
-        attempt += 1
 
 
 def start_time(pid: int) -> int:

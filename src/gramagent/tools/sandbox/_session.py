@@ -56,8 +56,6 @@ __all__ = ["PythonSandbox"]
 WORKER = Path(__file__).with_name("_worker.py")
 _CLOSE_GRACE = 5.0
 """Seconds :meth:`PythonSandbox.close` waits for a running call before killing anyway."""
-_KILL_WAIT = 5.0
-"""Seconds a kill waits for the worker process to end (it is not this process's child)."""
 
 _log = logging.getLogger("gramagent.tools.sandbox")
 _warned_no_filter = False
@@ -81,17 +79,22 @@ class _Worker:
         """Whether the worker process proper is alive (the supervisor may outlive it briefly)."""
         return _process.alive(self.cell_pid, parent=self.proc.pid)
 
-    def kill(self) -> None:
-        """Kill the worker and its supervisor; returns once both have ended (or after a
-        bounded wait, should the kernel be slow to end the worker)."""
-        self.finalizer.detach()
-        cell = self.cell_pid if self.cell_pid and self.alive() else 0
-        if cell:
+    def interrupt(self) -> None:
+        """SIGKILL the worker (its supervisor then exits, which ends a call in progress), or
+        the supervisor's group while the worker is not known yet."""
+        if self.cell_pid and self.alive():
             with contextlib.suppress(OSError):
-                os.kill(cell, signal.SIGKILL)
+                os.kill(self.cell_pid, signal.SIGKILL)
+        else:
+            _process.signal_group(self.proc, signal.SIGKILL)
+
+    def kill(self) -> None:
+        """Kill the worker and let its supervisor reap it before it exits (so the worker's
+        exit is over when this returns), then make sure the supervisor is gone."""
+        self.finalizer.detach()
+        self.interrupt()
+        _process.end_supervisor(self.proc)
         _process.kill_group(self.proc)
-        if cell:
-            _process.wait_gone(cell, time.monotonic() + _KILL_WAIT)
         self.record.clear()
         self.memory.release()
 
@@ -168,7 +171,7 @@ class PythonSandbox:
         self._closed = True
         worker = self._worker
         if worker is not None:  # ends a call in progress (its pipes close), which frees the lock
-            _process.signal_group(worker.proc, signal.SIGKILL)
+            worker.interrupt()
         if self._lock.acquire(timeout=_CLOSE_GRACE):
             try:
                 self._drop_worker()
