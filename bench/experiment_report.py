@@ -2,12 +2,15 @@
 
 Writes a store of ``--runs`` synthetic runs (two variants, ``--repeats`` repeats, four
 evaluators, a tool call each, latencies drawn from a gamma distribution), then, in a fresh
-process, times ``report(store)`` (reading the store included) and reads that process's peak
-RSS (``ru_maxrss``). The store is made once per size and kept in ``--dir``.
+process, times ``report(store)`` (importing gramagent and reading the store included) and
+reads that process's peak RSS (``ru_maxrss``); with ``--cli``, the same for the command
+``gramagent experiment report STORE --json`` (the report as the user asks for it). The store
+is made once per size and kept in ``--dir``.
 
 Usage::
 
     python bench/experiment_report.py                        # 100,000 runs
+    python bench/experiment_report.py --cli                  # through the command
     python bench/experiment_report.py --runs 20000 --repeats 5
 """
 
@@ -63,9 +66,26 @@ def measure(path: Path) -> dict[str, float]:
 
     result = report(path)
     seconds = time.perf_counter() - start
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"seconds": round(seconds, 2), "peak_rss_mb": round(peak_mb, 1),
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    peak_mb = usage.ru_maxrss / 1024
+    return {"seconds": round(seconds, 2), "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2),
+            "peak_rss_mb": round(peak_mb, 1),
             "pairs": result.comparisons[0].pairs, "cases": result.cases}
+
+
+def measure_cli(path: Path) -> dict[str, float]:
+    """Seconds and peak RSS (MB) of ``gramagent experiment report PATH --json``."""
+    command = Path(sys.executable).with_name("gramagent")
+    start = time.perf_counter()
+    out = subprocess.run([str(command), "experiment", "report", str(path), "--json"],
+                         check=True, capture_output=True)
+    seconds = time.perf_counter() - start
+    result = json.loads(out.stdout)
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak_mb = usage.ru_maxrss / 1024
+    return {"seconds": round(seconds, 2), "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2),
+            "peak_rss_mb": round(peak_mb, 1),
+            "pairs": result["comparisons"][0]["pairs"], "cases": result["cases"]}
 
 
 def main() -> None:
@@ -73,6 +93,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()))
+    parser.add_argument("--cli", action="store_true",
+                        help="time `gramagent experiment report --json` instead")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
@@ -83,11 +105,16 @@ def main() -> None:
         made = time.perf_counter()
         make_store(path, args.runs, args.repeats)
         print(f"made {path} in {time.perf_counter() - made:.1f} s", file=sys.stderr)
-    out = subprocess.run([sys.executable, __file__, "--child", str(path)], check=True,
-                         capture_output=True, text=True)
-    figures = json.loads(out.stdout)
-    print(f"report of {args.runs:,} runs ({figures['cases']:,} cases x {args.repeats} "
-          f"repeat(s), {figures['pairs']:,} pairs): {figures['seconds']} s, peak RSS "
+    if args.cli:
+        figures = measure_cli(path)
+    else:
+        out = subprocess.run([sys.executable, __file__, "--child", str(path)], check=True,
+                             capture_output=True, text=True)
+        figures = json.loads(out.stdout)
+    what = "gramagent experiment report" if args.cli else "report"
+    print(f"{what} of {args.runs:,} runs ({figures['cases']:,} cases x {args.repeats} "
+          f"repeat(s), {figures['pairs']:,} pairs): {figures['seconds']} s "
+          f"({figures['cpu_seconds']} s CPU), peak RSS "
           f"{figures['peak_rss_mb']} MB")
 
 

@@ -34,11 +34,12 @@ from gramagent._spec.calls.check import PreparedCall, check_parsed, new_prepared
 text = st.text(max_size=20)
 calls = st.builds(ToolCall, id=text, name=text, arguments=text).map(lambda c: (c,))
 usage = st.builds(Usage, input_tokens=st.integers(0, 10**6), output_tokens=st.integers(0, 10**6),
-                  requests=st.integers(0, 9))
+                  requests=st.integers(0, 9), estimated=st.booleans())
 
 CASES: list[tuple[Any, Any, st.SearchStrategy[dict[str, Any]]]] = [
     (Usage, new_usage, st.fixed_dictionaries({}, optional={
-        "input_tokens": st.integers(0, 10**6), "output_tokens": st.integers(0, 10**6)})),
+        "input_tokens": st.integers(0, 10**6), "output_tokens": st.integers(0, 10**6),
+        "estimated": st.booleans()})),
     (ToolCall, new_tool_call, st.fixed_dictionaries(
         {"id": text, "name": text, "arguments": text})),
     (UserMessage, new_user_message, st.fixed_dictionaries({"content": text})),

@@ -132,6 +132,9 @@ class Usage:
     output_tokens: int = 0
     requests: int = 0
     """How many model requests the figures cover."""
+    estimated: bool = False
+    """True when a server reported no usage for some request the figures cover: those tokens
+    were estimated from the text (about 4 characters a token)."""
 
     @property
     def total_tokens(self) -> int:
@@ -142,15 +145,20 @@ class Usage:
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             requests=self.requests + other.requests,
+            estimated=self.estimated or other.estimated,
         )
 
     def to_dict(self) -> dict[str, int]:
-        return {
+        """The figures (and ``"estimated": true`` when some were estimated)."""
+        out = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "total_tokens": self.total_tokens,
             "requests": self.requests,
         }
+        if self.estimated:
+            out["estimated"] = True
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -219,9 +227,11 @@ def new_tool_call(*, id: str, name: str, arguments: str) -> ToolCall:
 
 
 @builds(Usage)
-def new_usage(*, input_tokens: int = 0, output_tokens: int = 0, requests: int = 0) -> Usage:
+def new_usage(*, input_tokens: int = 0, output_tokens: int = 0, requests: int = 0,
+              estimated: bool = False) -> Usage:
     """A :class:`Usage` (:func:`gramagent._frozen.builds`)."""
-    return Usage(input_tokens=input_tokens, output_tokens=output_tokens, requests=requests)
+    return Usage(input_tokens=input_tokens, output_tokens=output_tokens, requests=requests,
+                 estimated=estimated)
 
 
 @builds(UserMessage)

@@ -27,6 +27,7 @@ _records = st.builds(
                    max_size=3).map(tuple),
     input_tokens=st.integers(0, 10**6), output_tokens=st.integers(0, 10**6),
     requests=st.integers(0, 99), wall_ms=st.floats(0, 1e7), started=st.floats(0, 2e9),
+    estimated_tokens=st.booleans(),
     evaluations=st.lists(st.builds(EvalResult, name=_text, score=st.floats(0, 1),
                                    passed=st.none() | st.booleans(), reason=_text),
                          max_size=3).map(tuple))

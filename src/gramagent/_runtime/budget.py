@@ -49,7 +49,8 @@ class Budget:
     """
 
     __slots__ = ("_measured", "_tools_chars", "context_bytes", "conversation", "deadline",
-                 "input_tokens", "limits", "output_tokens", "requests", "started", "turns")
+                 "estimated", "input_tokens", "limits", "output_tokens", "requests", "started",
+                 "turns")
 
     def __init__(self, limits: RunLimits, conversation: Conversation, started: float) -> None:
         wall_time = limits.wall_time
@@ -62,6 +63,8 @@ class Budget:
         """Model requests answered so far."""
         self.input_tokens = 0
         self.output_tokens = 0
+        self.estimated = False
+        """Whether a server reported no usage for some request (its tokens estimated)."""
         self._tools_chars = -1
         self.turns = 0
         """User messages in the conversation (as of the last request)."""
@@ -73,7 +76,7 @@ class Budget:
     def usage(self) -> Usage:
         """Tokens and requests of the run so far."""
         return new_usage(input_tokens=self.input_tokens, output_tokens=self.output_tokens,
-                         requests=self.requests)
+                         requests=self.requests, estimated=self.estimated)
 
     def carry(self, usage: Usage) -> None:
         """Start from the requests and tokens of an earlier part of the run (one that paused
@@ -81,6 +84,7 @@ class Budget:
         self.requests += usage.requests
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
+        self.estimated = self.estimated or usage.estimated
 
     def remaining(self, now: float) -> float | None:
         """Seconds left before the wall time runs out (None without a wall time)."""
@@ -162,6 +166,8 @@ class Budget:
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
         self.requests += 1
+        if usage.estimated:
+            self.estimated = True
         return usage
 
     def wall_time_exceeded(self, now: float, where: str = "") -> LimitExceeded:
@@ -188,7 +194,7 @@ class Budget:
             chars += _message_chars(message)
         out = len(turn.text or "") + sum(len(c.name) + len(c.arguments) for c in turn.tool_calls)
         return new_usage(input_tokens=-(-chars // CHARS_PER_TOKEN),
-                     output_tokens=-(-out // CHARS_PER_TOKEN))
+                         output_tokens=-(-out // CHARS_PER_TOKEN), estimated=True)
 
 
 def _message_chars(message: Message) -> int:

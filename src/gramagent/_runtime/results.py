@@ -127,7 +127,8 @@ def _response_from(data: Mapping[str, Any]) -> AgentResponse:
         context=Conversation.from_list(data["context"], id=_typed(
             data.get("conversation_id") or None, (str, type(None)), "conversation_id")),
         usage=Usage(**{k: _count(usage.get(k, 0), f"usage.{k}")
-                       for k in ("input_tokens", "output_tokens", "requests")}),
+                       for k in ("input_tokens", "output_tokens", "requests")},
+                    estimated=usage.get("estimated") is True),
         stopped_by=_typed(data.get("stopped_by"), (str, type(None)), "stopped_by"),
         run_id=_typed(data.get("run_id", ""), str, "run_id"),
         finish_reason=_typed(data.get("finish_reason", "stop"), str, "finish_reason"),

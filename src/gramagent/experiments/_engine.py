@@ -309,6 +309,7 @@ async def run_case(arm: Arm, model: Model, case: Case, repeat: int,
     answer: str | None = None
     stop, error = "answer", None
     input_tokens = output_tokens = requests = 0
+    estimated = False
     try:
         for message in case.inputs:
             limits = _turn_limits(arm.limits, time.perf_counter() - clock, context)
@@ -325,6 +326,7 @@ async def run_case(arm: Arm, model: Model, case: Case, repeat: int,
             input_tokens += response.usage.input_tokens
             output_tokens += response.usage.output_tokens
             requests += response.usage.requests
+            estimated = estimated or response.usage.estimated
             tools.extend(ToolRecord(
                 name=i.name, status="ok" if i.error_type in (None, "repeated_call") else "error",
                 error_type=i.error_type, latency_ms=i.latency * 1000.0, arguments=i.arguments)
@@ -347,6 +349,7 @@ async def run_case(arm: Arm, model: Model, case: Case, repeat: int,
             input_tokens += usage.input_tokens
             output_tokens += usage.output_tokens
             requests += usage.requests
+            estimated = estimated or usage.estimated
         tools.extend(_tools_in(getattr(exc, "context", None), already=len(tools)))
     except Exception as exc:  # a bug below must cost one run, not the experiment
         answer, stop, error = None, f"error:{type(exc).__name__}", str(exc)[:1000]
@@ -354,7 +357,8 @@ async def run_case(arm: Arm, model: Model, case: Case, repeat: int,
     record = RunRecord(
         variant=arm.name, case_id=case.id, repeat=repeat, answer=answer, stop=stop,
         error=error, tools=tuple(tools), input_tokens=input_tokens,
-        output_tokens=output_tokens, requests=requests, wall_ms=wall_ms, started=started)
+        output_tokens=output_tokens, requests=requests, wall_ms=wall_ms, started=started,
+        estimated_tokens=estimated)
     if evaluators:
         # the record is not shared yet: completing it in place saves a copy per run
         object.__setattr__(record, "evaluations", await evaluate(evaluators, case, record))

@@ -13,13 +13,14 @@ import base64
 import io
 import math
 import os
+from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
 from gramagent._install import needs_extra
 from gramagent.errors import ConfigurationError
-from gramagent.experiments._render import stop_sentence
+from gramagent.experiments._render import estimated_note, marked, stop_sentence
 from gramagent.experiments._report import (
     COST,
     LATENCY,
@@ -42,6 +43,7 @@ vertical-align:top}th{background:#f5f7fb}td.num{text-align:right;font-variant-nu
 tabular-nums}.better{color:#137333;font-weight:600}.worse{color:#b3261e;font-weight:600}
 .same{color:#5b6577}.pass{color:#137333}.fail{color:#b3261e}img{max-width:100%}
 .stop{background:#fff4d6;border-left:4px solid #e0a800;padding:.5rem .8rem}
+.note{color:#555;font-size:.9em}
 dl.about{display:grid;grid-template-columns:max-content 1fr;gap:.15rem 1rem;margin:.5rem 0}
 dl.about dt{color:#5b6577}dl.about dd{margin:0}
 .grid{display:grid;grid-template-columns:1fr 1fr;gap:1rem}code{background:#f2f4f8;
@@ -85,10 +87,14 @@ def html_report(report: Report) -> str:
     parts.append("</ul><h2>Rates and means per variant</h2>")
     parts.append(_img(_rates_figure(report, Figure)))
     parts.append(_variant_table(report))
+    note = estimated_note(report)
+    if note is not None:
+        parts.append(f"<p class=note>{escape(note)}</p>")
     if report.comparisons:
         parts.append("<h2>Paired differences against the baseline</h2>")
         parts.append(_img(_differences_figure(report, Figure)))
-        parts.append(_comparison_table(report.comparisons))
+        parts.append(_comparison_table(report.comparisons, {
+            v.name for v in report.variants if v.estimated}, report.baseline))
         parts.append("<h2>What this run could detect</h2>")
         parts.append(_plan_table(report.comparisons))
     parts.append("<h2>Latency and tokens</h2><div class=grid>")
@@ -231,8 +237,8 @@ def _variant_table(report: Report) -> str:
                 cells.append(f"<td class=num>{m.value:.1%}<br><small>[{m.low:.1%}, "
                              f"{m.high:.1%}]</small></td>")
             else:
-                cells.append(f"<td class=num>{_num(m.value)}<br><small>[{_num(m.low)}, "
-                             f"{_num(m.high)}]</small></td>")
+                cells.append(f"<td class=num>{_num(m.value)}{marked(m.name, v.estimated > 0)}"
+                             f"<br><small>[{_num(m.low)}, {_num(m.high)}]</small></td>")
         stops = ", ".join(f"{escape(k)}: {n}" for k, n in v.stops.items())
         rows.append(f"<tr><th>{escape(v.name)}</th><td class=num>{v.runs}</td>"
                     f"{''.join(cells)}<td>{stops}</td></tr>")
@@ -240,7 +246,10 @@ def _variant_table(report: Report) -> str:
             + "".join(rows) + "</table>")
 
 
-def _comparison_table(rows: tuple[Comparison, ...]) -> str:
+def _comparison_table(rows: tuple[Comparison, ...], estimated: AbstractSet[str] = frozenset(),
+                      baseline: str = "") -> str:
+    """The paired comparisons; a token or cost row is marked when either side's runs had
+    estimated tokens (the variants in ``estimated``)."""
     out = ["<table><tr><th>variant</th><th>metric</th><th>pairs</th><th>baseline</th>"
            "<th>variant</th><th>difference [CI]</th><th>test</th><th>p</th><th>p (Holm)</th>"
            "<th>cases W/T/L</th><th>Wilcoxon p</th><th>design effect</th>"
@@ -252,7 +261,8 @@ def _comparison_table(rows: tuple[Comparison, ...]) -> str:
         p_values = (f"<td class=num>{c.p_value:.3g}</td><td class=num>{c.p_adjusted:.3g}</td>"
                     if c.pairs else "<td class=num>-</td><td class=num>-</td>")
         out.append(
-            f"<tr><td>{escape(c.variant)}</td><td>{escape(c.metric)}</td>"
+            f"<tr><td>{escape(c.variant)}</td><td>{escape(c.metric)}"
+            f"{marked(c.metric, bool(estimated & {c.variant, baseline}))}</td>"
             f"<td class=num>{c.pairs}</td><td class=num>{_num(c.baseline_mean)}</td>"
             f"<td class=num>{_num(c.variant_mean)}</td><td class=num>{difference}</td>"
             f"<td>{c.test}</td>{p_values}"

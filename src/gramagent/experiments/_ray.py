@@ -476,16 +476,17 @@ def _pack(r: RunRecord) -> _Packed:
     return (r.variant, r.case_id, r.repeat, r.answer, r.stop, r.error,
             tuple((t.name, t.status, t.error_type, t.latency_ms, t.arguments) for t in r.tools),
             r.input_tokens, r.output_tokens, r.requests, r.wall_ms, r.started,
-            tuple((e.name, e.score, e.passed, e.reason) for e in r.evaluations))
+            tuple((e.name, e.score, e.passed, e.reason) for e in r.evaluations),
+            int(r.estimated_tokens))
 
 
 def _unpack(p: _Packed) -> RunRecord:
     (variant, case_id, repeat, answer, stop, error, tools, input_tokens, output_tokens,
-     requests, wall_ms, started, evaluations) = p
+     requests, wall_ms, started, evaluations, estimated) = p
     return RunRecord(
         variant=variant, case_id=case_id, repeat=repeat, answer=answer, stop=stop,
         error=error, input_tokens=input_tokens, output_tokens=output_tokens,
-        requests=requests, wall_ms=wall_ms, started=started,
+        requests=requests, wall_ms=wall_ms, started=started, estimated_tokens=bool(estimated),
         tools=tuple(ToolRecord(name=n, status=s, error_type=e, latency_ms=ms, arguments=a)
                     for n, s, e, ms, a in tools),
         evaluations=tuple(EvalResult(name=n, score=sc, passed=ok, reason=why)

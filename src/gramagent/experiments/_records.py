@@ -90,6 +90,10 @@ class RunRecord:
     started: float = 0.0
     """Unix time the run started."""
     evaluations: tuple[EvalResult, ...] = ()
+    estimated_tokens: bool = False
+    """Whether the tokens are (partly) estimated: a model server reported no usage for some
+    request of the run, so its tokens were counted from the text (about 4 characters a
+    token)."""
 
     @property
     def key(self) -> RunKey:

@@ -19,7 +19,11 @@ from gramagent.experiments._report import (
     empty_metric,
 )
 
-__all__ = ["render_report"]
+__all__ = ["ESTIMATED", "estimated_note", "marked", "render_report"]
+
+ESTIMATED = "*"
+"""The mark of token (and cost) figures that hold estimated tokens."""
+_MARKED = (TOKENS, COST)
 
 _OUTCOME_STYLE = {"better": "green", "worse": "red", "no difference": "dim"}
 
@@ -34,6 +38,9 @@ def render_report(report: Report) -> RenderableType:
     if report.stopped is not None:
         parts.append(_stopped(report))
     parts.append(_variants(report))
+    note = estimated_note(report)
+    if note is not None:
+        parts.append(Text(note, style="dim"))
     if report.comparisons:
         parts.append(_comparisons(report))
         parts.append(_verdicts(report))
@@ -49,6 +56,22 @@ def stop_sentence(report: Report) -> str:
             f"1/alpha after {info.cases_done} of {info.cases} cases ({p}, always valid); "
             f"{info.runs_not_run} runs not run. The fixed-sample p-values and intervals below "
             "do not account for the stop.")
+
+
+def marked(metric: str, estimated: bool) -> str:
+    """The mark a figure of ``metric`` gets when tokens behind it were estimated ("")."""
+    return ESTIMATED if estimated and metric in _MARKED else ""
+
+
+def estimated_note(report: Report) -> str | None:
+    """The footnote of the marked figures: which variants' runs had estimated tokens (None
+    when no run had: every server reported its usage)."""
+    counts = [f"{v.name}: {v.estimated} of {v.runs} runs" for v in report.variants
+              if v.estimated]
+    if not counts:
+        return None
+    return (f"{ESTIMATED} estimated, the server reported no usage ({'; '.join(counts)}); "
+            "tokens counted from the text, about 4 characters a token")
 
 
 def _stopped(report: Report) -> Text:
@@ -68,15 +91,19 @@ def _variants(report: Report) -> Table:
     table.add_row("runs", *(str(v.runs) for v in report.variants))
     names = [m.name for m in report.variants[0].metrics] if report.variants else []
     for i, name in enumerate(names):
-        table.add_row(Text(name), *(_metric(v.metrics[i], v.runs) for v in report.variants))
+        table.add_row(Text(name), *(_metric(v.metrics[i], v.runs)
+                                    + marked(name, v.estimated > 0) for v in report.variants))
     table.add_row("tool errors", *(f"{sum(v.tool_errors.values())}/{v.tool_calls}"
                                    for v in report.variants))
     for i, name in enumerate(names):
         if any(v.metrics[i].flip_cases for v in report.variants):
             table.add_row(Text(f"flips: {name}"), *(_flips(v.metrics[i]) for v in report.variants))
     if any(v.cost_total is not None for v in report.variants):
-        table.add_row("cost, all runs", *(_dollars(v.cost_total) for v in report.variants))
-        table.add_row("cost per pass", *(_dollars(v.cost_per_pass) for v in report.variants))
+        table.add_row("cost, all runs", *(_dollars(v.cost_total) + marked(COST, v.estimated > 0)
+                                          for v in report.variants))
+        table.add_row("cost per pass", *(_dollars(v.cost_per_pass)
+                                         + marked(COST, v.estimated > 0)
+                                         for v in report.variants))
     stops = sorted({k for v in report.variants for k in v.stops})
     for stop in stops:
         table.add_row(Text(f"stopped: {stop}"),
@@ -116,6 +143,7 @@ def _interval(low: float, high: float, spec: str) -> str:
 def _comparisons(report: Report) -> Group:
     tables: list[RenderableType] = []
     clustered = report.repeats > 1
+    guessed = {v.name for v in report.variants if v.estimated}
     for variant in dict.fromkeys(c.variant for c in report.comparisons):
         rows = [c for c in report.comparisons if c.variant == variant]
         size = (f"{rows[0].cases} cases x {report.repeats} repeats ({rows[0].pairs} pairs; "
@@ -132,8 +160,9 @@ def _comparisons(report: Report) -> Group:
                 table.add_row(Text(c.metric), NO_PAIRS, _TESTS.get(c.test, c.test), "-",
                               outcome)
                 continue
-            table.add_row(Text(c.metric), _difference(c), _TESTS.get(c.test, c.test),
-                          f"{c.p_adjusted:.2g}", outcome)
+            table.add_row(Text(c.metric), _difference(c) + marked(c.metric, variant in guessed
+                                                                   or report.baseline in guessed),
+                          _TESTS.get(c.test, c.test), f"{c.p_adjusted:.2g}", outcome)
         tables.append(table)
         if rows[0].pairs:
             tables.append(_per_case(variant, report, rows))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -34,6 +34,7 @@ from gramagent.experiments import _stats as stats
 from gramagent.experiments._records import LATENCY, TOKENS, RunRecord
 from gramagent.experiments._sequential import StopInfo
 from gramagent.experiments._store import Store
+from gramagent.experiments._table import RunTable
 
 __all__ = ["COST", "LATENCY", "NO_PAIRS", "TOKENS", "Comparison", "Disagreement", "MetricSummary",
            "Report", "VariantSummary", "empty_metric", "report"]
@@ -99,6 +100,8 @@ class VariantSummary:
     cost_per_pass: float | None = None
     """Dollars spent per passed run of the first pass/fail evaluator (None without a price,
     such an evaluator, or a pass)."""
+    estimated: int = 0
+    """Runs whose tokens were (partly) estimated: their server reported no usage."""
 
     @property
     def errors(self) -> int:
@@ -258,7 +261,9 @@ def report(source: str | os.PathLike[str] | Store,
 
 def _of_store(store: Store, prices: Mapping[str, Price] | None) -> Report:
     note = store.stop_note()
-    return build_report(store.records(), store.settings(), prices,
+    settings = store.settings()
+    table = store.table(list(settings.get("evaluators", [])))
+    return table_report(table, settings, prices,
                         stopped=None if note is None else StopInfo.from_dict(note))
 
 
@@ -266,15 +271,22 @@ def build_report(records: Sequence[RunRecord], settings: Mapping[str, Any],
                  prices: Mapping[str, Price] | None = None, *,
                  stopped: StopInfo | None = None) -> Report:
     """The report of ``records`` under ``settings`` (see ``Experiment.settings``)."""
+    table = RunTable.of_records(records, list(settings.get("evaluators", [])))
+    return table_report(table, settings, prices, stopped=stopped)
+
+
+def table_report(table: RunTable, settings: Mapping[str, Any],
+                 prices: Mapping[str, Price] | None = None, *,
+                 stopped: StopInfo | None = None) -> Report:
+    """The report of the runs in ``table`` under ``settings`` (see ``Experiment.settings``):
+    what :func:`report` and :func:`build_report` compute, over columns."""
     alpha = float(settings.get("alpha", 0.05))
     seed = int(settings.get("seed", 0))
     baseline = str(settings["baseline"])
-    names = list(settings.get("variants") or sorted({r.variant for r in records}))
+    names = list(settings.get("variants") or sorted(set(table.variant.tolist())))
     evaluators = list(settings.get("evaluators", []))
-    by_variant: dict[str, list[RunRecord]] = defaultdict(list)
-    for record in sorted(records, key=lambda r: (r.variant, r.case_id, r.repeat)):
-        by_variant[record.variant].append(record)
-    kinds = {name: _kind(name, records) for name in evaluators}
+    rows_of = {name: np.flatnonzero(table.variant == name) for name in {*names, baseline}}
+    kinds = table.kinds
     repeats = int(settings.get("repeats", 1))
     models: Mapping[str, str] = settings.get("models") or {}
     known = {**prices_from(settings.get("prices") or {}), **(prices or {})}
@@ -282,139 +294,141 @@ def build_report(records: Sequence[RunRecord], settings: Mapping[str, Any],
              if name in models and models[name] in known}
     if len(costs) < len(names):
         costs = {}  # no price, no cost column: a cost of some variants only compares nothing
-    summaries = tuple(_summary(name, by_variant[name], evaluators, kinds, alpha, seed, repeats,
-                               costs, models.get(name))
+    view = _View(table, evaluators, kinds, costs)
+    summaries = tuple(_summary(view, name, rows_of[name], alpha, seed, repeats,
+                               models.get(name))
                       for name in names)
     comparisons: list[Comparison] = []
     disagreements: list[Disagreement] = []
-    base_runs = {(r.case_id, r.repeat): r for r in by_variant[baseline]}
+    total = 0
+    base_rows = rows_of[baseline]
+    partner = dict(zip(zip(table.case_id[base_rows].tolist(), table.repeat[base_rows].tolist(),
+                           strict=True), base_rows.tolist(), strict=True))
     for name in names:
         if name == baseline:
             continue
-        pairs = [(base_runs[(r.case_id, r.repeat)], r) for r in by_variant[name]
-                 if (r.case_id, r.repeat) in base_runs]
-        comparisons.extend(_compare(name, pairs, evaluators, kinds, alpha, seed,
-                                    int(settings.get("repeats", 1)), costs))
-        disagreements.extend(_disagreements(baseline, name, pairs, evaluators, kinds))
-    expected = int(settings.get("cases", 0)) * int(settings.get("repeats", 1)) * len(names)
+        pairs = [(partner[key], row) for key, row in zip(
+            zip(table.case_id[rows_of[name]].tolist(), table.repeat[rows_of[name]].tolist(),
+                strict=True), rows_of[name].tolist(), strict=True) if key in partner]
+        base = np.array([b for b, _ in pairs], dtype=np.int64)
+        var = np.array([v for _, v in pairs], dtype=np.int64)
+        comparisons.extend(_compare(view, baseline, name, base, var, alpha, seed, repeats))
+        total += _disagreements(view, baseline, name, base, var, disagreements)
+    expected = int(settings.get("cases", 0)) * repeats * len(names)
+    timed = table.started != 0
     return Report(
         experiment=str(settings.get("experiment", "")), baseline=baseline, alpha=alpha,
-        seed=seed, repeats=int(settings.get("repeats", 1)),
-        cases=int(settings.get("cases", 0)), variants=summaries,
-        comparisons=tuple(comparisons),
-        disagreements=tuple(disagreements[:MAX_DISAGREEMENTS]),
-        disagreements_total=len(disagreements), missing=max(0, expected - len(records)),
+        seed=seed, repeats=repeats, cases=int(settings.get("cases", 0)), variants=summaries,
+        comparisons=tuple(comparisons), disagreements=tuple(disagreements),
+        disagreements_total=total, missing=max(0, expected - len(table)),
         stopped=stopped, models=dict(models), dataset=settings.get("dataset"),
         agent=settings.get("agent"),
-        started=min((r.started for r in records if r.started), default=None),
-        finished=max((r.started + r.wall_ms / 1000 for r in records if r.started),
-                     default=None))
+        started=float(table.started[timed].min()) if timed.any() else None,
+        finished=(float((table.started[timed] + table.wall_ms[timed] / 1000).max())
+                  if timed.any() else None))
 
 
-def _kind(name: str, records: Sequence[RunRecord]) -> str:
-    """``rate`` when every verdict of the evaluator is pass/fail, else ``mean``."""
-    results = [r.evaluation(name) for r in records]
-    present = [e for e in results if e is not None]
-    return "rate" if present and all(e.passed is not None for e in present) else "mean"
+@dataclass(frozen=True, slots=True)
+class _View:
+    """The table and what every part of a report reads it with."""
+
+    table: RunTable
+    evaluators: list[str]
+    kinds: Mapping[str, str]
+    costs: Mapping[str, Price]
+
+    def values(self, rows: np.ndarray, metric: str, variant: str) -> np.ndarray:
+        """``metric`` of the runs at ``rows`` (all of ``variant``), as floats."""
+        t = self.table
+        if metric == COST:
+            cost = self.costs[variant].cost
+            return np.array([cost(i, o) for i, o in zip(
+                t.input_tokens[rows].tolist(), t.output_tokens[rows].tolist(), strict=True)],
+                dtype=float)
+        if metric == LATENCY:
+            latency: np.ndarray = t.wall_ms[rows]
+            return latency
+        if metric == TOKENS:
+            tokens: np.ndarray = (t.input_tokens[rows] + t.output_tokens[rows]).astype(float)
+            return tokens
+        score: np.ndarray = t.scores[metric][rows]
+        return score
+
+    @property
+    def metrics(self) -> list[str]:
+        """The metrics of a report: the evaluators, latency, tokens, and cost when priced."""
+        return [*self.evaluators, LATENCY, TOKENS, *([COST] if self.costs else [])]
 
 
-def _score(record: RunRecord, name: str) -> float:
-    result = record.evaluation(name)
-    return 0.0 if result is None else result.score
-
-
-def _costed(record: RunRecord) -> bool:
-    """Whether the run's latency and tokens count: not when it ended on an error."""
-    return not record.stop.startswith("error:")
-
-
-def _metric_values(record: RunRecord, metric: str,
-                   costs: Mapping[str, Price] | None = None) -> float:
-    if metric == COST:
-        price = (costs or {})[record.variant]
-        return price.cost(record.input_tokens, record.output_tokens)
-    if metric == LATENCY:
-        return record.wall_ms
-    if metric == TOKENS:
-        return float(record.tokens)
-    return _score(record, metric)
-
-
-def _metric_names(evaluators: list[str], costs: Mapping[str, Price]) -> list[str]:
-    """The metrics of a report: the evaluators, latency, tokens, and cost when priced."""
-    return [*evaluators, LATENCY, TOKENS, *([COST] if costs else [])]
-
-
-def _flips(runs: list[RunRecord], metric: str) -> tuple[float | None, int]:
+def _flips(cases: np.ndarray, passed: np.ndarray) -> tuple[float | None, int]:
     """The share of cases (with two repeats or more) that passed on one repeat and failed on
-    another, and how many such cases there were."""
-    outcomes: dict[str, set[bool]] = defaultdict(set)
-    counts: Counter[str] = Counter()
-    for r in runs:
-        outcomes[r.case_id].add(_score(r, metric) >= 1.0)
-        counts[r.case_id] += 1
-    repeated = [case for case, n in counts.items() if n > 1]
+    another, and how many such cases there were; ``cases`` and ``passed`` are per run."""
+    if cases.size == 0:
+        return None, 0
+    _, inverse = np.unique(cases, return_inverse=True)
+    runs = np.bincount(inverse)
+    passes = np.bincount(inverse, weights=passed.astype(float))
+    repeated = int(np.count_nonzero(runs > 1))
     if not repeated:
         return None, 0
-    return sum(1 for case in repeated if len(outcomes[case]) == 2) / len(repeated), len(repeated)
+    return int(np.count_nonzero((passes > 0) & (passes < runs))) / repeated, repeated
 
 
-def _summary(name: str, runs: list[RunRecord], evaluators: list[str], kinds: Mapping[str, str],
-             alpha: float, seed: int, repeats: int, costs: Mapping[str, Price],
+def _summary(view: _View, name: str, rows: np.ndarray, alpha: float, seed: int, repeats: int,
              model: str | None) -> VariantSummary:
+    t = view.table
     metrics = []
     confidence = 1 - alpha
-    costed = [r for r in runs if _costed(r)]
-    for metric in _metric_names(evaluators, costs):
-        values = [_metric_values(r, metric, costs)
-                  for r in (costed if metric in _COSTS else runs)]
-        if kinds.get(metric) == "rate":
-            passed = sum(1 for v in values if v >= 1.0)
-            low, high = stats.wilson(passed, len(values), confidence)
-            flips, flip_cases = _flips(runs, metric) if repeats > 1 else (None, 0)
+    costed = rows[~t.errored[rows]]
+    for metric in view.metrics:
+        values = view.values(costed if metric in _COSTS else rows, metric, name)
+        if view.kinds.get(metric) == "rate":
+            passes = values >= 1.0
+            passed = int(np.count_nonzero(passes))
+            low, high = stats.wilson(passed, int(values.size), confidence)
+            flips, flip_cases = (_flips(t.case_id[rows], passes) if repeats > 1
+                                 else (None, 0))
             metrics.append(MetricSummary(
-                name=metric, kind="rate", value=passed / len(values) if values else math.nan,
-                low=low, high=high, n=len(values), passed=passed, flip_rate=flips,
+                name=metric, kind="rate", value=passed / values.size if values.size else math.nan,
+                low=low, high=high, n=int(values.size), passed=passed, flip_rate=flips,
                 flip_cases=flip_cases))
         else:
             low, high = stats.bootstrap_mean(values, stats.rng_for(seed, name, metric),
                                              confidence)
             metrics.append(MetricSummary(
-                name=metric, kind="mean",
-                value=sum(values) / len(values) if values else math.nan,
-                low=low, high=high, n=len(values)))
-    errors: Counter[str] = Counter()
-    calls = 0
-    for r in runs:
-        calls += len(r.tools)
-        errors.update(f"{t.name}:{t.error_type}" for t in r.tools if t.status != "ok")
-    price = costs.get(name)
-    spent = None if price is None else sum(price.cost(r.input_tokens, r.output_tokens)
-                                           for r in runs)
+                name=metric, kind="mean", value=_mean(values.tolist()),
+                low=low, high=high, n=int(values.size)))
+    mine = set(rows.tolist())
+    errors = Counter(label for run, label in t.tool_failures if run in mine)
+    price = view.costs.get(name)
+    spent = None if price is None else sum(
+        price.cost(i, o) for i, o in zip(t.input_tokens[rows].tolist(),
+                                         t.output_tokens[rows].tolist(), strict=True))
     first = next((m for m in metrics if m.kind == "rate"), None)
     return VariantSummary(
         model=model, price=None if price is None else (price.input, price.output),
         cost_total=spent,
         cost_per_pass=(spent / first.passed if spent is not None and first is not None
                        and first.passed else None),
-        name=name, runs=len(runs), metrics=tuple(metrics),
-        stops=dict(sorted(Counter(r.stop for r in runs).items())), tool_calls=calls,
-        tool_errors=dict(sorted(errors.items())),
-        latencies=tuple(r.wall_ms for r in costed), tokens=tuple(r.tokens for r in costed))
+        name=name, runs=int(rows.size), metrics=tuple(metrics),
+        stops=dict(sorted(Counter(t.stop[rows].tolist()).items())),
+        tool_calls=int(t.tool_calls[rows].sum()), tool_errors=dict(sorted(errors.items())),
+        estimated=int(np.count_nonzero(t.estimated[rows])),
+        latencies=tuple(t.wall_ms[costed].tolist()),
+        tokens=tuple((t.input_tokens[costed] + t.output_tokens[costed]).tolist()))
 
 
-def _compare(name: str, pairs: list[tuple[RunRecord, RunRecord]], evaluators: list[str],
-             kinds: Mapping[str, str], alpha: float, seed: int, repeats: int,
-             costs: Mapping[str, Price]) -> list[Comparison]:
+def _compare(view: _View, baseline: str, name: str, base_rows: np.ndarray,
+             var_rows: np.ndarray, alpha: float, seed: int, repeats: int) -> list[Comparison]:
     rows: list[dict[str, Any]] = []
-    costed = [(b, v) for b, v in pairs if _costed(b) and _costed(v)]
-    for metric in _metric_names(evaluators, costs):
-        used = costed if metric in _COSTS else pairs
-        base = np.array([_metric_values(b, metric, costs) for b, _ in used], dtype=float)
-        var = np.array([_metric_values(v, metric, costs) for _, v in used], dtype=float)
-        cases = np.array([b.case_id for b, _ in used], dtype=object)
-        rows.append(_paired_row(name, metric, kinds.get(metric) == "rate",
-                                _Paired(base, var, cases, repeats), alpha, seed))
+    errored = view.table.errored
+    both = ~errored[base_rows] & ~errored[var_rows]
+    for metric in view.metrics:
+        b, v = (base_rows[both], var_rows[both]) if metric in _COSTS else (base_rows, var_rows)
+        data = _Paired(view.values(b, metric, baseline), view.values(v, metric, name),
+                       view.table.case_id[b], repeats)
+        rows.append(_paired_row(name, metric, view.kinds.get(metric) == "rate", data, alpha,
+                                seed))
     # a metric whose pairs all agree (constant in both variants, say) has no test: its p is 1
     # whatever, so it leaves Holm's family instead of halving the power of the others
     tested = [i for i, row in enumerate(rows) if row["tested"]]
@@ -509,7 +523,9 @@ def _rate_row(row: dict[str, Any], data: _Paired, per_case: tuple[np.ndarray, np
     if data.repeats > 1:
         # the pairs' worth in independent pairs (Rao-Scott): the counts divided by the
         # design effect, kept within [1, repeats]; the most when it cannot be estimated
-        most = float(np.max(np.unique(data.cases, return_counts=True)[1]))
+        # (no pairs: the variant's runs have no baseline run yet)
+        most = (float(np.max(np.unique(data.cases, return_counts=True)[1])) if diffs.size
+                else float(data.repeats))
         deff = row["design_effect"]
         worth = most if deff is None else min(max(1.0, deff), most)
         low, high = stats.paired_rate_interval(b / worth, c / worth, diffs.size / worth,
@@ -576,20 +592,29 @@ def _format_difference(metric: str, diff: float, rate: bool) -> str:
     return f"{diff:+.3f}"
 
 
-def _disagreements(baseline: str, name: str, pairs: list[tuple[RunRecord, RunRecord]],
-                   evaluators: list[str], kinds: Mapping[str, str]) -> list[Disagreement]:
-    out = []
-    for b, v in pairs:
-        for evaluator in evaluators:
-            if kinds.get(evaluator) != "rate":
-                continue
-            bp, vp = _score(b, evaluator) >= 1.0, _score(v, evaluator) >= 1.0
-            if bp != vp:
-                out.append(Disagreement(
-                    case_id=b.case_id, repeat=b.repeat, evaluator=evaluator, baseline=baseline,
-                    variant=name, baseline_passed=bp, variant_passed=vp,
-                    baseline_answer=b.answer, variant_answer=v.answer))
-    return out
+def _disagreements(view: _View, baseline: str, name: str, base_rows: np.ndarray,
+                   var_rows: np.ndarray, out: list[Disagreement]) -> int:
+    """Append to ``out`` (up to :data:`MAX_DISAGREEMENTS` in all) the pairs whose verdict of a
+    pass/fail evaluator differs, pair by pair and evaluator by evaluator; returns how many
+    there are."""
+    t = view.table
+    rated = [e for e in view.evaluators if view.kinds.get(e) == "rate"]
+    if not rated or base_rows.size == 0:
+        return 0
+    base_passed = np.column_stack([t.scores[e][base_rows] >= 1.0 for e in rated])
+    var_passed = np.column_stack([t.scores[e][var_rows] >= 1.0 for e in rated])
+    pair, which = np.nonzero(base_passed != var_passed)  # pair by pair, then evaluator
+    shown = pair[:max(0, MAX_DISAGREEMENTS - len(out))].tolist()
+    if shown:
+        answers = t.answers([*base_rows[shown].tolist(), *var_rows[shown].tolist()])
+        for k, (i, e) in enumerate(zip(shown, which[:len(shown)].tolist(), strict=True)):
+            b = int(base_rows[i])
+            out.append(Disagreement(
+                case_id=t.case_id[b], repeat=int(t.repeat[b]), evaluator=rated[e],
+                baseline=baseline, variant=name, baseline_passed=bool(base_passed[i, e]),
+                variant_passed=bool(var_passed[i, e]), baseline_answer=answers[k],
+                variant_answer=answers[len(shown) + k]))
+    return int(pair.size)
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -121,8 +121,10 @@ async def run_experiment(
         sinks = [*fan_out(events), *([metrics] if metrics is not None and name == "local"
                                      else [])]
         engine = named_engine(name, concurrency=concurrency, events=sinks or None)
+    # an API key given to the engine's models is never stored (the store masks it)
+    options = getattr(engine, "model_options", None) or {}
     with Store.create(path, fingerprint=fingerprint, settings=experiment.settings(),
-                      cases=experiment.dataset.cases) as db:
+                      cases=experiment.dataset.cases, secrets=[options.get("api_key")]) as db:
         if retry_errors:
             db.forget_errors()
         done = db.done()

@@ -23,9 +23,11 @@ import orjson
 
 from gramagent import _json as exact_json
 from gramagent._install import needs_extra
+from gramagent._logs import Redactor, default_redactor, env_secrets
 from gramagent.errors import ExperimentError
 from gramagent.experiments._experiment import canonical, changes
 from gramagent.experiments._records import EvalResult, RunKey, RunRecord, ToolRecord
+from gramagent.experiments._table import Columns, RunTable
 
 if TYPE_CHECKING:
     from gramagent.experiments._cases import Case
@@ -49,6 +51,7 @@ CREATE TABLE IF NOT EXISTS runs (
     started REAL NOT NULL,
     tools TEXT NOT NULL,
     evaluations TEXT NOT NULL,
+    estimated INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (variant, case_id, repeat)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS cases (
@@ -58,7 +61,16 @@ CREATE TABLE IF NOT EXISTS cases (
 ) WITHOUT ROWID;
 """
 _COLUMNS = ("variant", "case_id", "repeat", "answer", "stop", "error", "input_tokens",
-            "output_tokens", "requests", "wall_ms", "started", "tools", "evaluations")
+            "output_tokens", "requests", "wall_ms", "started", "tools", "evaluations",
+            "estimated")
+_ESTIMATED = "ALTER TABLE runs ADD COLUMN estimated INTEGER NOT NULL DEFAULT 0"
+"""What a store written before runs noted estimated tokens gets when it is run into again
+(its runs: not estimated, as far as it knows)."""
+_TABLE_COLUMNS = ("variant", "case_id", "repeat", "stop", "input_tokens", "output_tokens",
+                  "wall_ms", "started", "estimated", "tools", "evaluations")
+"""What a report reads of each run (:meth:`Store.table`)."""
+_FETCH = 4096
+"""Rows fetched at once when reading a table."""
 # OR IGNORE: a key another runner on the same store saved first keeps that run (the first
 # result of a key stands; a key is never run into the store twice)
 _INSERT = (f"INSERT OR IGNORE INTO runs ({', '.join(_COLUMNS)}) "
@@ -70,19 +82,29 @@ class Store:
     report from it."""
 
     def __init__(self, path: str | os.PathLike[str], connection: sqlite3.Connection,
-                 fingerprint: str | None = None) -> None:
+                 fingerprint: str | None = None, masker: Redactor | None = None) -> None:
         self.path = str(path)
         self._db = connection
         self._fingerprint = fingerprint
         """The experiment this store was opened to run (its runs are written only while the
         store still holds that experiment)."""
+        self._masker = masker if masker is not None and masker.secrets else None
+        """Replaces the secrets in what a run holds before it is written (None: no secret
+        known)."""
 
     @classmethod
     def create(cls, path: str | os.PathLike[str], *, fingerprint: Mapping[str, Any],
-               settings: Mapping[str, Any], cases: Sequence[Case] = ()) -> Store:
+               settings: Mapping[str, Any], cases: Sequence[Case] = (),
+               secrets: Iterable[str | None] = ()) -> Store:
         """Open (or make) the store of an experiment about to run; ``cases`` (the dataset's)
         are kept beside the runs, so exports and reports can show each run's input and
         expected values.
+
+        Secrets are not stored: ``secrets`` (e.g. an API key given in code), the secrets added
+        with ``gramagent._logs.add_secret`` (the CLI's ``--api-key``) and the values of the
+        secret-named environment variables (``OPENAI_API_KEY``, ``*TOKEN*``, ...) are
+        replaced by ``[REDACTED]`` wherever a run holds them (a server echoing the key in an
+        answer, in tool arguments or in an error), so the store and its exports never do.
 
         A store that holds no run yet takes this experiment, whatever it was opened for
         before. Missing directories of ``path`` are made (``store: "results/ab.sqlite"``).
@@ -98,6 +120,8 @@ class Store:
                                   f"{exc.strerror or exc}") from None
         with _opening(path) as db, db:
             db.executescript(_SCHEMA)
+            if "estimated" not in _run_columns(db):
+                db.execute(_ESTIMATED)
             old = _meta(db)
             # a store without runs (a start that failed, e.g. on a mistyped evaluator) takes
             # the experiment as it is now
@@ -115,7 +139,9 @@ class Store:
             db.executemany("INSERT OR REPLACE INTO cases VALUES (?, ?, ?)", [
                 (case.id, exact_json.dumps(list(case.inputs)),
                  exact_json.dumps(dict(case.expected))) for case in cases])
-        return cls(path, db, mine)
+        masker = Redactor([*default_redactor().secrets, *env_secrets(os.environ),
+                           *(s for s in secrets if s)], shapes=False)
+        return cls(path, db, mine, masker)
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> Store:
@@ -173,7 +199,8 @@ class Store:
             ExperimentError: another experiment took this store since it was opened (it had
                 no runs then); nothing is written, so runs of two experiments never mix.
         """
-        rows = [_row(r) for r in records]
+        masker = self._masker
+        rows = [_row(r) if masker is None else _row(r, masker) for r in records]
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")  # the check and the rows: one transaction
             if self._fingerprint is not None and (
@@ -204,8 +231,35 @@ class Store:
     def records(self) -> list[RunRecord]:
         """Every run, ordered by (variant, case, repeat): the same store reads the same."""
         rows = self._db.execute(
-            f"SELECT {', '.join(_COLUMNS)} FROM runs ORDER BY variant, case_id, repeat")
+            f"SELECT {', '.join(self._selected(_COLUMNS))} FROM runs "
+            "ORDER BY variant, case_id, repeat")
         return [_record(row) for row in rows]
+
+    def table(self, evaluators: Sequence[str]) -> RunTable:
+        """What a report reads of every run, as columns in key order (see :class:`RunTable`):
+        one pass over the rows, without the answers (read later for the runs a report
+        shows) and without a record per run."""
+        columns = Columns(evaluators)
+        cursor = self._db.execute(
+            f"SELECT {', '.join(self._selected(_TABLE_COLUMNS))} FROM runs "
+            "ORDER BY variant, case_id, repeat")
+        while rows := cursor.fetchmany(_FETCH):
+            for (variant, case_id, repeat, stop, input_tokens, output_tokens, wall_ms, started,
+                 estimated, tools, evaluations) in rows:
+                columns.add(variant, case_id, repeat, stop, input_tokens, output_tokens,
+                            wall_ms, started, estimated)
+                columns.add_stored(tools, evaluations)
+        return columns.table(lambda runs: self._answers([columns.key(i) for i in runs]))
+
+    def _answers(self, keys: Sequence[tuple[str, str, int]]) -> list[str | None]:
+        query = "SELECT answer FROM runs WHERE variant = ? AND case_id = ? AND repeat = ?"
+        return [self._db.execute(query, key).fetchone()[0] for key in keys]
+
+    def _selected(self, columns: Sequence[str]) -> list[str]:
+        """``columns``, with 0 for ``estimated`` in a store written before runs noted it."""
+        if "estimated" in _run_columns(self._db):
+            return list(columns)
+        return ["0" if c == "estimated" else c for c in columns]
 
     def __len__(self) -> int:
         count: int = self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
@@ -252,6 +306,7 @@ class Store:
                 "expected": None if case is None else exact_json.dumps(case.expected),
                 "answer": record.answer, "stop": record.stop, "error": record.error,
                 "input_tokens": record.input_tokens, "output_tokens": record.output_tokens,
+                "tokens_estimated": record.estimated_tokens,
                 "requests": record.requests, "wall_ms": record.wall_ms,
                 "started": _iso_time(record.started), "tool_calls": len(record.tools),
                 "tool_errors": record.tool_errors,
@@ -332,27 +387,48 @@ def _meta(db: sqlite3.Connection) -> dict[str, str]:
         return {}
 
 
-def _row(r: RunRecord) -> tuple[Any, ...]:
+def _row(r: RunRecord, masker: Redactor | None = None) -> tuple[Any, ...]:
     # exact JSON: a model's tool arguments may hold integers beyond 64 bits, a custom
     # evaluator's reason (or an error message) a lone surrogate; neither may stop a run's save
-    return (r.variant, r.case_id, r.repeat, _text(r.answer), r.stop, _text(r.error),
-            r.input_tokens, r.output_tokens, r.requests, r.wall_ms, r.started,
-            exact_json.dumps([t.to_dict() for t in r.tools]),
-            exact_json.dumps([{**e.to_dict(), "reason": _text(e.reason)}
-                              for e in r.evaluations]))
+    tools: Any = [t.to_dict() for t in r.tools]
+    if masker is not None and tools:
+        tools = _masked_keys(masker.redact(tools), masker)
+    return (r.variant, r.case_id, r.repeat, _text(r.answer, masker), r.stop,
+            _text(r.error, masker), r.input_tokens, r.output_tokens, r.requests, r.wall_ms,
+            r.started, exact_json.dumps(tools),
+            exact_json.dumps([{**e.to_dict(), "reason": _text(e.reason, masker)}
+                              for e in r.evaluations]), int(r.estimated_tokens))
 
 
-def _text(value: str | None) -> str | None:
-    return None if value is None else exact_json.clean_text(value)
+def _text(value: str | None, masker: Redactor | None = None) -> str | None:
+    if value is None:
+        return None
+    clean = exact_json.clean_text(value)
+    return clean if masker is None else masker.redact_text(clean)
+
+
+def _masked_keys(data: Any, masker: Redactor) -> Any:
+    """``data`` with the secrets in its mapping keys replaced too (a model may send the key
+    as an argument's name)."""
+    if isinstance(data, dict):
+        return {masker.redact_text(k) if isinstance(k, str) else k: _masked_keys(v, masker)
+                for k, v in data.items()}
+    if isinstance(data, list):
+        return [_masked_keys(v, masker) for v in data]
+    return data
+
+
+def _run_columns(db: sqlite3.Connection) -> set[str]:
+    return {row[1] for row in db.execute("PRAGMA table_info(runs)")}
 
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
     (variant, case_id, repeat, answer, stop, error, input_tokens, output_tokens, requests,
-     wall_ms, started, tools, evaluations) = row
+     wall_ms, started, tools, evaluations, estimated) = row
     return RunRecord(
         variant=variant, case_id=case_id, repeat=repeat, answer=answer, stop=stop, error=error,
         input_tokens=input_tokens, output_tokens=output_tokens, requests=requests,
-        wall_ms=wall_ms, started=started,
+        wall_ms=wall_ms, started=started, estimated_tokens=bool(estimated),
         tools=tuple(ToolRecord.from_dict(t) for t in exact_json.loads(tools)),
         evaluations=tuple(EvalResult.from_dict(e) for e in exact_json.loads(evaluations)))
 
