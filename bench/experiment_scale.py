@@ -6,9 +6,12 @@ evaluators, against a scripted OpenAI-compatible server in a process of
 its own (its CPU is not counted). Each mode runs in a fresh process:
 
 - ``local``: the in-process :class:`AsyncioEngine`, ``--concurrency`` runs in flight;
-- ``ray1`` / ``ray2``: :class:`RayEngine` with 1 or 2 actors sharing ``--concurrency`` runs in
-  flight (4 each of 8 for two), on a local Ray the engine starts (and ships the experiment's
-  directory to).
+- ``ray1`` / ``ray2``: :class:`RayEngine` with 1 or 2 actors, each with ``--concurrency`` runs
+  in flight (as ``gramagent experiment run --engine ray --concurrency N`` does: each actor's
+  event loop does the local engine's work), on a local Ray the engine starts (and ships the
+  experiment's directory to). With ``--shared`` the actors share ``--concurrency`` instead
+  (4 each of 8 for two): each event loop then has fewer runs to wake up for at once, which
+  costs CPU per run without Ray (compare ``local`` at ``--concurrency 4`` and at 8).
 
 CPU is read from ``/proc`` between the first finished run and the last (so Ray's start, the
 actors' imports and the store's opening are left out; they are printed apart): the driver
@@ -21,6 +24,7 @@ Usage::
     python bench/experiment_scale.py                 # 10,000 runs per mode
     python bench/experiment_scale.py --runs 2000 --modes local ray2
     python bench/experiment_scale.py --rounds 2      # interleaved, the least CPU of each
+    python bench/experiment_scale.py --shared        # the actors share --concurrency
 """
 
 from __future__ import annotations
@@ -124,7 +128,7 @@ class Meter:
 
 
 async def measure(mode: str, runs: int, concurrency: int, base_url: str, server: int,
-                  shard: int, chunk: int) -> dict[str, Any]:
+                  shard: int, chunk: int, shared: bool) -> dict[str, Any]:
     from gramagent import load_agent
     from gramagent.experiments import (
         AsyncioEngine,
@@ -158,9 +162,9 @@ async def measure(mode: str, runs: int, concurrency: int, base_url: str, server:
             engine = AsyncioEngine(concurrency=concurrency)
         else:
             workers = int(mode.removeprefix("ray"))
-            # the same runs in flight as the local engine, shared by the actors
-            engine = RayEngine(workers=workers, concurrency=max(1, concurrency // workers),
-                               shard=shard, chunk=chunk, on_status=lambda text: None)
+            each = max(1, concurrency // workers) if shared else concurrency
+            engine = RayEngine(workers=workers, concurrency=each, shard=shard, chunk=chunk,
+                               on_status=lambda text: None)
         meter = Meter(engine, server)
         start = time.perf_counter()
         summary = await run_experiment(experiment, engine=engine, store=here / "s.sqlite",
@@ -187,7 +191,8 @@ def run_mode(mode: str, args: argparse.Namespace, base_url: str, server: int
     done = subprocess.run(
         [sys.executable, __file__, "--child", mode, "--runs", str(args.runs),
          "--concurrency", str(args.concurrency), "--base-url", base_url,
-         "--shard", str(args.shard), "--chunk", str(args.chunk), "--server-pid", str(server)],
+         "--shard", str(args.shard), "--chunk", str(args.chunk), "--server-pid", str(server),
+         *(["--shared"] if args.shared else [])],
         capture_output=True, text=True, check=False)
     if done.returncode != 0:
         sys.exit(f"{mode} failed:\n{done.stderr[-3000:]}")
@@ -202,6 +207,8 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", default=["local", "ray1", "ray2"])
     parser.add_argument("--shard", type=int, default=SHARD, help="keys per actor call")
     parser.add_argument("--chunk", type=int, default=CHUNK, help="records per chunk back")
+    parser.add_argument("--shared", action="store_true",
+                        help="the actors share --concurrency (else each has it)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="run the modes this many times, interleaved; compare the least "
                              "CPU of each (the round least disturbed by other load)")
@@ -215,7 +222,7 @@ def main() -> None:
         return
     if args.child:
         result = asyncio.run(measure(args.child, args.runs, args.concurrency, args.base_url,
-                                     args.server_pid, args.shard, args.chunk))
+                                     args.server_pid, args.shard, args.chunk, args.shared))
         print(json.dumps(result), flush=True)
         return
     server = subprocess.Popen([sys.executable, __file__, "--serve"], stdout=subprocess.PIPE,
@@ -245,8 +252,10 @@ def main() -> None:
                           f"{added / local:+.1%} of a local run's {local:.0f} us "
                           f"(target <= 10%)" + (" (least of each mode's rounds)"
                                                 if args.rounds > 1 else ""))
+        flight = ("shared by the actors" if args.shared else
+                  "in every event loop (each actor's, the local engine's)")
         print(f"load {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs, {args.concurrency} runs "
-              "in flight in every mode")
+              f"in flight {flight}")
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -26,7 +26,14 @@ from typing import Any
 
 import pytest
 import ray
-from experiments_support import greeter_script, stored_runs, write_experiment
+from experiments_support import (
+    AGENT_GRAM,
+    greeter_script,
+    stored_runs,
+    write_cases,
+    write_experiment,
+)
+from extras import needs
 from test_engines import comparable
 
 from gramagent.errors import ConfigurationError
@@ -38,6 +45,7 @@ from gramagent.experiments import (
     load_experiment,
     run_experiment,
 )
+from gramagent.experiments._ray import _embedded_models
 from gramagent.testing import ScriptedServer, ScriptTurn, error
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -246,3 +254,73 @@ def test_ctrl_c_keeps_the_finished_runs_and_the_same_command_completes_the_store
     assert again.returncode == 0, again.stderr
     assert f"{runs - saved} runs done, {saved} already in" in again.stderr
     assert stored_runs(store) == runs
+
+
+def _llama_servers() -> set[int]:
+    """The embedded llama.cpp servers running on this machine now (their processes)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"gramagent._models.local" in command:
+                found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.e2e
+@needs("local")
+async def test_the_embedded_model_is_one_llama_server_per_node_shared_by_its_workers(
+        cluster: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two workers on the one node of the module's Ray, both variants on the embedded model:
+    one llama.cpp server (one copy of the weights) answers both workers' runs."""
+    monkeypatch.setenv("GRAMAGENT_LOCAL_THREADS", "1")  # reserved as 1 CPU of the node's 2
+    (tmp_path / "greeter.gram").write_text(
+        AGENT_GRAM.replace("openai/scripted", "local/qwen2.5-coder-0.5b"))
+    names = [f"person{i}" for i in range(3)]
+    write_cases(tmp_path / "cases.jsonl", names)
+    path = tmp_path / "local.gram"
+    path.write_text('''[local_greetings:Experiment {agent: "greeter.gram", cases: "cases.jsonl"} |
+  [A:Variant {library: "ab_libs:polite"}],
+  [B:Variant {library: "ab_libs:planted"}],
+  [called:Evaluator {kind: "tool_called", tool: "sayHello"}]
+]
+''')
+    experiment = load_experiment(path)
+    assert _embedded_models(experiment) == ["local/qwen2.5-coder-0.5b"]
+    before = _llama_servers()
+    seen: set[int] = set()
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            seen.update(_llama_servers() - before)
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    engine = RayEngine(workers=2, concurrency=2, shard=1, chunk=1)
+    try:
+        summary = await run_experiment(experiment, engine=engine,
+                                       store=tmp_path / "local.sqlite")
+    finally:
+        stop.set()
+        watcher.join()
+    assert summary.ran == len(names) * 2
+    # both workers ran keys (one key per call, two calls in flight each), on one server
+    assert len({w.pid for w in engine.stats.workers}) == 2
+    assert len(seen) == 1, f"{len(seen)} llama.cpp servers for one node"
+    assert [(s.model, s.threads) for s in engine.stats.servers] == [
+        ("local/qwen2.5-coder-0.5b", 1)]
+    assert seen == {engine.stats.servers[0].pid}
+    with Store.read(tmp_path / "local.sqlite") as db:
+        records = db.records()
+    assert {r.stop for r in records} == {"answer"}, [r.error for r in records]
+    assert all(r.requests >= 1 for r in records)
+    # the server goes with the run (its actor killed, it sees its stdin close)
+    deadline = time.monotonic() + 60
+    while _llama_servers() & seen and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not (_llama_servers() & seen)

@@ -44,10 +44,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gramagent._install import needs_extra
 from gramagent._models._wire import usage_sum
@@ -68,6 +68,7 @@ __all__ = [
     "EmbeddedServer",
     "LocalModel",
     "ServerConfig",
+    "ServerHandle",
     "acquire_server",
     "local_model",
     "main",
@@ -349,6 +350,22 @@ class EmbeddedServer:
                 stream.close()
 
 
+class ServerHandle(Protocol):
+    """What a :class:`LocalModel` needs of its server: an :class:`EmbeddedServer` of this
+    process, or one another process runs (the Ray engine's server of a node)."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    @property
+    def root_url(self) -> str: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+    def exit_reason(self) -> str: ...
+
+
 _servers: dict[ServerConfig, EmbeddedServer] = {}
 _servers_lock = threading.Lock()
 _atexit_registered = False
@@ -416,6 +433,7 @@ class LocalModel:
         progress: bool | None = None,
         cache_dir: Path | None = None,
         chat_options: dict[str, Any] | None = None,
+        acquire: Callable[[], ServerHandle] | None = None,
     ) -> None:
         self.name = name
         self.tool_call_mode: ToolCallMode = tool_call_mode
@@ -426,7 +444,8 @@ class LocalModel:
         self._progress = progress
         self._cache_dir = cache_dir
         self._chat_options = dict(chat_options or {})
-        self._server: EmbeddedServer | None = None
+        self._acquire_hook = acquire
+        self._server: ServerHandle | None = None
         self._chat: ChatCompletionsModel | None = None
         self._chat_url: str | None = None
 
@@ -436,11 +455,11 @@ class LocalModel:
         return self.name
 
     @property
-    def server(self) -> EmbeddedServer | None:
+    def server(self) -> ServerHandle | None:
         """The server in use, None before the first request."""
         return self._server
 
-    async def start(self) -> EmbeddedServer:
+    async def start(self) -> ServerHandle:
         """Resolve the weights and start (or reuse) the server; idempotent.
 
         The blocking work (hashing, assembling, loading) runs in a worker thread; concurrent
@@ -451,7 +470,9 @@ class LocalModel:
             server = self._server = await asyncio.to_thread(self._acquire)
         return server
 
-    def _acquire(self) -> EmbeddedServer:
+    def _acquire(self) -> ServerHandle:
+        if self._acquire_hook is not None:
+            return self._acquire_hook()
         path = resolve_weights(self.name, cache_dir=self._cache_dir, progress=self._progress)
         config = ServerConfig(model_path=path, **self._server_options)
         return acquire_server(config, timeout=self._start_timeout, progress=self._progress,
@@ -501,7 +522,7 @@ class LocalModel:
             return await chat.request(request)
         return await chat.stream_request(request, on_text)
 
-    async def _chat_for(self, server: EmbeddedServer) -> ChatCompletionsModel:
+    async def _chat_for(self, server: ServerHandle) -> ChatCompletionsModel:
         """The adapter for ``server`` (made anew when a dead server was replaced)."""
         from gramagent._models.chat import ChatCompletionsModel
 
@@ -544,10 +565,12 @@ def local_model(ref: ModelRef | str, **options: Any) -> LocalModel:
             (``constrained`` by default; ``hybrid`` lets the model decline the offered tools,
             see :mod:`gramagent._models.hybrid`), ``settings`` (request defaults, e.g.
             ``{"max_tokens": 256}``; temperature is 0 unless set), ``start_timeout``,
-            ``progress``, ``cache_dir``; any other option goes to the Chat Completions
-            adapter (``continue_lone_calls`` is on unless set to False: a lone call is asked
-            whether more calls follow; a reply llama.cpp's chat parser rejects is generated
-            again raw, see :mod:`gramagent._models.unparsed`).
+            ``progress``, ``cache_dir``, ``acquire`` (where the server comes from: a callable
+            returning a :class:`ServerHandle`, run in a worker thread; default this process's
+            shared server for the weights and settings); any other option goes to the Chat
+            Completions adapter (``continue_lone_calls`` is on unless set to False: a lone
+            call is asked whether more calls follow; a reply llama.cpp's chat parser rejects
+            is generated again raw, see :mod:`gramagent._models.unparsed`).
 
     Raises:
         ConfigurationError: an unknown model name, a base URL or API key (the server is
@@ -571,7 +594,7 @@ def local_model(ref: ModelRef | str, **options: Any) -> LocalModel:
                 "(use provider 'openai' for another server)")
     own = {k: options.pop(k) for k in (
         "ctx_size", "threads", "parallel", "tool_call_mode", "settings", "start_timeout",
-        "progress", "cache_dir") if k in options}
+        "progress", "cache_dir", "acquire") if k in options}
     return LocalModel(name, chat_options=options, **own)
 
 

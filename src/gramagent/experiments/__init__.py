@@ -48,7 +48,7 @@ from gramagent.experiments._gramfile import load_experiment
 from gramagent.experiments._html import html_report, write_html
 from gramagent.experiments._metrics import ExperimentMetrics
 from gramagent.experiments._plan import Plan, plan_cases, plan_from_store
-from gramagent.experiments._ray import RayEngine, RayStats, WorkerInfo
+from gramagent.experiments._ray import RayEngine, RayStats, ServerInfo, WorkerInfo
 from gramagent.experiments._records import EvalResult, RunKey, RunRecord, ToolRecord
 from gramagent.experiments._render import render_report
 from gramagent.experiments._report import (
@@ -87,6 +87,7 @@ __all__ = [
     "RunKey",
     "RunRecord",
     "RunSummary",
+    "ServerInfo",
     "Started",
     "Store",
     "ToolRecord",

@@ -16,6 +16,12 @@ up while it restarts. Ray delivers at least once: a key may be run twice (its fi
 lost with the worker, or its record comes twice); the store's key keeps the first record, and
 :attr:`RayEngine.stats` counts the keys sent again.
 
+The embedded model (``local/...`` without a base URL): one llama.cpp server per node, in a
+:class:`_NodeServer` actor that reserves the server's threads as the node's Ray resource
+``CPU`` (the workers of such an experiment reserve none: they mostly wait for it); the node's
+workers find it by name and send their requests to it, so the weights are loaded once per
+node, not once per worker.
+
 Rate limits hold across actors: one :class:`_Limiter` actor per limited model hands out
 leases of request slots in blocks (the slots of all leases evenly spaced at the rate), and a
 429 from the server, reported by any actor, halves that model's rate for all (it climbs back
@@ -35,6 +41,7 @@ import os
 import socket
 import sys
 import time
+import uuid
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +62,7 @@ from gramagent.experiments._experiment import Experiment
 from gramagent.experiments._records import EvalResult, RunKey, RunRecord, ToolRecord
 from gramagent.experiments._variants import ModelKey
 
-__all__ = ["RayEngine", "RayStats", "WorkerInfo"]
+__all__ = ["RayEngine", "RayStats", "ServerInfo", "WorkerInfo"]
 
 SHARD = 200
 """Most keys per actor call."""
@@ -90,6 +97,20 @@ class WorkerInfo:
     node: str
     """The node's IP address."""
     host: str
+    node_id: str = ""
+    """Ray's id of the node."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """One node's embedded llama.cpp server (shared by that node's workers)."""
+
+    model: str
+    node_id: str
+    pid: int
+    """The llama.cpp server's process (a child of its node's server actor)."""
+    threads: int
+    """Its threads, reserved on the node as Ray's ``CPU`` resource."""
 
 
 @dataclass(slots=True)
@@ -109,6 +130,8 @@ class RayStats:
     paid twice, one record stored)."""
     throttled: dict[str, int] = field(default_factory=dict)
     """Per rate-limited model, the 429 answers reported to its limiter."""
+    servers: list[ServerInfo] = field(default_factory=list)
+    """The embedded model's servers the driver started, one per node and model."""
 
 
 class RayEngine:
@@ -157,11 +180,17 @@ class RayEngine:
         started_here = self._connect(ray, self._job_env(experiment))
         actors: list[Any] = []
         limiters: dict[str, Any] = {}
+        servers: list[Any] = []
         try:
             limiters = {model: _limiter_class(ray).remote(rate)
                         for model, rate in experiment.rate_limits.items()}
-            actors = self._start(ray, experiment, limiters)
+            embedded = _embedded_models(experiment)
+            places = {ref: _ServerPlace(f"gramagent-llama-{uuid.uuid4().hex[:12]}", ref,
+                                        slots=LOCAL_SLOTS)
+                      for ref in embedded}
+            actors = self._start(ray, experiment, limiters, places)
             self.stats.workers = await _check_workers(ray, actors)
+            servers = await self._start_servers(ray, places)
             shards = _Shards(keys, _shard_size(len(keys), len(actors), self.shard))
             queue: asyncio.Queue[RunRecord | BaseException | None] = asyncio.Queue()
             feeders = [asyncio.create_task(self._feed(ray, actor, shards, queue))
@@ -175,7 +204,7 @@ class RayEngine:
                 self.stats.throttled[model] = await limiter.throttles.remote()
         finally:
             await _close(ray, actors)
-            for handle in [*actors, *limiters.values()]:
+            for handle in [*actors, *limiters.values(), *servers]:
                 with contextlib.suppress(Exception):
                     ray.kill(handle, no_restart=True)
             if started_here:
@@ -215,18 +244,53 @@ class RayEngine:
                 "(`ray status` on its head node; `ray start --head` starts one)?") from None
         return True
 
-    def _start(self, ray: Any, experiment: Experiment, limiters: Mapping[str, Any]
-               ) -> list[Any]:
+    def _start(self, ray: Any, experiment: Experiment, limiters: Mapping[str, Any],
+               places: Mapping[str, _ServerPlace]) -> list[Any]:
         cpus = float(ray.cluster_resources().get("CPU", 1.0))
         count = self.workers or max(1, int(cpus))
         options: dict[str, Any] = {
-            "num_cpus": min(1.0, cpus / count), "max_restarts": MAX_RESTARTS,
+            # with the embedded model the node's CPUs go to its server
+            "num_cpus": 0.0 if places else min(1.0, cpus / count),
+            "max_restarts": MAX_RESTARTS,
             "max_task_retries": 0, "max_concurrency": self.concurrency + 8,
             "scheduling_strategy": "SPREAD"}
         worker = _worker_class(ray).options(**options)
         return [worker.remote(experiment, concurrency=self.concurrency, chunk=self.chunk,
-                              limiters=dict(limiters), model_options=self.model_options)
+                              limiters=dict(limiters), model_options=self.model_options,
+                              servers=dict(places))
                 for _ in range(count)]
+
+    async def _start_servers(self, ray: Any, places: Mapping[str, _ServerPlace]
+                             ) -> list[Any]:
+        """One embedded server per node of the workers and embedded model, started now
+        (loading the weights takes seconds; a problem shows before any run)."""
+        nodes = sorted({w.node_id for w in self.stats.workers})
+        if not places:
+            return []
+        self.on_status(f"starting the embedded model on {len(nodes)} node(s), one llama.cpp "
+                       "server each, shared by the node's workers")
+        handles: list[Any] = []
+        pending: list[tuple[str, str, int, Any]] = []
+        for place in places.values():
+            for node in nodes:
+                handle, threads = place.actor(ray, node)
+                handles.append(handle)
+                pending.append((place.ref, node, threads, handle.address.remote()))
+        try:
+            for ref, node, threads, answer in pending:
+                pid = (await answer)[2]
+                self.stats.servers.append(ServerInfo(model=ref, node_id=node, pid=pid,
+                                                     threads=threads))
+        except ray.exceptions.RayTaskError as exc:
+            for handle in handles:
+                with contextlib.suppress(Exception):
+                    ray.kill(handle, no_restart=True)
+            cause = getattr(exc, "cause", None) or exc
+            if isinstance(cause, ConfigurationError | ExperimentError):
+                raise type(cause)(str(cause)) from None
+            raise ExperimentError(f"the embedded model could not start on a Ray node: "
+                                  f"{cause}") from None
+        return handles
 
     async def _feed(self, ray: Any, actor: Any, shards: _Shards,
                     queue: asyncio.Queue[RunRecord | BaseException | None]) -> None:
@@ -292,6 +356,48 @@ def _probe(address: str) -> None:
         ) from None
 
 
+def _embedded_models(experiment: Experiment) -> list[str]:
+    """The embedded (``local/...``, no base URL) models the experiment's variants run on."""
+    refs = (v.model or str(experiment.agent.model) for v in experiment.variants
+            if v.base_url is None)
+    return sorted({ref for ref in refs if ref.startswith("local/")})
+
+
+@dataclass(frozen=True, slots=True)
+class _ServerPlace:
+    """Where the workers find one embedded model's server on their node: the named actor
+    ``{prefix}-{node id}``, made by the driver for the workers' nodes before any run, else by
+    the first worker that needs it (one restarted on another node)."""
+
+    prefix: str
+    ref: str
+    slots: int
+
+    def actor(self, ray: Any, node_id: str) -> tuple[Any, int]:
+        """The node's server actor (made now unless it exists) and its threads."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        threads = _server_threads(ray, node_id)
+        handle = _server_class(ray).options(
+            name=f"{self.prefix}-{node_id}", get_if_exists=True, num_cpus=threads,
+            max_concurrency=1000,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+        ).remote(self.ref, parallel=self.slots, threads=threads)
+        return handle, threads
+
+
+def _server_threads(ray: Any, node_id: str) -> int:
+    """Threads of a node's embedded server: ``$GRAMAGENT_LOCAL_THREADS``, else the node's
+    CPUs (the server is what the node is for)."""
+    if env := os.environ.get("GRAMAGENT_LOCAL_THREADS"):
+        with contextlib.suppress(ValueError):
+            return max(1, int(env))
+    for node in ray.nodes():
+        if node.get("NodeID") == node_id:
+            return max(1, int(node.get("Resources", {}).get("CPU", 1)))
+    return 1
+
+
 def _shard_size(keys: int, actors: int, most: int) -> int:
     """Keys per call: at most ``most``, small enough that every actor gets two calls."""
     return max(1, min(most, math.ceil(keys / (2 * actors))))
@@ -303,7 +409,8 @@ async def _check_workers(ray: Any, actors: Sequence[Any]) -> list[WorkerInfo]:
     infos: list[WorkerInfo] = []
     problems: list[str] = []
     for reply in await asyncio.gather(*(actor.ready.remote() for actor in actors)):
-        infos.append(WorkerInfo(pid=reply["pid"], node=reply["node"], host=reply["host"]))
+        infos.append(WorkerInfo(pid=reply["pid"], node=reply["node"], host=reply["host"],
+                                node_id=reply["node_id"]))
         if reply["problem"] is not None:
             problems.append(f"on node {reply['node']} ({reply['host']}): {reply['problem']}")
     if problems:
@@ -382,8 +489,10 @@ class _Worker:
     its own event loop, records streamed back in chunks."""
 
     def __init__(self, experiment: Experiment, *, concurrency: int, chunk: int,
-                 limiters: Mapping[str, Any], model_options: Mapping[str, Any]) -> None:
+                 limiters: Mapping[str, Any], model_options: Mapping[str, Any],
+                 servers: Mapping[str, _ServerPlace]) -> None:
         self.experiment = experiment
+        self.servers = dict(servers)
         self.concurrency = concurrency
         self.chunk = chunk
         self.limiters = dict(limiters)
@@ -403,6 +512,7 @@ class _Worker:
             if self.runner is None and self.problem is None:
                 await self._prepare()
         return {"pid": os.getpid(), "node": ray.util.get_node_ip_address(),
+                "node_id": ray.get_runtime_context().get_node_id(),
                 "host": socket.gethostname(), "problem": self.problem}
 
     async def _prepare(self) -> None:
@@ -425,6 +535,8 @@ class _Worker:
         embedded = key.ref.startswith("local/") and key.base_url is None
         if limiter is not None and not embedded:
             options["on_exchange"] = _ThrottleReporter(limiter)
+        if embedded and key.ref in self.servers:
+            options["acquire"] = _NodeServerLookup(self.servers[key.ref])
         model = resolve_arm_model(key, local_slots=min(self.concurrency, LOCAL_SLOTS),
                                   options=options)
         return model if limiter is None else LeasedRate(model, limiter)
@@ -491,6 +603,58 @@ def _unpack(p: _Packed) -> RunRecord:
                     for n, s, e, ms, a in tools),
         evaluations=tuple(EvalResult(name=n, score=sc, passed=ok, reason=why)
                           for n, sc, ok, why in evaluations))
+
+
+class _NodeServerLookup:
+    """A worker's embedded model finds its node's server (the ``acquire`` of its
+    :class:`~gramagent._models.local.LocalModel`; runs in a thread of the worker)."""
+
+    def __init__(self, place: _ServerPlace) -> None:
+        self.place = place
+
+    def __call__(self) -> _NodeServerHandle:
+        ray = _ray()
+        handle, _ = self.place.actor(ray, ray.get_runtime_context().get_node_id())
+        base_url, root_url, pid = ray.get(handle.address.remote())
+        return _NodeServerHandle(base_url, root_url, pid)
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeServerHandle:
+    """The node's llama.cpp server as its workers see it (it runs on their node, so whether
+    it is alive is whether its process is)."""
+
+    base_url: str
+    root_url: str
+    pid: int
+
+    @property
+    def alive(self) -> bool:
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def exit_reason(self) -> str:
+        return (f"it is not running (process {self.pid}, the llama.cpp server of this node's "
+                "server actor)" if not self.alive else "it is still running")
+
+
+class _NodeServer:
+    """The actor holding one node's embedded llama.cpp server for the node's workers."""
+
+    def __init__(self, ref: str, *, parallel: int, threads: int) -> None:
+        self.model: Any = resolve_arm_model(  # a LocalModel: its server is what is shared
+            ModelKey(ref, None, None, None), local_slots=parallel,
+            options={"threads": threads, "progress": False})
+
+    async def address(self) -> tuple[str, str, int]:
+        """The server's base URL, root URL and process id (started on the first call)."""
+        server = await self.model.start()
+        return server.base_url, server.root_url, server.pid
 
 
 class _ThrottleReporter:
@@ -588,6 +752,12 @@ def _worker_class(ray: Any) -> Any:
     if "worker" not in _CLASSES:
         _CLASSES["worker"] = ray.remote(_Worker)
     return _CLASSES["worker"]
+
+
+def _server_class(ray: Any) -> Any:
+    if "server" not in _CLASSES:
+        _CLASSES["server"] = ray.remote(_NodeServer)
+    return _CLASSES["server"]
 
 
 def _limiter_class(ray: Any) -> Any:
