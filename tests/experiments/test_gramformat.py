@@ -392,6 +392,38 @@ def test_fmt_reports_an_experiment_files_own_problems_and_formats_nothing(messy:
         load_experiment(messy)
 
 
+def test_the_example_of_docs_format_md_is_what_fmt_prints(tmp_path: Path) -> None:
+    """docs/format.md shows a file (``$ cat ab.gram``) and what ``fmt`` prints for it."""
+    doc = (ROOT / "docs" / "format.md").read_text()
+    shown = doc[doc.index("$ cat ab.gram\n"):]
+    given_text = shown[len("$ cat ab.gram\n"): shown.index("$ gramagent fmt ab.gram\n")]
+    printed = shown[shown.index("$ gramagent fmt ab.gram\n") + len("$ gramagent fmt ab.gram\n"):
+                    shown.index("$ gramagent fmt --check ab.gram\n")]
+    path = tmp_path / "ab.gram"
+    path.write_text(given_text)
+    done = runner.invoke(app, ["fmt", str(path)])
+    assert (done.exit_code, done.stdout) == (0, printed)
+    for name in ("hello.gram", "cases.jsonl", "greeters.py"):
+        (tmp_path / name).write_bytes((EXAMPLE.parent / name).read_bytes())
+    assert read(tmp_path, printed, "f.gram") == read(tmp_path, given_text)
+
+
+NESTED = MESSY.replace('[greets:Evaluator {value: "Hello", kind: "contains"}]',
+                      '[greets:Evaluator {value: "Hello", kind: "contains"} | (x), [y:Z]]')
+
+
+def test_a_variant_or_evaluator_with_elements_is_refused_by_check_and_fmt(messy: Path
+                                                                          ) -> None:
+    """Elements after a variant's or an evaluator's '|' mean nothing: both commands say so
+    (the reader used to pass over them, and fmt could not have written them)."""
+    messy.write_text(NESTED)
+    message = (f"{messy}:8:58: an evaluator has no elements after '|': its settings go in "
+               "its record {...}")
+    for command in ("check", "fmt"):
+        done = runner.invoke(app, [command, str(messy)])
+        assert (done.exit_code, done.stderr.splitlines()) == (1, [message, "1 problem found"])
+
+
 AGENT_WITH_A_TYPO = '[a:Agnet {instruction: "i", model: "openai/x"}]\n'
 BOTH = AGENT + "\n" + MESSY
 BROKEN = MESSY.replace("alpha: 0.050,", "alpha: 0.050,,")
@@ -401,7 +433,7 @@ BROKEN = MESSY.replace("alpha: 0.050,", "alpha: 0.050,,")
                                   MESSY.replace("agent.gram", "nowhere.gram"),
                                   MESSY.replace('kind: "contains"', 'kind: "contain"'),
                                   "// nothing but a comment\n",
-                                  "[x:Experiment]\n"])
+                                  "[x:Experiment]\n", NESTED])
 def test_check_and_fmt_agree_on_what_a_file_is(messy: Path, text: str) -> None:
     """Whatever check accepts, fmt formats, reading it the same way (an agent file as one,
     an experiment file as one); every problem fmt reports, check reports too."""

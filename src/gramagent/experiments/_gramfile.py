@@ -235,6 +235,12 @@ def _members(reader: _Reader, node: Node) -> tuple[list[Variant], list[Evaluator
         else:
             reader.error(child.start_byte, "expected a variant [name:Variant {...}] or an "
                                            "evaluator [name:Evaluator {kind: ...}]")
+            continue
+        inside = _elements(child)
+        if inside:  # which neither the reader nor fmt would read
+            what = "a variant" if info.labels == ("Variant",) else "an evaluator"
+            reader.error(inside[0].start_byte, f"{what} has no elements after '|': its "
+                                               "settings go in its record {...}")
     return variants, evaluators
 
 
