@@ -69,7 +69,6 @@ class _Printer:
                  orders: Mapping[str, Sequence[str]]) -> None:
         self.decoder = decoder
         self.file = file
-        self.src = decoder.src
         self.notes: CommentMap = comments.notes if comments is not None else {}
         self.orders = orders
 
