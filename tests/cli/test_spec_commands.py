@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from cli_support import run_gramagent
+from extras import needs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -258,11 +259,14 @@ def test_signature_errors(tmp_path: Path, content: str, expected: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.gram")))
+@pytest.mark.parametrize("example", [
+    pytest.param(name, marks=needs("experiments")) if name.endswith("experiment.gram") else name
+    for name in sorted(str(p.relative_to(EXAMPLES)) for p in EXAMPLES.rglob("*.gram"))])
 def test_every_example_is_canonical_and_check_prints_nothing(example: str,
                                                             tmp_path: Path) -> None:
-    """The examples (hello_world is the README's showcase) are what ``fmt`` writes; for a
-    canonical file ``fmt --check`` prints nothing, as its help says."""
+    """The examples (hello_world is the README's showcase; agent, tool and experiment files,
+    examples/ab/ included) are what ``fmt`` writes; for a canonical file ``fmt --check``
+    prints nothing, as its help says."""
     done = run_gramagent("fmt", "--check", str(EXAMPLES / example), cwd=tmp_path)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     help_text = run_gramagent("fmt", "--help", cwd=tmp_path).stdout

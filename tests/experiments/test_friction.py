@@ -147,13 +147,6 @@ def test_check_accepts_the_shipped_experiment_and_reports_a_bad_one(tmp_path: Pa
     assert "unknown type 'Experiment'" not in failed.stderr
 
 
-def test_fmt_of_an_experiment_file_says_what_it_is() -> None:
-    done = CliRunner().invoke(app, ["fmt", str(EXAMPLE)])
-    assert done.exit_code == 1
-    assert "is an experiment file: fmt formats agent and tool files" in done.stderr
-    assert "unknown type" not in done.stderr and "Traceback" not in done.output
-
-
 def test_the_eta_column_renders_the_mean_rate_estimate() -> None:
     from rich.progress import Progress
 

@@ -10,8 +10,9 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 import typer
 
@@ -26,7 +27,7 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-def _report(problems: list[Diagnostic]) -> None:
+def _report(problems: list[Diagnostic]) -> NoReturn:
     """Print one file:line:col: message line per problem and a count; exit with status 1."""
     for problem in problems:
         typer.echo(str(problem), err=True)
@@ -47,11 +48,14 @@ def check(
     agents = tools = experiments = 0
     for file in files:
         try:
-            document = load_file(file)
+            document = _agent_file(file, load_file)
         except SpecError as exc:
-            found = _experiment_problems(file)  # an experiment file: checked as one
-            problems.extend(exc.diagnostics if found is None else found)
-            experiments += found == []
+            problems.extend(exc.diagnostics)
+            continue
+        if document is None:  # an experiment file: checked as one
+            found = _experiment_problems(file)
+            problems.extend(found)
+            experiments += not found
             continue
         agents += len(document.agents)
         specs = [*document.tools, *(t for a in document.agents for t in a.tools)]
@@ -71,16 +75,40 @@ def _regular(path: Path) -> bool:
         return False
 
 
-def _experiment_problems(file: Path) -> list[Diagnostic] | None:
-    """The problems of an experiment file (``[name:Experiment ...]``, read by
-    ``gramagent.experiments``: its agent, dataset, variants and evaluators), or None when
-    ``file`` is not one (or the experiments' modules cannot be imported)."""
+_Read = TypeVar("_Read")
+
+
+def _agent_file(file: Path, read: Callable[[Path], _Read]) -> _Read | None:
+    """``read(file)`` of an agent or tool file, None for an experiment file: one whose
+    top-level pattern is ``[name:Experiment ...]``, which the agent reader refuses. ``check``
+    and ``fmt`` both ask here, so they agree on what a file is.
+
+    Raises:
+        SpecError: The agent reader's problems, for a file that is not an experiment file.
+    """
     try:
-        from gramagent.experiments._gramfile import is_experiment_file, load_experiment
-    except ImportError:
+        return read(file)
+    except SpecError:
+        if not _is_experiment(file):
+            raise
         return None
-    if not _regular(file) or not is_experiment_file(file):  # a pipe is read once
-        return None
+
+
+def _is_experiment(file: Path) -> bool:
+    if not _regular(file):  # a pipe is read once: by the agent reader
+        return False
+    try:
+        from gramagent.experiments._gramfile import is_experiment_file
+    except ImportError:  # without the experiments' modules: read as agent files are
+        return False
+    return is_experiment_file(file)
+
+
+def _experiment_problems(file: Path) -> list[Diagnostic]:
+    """The problems of an experiment file (``[name:Experiment ...]``, read by
+    ``gramagent.experiments``: its agent, dataset, variants and evaluators)."""
+    from gramagent.experiments._gramfile import load_experiment
+
     try:
         load_experiment(file)
     except SpecError as exc:  # ExperimentError is one
@@ -92,7 +120,8 @@ def _experiment_problems(file: Path) -> list[Diagnostic] | None:
 @handle_errors
 def fmt(
     file: Path = typer.Argument(  # noqa: B008
-        ..., help="The gram file to format.", metavar="FILE", show_default=False),
+        ..., help="The gram file to format: an agent or tool file, or an experiment file.",
+        metavar="FILE", show_default=False),
     write: bool = typer.Option(False, "--write", "-w",
                                help="Rewrite the file in place (atomically)."),
     check_only: bool = typer.Option(False, "--check",
@@ -105,21 +134,24 @@ def fmt(
 ) -> None:
     """Print the canonical gram of a file (or rewrite it with --write).
 
-    Every comment is kept next to the element it annotates: between patterns, between the
-    elements of a pattern, between and inside the nodes of a signature, and inside records
-    (written one entry a line). Should a comment find no place, it is named on stderr and
-    --write refuses to rewrite the file unless --force is given.
+    Formats agent and tool files, and experiment files ([name:Experiment {...} | variants,
+    evaluators], keys in the documented order; only the file itself is read: `gramagent
+    check` also reads the agent and cases it names). Every comment is kept next to the
+    element it annotates: between patterns, between the elements of a pattern, between and
+    inside the nodes of a signature, and inside records (written one entry a line). Should a
+    comment find no place, it is named on stderr and --write refuses to rewrite the file
+    unless --force is given.
     """
     from gramagent._spec.gram.text import format_file
 
     require_file(file, "a .gram file to format")  # read twice, and maybe rewritten
     try:
-        formatted = format_file(file)
-    except SpecError as exc:
-        if _experiment_problems(file) is not None:
-            raise ConfigurationError(
-                f"{file} is an experiment file: fmt formats agent and tool files; "
-                f"`gramagent check {file}` checks it") from None
+        formatted = _agent_file(file, format_file)
+        if formatted is None:
+            from gramagent.experiments._gramformat import format_experiment_file
+
+            formatted = format_experiment_file(file)
+    except SpecError as exc:  # ExperimentError is one
         _report(list(exc.diagnostics))
     original = file.read_bytes()
     text = formatted.text

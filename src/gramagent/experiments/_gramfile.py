@@ -44,7 +44,7 @@ from gramagent.experiments._evaluators import DEFAULT_TIME_LIMIT, EvaluatorSpec
 from gramagent.experiments._experiment import Experiment
 from gramagent.experiments._variants import Variant
 
-__all__ = ["is_experiment_file", "load_experiment"]
+__all__ = ["KEY_ORDERS", "check_experiment_text", "is_experiment_file", "load_experiment"]
 
 _EXPERIMENT_KEYS: dict[str, Callable[[Any], bool]] = {
     "agent": lambda v: isinstance(v, str) and bool(v),
@@ -92,6 +92,12 @@ _VARIANT_EXPECTED = {
     "settings": "a map of request fields",
 }
 
+KEY_ORDERS: dict[str, tuple[str, ...]] = {
+    "Experiment": tuple(_EXPERIMENT_KEYS), "Variant": tuple(_VARIANT_KEYS),
+    "Evaluator": ("kind",)}
+"""The order ``gramagent fmt`` writes the keys of each pattern's record in (an evaluator's
+options follow its kind in their order)."""
+
 
 def load_experiment(path: str | os.PathLike[str]) -> Experiment:
     """Read an experiment file, its agent and its dataset.
@@ -113,6 +119,22 @@ def load_experiment(path: str | os.PathLike[str]) -> Experiment:
     return experiment
 
 
+def check_experiment_text(src: bytes, file: str | None) -> None:
+    """Check what an experiment text says by itself: its syntax, keys and values, variants
+    and evaluators, not the agent and dataset it names (``gramagent fmt`` reads only the
+    file it formats; :func:`load_experiment` reads them too).
+
+    Raises:
+        ExperimentError: every such problem, positioned.
+    """
+    reader = _Reader(src, file)
+    try:
+        _shape(reader)
+        reader.raise_problems()
+    except SpecError as exc:
+        raise ExperimentError(exc.diagnostics) from None
+
+
 def is_experiment_file(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` holds gram whose top-level pattern is an ``Experiment`` (read, not
     checked: :func:`load_experiment` checks it); False when it cannot be read."""
@@ -128,7 +150,10 @@ def is_experiment_file(path: str | os.PathLike[str]) -> bool:
     return False
 
 
-def _read(reader: _Reader, path: Path) -> Experiment:
+def _shape(reader: _Reader) -> tuple[NodeInfo, dict[str, Any], list[Variant],
+                                     list[EvaluatorSpec]]:
+    """The experiment pattern of a text, its checked fields, variants and evaluators (the
+    problems of what the text says by itself reported)."""
     node, info = _find_experiment(reader)
     fields = _record(reader, info, "experiment", _EXPERIMENT_KEYS, _EXPECTED)
     if info.ident is None:
@@ -139,6 +164,11 @@ def _read(reader: _Reader, path: Path) -> Experiment:
     variants, evaluators = _members(reader, node)
     if len(variants) < 2 and not reader.problems:
         reader.error(info.offset, "experiment: needs at least two variants")
+    return info, fields, variants, evaluators
+
+
+def _read(reader: _Reader, path: Path) -> Experiment:
+    info, fields, variants, evaluators = _shape(reader)
     base = path.parent
     agent = _agent(reader, fields, base, info)
     dataset, row_problems = _dataset(fields, base)
@@ -206,6 +236,12 @@ def _members(reader: _Reader, node: Node) -> tuple[list[Variant], list[Evaluator
         else:
             reader.error(child.start_byte, "expected a variant [name:Variant {...}] or an "
                                            "evaluator [name:Evaluator {kind: ...}]")
+            continue
+        inside = _elements(child)
+        if inside:  # which neither the reader nor fmt would read
+            what = "a variant" if info.labels == ("Variant",) else "an evaluator"
+            reader.error(inside[0].start_byte, f"{what} has no elements after '|': its "
+                                               "settings go in its record {...}")
     return variants, evaluators
 
 

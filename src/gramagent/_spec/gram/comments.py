@@ -18,7 +18,10 @@ to, so that the writer (:mod:`gramagent._spec.gram.docwriter`) can put it back:
 Elements are keyed by what they are and their name (``("tool", "getForecast")``,
 ``("member", "city")``, ``("path",)``, ``("param", "days")``, ``("entry", "minLength")``),
 lists by the keys of the elements enclosing them, so comments follow their element wherever
-the canonical order puts it.
+the canonical order puts it. For patterns the agent vocabulary does not know (written by
+:mod:`gramagent._spec.gram.patterns`, in their source order), ``by_position`` keys each
+pattern and element by its place in its list instead (``("element", 0)``); record entries
+keep their names.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from gramagent._spec.gram.syntax import (
     key_value,
 )
 
-__all__ = ["CommentMap", "Comments", "HEADER", "Key", "Orders", "PATH", "RECORD",
+__all__ = ["CommentMap", "Comments", "ELEMENT", "HEADER", "Key", "Orders", "PATH", "RECORD",
            "collect_comments"]
 
 Key = tuple[Hashable, ...]
@@ -68,6 +71,8 @@ class Comments(NamedTuple):
     stray: list[tuple[int, str]]
     """Comments with no element to go with: ``(byte offset, why)``."""
 
+ELEMENT = "element"
+"""The first part of an element's key when elements are keyed by position."""
 PATH: Key = ("path",)
 RECORD: Key = ("record",)
 HEADER: Key = ("header",)
@@ -111,7 +116,8 @@ def _edge(node: Node, *, last: bool) -> int:
 
 
 class _Collector:
-    def __init__(self, tree: Tree, decoder: Decoder) -> None:
+    def __init__(self, tree: Tree, decoder: Decoder, *, by_position: bool = False) -> None:
+        self.by_position = by_position
         self.src = decoder.src
         self.decoder = decoder
         self.tree = tree
@@ -124,7 +130,7 @@ class _Collector:
     def run(self) -> Comments:
         root = self.tree.root_node
         elements = [c for c in root.named_children if c.kind_id != K_COMMENT]
-        spans = [self.span(c, "file") for c in elements]
+        spans = [self.span(c, "file", i) for i, c in enumerate(elements)]
         self.visit((), spans, 0, len(self.src), "file")
         first = self.slots.get((), {}).get(spans[0].key) if spans else None
         lines = [] if first is None else [*first.before, *([""] if first.gap else [])]
@@ -143,11 +149,14 @@ class _Collector:
     def text(self, node: Node) -> str:
         return self.src[node.start_byte: node.end_byte].decode("utf-8", "replace").rstrip()
 
-    def span(self, node: Node, owner: str) -> _Span:
-        """The key of an element of a list of kind ``owner`` (file, agent, tool, type)."""
+    def span(self, node: Node, owner: str, index: int) -> _Span:
+        """The key of element ``index`` of a list of kind ``owner`` (file, agent, tool, type,
+        element)."""
         kind = node.kind_id
         key: Key
-        if kind == K_REFERENCE:
+        if self.by_position:
+            key = (ELEMENT, index)
+        elif kind == K_REFERENCE:
             key = ("tool", self.decoder.name(node))
         elif kind == K_SUBJECT:
             info = self.decoder.info(node)
@@ -230,7 +239,7 @@ class _Collector:
         elements = next((c for c in node.named_children if c.kind_id == K_ELEMENTS), None)
         children = [] if elements is None else [
             c for c in elements.named_children if c.kind_id != K_COMMENT]
-        spans = [self.span(c, owner) for c in children]
+        spans = [self.span(c, owner, i) for i, c in enumerate(children)]
         record_where = (*where, RECORD)
         entries = self.entries(record_where, record)
         after_record = record.end_byte if record is not None else span.start
@@ -288,7 +297,8 @@ def _path_nodes(node: Node) -> list[Node]:
     return out
 
 
-def collect_comments(tree: Tree, decoder: Decoder) -> Comments:
+def collect_comments(tree: Tree, decoder: Decoder, *, by_position: bool = False) -> Comments:
     """The comments of a parsed text, by the element they go with (and the few with no
-    element to go with)."""
-    return _Collector(tree, decoder).run()
+    element to go with); ``by_position``: patterns and elements keyed by their place in
+    their list, not by what they are and their name."""
+    return _Collector(tree, decoder, by_position=by_position).run()

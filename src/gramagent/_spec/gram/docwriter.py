@@ -34,11 +34,12 @@ from gramagent._spec.gram.sigwriter import SignatureWriter, TypePattern
 from gramagent._spec.gram.syntax import K_RECORD, Decoder, key_value, parse
 from gramagent._spec.model import Agent, GramDocument, ToolSpec
 
-__all__ = ["write_gram"]
+__all__ = ["string_value", "write_gram"]
 
 
-def _string(text: str, indent: str, *, fence: bool) -> str:
-    """A string value; multi-line ones fenced when that reads back exactly."""
+def string_value(text: str, indent: str, *, fence: bool) -> str:
+    """A string value (its first line at ``indent``); multi-line ones fenced when ``fence``
+    and that reads back exactly."""
     if fence and "\n" in text and "```" not in text and "\0" not in text:
         body = "\n".join(indent + line if line else "" for line in text.split("\n"))
         literal = "```\n" + body + "\n" + indent + "```"
@@ -199,7 +200,7 @@ class _Writer:
                f"{quote_string(spec.description)}{flag}}} |"
         if notes or "\n" in spec.description or len(head) > 100:
             entries = [(description, f"{inner}description: "
-                                     f"{_string(spec.description, inner, fence=True)}")]
+                                     f"{string_value(spec.description, inner, fence=True)}")]
             entries.extend((("entry", key), f"{inner}{key}: true") for key in flags)
             record = render_elements(entries, inner, notes)
             head = f"{indent}[{format_name(spec.name)}:Tool {{\n{record}\n{indent}}} |"
@@ -253,10 +254,10 @@ class _Writer:
         where: tuple[Key, ...] = (("agent", agent.name),)
         entries: list[tuple[Hashable, str]] = []
         if agent.description is not None:
-            entries.append((("entry", "description"),
-                            f"  description: {_string(agent.description, '  ', fence=True)}"))
+            description = string_value(agent.description, "  ", fence=True)
+            entries.append((("entry", "description"), f"  description: {description}"))
         entries.append((("entry", "instruction"),
-                        f"  instruction: {_string(agent.instruction, '  ', fence=True)}"))
+                        f"  instruction: {string_value(agent.instruction, '  ', fence=True)}"))
         entries.append((("entry", "model"), f"  model: {quote_string(str(agent.model))}"))
         notes, _ = self.settle((*where, RECORD), [k for k, _ in entries], end=True)
         record = render_elements(entries, "  ", notes)

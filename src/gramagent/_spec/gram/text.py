@@ -35,15 +35,15 @@ import os
 from typing import NamedTuple
 
 from gramagent._files import read_bounded
-from gramagent._spec.gram.comments import collect_comments
+from gramagent._spec.gram.comments import Comments, collect_comments
 from gramagent._spec.gram.docreader import DocumentReader
 from gramagent._spec.gram.docwriter import write_gram
-from gramagent._spec.gram.syntax import K_COMMENT, descendants, parse, source_bytes
+from gramagent._spec.gram.syntax import K_COMMENT, Decoder, descendants, parse, source_bytes
 from gramagent._spec.model import Agent, GramDocument, ToolSpec
 from gramagent.errors import Diagnostic, SpecError
 
-__all__ = ["Formatted", "format_file", "format_gram", "has_comments", "load_agent", "load_file",
-           "load_gram", "to_gram"]
+__all__ = ["Formatted", "dropped_comments", "format_file", "format_gram", "has_comments",
+           "load_agent", "load_file", "load_gram", "to_gram"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -163,13 +163,21 @@ def format_gram(text: str | bytes, *, file: str | None = None) -> Formatted:
         return Formatted(write_gram(document), ())
     comments = collect_comments(reader.tree, reader.decoder)
     out = write_gram(document, comments)
+    return Formatted(out, dropped_comments(src, file, comments))
+
+
+def dropped_comments(src: bytes, file: str | None, comments: Comments
+                     ) -> tuple[Diagnostic, ...]:
+    """One positioned diagnostic per comment a writer left in ``comments`` (it pops those it
+    places) or that had no element to go with."""
+    decoder = Decoder(src)
     stray = comments.stray + [(n.offset, "where the formatter has no place for it")
                               for notes in comments.notes.values() for n in notes.values()]
     dropped = []
     for offset, where in sorted(stray):
-        line, column = reader.decoder.position(offset)
+        line, column = decoder.position(offset)
         dropped.append(Diagnostic(f"a comment {where} cannot be kept", file, line, column))
-    return Formatted(out, tuple(dropped))
+    return tuple(dropped)
 
 
 def format_file(path: str | os.PathLike[str]) -> Formatted:
