@@ -133,6 +133,10 @@ class ChartRequest:
 
 
 def _cut(text: str) -> str:
+    """``text`` as drawn: at most :data:`MAX_TEXT_CHARS`, each control or format character
+    (no glyph draws it) as U+FFFD."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() or c == "\n" else "\ufffd" for c in text)
     return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
 
 
