@@ -98,13 +98,23 @@ def convert_csv(upload_dir: Path, relative: str, *, max_bytes: int,
 
 CSV_BLOCK_BYTES = 1 << 20
 """Bytes of CSV text parsed at a time (a row, the header included, must fit in one block)."""
+CSV_EXPANSION = 9
+"""Most bytes one byte of CSV takes once parsed: a cell takes at least one byte of text (its
+delimiter) and at most 8 bytes and a validity bit once parsed (a number, a timestamp), or an
+offset and its own bytes (a string)."""
+TYPED_OVER_TEXT = 2
+"""Most bytes a parsed column takes per byte of the same column parsed as strings (an int64
+"1": 8 bytes against an offset and one byte)."""
 
 
 def read_csv(path: Path, shown: str, *, max_table_bytes: int = MAX_TABLE_BYTES) -> pa.Table:
-    """The CSV file ``path`` as a table, parsed one block of :data:`CSV_BLOCK_BYTES` at a time
-    while the table stays within ``max_table_bytes`` and :data:`MAX_TABLE_COLUMNS` columns
-    (a short file of empty fields or small numbers grows several times once parsed). Column
-    types are inferred from the first block. ``shown`` names the file in errors.
+    """The CSV file ``path`` as a table, if it has at most :data:`MAX_TABLE_COLUMNS` columns
+    and takes at most ``max_table_bytes`` once parsed, which is known before it is parsed
+    whole: the header is read from the first block of :data:`CSV_BLOCK_BYTES`; a file
+    small enough that even :data:`CSV_EXPANSION` times its size is within the limit is then
+    read, and a larger one is first parsed block by block as strings while the bytes (times
+    :data:`TYPED_OVER_TEXT`) are counted, and refused at the limit. Column types are inferred
+    from the whole file. ``shown`` names the file in errors.
 
     Raises:
         DataError: unparsable, no columns, too many columns, or too large once parsed.
@@ -113,25 +123,26 @@ def read_csv(path: Path, shown: str, *, max_table_bytes: int = MAX_TABLE_BYTES) 
     import pyarrow.csv as pacsv
 
     options = pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES, use_threads=False)
-    batches: list[pa.RecordBatch] = []
-    held = 0
     try:
-        reader = pacsv.open_csv(path, read_options=options)
-        if len(reader.schema) > MAX_TABLE_COLUMNS:
-            raise DataError(f"{shown!r} has {len(reader.schema)} columns; at most "
+        names = pacsv.open_csv(path, read_options=options).schema.names
+        if len(names) > MAX_TABLE_COLUMNS:
+            raise DataError(f"{shown!r} has {len(names)} columns; at most "
                             f"{MAX_TABLE_COLUMNS} are read")
-        for batch in reader:
-            held += batch.get_total_buffer_size()
-            if held > max_table_bytes:
-                raise DataError(f"{shown!r} takes over {max_table_bytes} bytes once parsed, "
-                                "over the limit for the data tools; split or aggregate it")
-            batches.append(batch)
+        if path.stat().st_size * CSV_EXPANSION > max_table_bytes:
+            as_text = pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()))
+            held = 0
+            for batch in pacsv.open_csv(path, read_options=options, convert_options=as_text):
+                held += batch.get_total_buffer_size() * TYPED_OVER_TEXT
+                if held > max_table_bytes:
+                    raise DataError(f"{shown!r} takes over {max_table_bytes} bytes once "
+                                    "parsed, over the limit for the data tools; split or "
+                                    "aggregate it")
+        table = pacsv.read_csv(path, read_options=options)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         if "cannot infer number of columns" in str(exc) and path.stat().st_size:
             raise DataError(f"cannot parse {shown!r} as CSV: its first row is longer than "
                             f"{CSV_BLOCK_BYTES} bytes") from None
         raise DataError(f"cannot parse {shown!r} as CSV: {exc}") from None
-    table = pa.Table.from_batches(batches, schema=reader.schema)
     if table.num_columns == 0:
         raise DataError(f"{shown!r} has no columns")
     return table
