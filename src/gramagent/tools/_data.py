@@ -6,8 +6,8 @@ upload directory), ``name`` being the file's stem (an identifier). Paths are con
 upload directory (:mod:`._tables`), files over the upload cap are not read, and the table is
 written through a new file created exclusively and without following symlinks, then renamed
 into place. :func:`describe` reports a table's schema, simple statistics and its first rows.
-What a file may take once decoded is bounded before it is decoded: a CSV file is parsed one
-block at a time while the table it makes stays within the table limit, and a parquet table is
+What a file may take once decoded is bounded before it is decoded: a CSV file's parsed
+size is bounded before it is parsed whole (:func:`read_csv`), and a parquet table is
 read as :mod:`._parquet` allows (flat columns, footer estimate first, then a running count), so
 a small file cannot make the host decode gigabytes. Needs ``pyarrow`` (the ``tools`` extra).
 """
