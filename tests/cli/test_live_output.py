@@ -93,7 +93,7 @@ def test_terminal_control_sequences_of_the_model_are_shown_not_obeyed(
     """A model's text (a page it read and repeats, say) may hold escape sequences: clear the
     screen, set the clipboard (OSC 52), retitle the window. Written to the terminal as they
     were, the terminal obeyed them; now each control character is shown as \\xNN (newlines,
-    tabs and CRLF line ends are text)."""
+    tabs and CRLF line ends are text; a C1 code as \\u00NN)."""
     answer = "Safe \x1b[2Jcleared \x1b]52;c;SGk=\x07clip \x9b31mred\r\nnext\tline"
     with ScriptedServer([reply(answer)]) as srv:
         args = ["run", str(HELLO), "Hi", "--base-url", srv.base_url]
@@ -106,7 +106,7 @@ def test_terminal_control_sequences_of_the_model_are_shown_not_obeyed(
     assert "Safe" in out and "next" in out and "line" in out, err
     for raw in ("\x1b[2J", "\x1b]52", "\x07", "\x9b"):
         assert raw not in out
-    assert "\\x1b[2Jcleared \\x1b]52;c;SGk=\\x07clip \\x9b31mred" in out
+    assert "\\x1b[2Jcleared \\x1b]52;c;SGk=\\x07clip \\u009b31mred" in out
 
 
 @settings(max_examples=200, deadline=None)

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from matplotlib import image
 from tools_support import invoke_tool
 
@@ -20,7 +22,7 @@ from gramagent._runtime.library import ToolLibrary
 from gramagent._spec.calls.validate import compile_validator
 from gramagent._spec.schema.strict import strict_schema
 from gramagent.tools import DataError, builtin_library
-from gramagent.tools._chart import CHART_SCHEMA
+from gramagent.tools._chart import CHART_SCHEMA, LINE_BUCKETS, extremes_per_run
 
 SEED_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -183,3 +185,56 @@ def test_bad_series_entries_from_direct_calls(library: ToolLibrary) -> None:
         call(library, "chart", **broken)
     with pytest.raises(DataError, match="unknown chart_type 'pie'"):
         call(library, "chart", **args(chart_type="pie"))
+
+
+# -- issue 31, class 6: a line of many points is downsampled, not drawn point by point ----------
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.one_of(st.floats(-1e9, 1e9), st.just(float("nan"))), min_size=1,
+                       max_size=400),
+       runs=st.integers(1, 50))
+def test_extremes_per_run_keep_each_runs_lowest_and_highest(values: list[float],
+                                                             runs: int) -> None:
+    """The indices kept are in order, at most two per run, and hold the lowest and highest
+    value of every run of consecutive values (so every peak and trough of the line)."""
+    ys = np.array(values)
+    kept = extremes_per_run(ys, runs)
+    assert list(kept) == sorted(set(kept.tolist()))
+    size = -(-len(ys) // runs)
+    starts = range(0, len(ys), size)
+    assert len(kept) <= 2 * len(starts)
+    for start in starts:
+        run = ys[start:start + size]
+        chosen = ys[kept[(kept >= start) & (kept < start + size)]]
+        if np.isnan(run).all():
+            assert len(chosen) == 0
+        else:
+            assert np.nanmin(run) in chosen and np.nanmax(run) in chosen
+
+
+@pytest.mark.slow
+def test_a_long_line_is_downsampled_and_says_so(data_dir: Path) -> None:
+    """A line chart of 1.5 million rows draws at most 2 * LINE_BUCKETS points per series and
+    its result says it was downsampled; the PNG is drawn."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = 1_500_000
+    day = np.arange(rows)
+    pq.write_table(pa.table({"t": day, "v": np.sin(day / 5000.0) + (day == 777_777) * 50.0}),
+                   data_dir / "long.parquet")
+    library = builtin_library(data_dir=data_dir, session_dir=data_dir.parent / "session")
+    try:
+        answer = call(library, "chart", **args(df_name="long", chart_type="line", x_field="t",
+                                               series=[{"name": "v", "y_field": "v"}]))
+    finally:
+        library.forget()
+    assert f"({rows} values; downsampled to at most {2 * LINE_BUCKETS} points per series" in answer
+    assert png_size(png_path(answer)) == (900, 550)
+
+
+def test_a_short_line_is_drawn_whole(library: ToolLibrary) -> None:
+    """A line within the cap is drawn point by point and the result says nothing of
+    downsampling."""
+    answer = call(library, "chart", **args(chart_type="line"))
+    assert "downsampled" not in answer

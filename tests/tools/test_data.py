@@ -190,3 +190,18 @@ def test_uploaded_csv_is_converted_on_first_use(data_dir: Path) -> None:
     capped = builtin_library(data_dir=data_dir, max_upload_bytes=10)
     with pytest.raises(DataError, match="over the upload limit of 10"):
         call(capped, "describe_table", df_name="sales")
+
+
+def test_csv_column_types_come_from_the_whole_file(tmp_path: Path) -> None:
+    """A number column whose first fractional value comes after the first block of the
+    bounded CSV reader is still a double (types are inferred from every row), and a limit
+    the parsed table would pass is a clear DataError before the table is built."""
+    from gramagent.tools._data import CSV_BLOCK_BYTES, read_csv
+
+    path = tmp_path / "late.csv"
+    path.write_text("x\n" + "1\n" * (CSV_BLOCK_BYTES // 2 + 10) + "1.5\n")
+    assert str(read_csv(path, "late.csv").schema.field("x").type) == "double"
+    assert str(read_csv(path, "late.csv", max_table_bytes=8 << 20).schema.field("x").type) \
+        == "double"
+    with pytest.raises(DataError, match="takes over 1048576 bytes once parsed"):
+        read_csv(path, "late.csv", max_table_bytes=1 << 20)

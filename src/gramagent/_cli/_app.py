@@ -17,21 +17,21 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import signal
 import sys
 import traceback
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from gramagent._agent_session import require_file
 from gramagent._cli._conventions import CONTEXT, Group
 from gramagent._cli._signals import interrupt_on_termination, termination_signal
+from gramagent._cli._terminal import markup_text, terminal_console, terminal_text
 from gramagent.errors import ConfigurationError, GramagentError
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ __all__ = [
     "err_console",
     "handle_errors",
     "main",
+    "markup_text",
     "out_console",
     "print_error",
     "read_stdin",
@@ -74,8 +75,9 @@ app = typer.Typer(
     rich_markup_mode=None,  # plain help: fast, and brackets in help text are shown as written
 )
 
-err_console = Console(stderr=True)
-"""Diagnostics go to stderr; results go to stdout (:func:`out_console`)."""
+err_console = terminal_console(stderr=True)
+"""Diagnostics go to stderr; results go to stdout (:func:`out_console`). Both show outside
+text, never obey it (:mod:`gramagent._cli._terminal`)."""
 
 PIPED_WIDTH: Final = 10_000
 """The width of results written to a pipe or a file: a line as long as its content."""
@@ -85,25 +87,12 @@ def out_console(*, soft_wrap: bool = False) -> Console:
     """A console for results on stdout: a terminal's width on a terminal; piped (and with no
     ``COLUMNS``), lines as long as their content, not wrapped at 80 columns."""
     piped = not sys.stdout.isatty() and "COLUMNS" not in os.environ
-    return Console(highlight=False, soft_wrap=soft_wrap, width=PIPED_WIDTH if piped else None)
+    return terminal_console(highlight=False, soft_wrap=soft_wrap,
+                            width=PIPED_WIDTH if piped else None)
 
 _state = {"debug": False}
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-_CONTROLS: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")
-"""Control characters but newline, tab and the CR of a CRLF: ESC (which opens escape
-sequences), BEL, a lone CR, DEL, the C1 codes (CSI U+009B among them)."""
-
-
-def terminal_text(text: str) -> str:
-    """``text`` (a model's, a server's) as a terminal shows it, not obeys it: each control
-    character but newline, tab and CRLF written as ``\\xNN``, so escape sequences cannot clear
-    the screen, retitle the window or set the clipboard (OSC 52)."""
-    if text.isprintable():  # the usual text: no call (newlines and tabs are not printable)
-        return text
-    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _print_version(value: bool) -> None:
@@ -125,6 +114,15 @@ def _root(
                                  help="Print the version and exit."),
 ) -> None:
     _state["debug"] = debug
+    warnings.showwarning = _show_warning
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    """Python's warnings (a library's, quoting what it was given) as the CLI prints any outside
+    text: sanitized (:func:`terminal_text`), on stderr."""
+    text = warnings.formatwarning(message, category, filename, lineno, line)
+    (file or sys.stderr).write(terminal_text(text))
 
 
 def handle_errors(func: F) -> F:
@@ -174,7 +172,7 @@ def _internal_error(exc: Exception, as_json: bool) -> NoReturn:
             _json_error("InternalError", _describe(exc))
         err_console.print(
             f"[red]internal error[/red] (a bug in gramagent, not in your input): "
-            f"{escape(_masked(_describe(exc)))}; run with --debug for the traceback",
+            f"{markup_text(_masked(_describe(exc)))}; run with --debug for the traceback",
             markup=True, highlight=False, soft_wrap=True)
     raise typer.Exit(EXIT_INTERNAL) from None
 
@@ -198,7 +196,7 @@ def print_error(exc: BaseException, *, as_json: bool = False) -> None:
     (where ``--json`` output is read)."""
     if as_json and exc not in _ANSWERED_IN_JSON:
         _json_error(type(exc).__name__, _describe(exc))
-    err_console.print(f"[red]{type(exc).__name__}[/red]: {escape(_masked(_describe(exc)))}",
+    err_console.print(f"[red]{type(exc).__name__}[/red]: {markup_text(_masked(_describe(exc)))}",
                       markup=True, highlight=False, soft_wrap=True)
 
 
@@ -215,8 +213,8 @@ def answered_in_json(exc: GramagentError) -> GramagentError:
 def _json_error(kind: str, message: str) -> None:
     import json
 
-    sys.stdout.write(json.dumps({"error": {"type": kind, "message": _masked(message)}},
-                                ensure_ascii=False) + "\n")
+    sys.stdout.write(terminal_text(json.dumps(
+        {"error": {"type": kind, "message": _masked(message)}}, ensure_ascii=False)) + "\n")
     sys.stdout.flush()
 
 
@@ -262,7 +260,7 @@ def _debug_traceback(exc: BaseException) -> bool:
     if not _state["debug"]:
         return False
     text = "".join(traceback.format_exception(exc))
-    sys.stderr.write(_masked(text.encode("utf-8", "replace").decode("utf-8")))
+    sys.stderr.write(terminal_text(_masked(text)))
     sys.stderr.flush()
     return True
 

@@ -50,7 +50,11 @@ def setup_tracing(exporter: str) -> Callable[[], None]:
                                  ) from exc
     processor: SpanProcessor
     if exporter == "console":
-        processor = SimpleSpanProcessor(ConsoleSpanExporter(out=sys.stderr))
+        from gramagent._cli._terminal import TerminalStream
+
+        # spans quote tool arguments and errors: shown, never obeyed
+        processor = SimpleSpanProcessor(ConsoleSpanExporter(
+            out=TerminalStream(sys.stderr)))  # type: ignore[arg-type]
     else:
         try:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

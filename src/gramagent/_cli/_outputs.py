@@ -13,8 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.markup import escape
-
+from gramagent._cli._terminal import markup_text
 from gramagent.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -60,6 +59,6 @@ def outputs_note(workspaces: Sequence[Workspace], *, kept: Path | None) -> str |
     more = f" and {len(files) - _SHOWN} more" if len(files) > _SHOWN else ""
     count = f"{len(files)} file{'s' if len(files) != 1 else ''}"
     if kept is not None:
-        return f"outputs: {count} in {escape(str(kept))}: {escape(shown)}{more}"
-    return (f"outputs: {count} in a temporary workspace, removed at exit ({escape(shown)}{more}); "
-            "--outputs DIR keeps them")
+        return f"outputs: {count} in {markup_text(kept)}: {markup_text(shown)}{more}"
+    return (f"outputs: {count} in a temporary workspace, removed at exit "
+            f"({markup_text(shown)}{more}); --outputs DIR keeps them")

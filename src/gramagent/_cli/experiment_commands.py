@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -36,6 +35,7 @@ from gramagent._cli._app import (
 )
 from gramagent._cli._conventions import Group
 from gramagent._cli._eta import MeanRateRemainingColumn
+from gramagent._cli._terminal import markup_text, terminal_console, terminal_text
 from gramagent._cli.run_commands import API_OPTION, TOOL_CALL_MODE_OPTION
 from gramagent._limit_values import limit_problem
 from gramagent.errors import ConfigurationError
@@ -130,7 +130,7 @@ def experiment_report(
         result = report(db, prices)
         if export is not None:
             count = _guard(lambda: db.export(export), f"cannot write {export}")
-            err_console.print(f"wrote {count} runs to {escape(str(export))}")
+            err_console.print(f"wrote {count} runs to {markup_text(str(export))}")
     _show(result, json=json, html=html)
 
 
@@ -177,17 +177,17 @@ def experiment_plan(
                             repeats=repeats or 1, icc=icc,
                             metric="mean" if sd is not None else "pass rate")]
     if json:
-        sys.stdout.write(orjson.dumps([dataclasses.asdict(p) for p in plans],
-                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(terminal_text(orjson.dumps([dataclasses.asdict(p) for p in plans],
+                                                    option=orjson.OPT_INDENT_2).decode()) + "\n")
         return
-    out = Console(soft_wrap=True, highlight=False)
+    out = terminal_console(soft_wrap=True, highlight=False)
     for p in plans:
         shown = (f"{p.difference * 100:+.1f} points" if p.metric == "pass rate" or
                  "disagreeing" in p.basis else f"{p.difference:+g}")
-        who = f"{escape(p.variant)}, " if p.variant else ""
-        out.print(f"{who}{escape(p.metric)}: {p.cases:,} cases x {p.repeats} repeat(s) "
+        who = f"{markup_text(p.variant)}, " if p.variant else ""
+        out.print(f"{who}{markup_text(p.metric)}: {p.cases:,} cases x {p.repeats} repeat(s) "
                   f"to detect {shown} at alpha {p.alpha:g} with {p.power:.0%} power "
-                  f"({p.pairs:,} independent pairs; {escape(p.basis)})")
+                  f"({p.pairs:,} independent pairs; {markup_text(p.basis)})")
 
 
 @app.command("ab")
@@ -265,12 +265,12 @@ def _default_evaluators(dataset: Any) -> list[Any]:
                                       options={"expected": key}))
     names = ", ".join(s.name if s.kind != "contains" else f"{s.name} (the answer contains "
                       f"the case's expected {key!r})" for s in specs)
-    err_console.print(f"evaluators (no -e given): {escape(names)}", highlight=False,
+    err_console.print(f"evaluators (no -e given): {markup_text(names)}", highlight=False,
                       soft_wrap=True)
     if keys and key is None:
         found = ", ".join(sorted(set().union(*keys)))
         err_console.print(f"[yellow]warning[/yellow]: no default evaluator scores the cases' "
-                          f"expected values ({escape(found)}); name one with -e, e.g. -e "
+                          f"expected values ({markup_text(found)}); name one with -e, e.g. -e "
                           "exact or -e custom=MODULE:FUNCTION", highlight=False, soft_wrap=True)
     return specs
 
@@ -328,7 +328,7 @@ def _chosen_engine(name: str | None, address: str | None, workers: int | None,
             raise ConfigurationError("--ray-address and --workers need --engine ray")
         return None
     return RayEngine(address=address, workers=workers, concurrency=concurrency,
-                     on_status=lambda text: err_console.print(escape(text), highlight=False))
+                     on_status=lambda text: err_console.print(markup_text(text), highlight=False))
 
 
 def _ray_stats(engine: Any, duplicates: int) -> None:
@@ -343,7 +343,7 @@ def _ray_stats(engine: Any, duplicates: int) -> None:
     throttled = {model: count for model, count in stats.throttled.items() if count}
     if throttled:
         line += "; 429s: " + ", ".join(f"{m} {n}" for m, n in sorted(throttled.items()))
-    err_console.print(escape(line), highlight=False)
+    err_console.print(markup_text(line), highlight=False)
 def _prices(items: list[str] | None) -> dict[str, Price]:
     """``--price MODEL=IN,OUT`` options as prices by model."""
     from gramagent._prices import parse_price
@@ -375,12 +375,12 @@ def _execute(experiment: Experiment, *, store: Path | None, concurrency: int, js
                 engine=engine or "local"))
     except KeyboardInterrupt:
         err_console.print(f"[yellow]stopped[/yellow]: {live.saved} runs saved in "
-                          f"{escape(path)}; run the same command again to resume.")
+                          f"{markup_text(path)}; run the same command again to resume.")
         raise typer.Exit(130) from None
     except (OSError, sqlite3.Error) as exc:
         raise ConfigurationError(f"{path}: {exc}") from None
     err_console.print(f"{summary.ran} runs done, {summary.skipped} already in "
-                      f"{escape(summary.store)}")
+                      f"{markup_text(summary.store)}")
     if engine is not None:
         _ray_stats(engine, summary.duplicates)
     result = report(summary.store, prices)
@@ -400,7 +400,7 @@ class _Live:
             TimeElapsedColumn(), TextColumn("ETA"), MeanRateRemainingColumn(),
             TextColumn("{task.fields[rates]}", markup=False), console=console,
             transient=False, disable=not console.is_terminal)
-        self.task = self.progress.add_task(escape(experiment.name), total=None, rates="",
+        self.task = self.progress.add_task(markup_text(experiment.name), total=None, rates="",
                                            resumed=0)
         self.passes: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         self.saved = 0
@@ -410,11 +410,11 @@ class _Live:
         runs already saved."""
         where = "resuming" if started.done else "writing"
         say = self.progress.console.print
-        say(f"{where} {escape(str(Path(started.store).resolve()))}", highlight=False,
+        say(f"{where} {markup_text(str(Path(started.store).resolve()))}", highlight=False,
             soft_wrap=True)
         for warning in started.warnings:
             # a warning quotes docstrings ("Returns [a, b]"): text, never markup
-            say(f"[yellow]warning[/yellow]: {escape(warning)}", highlight=False,
+            say(f"[yellow]warning[/yellow]: {markup_text(warning)}", highlight=False,
                 soft_wrap=True)
         self.saved = started.done
         self.progress.update(self.task, total=started.total, completed=started.done,
@@ -429,7 +429,7 @@ class _Live:
             tally[1] += 1
         rates = "  ".join(f"{v} {p / n:.0%}" for v, (p, n) in sorted(self.passes.items()))
         label = f"{self.evaluator}: {rates}" if rates else ""
-        self.progress.update(self.task, advance=1, rates=label)
+        self.progress.update(self.task, advance=1, rates=terminal_text(label))
 
 
 def _show(result: Any, *, json: bool, html: Path | None) -> None:
@@ -441,10 +441,10 @@ def _show(result: Any, *, json: bool, html: Path | None) -> None:
         from gramagent.experiments import write_html
 
         _guard(lambda: write_html(result, html), f"cannot write {html}")
-        err_console.print(f"wrote {escape(str(html))}")
+        err_console.print(f"wrote {markup_text(str(html))}")
     if json:
-        sys.stdout.write(orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode()
-                         + "\n")
+        sys.stdout.write(terminal_text(orjson.dumps(result.to_dict(),
+                                                    option=orjson.OPT_INDENT_2).decode()) + "\n")
     else:
         out_console().print(render_report(result))
 

@@ -10,6 +10,7 @@ import typer
 
 from gramagent._cli._app import app, err_console, handle_errors, read_stdin, require_file
 from gramagent._cli._conventions import Group
+from gramagent._cli._terminal import terminal_text
 from gramagent._files import read_bounded
 from gramagent.errors import ConfigurationError
 
@@ -56,7 +57,7 @@ def parse(
             failed = True
             line, column = _position(text, message.offset)
             record.update(line=line, column=column)
-        out.write(orjson.dumps(record).decode() + "\n")
+        out.write(terminal_text(orjson.dumps(record).decode()) + "\n")
     out.flush()
     if check and failed:
         raise typer.Exit(1)
@@ -101,9 +102,9 @@ def render(
             for t in spec.tools
         ],
     )
-    sys.stdout.write(
-        build_prompt(request, reasoning=reasoning, current_date=current_date) + "\n"  # type: ignore[arg-type]
-    )
+    sys.stdout.write(terminal_text(
+        build_prompt(request, reasoning=reasoning, current_date=current_date)  # type: ignore[arg-type]
+    ) + "\n")
 
 
 def _read(file: str) -> str:

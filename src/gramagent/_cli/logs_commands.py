@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from gramagent._cli._app import app, handle_errors, out_console, terminal_text
+from gramagent._cli._app import app, handle_errors, out_console
 from gramagent._cli._conventions import Group
+from gramagent._cli._terminal import echo, markup_text, terminal_text
 from gramagent.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -123,13 +124,13 @@ def list_logs(
 
     shown = _all_turns()[:count]
     if json:
-        sys.stdout.write(exact_json.dumps([t.to_dict() for t in shown]) + "\n")
+        sys.stdout.write(terminal_text(exact_json.dumps([t.to_dict() for t in shown])) + "\n")
         return
     if not shown:
         from gramagent._runtime.sessions import default_store_path
 
-        typer.echo(f"no turns in {default_store_path()} (run or chat with --session NAME "
-                   "keeps them)", err=True)
+        echo(f"no turns in {default_store_path()} (run or chat with --session NAME "
+             "keeps them)", err=True)
         return
     from rich.table import Table
 
@@ -151,8 +152,6 @@ def show_log(
     json: bool = _JSON,
 ) -> None:
     """One turn whole: the message, each tool call and its result, the answer."""
-    from rich.markup import escape
-
     from gramagent import _json as exact_json
     from gramagent._logs import redact
     from gramagent._runtime.sessions import SessionStore
@@ -172,11 +171,11 @@ def show_log(
                                  f"{number}")
     turn = found[int(number) - 1]
     if json:
-        sys.stdout.write(exact_json.dumps(turn.to_dict()) + "\n")
+        sys.stdout.write(terminal_text(exact_json.dumps(turn.to_dict())) + "\n")
         return
 
     def plain(text: object) -> str:
-        return escape(terminal_text(str(redact(text))))
+        return markup_text(redact(text))
 
     console = out_console(soft_wrap=True)
     console.print(f"[dim]{plain(turn.id)} · {plain(turn.agent or '')}[/dim]")

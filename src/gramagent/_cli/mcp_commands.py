@@ -8,14 +8,15 @@ agent) as an MCP server over stdio, or over streamable HTTP with ``--http PORT``
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from gramagent._cli._app import app, err_console, handle_errors
 from gramagent._cli._conventions import Group
+from gramagent._cli._terminal import TerminalStream, echo, markup_text
 from gramagent.mcp._sdk import require_sdk
 
 __all__ = ["import_tools", "mcp_app", "serve"]
@@ -56,7 +57,8 @@ def import_tools(
     from gramagent._logs import configure_logging, reset_logging
     from gramagent.mcp._import import import_specs
 
-    configure_logging(verbose if verbose > 0 else -1)
+    configure_logging(verbose if verbose > 0 else -1,
+                      stream=TerminalStream(sys.stderr))  # type: ignore[arg-type]
     try:
         imported = import_specs(server, timeout=timeout, connect_timeout=connect_timeout,
                                 only=tool or None)
@@ -65,12 +67,13 @@ def import_tools(
     text = imported.to_gram()
     if output is not None:
         output.write_text(text, encoding="utf-8")
-        err_console.print(f"[dim]wrote {len(imported.specs)} tool spec(s) to {output}[/dim]",
+        err_console.print(f"[dim]wrote {len(imported.specs)} tool spec(s) to "
+                          f"{markup_text(output)}[/dim]",
                           highlight=False)
     else:
-        typer.echo(text, nl=False)
+        echo(text, nl=False)
     for problem in imported.problems:  # it quotes the server's tool names: not markup
-        err_console.print(f"[yellow]left out[/yellow]: {escape(problem)}", highlight=False,
+        err_console.print(f"[yellow]left out[/yellow]: {markup_text(problem)}", highlight=False,
                           soft_wrap=True, markup=True)
     if imported.problems:
         raise typer.Exit(1)
@@ -125,7 +128,8 @@ def serve(
     if agent_file is None and (agent_tool or agent):
         raise ConfigurationError("--agent-tool and --agent need an agent's gram file")
     # stdout carries the protocol over stdio: diagnostics go to stderr only.
-    configure_logging(verbose if verbose > 0 else 0)
+    configure_logging(verbose if verbose > 0 else 0,
+                      stream=TerminalStream(sys.stderr))  # type: ignore[arg-type]
     try:
         spec = load_agent(agent_file, agent) if agent_file is not None else None
         library = load_library(tools)
@@ -136,7 +140,7 @@ def serve(
         server = build_server(library, spec, agent_tool=agent_tool, model=resolved)
         names = ", ".join(library.names() if spec is None else [t.name for t in spec.tools])
         if http is not None:
-            err_console.print(f"[dim]serving {names or 'no tools'} on "
+            err_console.print(f"[dim]serving {markup_text(names or 'no tools')} on "
                               f"http://{host}:{http}/mcp; Ctrl-C ends[/dim]", highlight=False)
             serve_http(server, host=host, port=http)
         else:

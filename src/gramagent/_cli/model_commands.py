@@ -11,6 +11,7 @@ import typer
 
 from gramagent._cli._app import app, handle_errors, out_console
 from gramagent._cli._conventions import Group
+from gramagent._cli._terminal import terminal_text
 from gramagent.errors import ConfigurationError
 
 __all__ = ["LocalModel", "list_models", "local_models", "models_app", "server_models"]
@@ -113,13 +114,15 @@ def list_models(
         add_secret(key)
         ids = server_models(url, key)
         if json:
-            sys.stdout.write(exact_json.dumps({"base_url": url, "models": ids}) + "\n")
+            sys.stdout.write(terminal_text(exact_json.dumps({"base_url": url, "models": ids}))
+                             + "\n")
             return
-        sys.stdout.writelines(f"openai/{model}\n" for model in ids)
+        # the server names its models: shown, never obeyed
+        sys.stdout.writelines(terminal_text(f"openai/{model}") + "\n" for model in ids)
         return
     found = local_models()
     if json:
-        sys.stdout.write(exact_json.dumps({"local": found}) + "\n")
+        sys.stdout.write(terminal_text(exact_json.dumps({"local": found})) + "\n")
         return
     from rich.table import Table
 

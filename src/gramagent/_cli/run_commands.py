@@ -34,6 +34,7 @@ from gramagent._cli._app import (
 from gramagent._cli._lines import read_lines
 from gramagent._cli._otel import EXPORTERS
 from gramagent._cli._outputs import keep_outputs
+from gramagent._cli._terminal import TerminalStream, markup_text
 from gramagent._models.registry import api_names
 from gramagent.errors import ConfigurationError, RunError
 
@@ -115,10 +116,8 @@ class LivePrinter:
     def tool_call(self, name: str) -> None:
         """Note a call the model asked for (after the text it wrote before it); the model
         chose the name: printed as written, never read as markup."""
-        from rich.markup import escape
-
         self._flush()
-        err_console.print(f"[dim]→ {escape(terminal_text(name))}[/dim]", highlight=False)
+        err_console.print(f"[dim]→ {markup_text(name)}[/dim]", highlight=False)
 
     def end(self, *, interrupted: bool = False) -> None:
         """The answer is over (or was stopped): write the rest and end the line."""
@@ -243,7 +242,6 @@ class _Output:
     def _print(self, response: AgentResponse, cost: float | None) -> None:
         if self.live is not None or (response.paused and not self.json):
             return
-        from rich.markup import escape
 
         from gramagent import _json as exact_json
         from gramagent._logs import redact
@@ -252,18 +250,20 @@ class _Output:
             data = redact(response.to_dict())
             if cost is not None and isinstance(data, dict):
                 data["cost_usd"] = cost
-            sys.stdout.write(exact_json.dumps(data, default=str) + "\n")
+            sys.stdout.write(terminal_text(exact_json.dumps(data, default=str)) + "\n")
             sys.stdout.flush()
         else:
             self.console.print(terminal_text(redact(response.content or "")), markup=False)
             if response.finish_reason != "stop":
                 why = _ENDINGS.get(response.finish_reason, "as the server said")
-                err_console.print(f"[yellow](the answer ended: {escape(response.finish_reason)}"
-                                  f", {why})[/yellow]", highlight=False)
+                ended = markup_text(response.finish_reason)
+                err_console.print(f"[yellow](the answer ended: {ended}, {why})[/yellow]",
+                                  highlight=False)
 
 
 def _approved(request: ApprovalRequest) -> Decision:
-    err_console.print(f"[dim]✓ {request.tool} approved (--yes)[/dim]", highlight=False)
+    err_console.print(f"[dim]✓ {markup_text(request.tool)} approved (--yes)[/dim]",
+                      highlight=False)
     return True
 
 
@@ -289,7 +289,6 @@ class _Approvals:
     def _ask(request: ApprovalRequest) -> Decision:
         """Show the call and ask whether it may run (a refusal may give the model a reason;
         end of input refuses)."""
-        from rich.markup import escape
         from rich.prompt import Confirm, Prompt
 
         from gramagent import _json as exact_json
@@ -297,7 +296,7 @@ class _Approvals:
         from gramagent._runtime.approval import Refused
 
         arguments = exact_json.dumps(redact(request.arguments), indent=True, default=str)
-        err_console.print(f"[bold yellow]{escape(request.tool)}[/bold yellow] needs your "
+        err_console.print(f"[bold yellow]{markup_text(request.tool)}[/bold yellow] needs your "
                           "approval to run with:", highlight=False)
         err_console.print(arguments, markup=False, highlight=False, soft_wrap=True)
         try:
@@ -526,7 +525,8 @@ def _open_session(options: RunOptions, verbose: int
 
     from gramagent._logs import configure_logging, reset_logging
 
-    configure_logging(verbose if verbose > 0 else -1)
+    configure_logging(verbose if verbose > 0 else -1,
+                      stream=TerminalStream(sys.stderr))  # type: ignore[arg-type]
     try:
         with asyncio.Runner() as runner:
             session = _open(options)
@@ -598,7 +598,6 @@ def chat(options: RunOptions) -> None:
     A turn that fails (model unreachable, a limit hit) prints one error line and the session
     goes on; the exit code is then 1.
     """
-    from rich.markup import escape
 
     out = _Output(options.json, options.price)
     approvals = _Approvals(options.yes)
@@ -614,7 +613,7 @@ def chat(options: RunOptions) -> None:
                            + (f", {len(waiting)} waiting for approval" if waiting else "")
                            + ")" if stored else f" (new session {session.stored.name})")
             err_console.print(
-                f"[dim]chatting with {session.agent.name}{escape(resumed)}; /exit or Ctrl-D "
+                f"[dim]chatting with {markup_text(session.agent.name + resumed)}; /exit or Ctrl-D "
                 "to end[/dim]",
                 highlight=False,
             )

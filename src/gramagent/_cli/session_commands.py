@@ -7,10 +7,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 
-from gramagent._cli._app import app, handle_errors, out_console, terminal_text
+from gramagent._cli._app import app, err_console, handle_errors, out_console
 from gramagent._cli._conventions import Group
+from gramagent._cli._terminal import markup_text, terminal_text
 from gramagent.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -50,12 +50,13 @@ def list_sessions(json: bool = _JSON) -> None:
     store = _store()
     sessions = store.list()
     if json:
-        sys.stdout.write(exact_json.dumps([{
+        sys.stdout.write(terminal_text(exact_json.dumps([{
             "name": s.name, "agent": s.agent, "messages": s.messages, "created": s.created,
-            "updated": s.updated} for s in sessions]) + "\n")
+            "updated": s.updated} for s in sessions])) + "\n")
         return
     if not sessions:
-        Console(stderr=True).print(f"[dim]no sessions in {store.path}[/dim]", highlight=False)
+        err_console.print(f"[dim]no sessions in {markup_text(store.path)}[/dim]",
+                          highlight=False)
         return
     from rich.table import Table
 
@@ -78,7 +79,7 @@ def show(name: str = typer.Argument(..., help="The session."), json: bool = _JSO
     if conversation is None:
         raise ConfigurationError(f"no session named {name!r} (see gramagent sessions list)")
     if json:
-        sys.stdout.write(exact_json.dumps(redact(conversation.to_list())) + "\n")
+        sys.stdout.write(terminal_text(exact_json.dumps(redact(conversation.to_list()))) + "\n")
         return
     console = out_console(soft_wrap=True)
     for message in conversation:
@@ -101,11 +102,9 @@ def show(name: str = typer.Argument(..., help="The session."), json: bool = _JSO
 
 
 def _plain(text: str) -> str:
-    from rich.markup import escape
-
     from gramagent._logs import redact
 
-    return escape(terminal_text(str(redact(text))))
+    return markup_text(redact(text))
 
 
 @sessions_app.command()
@@ -114,4 +113,4 @@ def delete(name: str = typer.Argument(..., help="The session.")) -> None:
     """Delete a session and its conversation."""
     if not _store().delete(name):
         raise ConfigurationError(f"no session named {name!r} (see gramagent sessions list)")
-    Console(stderr=True).print(f"[dim]deleted session {_plain(name)}[/dim]", highlight=False)
+    err_console.print(f"[dim]deleted session {_plain(name)}[/dim]", highlight=False)

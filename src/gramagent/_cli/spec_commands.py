@@ -17,6 +17,7 @@ from typing import Any, NoReturn, TypeVar
 import typer
 
 from gramagent._cli._app import app, handle_errors, read_stdin, require_file
+from gramagent._cli._terminal import echo
 from gramagent._files import read_bounded
 from gramagent.errors import ConfigurationError, Diagnostic, SchemaError, SpecError
 
@@ -30,8 +31,8 @@ def _plural(count: int, word: str) -> str:
 def _report(problems: list[Diagnostic]) -> NoReturn:
     """Print one file:line:col: message line per problem and a count; exit with status 1."""
     for problem in problems:
-        typer.echo(str(problem), err=True)
-    typer.echo(f"{_plural(len(problems), 'problem')} found", err=True)
+        echo(str(problem), err=True)
+    echo(f"{_plural(len(problems), 'problem')} found", err=True)
     raise typer.Exit(1)
 
 
@@ -63,7 +64,7 @@ def check(
     if problems:
         _report(problems)
     ran = f", {_plural(experiments, 'experiment')}" if experiments else ""
-    typer.echo(f"OK: {_plural(len(files), 'file')}, {_plural(agents, 'agent')}, "
+    echo(f"OK: {_plural(len(files), 'file')}, {_plural(agents, 'agent')}, "
                f"{_plural(tools, 'tool')}{ran}")
 
 
@@ -157,27 +158,27 @@ def fmt(
     text = formatted.text
     if check_only:
         if text.encode() != original:
-            typer.echo(f"{file}: not in canonical form", err=True)
+            echo(f"{file}: not in canonical form", err=True)
             raise typer.Exit(1)
         return
     if write and text.encode() == original:
-        typer.echo(f"{file}: already canonical", err=True)
+        echo(f"{file}: already canonical", err=True)
         return
     if write and formatted.dropped and not force:
         for dropped in formatted.dropped:
-            typer.echo(str(dropped), err=True)
+            echo(str(dropped), err=True)
         count = len(formatted.dropped)
-        typer.echo(f"{file}: not rewritten: {_plural(count, 'comment')} would be lost; move "
+        echo(f"{file}: not rewritten: {_plural(count, 'comment')} would be lost; move "
                    f"{'it' if count == 1 else 'them'} next to a pattern or an element, or use "
                    f"--force to drop {'it' if count == 1 else 'them'}", err=True)
         raise typer.Exit(1)
     for dropped in formatted.dropped:
-        typer.echo(f"warning: {dropped}", err=True)
+        echo(f"warning: {dropped}", err=True)
     if not write:
-        typer.echo(text, nl=False)
+        echo(text, nl=False)
         return
     _replace(file, text.encode())
-    typer.echo(f"{file}: formatted", err=True)
+    echo(f"{file}: formatted", err=True)
 
 
 def _replace(path: Path, data: bytes) -> None:
@@ -231,14 +232,14 @@ def schema(
             compiled = strict_schema(plain)
             where = f"{name}: " if name else ""
             for change in compiled.changes:
-                typer.echo(f"strict: {where}{change}", err=True)
+                echo(f"strict: {where}{change}", err=True)
             for problem in compiled.problems:
-                typer.echo(f"strict: {where}cannot express {problem}", err=True)
+                echo(f"strict: {where}cannot express {problem}", err=True)
             schemas[name] = compiled.schema
             ok = ok and compiled.ok
     single = "" in schemas or tool is not None  # a signature, or the one tool asked for
     result: Any = next(iter(schemas.values())) if single else schemas
-    typer.echo(json.dumps(result, indent=2, ensure_ascii=False))
+    echo(json.dumps(result, indent=2, ensure_ascii=False))
     if not ok:
         raise typer.Exit(1)
 
@@ -291,13 +292,13 @@ def signature(
     params: Any = function.get("parameters") if function is not None else data
     sig = schema_to_signature(params)
     if not tool:
-        typer.echo(format_signature(sig))
+        echo(format_signature(sig))
         return
     if function is None or not isinstance(function.get("name"), str):
         raise SchemaError("--tool needs a function definition with a name, description and "
                           "parameters", keyword="name")
     spec = ToolSpec.create(function["name"], str(function.get("description") or ""), sig)
-    typer.echo(to_gram(spec), nl=False)
+    echo(to_gram(spec), nl=False)
 
 
 def _read(path: Path) -> str:
@@ -330,4 +331,4 @@ def examples() -> None:
     gramagent run "$(gramagent examples)/hello_world.gram" "Hi, I'm Alice"."""
     from gramagent._install import examples_dir
 
-    typer.echo(str(examples_dir()))
+    echo(str(examples_dir()))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from gramagent._cli._app import app, err_console, handle_errors
+from gramagent._cli._terminal import echo
 from gramagent.errors import ConfigurationError, ValidationError
 
 if TYPE_CHECKING:
@@ -127,11 +128,11 @@ def run_tool(
     finally:
         library.forget()
     if json:
-        typer.echo(jsonlib.dumps({"tool": tool.name, "ok": outcome.error_type is None,
-                                  "output": outcome.output, "error_type": outcome.error_type},
-                                 ensure_ascii=False))
+        echo(jsonlib.dumps({"tool": tool.name, "ok": outcome.error_type is None,
+                            "output": outcome.output, "error_type": outcome.error_type},
+                           ensure_ascii=False))
     elif outcome.error_type is None:
-        typer.echo(outcome.output)
+        echo(outcome.output)
     else:
         err_console.print(outcome.output, markup=False, highlight=False, soft_wrap=True)
     if outcome.error_type is not None:
@@ -149,14 +150,14 @@ def list_tools(tools: str | None = _TOOLS, json: bool = _JSON) -> None:
         entries.append({"name": tool.name, "description": tool.description,
                         "signature": signature, "schema": tool.schema})
     if json:
-        typer.echo(jsonlib.dumps(entries, ensure_ascii=False, indent=2))
+        echo(jsonlib.dumps(entries, ensure_ascii=False, indent=2))
         return
     for i, entry in enumerate(entries):
         if i:
-            typer.echo("")
+            echo("")
         text = entry["signature"] or "(no gram signature: see --json for its schema)"
-        typer.echo(f"{entry['name']} :: " + str(text).replace("\n", "\n    "))
-        typer.echo("    " + " ".join(str(entry["description"]).split()))
+        echo(f"{entry['name']} :: " + str(text).replace("\n", "\n    "))
+        echo("    " + " ".join(str(entry["description"]).split()))
     if library.unavailable:
         # Diagnostics, not results: the listing on stdout stays what is there.
         for name, reason in library.unavailable.items():

@@ -11,8 +11,10 @@ The figure is drawn on a :class:`matplotlib.figure.Figure` without pyplot, so co
 do not share global state. The work done in the host process is bounded: the table's size is
 checked from its parquet footer before it is read, every text drawn (title, labels, note,
 series names, category labels) is cut to :data:`MAX_TEXT_CHARS` and drawn as plain text (no
-math text, whose layout grows with every character; docs/performance.md), and the number of
-bars and points is capped. Needs ``matplotlib`` and ``pyarrow`` (the ``tools`` extra).
+math text, whose layout grows with every character; docs/performance.md), the number of
+bars and scatter points is capped, and a line of more than ``2 * LINE_BUCKETS`` points is
+downsampled (the lowest and highest point of each run of rows, so peaks stay; the result says
+so). Needs ``matplotlib`` and ``pyarrow`` (the ``tools`` extra).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gramagent._runtime.library import Tool, ToolContext
-from gramagent.tools._data import check_table, ensure_table, read_table
+from gramagent.tools._data import ensure_table, plan_table, read_table
 from gramagent.tools._tables import DataError
 
 # pyarrow and matplotlib are imported where they are used, not here: building the tool
@@ -43,6 +45,12 @@ CHART_TYPES = ("bar", "column", "stacked_column", "line", "scatter")
 MAX_CATEGORIES = 200
 """Most distinct x values a bar, column or stacked column chart draws."""
 MAX_POINTS = 100_000
+"""Most points a scatter chart plots."""
+LINE_BUCKETS = 2_000
+"""A line of more than twice this many points is drawn through the lowest and highest point of
+each of this many runs of consecutive x values (at most 4,000 points per series)."""
+MAX_MARKED_POINTS = 500
+"""Most points of a line that are drawn with a marker each."""
 MAX_TICK_LABELS = 40
 """Most category labels written on the x axis (every n-th one beyond that)."""
 MAX_TEXT_CHARS = 200
@@ -125,6 +133,10 @@ class ChartRequest:
 
 
 def _cut(text: str) -> str:
+    """``text`` as drawn: at most :data:`MAX_TEXT_CHARS`, each control or format character
+    (no glyph draws it) as U+FFFD."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() or c == "\n" else "\ufffd" for c in text)
     return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 1] + "…"
 
 
@@ -135,6 +147,9 @@ def _check_columns(table_name: str, schema: pa.Schema, request: ChartRequest) ->
     problems = []
     if request.x_field not in names:
         problems.append(f"x_field {request.x_field!r} is not a column")
+    elif pa.types.is_nested(schema.field(request.x_field).type):
+        problems.append(f"x_field {request.x_field!r} is a nested column "
+                        f"({schema.field(request.x_field).type}), not charted")
     for name, y_field in request.series:
         if y_field not in names:
             problems.append(f"series {name!r}: y_field {y_field!r} is not a column")
@@ -150,22 +165,22 @@ def _check_columns(table_name: str, schema: pa.Schema, request: ChartRequest) ->
 
 def _aggregate(table: pa.Table, x_field: str, y_fields: Sequence[str]) -> pa.Table:
     """Sum the y columns per distinct x value, keeping the order of first appearance."""
+    import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    x = table[x_field]
-    if pc.count_distinct(x).as_py() == table.num_rows:
-        return table
-    keyed = table.append_column("__order", pa.array(range(table.num_rows)))
+    keyed = table.append_column("__order", pa.array(np.arange(table.num_rows, dtype="int64")))
     grouped = keyed.group_by(x_field, use_threads=False).aggregate(
         [("__order", "min"), *((y, "sum") for y in y_fields)])
+    if grouped.num_rows == table.num_rows:
+        return table
     grouped = grouped.sort_by("__order_min")
     return pa.table({x_field: grouped[x_field],
                      **{y: grouped[f"{y}_sum"] for y in y_fields}})
 
 
 def render_chart(table: pa.Table, request: ChartRequest, target: Path) -> str:
-    """Draw ``request`` from ``table`` into the PNG ``target``; returns a one-line summary."""
+    """Draw ``request`` from ``table`` into the PNG ``target``; returns a one-line summary
+    (which says so when a line chart was downsampled)."""
     import matplotlib
 
     y_fields = list(dict.fromkeys(y for _, y in request.series))
@@ -181,78 +196,116 @@ def render_chart(table: pa.Table, request: ChartRequest, target: Path) -> str:
                             " aggregate the table first or use a line chart")
     elif data.num_rows > MAX_POINTS:
         raise DataError(f"{data.num_rows} rows are too many to plot (at most {MAX_POINTS})")
-    x_values = data[request.x_field].to_pylist()
-    labels = ["" if v is None else _cut(str(v)) for v in x_values]
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial")
     with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
-        _draw(data, request, x_values, labels).savefig(partial, format="png")
+        figure, drawn = _draw(data, request)
+        figure.savefig(partial, format="png")
     partial.replace(target)
     series_text = ", ".join(f"{name} ({y})" for name, y in request.series)
+    shown = (f"; downsampled to at most {drawn} points per series, the lowest and highest "
+             f"y of each of {LINE_BUCKETS} runs of consecutive x values"
+             if drawn < data.num_rows else "")
     return (f"{request.chart_type} chart of table {request.df_name}: x = {request.x_field} "
-            f"({len(x_values)} values{', summed per value' if summed else ''}), series: "
-            f"{series_text}")
+            f"({data.num_rows} values{', summed per value' if summed else ''}{shown}), "
+            f"series: {series_text}")
 
 
-def _draw(data: pa.Table, request: ChartRequest, x_values: list[Any], labels: list[str]
-          ) -> Figure:
-    """The figure of ``request`` (plain text only: the caller turns math text off)."""
+def _draw(data: pa.Table, request: ChartRequest) -> tuple[Figure, int]:
+    """The figure of ``request`` and the most points drawn per series (plain text only: the
+    caller turns math text off)."""
+    import numpy as np
     import pyarrow as pa
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    x_numeric = pa.types.is_integer(data.schema.field(request.x_field).type) or \
-        pa.types.is_floating(data.schema.field(request.x_field).type)
+    kind = data.schema.field(request.x_field).type
+    x_numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind)
     figure = Figure(figsize=(9, 5.5), dpi=100, layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    _plot_series(axes, data, request, x_values if x_numeric else list(range(len(x_values))))
-    _label_axes(axes, request, labels, x_numeric)
+    xs = _numbers(data[request.x_field]) if x_numeric else np.arange(data.num_rows, dtype=float)
+    drawn = _plot_series(axes, data, request, xs)
+    _label_axes(axes, request, data[request.x_field], x_numeric)
     if request.note:
         figure.text(0.01, 0.005, request.note, fontsize=8, color="0.35", ha="left", va="bottom")
-    return figure
+    return figure, drawn
 
 
-def _plot_series(axes: Any, data: pa.Table, request: ChartRequest, xs: list[Any]) -> None:
-    """Bars, lines or points of every series (``xs``: positions, or numeric x values)."""
-    positions = list(range(len(xs)))
+def _plot_series(axes: Any, data: pa.Table, request: ChartRequest, xs: Any) -> int:
+    """Bars, lines or points of every series (``xs``: positions, or numeric x values);
+    returns the most points drawn per series."""
+    import numpy as np
+
+    positions = np.arange(len(xs), dtype=float)
     count = len(request.series)
+    drawn = len(xs)
     if request.chart_type in ("bar", "column"):
         width = 0.8 / count
         for i, (name, y_field) in enumerate(request.series):
-            values = _numbers(data[y_field])
-            offsets = [p - 0.4 + width * (i + 0.5) for p in positions]
+            offsets = positions - 0.4 + width * (i + 0.5)
             if request.chart_type == "column":
-                axes.bar(offsets, values, width=width, label=name)
+                axes.bar(offsets, _numbers(data[y_field]), width=width, label=name)
             else:
-                axes.barh(offsets, values, height=width, label=name)
+                axes.barh(offsets, _numbers(data[y_field]), height=width, label=name)
     elif request.chart_type == "stacked_column":
-        bottom = [0.0] * len(positions)
+        bottom = np.zeros(len(positions))
         for name, y_field in request.series:
             values = _numbers(data[y_field])
             axes.bar(positions, values, width=0.7, bottom=bottom, label=name)
-            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+            bottom = bottom + np.nan_to_num(values)
     elif request.chart_type == "line":
+        drawn = 0
         for name, y_field in request.series:
-            axes.plot(xs, _numbers(data[y_field]), marker="o", markersize=3, label=name)
+            ys = _numbers(data[y_field])
+            keep = extremes_per_run(ys, LINE_BUCKETS) if len(ys) > 2 * LINE_BUCKETS else None
+            if keep is not None:
+                xs_drawn, ys = xs[keep], ys[keep]
+            else:
+                xs_drawn = xs
+            drawn = max(drawn, len(ys))
+            marked = len(ys) <= MAX_MARKED_POINTS
+            axes.plot(xs_drawn, ys, marker="o" if marked else None, markersize=3, label=name)
     else:  # scatter
         for name, y_field in request.series:
             axes.scatter(xs, _numbers(data[y_field]), s=16, label=name)
     if count > 1:
         axes.legend()
+    return drawn
 
 
-def _label_axes(axes: Any, request: ChartRequest, labels: list[str], x_numeric: bool) -> None:
-    """Tick labels, axis labels, grid and title."""
-    positions = list(range(len(labels)))
+def extremes_per_run(values: Any, runs: int) -> Any:
+    """Indices, in order, of the lowest and the highest value of each of ``runs`` runs of
+    consecutive ``values`` (a float array; NaN is skipped): a line through them has the shape
+    of the whole line at a chart's resolution, with every peak and trough kept."""
+    import numpy as np
+
+    size = -(-len(values) // runs)
+    padded = np.full(size * -(-len(values) // size), np.nan)
+    padded[: len(values)] = values
+    grid = padded.reshape(-1, size)
+    valid = ~np.isnan(grid)
+    seen = valid.any(axis=1)
+    starts = np.arange(grid.shape[0]) * size
+    lowest = starts + np.argmin(np.where(valid, grid, np.inf), axis=1)
+    highest = starts + np.argmax(np.where(valid, grid, -np.inf), axis=1)
+    return np.unique(np.concatenate([lowest[seen], highest[seen]]))
+
+
+def _label_axes(axes: Any, request: ChartRequest, x_column: pa.ChunkedArray,
+                x_numeric: bool) -> None:
+    """Tick labels, axis labels, grid and title (only the labels written are made)."""
     count = len(request.series)
+    total = len(x_column)
     if request.chart_type == "bar":
-        axes.set_yticks(positions, labels)
+        axes.set_yticks(list(range(total)), _labels(x_column, range(total)))
         axes.invert_yaxis()
     elif not (x_numeric and request.chart_type in ("line", "scatter")):
-        step = max(1, -(-len(labels) // MAX_TICK_LABELS))
-        axes.set_xticks(positions[::step], labels[::step])
-        if max((len(s) for s in labels), default=0) * len(labels[::step]) > 90:
+        step = max(1, -(-total // MAX_TICK_LABELS))
+        ticks = range(0, total, step)
+        labels = _labels(x_column, ticks)
+        axes.set_xticks(list(ticks), labels)
+        if max((len(s) for s in labels), default=0) * len(labels) > 90:
             axes.tick_params(axis="x", labelrotation=45)
             for tick in axes.get_xticklabels():
                 tick.set_horizontalalignment("right")
@@ -272,8 +325,21 @@ def _label_axes(axes: Any, request: ChartRequest, labels: list[str], x_numeric: 
         axes.set_title(title)
 
 
-def _numbers(column: pa.ChunkedArray) -> list[float]:
-    return [float("nan") if v is None else float(v) for v in column.to_pylist()]
+def _labels(column: pa.ChunkedArray, rows: range) -> list[str]:
+    import pyarrow as pa
+
+    values = column.take(pa.array(rows, type=pa.int64())).to_pylist()
+    return ["" if v is None else _cut(str(v)) for v in values]
+
+
+def _numbers(column: pa.ChunkedArray) -> Any:
+    """The column as a float array, NaN for a missing value."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    floats = pc.cast(column, pa.float64()).fill_null(float("nan"))
+    return np.asarray(floats.to_numpy(), dtype=float)
 
 
 def _slug(text: str) -> str:
@@ -302,11 +368,12 @@ def make_chart(workspaces: WorkspaceProvider) -> Tool:
         workspace = workspaces.get(ctx)
         path = ensure_table(workspace.data_dir, request.df_name,
                             max_bytes=workspace.settings.max_upload_bytes,
-                            tables_dir=workspace.tables_dir)
+                            tables_dir=workspace.tables_dir,
+                            max_table_bytes=workspace.settings.max_table_bytes)
         limit = workspace.settings.max_table_bytes
-        _check_columns(request.df_name,
-                       check_table(path, max_bytes=limit).schema.to_arrow_schema(), request)
-        table = read_table(path, max_bytes=limit)
+        _check_columns(request.df_name, plan_table(path, max_bytes=limit).schema, request)
+        table = read_table(path, [request.x_field, *(y for _, y in request.series)],
+                           max_bytes=limit)
         stem = _slug(request.logical_name)
         if stem:  # a logical name identifies the chart: drawing it again replaces it
             target = workspace.charts_dir / f"{stem}.png"

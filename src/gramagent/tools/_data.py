@@ -6,7 +6,9 @@ upload directory), ``name`` being the file's stem (an identifier). Paths are con
 upload directory (:mod:`._tables`), files over the upload cap are not read, and the table is
 written through a new file created exclusively and without following symlinks, then renamed
 into place. :func:`describe` reports a table's schema, simple statistics and its first rows.
-Before a table is read, its size is checked from the parquet footer (:func:`check_table`), so
+What a file may take once decoded is bounded before it is decoded: a CSV file's parsed
+size is bounded before it is parsed whole (:func:`read_csv`), and a parquet table is
+read as :mod:`._parquet` allows (flat columns, footer estimate first, then a running count), so
 a small file cannot make the host decode gigabytes. Needs ``pyarrow`` (the ``tools`` extra).
 """
 
@@ -18,14 +20,22 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from gramagent._runtime.library import Tool, ToolContext, tool
+from gramagent.tools._parquet import (
+    MAX_TABLE_BYTES,
+    MAX_TABLE_COLUMNS,
+    TablePlan,
+    check_table,
+    count_distinct,
+    decoded_size,
+    plan_table,
+    read_table,
+)
 from gramagent.tools._tables import DataError, check_table_name, confined_path, find_table
-from gramagent.tools._workspace import DEFAULT_MAX_TABLE_BYTES
 
 # pyarrow is imported where it is used, not here: building the tools (to list or bind
 # them) does not load it, only running them does.
 if TYPE_CHECKING:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from gramagent.tools._workspace import WorkspaceProvider
 
@@ -38,15 +48,15 @@ __all__ = [
     "describe",
     "ensure_table",
     "make_data_tools",
+    "plan_table",
+    "read_csv",
     "read_table",
 ]
 
 SAMPLE_ROWS = 5
 MAX_CELL_CHARS = 40
-MAX_TABLE_BYTES = DEFAULT_MAX_TABLE_BYTES
-"""Largest decoded size (from the parquet footer) of a table the host reads, by default."""
-MAX_TABLE_COLUMNS = 1000
-MAX_ROW_GROUPS = 10_000
+FIRST_VALUES_SCANNED = 10_000
+"""Rows of a column scanned for the distinct values its summary shows."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -54,7 +64,8 @@ MAX_ROW_GROUPS = 10_000
 # ---------------------------------------------------------------------------------------------
 
 def convert_csv(upload_dir: Path, relative: str, *, max_bytes: int,
-                tables_dir: Path | None = None) -> tuple[str, pa.Table]:
+                tables_dir: Path | None = None,
+                max_table_bytes: int = MAX_TABLE_BYTES) -> tuple[str, pa.Table]:
     """Convert the CSV file ``relative`` of ``upload_dir`` to the parquet table of its stem.
 
     Args:
@@ -62,6 +73,7 @@ def convert_csv(upload_dir: Path, relative: str, *, max_bytes: int,
         relative: the file, relative to ``upload_dir``.
         max_bytes: the largest CSV file read.
         tables_dir: where the table is written; default: ``upload_dir``.
+        max_table_bytes: the most bytes the parsed table may take (:func:`read_csv`).
 
     Returns:
         The table name and the table.
@@ -70,9 +82,6 @@ def convert_csv(upload_dir: Path, relative: str, *, max_bytes: int,
         DataError: bad path or name, not a ``.csv`` file, too large, or unparsable.
         FileNotFoundError: no such file.
     """
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-
     path = confined_path(upload_dir, relative)
     if not path.is_file():
         raise DataError(f"{relative!r} is not a file")
@@ -82,14 +91,61 @@ def convert_csv(upload_dir: Path, relative: str, *, max_bytes: int,
     if size > max_bytes:
         raise DataError(f"{relative!r} has {size} bytes, over the upload limit of {max_bytes}")
     name = check_table_name(PurePosixPath(relative.strip().replace("\\", "/")).stem)
-    try:
-        table = pacsv.read_csv(path)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise DataError(f"cannot parse {relative!r} as CSV: {exc}") from None
-    if table.num_columns == 0:
-        raise DataError(f"{relative!r} has no columns")
+    table = read_csv(path, relative, max_table_bytes=max_table_bytes)
     _write_table(table, (tables_dir or upload_dir).resolve(), name)
     return name, table
+
+
+CSV_BLOCK_BYTES = 1 << 20
+"""Bytes of CSV text parsed at a time (a row, the header included, must fit in one block)."""
+CSV_EXPANSION = 9
+"""Most bytes one byte of CSV takes once parsed: a cell takes at least one byte of text (its
+delimiter) and at most 8 bytes and a validity bit once parsed (a number, a timestamp), or an
+offset and its own bytes (a string)."""
+TYPED_OVER_TEXT = 2
+"""Most bytes a parsed column takes per byte of the same column parsed as strings (an int64
+"1": 8 bytes against an offset and one byte)."""
+
+
+def read_csv(path: Path, shown: str, *, max_table_bytes: int = MAX_TABLE_BYTES) -> pa.Table:
+    """The CSV file ``path`` as a table, if it has at most :data:`MAX_TABLE_COLUMNS` columns
+    and takes at most ``max_table_bytes`` once parsed, which is known before it is parsed
+    whole: the header is read from the first block of :data:`CSV_BLOCK_BYTES`; a file
+    small enough that even :data:`CSV_EXPANSION` times its size is within the limit is then
+    read, and a larger one is first parsed block by block as strings while the bytes (times
+    :data:`TYPED_OVER_TEXT`) are counted, and refused at the limit. Column types are inferred
+    from the whole file. ``shown`` names the file in errors.
+
+    Raises:
+        DataError: unparsable, no columns, too many columns, or too large once parsed.
+    """
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    options = pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES, use_threads=False)
+    try:
+        names = pacsv.open_csv(path, read_options=options).schema.names
+        if len(names) > MAX_TABLE_COLUMNS:
+            raise DataError(f"{shown!r} has {len(names)} columns; at most "
+                            f"{MAX_TABLE_COLUMNS} are read")
+        if path.stat().st_size * CSV_EXPANSION > max_table_bytes:
+            as_text = pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()))
+            held = 0
+            for batch in pacsv.open_csv(path, read_options=options, convert_options=as_text):
+                held += batch.get_total_buffer_size() * TYPED_OVER_TEXT
+                if held > max_table_bytes:
+                    raise DataError(f"{shown!r} takes over {max_table_bytes} bytes once "
+                                    "parsed, over the limit for the data tools; split or "
+                                    "aggregate it")
+        table = pacsv.read_csv(path, read_options=options)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        if "cannot infer number of columns" in str(exc) and path.stat().st_size:
+            raise DataError(f"cannot parse {shown!r} as CSV: its first row is longer than "
+                            f"{CSV_BLOCK_BYTES} bytes") from None
+        raise DataError(f"cannot parse {shown!r} as CSV: {exc}") from None
+    if table.num_columns == 0:
+        raise DataError(f"{shown!r} has no columns")
+    return table
 
 
 def _write_table(table: pa.Table, folder: Path, name: str) -> None:
@@ -110,7 +166,8 @@ def _write_table(table: pa.Table, folder: Path, name: str) -> None:
 
 
 def ensure_table(upload_dir: Path, name: str, *, max_bytes: int,
-                 tables_dir: Path | None = None) -> Path:
+                 tables_dir: Path | None = None,
+                 max_table_bytes: int = MAX_TABLE_BYTES) -> Path:
     """The parquet file of table ``name``, converting ``<name>.csv`` first if only it exists.
 
     Tables are looked up in ``tables_dir`` first, then in ``upload_dir``; so a tool asked
@@ -123,77 +180,29 @@ def ensure_table(upload_dir: Path, name: str, *, max_bytes: int,
     folders = list(dict.fromkeys([tables_dir or upload_dir, upload_dir]))
     if not any((f / f"{name}.parquet").is_file() for f in folders) and \
             (upload_dir / f"{name}.csv").is_file():
-        convert_csv(upload_dir, f"{name}.csv", max_bytes=max_bytes, tables_dir=tables_dir)
+        convert_csv(upload_dir, f"{name}.csv", max_bytes=max_bytes, tables_dir=tables_dir,
+                    max_table_bytes=max_table_bytes)
     return find_table(folders, name)
-
-
-_WIDTHS = {"BOOLEAN": 1, "INT32": 4, "FLOAT": 4, "INT64": 8, "DOUBLE": 8, "INT96": 12}
-
-
-def decoded_size(meta: pq.FileMetaData) -> int:
-    """An estimate, from the footer alone, of the bytes the table takes once read: rows times
-    width for fixed-width columns, and for byte arrays an offset per row plus their encoded
-    size (encodings such as run lengths make the file far smaller than that)."""
-    total = 0
-    for j in range(meta.num_columns):
-        column = meta.schema.column(j)
-        width = _WIDTHS.get(column.physical_type)
-        if width is None and column.physical_type == "FIXED_LEN_BYTE_ARRAY":
-            width = max(int(column.length or 0), 1)
-        if width is not None:
-            total += meta.num_rows * width
-        else:
-            total += meta.num_rows * 4 + sum(
-                meta.row_group(i).column(j).total_uncompressed_size
-                for i in range(meta.num_row_groups))
-    return total
-
-
-def check_table(path: Path, *, max_bytes: int = MAX_TABLE_BYTES) -> pq.FileMetaData:
-    """The footer of the parquet file ``path``, if the table it describes is small enough to
-    read in the host: at most ``max_bytes`` once read (:func:`decoded_size`), at most
-    :data:`MAX_TABLE_COLUMNS` columns.
-
-    Raises:
-        DataError: the file is not parquet, or the table is too large.
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        meta = pq.read_metadata(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise DataError(f"{path.name} is not a readable parquet file: {exc}") from None
-    if meta.num_columns > MAX_TABLE_COLUMNS or meta.num_row_groups > MAX_ROW_GROUPS:
-        raise DataError(f"{path.name} has {meta.num_columns} columns in {meta.num_row_groups} "
-                        f"row groups; at most {MAX_TABLE_COLUMNS} columns and "
-                        f"{MAX_ROW_GROUPS} row groups are read")
-    size = decoded_size(meta)
-    if size > max_bytes:
-        raise DataError(f"{path.name} holds {size} bytes of data (from its footer), over "
-                        f"the limit of {max_bytes} for the data tools; aggregate it in "
-                        "python_repl instead")
-    return meta
-
-
-def read_table(path: Path, columns: list[str] | None = None, *,
-               max_bytes: int = MAX_TABLE_BYTES) -> pa.Table:
-    """Read the parquet table at ``path`` (optionally only ``columns``), size-checked first."""
-    import pyarrow.parquet as pq
-
-    check_table(path, max_bytes=max_bytes)
-    return pq.read_table(path, columns=columns, use_threads=False)
 
 
 # ---------------------------------------------------------------------------------------------
 # Describing a table
 # ---------------------------------------------------------------------------------------------
 
-def describe(name: str, table: pa.Table, *, sample_rows: int = SAMPLE_ROWS) -> str:
-    """Schema, per-column statistics and the first rows of ``table``, as text."""
-    lines = [f"Table {name}: {table.num_rows} rows, {table.num_columns} columns", "Columns:"]
-    for field in table.schema:
-        lines.append(f"  {field.name} ({field.type}): {_column_summary(table[field.name])}")
+def describe(name: str, table: pa.Table, *, sample_rows: int = SAMPLE_ROWS,
+             plan: TablePlan | None = None) -> str:
+    """Schema, per-column statistics and the first rows of ``table``, as text; with ``plan``
+    (what :func:`read_table` read), its nested columns are listed as not read."""
+    nested = plan.nested if plan is not None else ()
+    columns = table.num_columns + len(nested)
+    lines = [f"Table {name}: {table.num_rows} rows, {columns} columns", "Columns:"]
+    for field in (plan.schema if plan is not None else table.schema):
+        if field.name in nested:
+            lines.append(f"  {field.name} ({field.type}): nested, not read by this tool "
+                         "(read it in python_repl)")
+        else:
+            lines.append(f"  {field.name} ({_type_name(field.type)}): "
+                         f"{_column_summary(table[field.name])}")
     if table.num_rows:
         shown = min(sample_rows, table.num_rows)
         lines.append(f"First {shown} rows:")
@@ -201,7 +210,23 @@ def describe(name: str, table: pa.Table, *, sample_rows: int = SAMPLE_ROWS) -> s
     return "\n".join(lines)
 
 
+def _type_name(kind: pa.DataType) -> str:
+    """A column's type as written: a dictionary-encoded column shows its values' type."""
+    import pyarrow as pa
+
+    return str(kind.value_type if pa.types.is_dictionary(kind) else kind)
+
+
 def _column_summary(column: pa.ChunkedArray) -> str:
+    import pyarrow as pa
+
+    try:
+        return _statistics(column)
+    except pa.ArrowNotImplementedError:  # a type pyarrow has no kernel for (intervals, ...)
+        return f"{column.null_count} missing; no statistics for its type"
+
+
+def _statistics(column: pa.ChunkedArray) -> str:
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -218,9 +243,12 @@ def _column_summary(column: pa.ChunkedArray) -> str:
         if len(column) > nulls:
             bounds = pc.min_max(column)
             parts.append(f"from {bounds['min'].as_py()} to {bounds['max'].as_py()}")
+    elif pa.types.is_null(kind):
+        pass  # every value missing: said below
     else:
-        distinct = pc.count_distinct(column).as_py()
-        values = [v for v in pc.unique(column).slice(0, 7).to_pylist() if v is not None]
+        distinct = count_distinct(column)
+        head = column.slice(0, FIRST_VALUES_SCANNED)
+        values = [v for v in pc.unique(head).slice(0, 7).to_pylist() if v is not None]
         shown = ", ".join(_cell(v) for v in values[:5])
         more = ", ..." if distinct > 5 else ""
         parts.append(f"{distinct} distinct ({shown}{more})")
@@ -268,7 +296,8 @@ def make_data_tools(workspaces: WorkspaceProvider) -> list[Tool]:
         workspace = workspaces.get(ctx)
         name, table = convert_csv(workspace.data_dir, path,
                                   max_bytes=workspace.settings.max_upload_bytes,
-                                  tables_dir=workspace.tables_dir)
+                                  tables_dir=workspace.tables_dir,
+                                  max_table_bytes=workspace.settings.max_table_bytes)
         columns = ", ".join(f"{f.name} ({f.type})" for f in table.schema)
         return (f"Loaded {path} as table {name}: {table.num_rows} rows, "
                 f"{table.num_columns} columns: {columns}")
@@ -280,9 +309,11 @@ def make_data_tools(workspaces: WorkspaceProvider) -> list[Tool]:
             df_name: the table name (as given by load_csv).
         """
         workspace = workspaces.get(ctx)
+        limit = workspace.settings.max_table_bytes
         path = ensure_table(workspace.data_dir, df_name,
                             max_bytes=workspace.settings.max_upload_bytes,
-                            tables_dir=workspace.tables_dir)
-        return describe(df_name, read_table(path, max_bytes=workspace.settings.max_table_bytes))
+                            tables_dir=workspace.tables_dir, max_table_bytes=limit)
+        plan = plan_table(path, max_bytes=limit)
+        return describe(df_name, read_table(path, max_bytes=limit), plan=plan)
 
     return [tool(load_csv), tool(describe_table)]
