@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gramagent.experiments import EvalResult, RunKey, RunRecord, ToolRecord
-from gramagent.experiments._ray import _Limiter, _pack, _Shards, _unpack
+from gramagent.experiments._ray import _Limiter, _pack, _server_threads, _Shards, _unpack
 
 _text = st.text(max_size=20)
 _json = st.recursive(st.none() | st.booleans() | st.integers() | _text,
@@ -125,3 +125,21 @@ def test_take_waits_while_keys_are_out_and_gets_the_ones_that_come_back() -> Non
         return again
 
     assert asyncio.run(scenario()) == [RunKey("A", "2", 0)]
+
+
+@given(cpus=st.integers(1, 256), asked=st.none() | st.integers(-4, 1024),
+       others=st.lists(st.integers(1, 64), max_size=3))
+def test_a_node_server_never_asks_for_more_threads_than_its_node_has(
+        cpus: int, asked: int | None, others: list[int]) -> None:
+    """A node's embedded server reserves its threads as Ray's CPU resource: more than the
+    node has could never be granted, and its actor would wait for ever."""
+    nodes = [{"NodeID": f"n{i}", "Resources": {"CPU": float(c)}} for i, c in enumerate(others)]
+    nodes.append({"NodeID": "mine", "Resources": {"CPU": float(cpus)}})
+    with pytest.MonkeyPatch.context() as env:
+        if asked is None:
+            env.delenv("GRAMAGENT_LOCAL_THREADS", raising=False)
+        else:
+            env.setenv("GRAMAGENT_LOCAL_THREADS", str(asked))
+        threads = _server_threads(nodes, "mine")
+    assert 1 <= threads <= cpus
+    assert threads == (cpus if asked is None else min(cpus, max(1, asked)))

@@ -377,7 +377,7 @@ class _ServerPlace:
         """The node's server actor (made now unless it exists) and its threads."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        threads = _server_threads(ray, node_id)
+        threads = _server_threads(ray.nodes(), node_id)
         handle = _server_class(ray).options(
             name=f"{self.prefix}-{node_id}", get_if_exists=True, num_cpus=threads,
             max_concurrency=1000,
@@ -386,16 +386,21 @@ class _ServerPlace:
         return handle, threads
 
 
-def _server_threads(ray: Any, node_id: str) -> int:
+def _server_threads(nodes: list[dict[str, Any]], node_id: str) -> int:
     """Threads of a node's embedded server: ``$GRAMAGENT_LOCAL_THREADS``, else the node's
-    CPUs (the server is what the node is for)."""
+    CPUs (the server is what the node is for); never more than the node's CPUs, which Ray
+    could never grant (the server's actor would wait for them forever).
+
+    Args:
+        nodes: what ``ray.nodes()`` returns.
+        node_id: the node's id.
+    """
+    cpus = next((max(1, int(node.get("Resources", {}).get("CPU", 1))) for node in nodes
+                 if node.get("NodeID") == node_id), 1)
     if env := os.environ.get("GRAMAGENT_LOCAL_THREADS"):
         with contextlib.suppress(ValueError):
-            return max(1, int(env))
-    for node in ray.nodes():
-        if node.get("NodeID") == node_id:
-            return max(1, int(node.get("Resources", {}).get("CPU", 1)))
-    return 1
+            return min(cpus, max(1, int(env)))
+    return cpus
 
 
 def _shard_size(keys: int, actors: int, most: int) -> int:
