@@ -261,6 +261,7 @@ class AgentSession:
             from gramagent._runtime.events import JSONLSink
 
             jsonl = JSONLSink(options.events)
+            jsonl.open()
             self._closers.append(jsonl.close)
             self.sinks.append(jsonl)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import urllib.request
 from collections.abc import Iterator
@@ -80,6 +81,24 @@ def test_jsonl_sink_writes_one_flushed_line_per_event(tmp_path: Path) -> None:
         assert [orjson.loads(line)["kind"] for line in lines] == [
             "tool_call_planned", "tool_call_result"]
     sink.close()  # idempotent
+
+
+def test_a_jsonl_sink_on_a_fifo_nobody_reads_is_refused_at_once(tmp_path: Path) -> None:
+    """Opening a FIFO for writing waits for a reader: with none, the sink (and so
+    ``gramagent run --events FIFO``) would wait for ever. It is refused, naming the file;
+    with a reader, the events reach it."""
+    fifo = tmp_path / "events"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigurationError, match="a FIFO that no process reads"):
+        JSONLSink(fifo).open()
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        with JSONLSink(fifo) as sink:
+            sink.open()
+            sink(planned())
+            assert orjson.loads(os.read(reader, 65536))["kind"] == "tool_call_planned"
+    finally:
+        os.close(reader)
 
 
 def test_fan_out_and_emit_deliver_to_every_sink() -> None:

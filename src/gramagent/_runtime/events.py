@@ -20,9 +20,12 @@ objects at all.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -209,8 +212,9 @@ class CaptureSink:
 class JSONLSink:
     """Appends each event to a file as one JSON line, flushed at once.
 
-    The file is opened (in append mode) on the first event. Usable as a context manager;
-    :meth:`close` is idempotent.
+    The file is opened (in append mode) on the first event, or by :meth:`open`. It may be a
+    FIFO that another process reads: one that no process reads is refused at once rather
+    than waited for. Usable as a context manager; :meth:`close` is idempotent.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -218,13 +222,41 @@ class JSONLSink:
         self._file: IO[bytes] | None = None
         self._lock = threading.Lock()
 
+    def open(self) -> None:
+        """Open the file now (a run's first event would), so that a file that cannot be
+        written is known before any run.
+
+        Raises:
+            ConfigurationError: the file cannot be opened for appending, or is a FIFO that
+                no process reads.
+        """
+        with self._lock:
+            self._open()
+
+    def _open(self) -> IO[bytes]:
+        if self._file is None:
+            fd = -1
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK,
+                             0o666)
+                os.set_blocking(fd, True)
+                self._file = os.fdopen(fd, "ab")
+            except OSError as exc:
+                if fd >= 0:
+                    with contextlib.suppress(OSError):  # fdopen may have closed it
+                        os.close(fd)
+                why = "a FIFO that no process reads" if exc.errno == errno.ENXIO \
+                    else exc.strerror
+                raise ConfigurationError(f"{self.path}: cannot append events to it ({why})") \
+                    from None
+        return self._file
+
     def __call__(self, event: Event, /) -> None:
         line = orjson.dumps(event.to_dict()) + b"\n"
         with self._lock:
-            if self._file is None:
-                self._file = self.path.open("ab")
-            self._file.write(line)
-            self._file.flush()
+            file = self._open()
+            file.write(line)
+            file.flush()
 
     def close(self) -> None:
         with self._lock:
