@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gramagent import _logs as logs
 from gramagent._logs import (
@@ -292,3 +294,17 @@ def test_a_library_run_prints_nothing_when_logging_is_not_configured() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['invalid_arguments', 'tool_exception']"
     assert done.stderr == ""
+
+
+@given(junk=st.text(alphabet=st.characters(categories=["Zs", "Cc", "Pd", "Po", "Ps", "Pe", "Sm"]),
+                    max_size=40) | st.text(max_size=5),
+       line=st.text(min_size=1, max_size=80))
+def test_a_value_that_cannot_be_a_credential_masks_nothing(junk: str, line: str) -> None:
+    """Whitespace, punctuation or a few characters given as a key (``--api-key " "``, hostile
+    fuzz input) are not taken as a secret: they would mask every space or dash of every later
+    line. A real key is still masked."""
+    redactor = Redactor(shapes=False)
+    redactor.add(junk)
+    assert redactor.redact_text(line) == line
+    redactor.add("key-0123456789")
+    assert redactor.redact_text("x key-0123456789 y") == f"x {MASK} y"

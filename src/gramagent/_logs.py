@@ -40,7 +40,7 @@ import re
 import sys
 import threading
 from collections.abc import Iterable, Mapping
-from typing import IO, overload
+from typing import IO, TypeGuard, overload
 
 import orjson
 
@@ -158,8 +158,12 @@ class Redactor:
         return self._secrets
 
     def add(self, *secrets: str | None) -> None:
-        """Mask these literal secrets too (empty and ``None`` values are ignored)."""
-        new = {s for s in secrets if s and s not in self._secrets}
+        """Mask these literal secrets too.
+
+        A value that cannot be a credential is ignored: ``None``, one with fewer than 6
+        characters besides surrounding whitespace, or one without a letter or digit (a
+        ``--api-key " "`` would otherwise mask every space of every later line)."""
+        new = {s for s in secrets if _maskable(s) and s not in self._secrets}
         if not new:
             return
         with self._lock:
@@ -215,6 +219,12 @@ class Redactor:
             red = self.redact_text(text)
             return obj if red == text else red.encode()
         return obj
+
+
+def _maskable(secret: str | None) -> TypeGuard[str]:
+    """Whether ``secret`` could be a credential worth masking wherever it appears."""
+    return (secret is not None and len(secret.strip()) >= _MIN_ENV_SECRET
+            and any(c.isalnum() for c in secret))
 
 
 def env_secrets(env: Mapping[str, str]) -> list[str]:
