@@ -87,9 +87,18 @@ def string(draw: st.DrawFn, text: str | None = None, *, lines: bool = False) -> 
                 text = "\n".join(part.strip() for part in text.split("\n"))
                 if draw(st.booleans()):  # fenced, its lines indented
                     return "```\n" + "".join(f"    {p}\n" for p in text.split("\n")) + "  ```"
-            return '"' + text.replace("\n", "\\n") + '"'
+            return '"' + opening_slash_escaped(text.replace("\n", "\\n")) + '"'
     quote = draw(st.sampled_from(['"{}"', "'{}'", "`{}`", "md`{}`"]))
-    return quote.format(text)
+    return quote.format(opening_slash_escaped(text))
+
+
+def opening_slash_escaped(text: str) -> str:
+    """``text`` as a user writes it in quotes: a "//" that opens it would read as a comment,
+    so its first slash is written ``\\/``."""
+    stripped = text.lstrip(" ")
+    if stripped.startswith("//"):
+        return text[: len(text) - len(stripped)] + "\\" + stripped
+    return text
 
 
 @st.composite

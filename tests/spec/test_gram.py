@@ -273,6 +273,19 @@ def test_unterminated_string() -> None:
         "f.gram:2:16: unterminated fenced string: expected a closing ``` on a line of its own"]
 
 
+def test_a_string_that_opens_with_two_slashes_says_how_to_write_it() -> None:
+    """tree-sitter-gram reads ``"// x"`` as a quote and a comment: the message says so and
+    gives the spelling that reads (``\\//``), and that spelling means the same text."""
+    for quote in ('"', "'", "`"):
+        for text in ("// x", "  //", "//"):
+            source = f"[a:Agent {{model: \"m\", instruction: {quote}{text}{quote}}}]\n"
+            assert problems(source) == [
+                "f.gram:1:36: a string cannot open with // (gram reads a comment there and "
+                "the string as never closed): write \\// instead"], source
+    fixed = load_gram('[a:Agent {model: "m", instruction: "\\// x"}]')
+    assert fixed.agents[0].instruction == "// x"
+
+
 def test_a_name_without_its_type_separator() -> None:
     """Inside a node, what may follow a name is said in gram terms."""
     assert problems('[t:Tool {description: "d"} | (b String)==>(::String)]') == [

@@ -16,13 +16,22 @@ _DQ_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r",
                              "\t": "\\t", "\b": "\\b", "\f": "\\f"})
 _BT_ESCAPES = str.maketrans({"\\": "\\\\", "`": "\\`", "\n": "\\n", "\r": "\\r",
                              "\t": "\\t", "\b": "\\b", "\f": "\\f"})
+# tree-sitter-gram (0.3.11) reads a quoted text that opens with "//" (after blanks) as a
+# comment, and the quote as never closed; "\/" is the same character and reads back.
+_OPENING_COMMENT = re.compile(r"\A([ \t\n\r\f\v]*)/(?=/)")
+
+
+def _quoted(text: str, quote: str, escapes: dict[int, str]) -> str:
+    """``text`` between ``quote`` characters, escaped so that it reads back as itself."""
+    body = _OPENING_COMMENT.sub(lambda m: m.group(1) + "\\/", text.translate(escapes))
+    return quote + body + quote
 
 
 def quote_string(text: str) -> str:
     """A gram string literal for ``text``: ``"..."``, or ``json`"..."``` if it holds NUL."""
     if "\0" in text:
         return json_literal(text)
-    return '"' + text.translate(_DQ_ESCAPES) + '"'
+    return _quoted(text, '"', _DQ_ESCAPES)
 
 
 def json_literal(value: object) -> str:
@@ -41,7 +50,7 @@ def format_name(name: str) -> str:
         return name
     if "\0" in name:
         raise SpecError(f"the name {name!r} holds a NUL character, which gram cannot write")
-    return "`" + name.translate(_BT_ESCAPES) + "`"
+    return _quoted(name, "`", _BT_ESCAPES)
 
 
 def format_key(key: str) -> str:
@@ -50,7 +59,7 @@ def format_key(key: str) -> str:
         return key
     if "\0" in key:
         raise SpecError(f"the key {key!r} holds a NUL character, which gram cannot write")
-    return '"' + key.translate(_DQ_ESCAPES) + '"'
+    return _quoted(key, '"', _DQ_ESCAPES)
 
 
 def _scalar(value: object) -> str | None:
@@ -58,7 +67,7 @@ def _scalar(value: object) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return None if "\0" in value else '"' + value.translate(_DQ_ESCAPES) + '"'
+        return None if "\0" in value else _quoted(value, '"', _DQ_ESCAPES)
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):

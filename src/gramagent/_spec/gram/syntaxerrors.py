@@ -4,6 +4,8 @@ commas``, ``expected ')' to close the node 'x' opened at 1:4``)."""
 
 from __future__ import annotations
 
+import re
+
 from tree_sitter import Node, Tree
 
 from gramagent._spec.gram.syntax import (
@@ -38,6 +40,8 @@ _FRIENDLY = {
 _IN_PATTERN = {":": "'::Type'", "::": "'::Type'", "labels": "'::Type'", "{": "'{...}'",
                "record": "'{...}'", "|": "'|'"}
 """How to name what may follow a name inside a node or pattern."""
+_OPENS_LIKE_A_COMMENT = re.compile(rb"[ \t\v\f]*//")
+"""What tree-sitter-gram reads as a comment right after a string's opening quote."""
 _SILENT = frozenset({"comment", "range", "..", "...", "@", "@@", "->", "=>", "~>", "end", "\n"})
 
 
@@ -135,6 +139,9 @@ def _unexpected(node: Node, decoder: Decoder) -> list[tuple[int, str]]:
     if quote is not None and quote.type == "```":
         return [(quote.start_byte, "unterminated fenced string: expected a closing ``` on a "
                                    "line of its own")]
+    if quote is not None and _OPENS_LIKE_A_COMMENT.match(decoder.src, quote.end_byte):
+        return [(quote.start_byte, "a string cannot open with // (gram reads a comment there "
+                                   "and the string as never closed): write \\// instead")]
     if quote is not None:
         return [(quote.start_byte, f"unterminated string: expected a closing {quote.type} on "
                                    "the same line")]
