@@ -29,6 +29,18 @@ def chart_tool() -> dict[str, Any]:
     return result
 
 
+@pytest.fixture(autouse=True)
+def fresh_process_masker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with a new process-wide masker (``gramagent._logs.default_redactor``).
+
+    A real command runs in a process of its own; the CLI tests run many in one, and a secret
+    one of them registered (the fuzz's ``--api-key responses``, a key like ``https://``)
+    would otherwise be masked in every later test's output."""
+    from gramagent import _logs
+
+    monkeypatch.setattr(_logs, "_default", None)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Name the threads a test left running (not daemons): the interpreter waits for them at
