@@ -36,7 +36,8 @@ from experiments_support import (
 from extras import needs
 from test_engines import comparable
 
-from gramagent.errors import ConfigurationError
+from gramagent._models.weights import WeightsVerificationError
+from gramagent.errors import ConfigurationError, Diagnostic, ExperimentError
 from gramagent.experiments import (
     AsyncioEngine,
     RayEngine,
@@ -45,7 +46,7 @@ from gramagent.experiments import (
     load_experiment,
     run_experiment,
 )
-from gramagent.experiments._ray import _embedded_models
+from gramagent.experiments._ray import _embedded_models, _node_error
 from gramagent.testing import ScriptedServer, ScriptTurn, error
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -331,3 +332,39 @@ async def test_the_embedded_model_is_one_llama_server_per_node_shared_by_its_wor
     while _llama_servers() & seen and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not (_llama_servers() & seen)
+
+
+def _state(err: BaseException) -> tuple[Any, ...]:
+    fields = ("what", "expected", "actual", "diagnostics")
+    return type(err), str(err), {f: getattr(err, f) for f in fields if hasattr(err, f)}
+
+
+@pytest.mark.parametrize("raised", [
+    WeightsVerificationError("chunk p1 has 0 bytes, expected 9", what="p1", expected="9",
+                             actual="0"),
+    ExperimentError([Diagnostic("no such model", file="e.gram", line=2, column=5)]),
+    ConfigurationError("the embedded model needs the local extra"),
+], ids=lambda e: type(e).__name__)
+def test_a_nodes_start_error_reaches_the_driver_as_itself(
+        cluster: Path, raised: Exception) -> None:
+    """What a node's embedded model raised as it started comes back through Ray with its
+    type, message and fields (a WeightsVerificationError was rebuilt from its message alone,
+    which its keyword-only fields made a TypeError)."""
+    def start() -> None:
+        raise raised
+
+    with pytest.raises(ray.exceptions.RayTaskError) as caught:
+        ray.get(ray.remote(start).remote())
+    assert _state(_node_error(caught.value)) == _state(raised)
+
+
+def test_any_other_start_error_is_an_experiment_error_naming_it(cluster: Path) -> None:
+    def start() -> None:
+        raise OSError("llama-server: no such file")
+
+    with pytest.raises(ray.exceptions.RayTaskError) as caught:
+        ray.get(ray.remote(start).remote())
+    err = _node_error(caught.value)
+    assert type(err) is ExperimentError
+    assert str(err).startswith("the embedded model could not start on a Ray node: ")
+    assert "llama-server: no such file" in str(err)

@@ -285,11 +285,7 @@ class RayEngine:
             for handle in handles:
                 with contextlib.suppress(Exception):
                     ray.kill(handle, no_restart=True)
-            cause = getattr(exc, "cause", None) or exc
-            if isinstance(cause, ConfigurationError | ExperimentError):
-                raise type(cause)(str(cause)) from None
-            raise ExperimentError(f"the embedded model could not start on a Ray node: "
-                                  f"{cause}") from None
+            raise _node_error(exc) from None
         return handles
 
     async def _feed(self, ray: Any, actor: Any, shards: _Shards,
@@ -769,3 +765,13 @@ def _limiter_class(ray: Any) -> Any:
     if "limiter" not in _CLASSES:
         _CLASSES["limiter"] = ray.remote(num_cpus=0)(_Limiter)
     return _CLASSES["limiter"]
+
+
+def _node_error(exc: BaseException) -> Exception:
+    """What a failed start of a node's embedded model raises on the driver: a gramagent
+    configuration or experiment error as itself (its type, message and fields, without the
+    remote traceback), anything else as an ExperimentError naming it."""
+    cause = getattr(exc, "cause", None) or exc
+    if isinstance(cause, ConfigurationError | ExperimentError):
+        return cause.with_traceback(None)
+    return ExperimentError(f"the embedded model could not start on a Ray node: {cause}")
