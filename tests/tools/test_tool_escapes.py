@@ -60,8 +60,10 @@ def test_load_csv_never_follows_a_planted_symlink(data_dir: Path, tmp_path: Path
 
 def test_a_deep_tree_made_in_the_sandbox_is_removed(tmp_path: Path) -> None:
     """The model's code builds a directory tree far deeper than the recursion limit and
-    PATH_MAX; forgetting the conversation still removes the whole temporary workspace."""
-    library = builtin_library(sandbox=fast_config())
+    PATH_MAX; forgetting the conversation still removes the whole temporary workspace.
+    (Making the tree is kernel work that grows with its depth: the call gets the CPU time
+    and wall time a busy machine needs, as the test is about the cleanup.)"""
+    library = builtin_library(sandbox=fast_config(cpu_seconds=20, timeout=60.0))
     try:
         try:
             invoke_tool(library, "python_repl", code="1")
