@@ -14,7 +14,10 @@ A workspace is a directory with three parts:
 
 By default each conversation gets a temporary workspace, removed when the library forgets the
 conversation (:meth:`gramagent._runtime.library.ToolLibrary.forget`) or, at the latest, when
-the process exits. With ``session_dir=`` every conversation uses that directory, and it is
+the process exits. It is made in the system's temporary directory, unless that directory
+keeps its files in memory (tmpfs, ramfs: bytes the sandbox's memory limit does not count) and
+``TMPDIR`` does not name it: then in the first of :data:`DISK_TEMP_DIRS` on disk
+(:func:`temporary_parent`). With ``session_dir=`` every conversation uses that directory, and it is
 kept. :func:`workspaces_of` finds the provider of a built-in library, so a caller (the CLI's
 ``--outputs DIR``) can point it at a directory to keep before the first call, and can list
 the files the tools wrote (:meth:`Workspace.files`) to say where they went. Removal walks
@@ -43,8 +46,8 @@ if TYPE_CHECKING:
     from gramagent.tools.sandbox import PythonSandbox, SandboxConfig
 
 __all__ = ["DATA_DIR_ENV", "DEFAULT_MAX_TABLE_BYTES", "DEFAULT_MAX_UPLOAD_BYTES",
-           "DIRECT_CONVERSATION", "ToolSettings", "Workspace", "WorkspaceError",
-           "WorkspaceProvider", "remove_tree", "workspaces_of"]
+           "DIRECT_CONVERSATION", "DISK_TEMP_DIRS", "ToolSettings", "Workspace", "WorkspaceError",
+           "WorkspaceProvider", "remove_tree", "temporary_parent", "workspaces_of"]
 
 _log = logging.getLogger(__name__)
 
@@ -55,6 +58,21 @@ DEFAULT_MAX_TABLE_BYTES = 512 * 1024 * 1024
 STATE_KEY = "gramagent.tools._workspace"
 DIRECT_CONVERSATION = "gramagent.direct"
 """The conversation id of tool calls made without a ToolContext."""
+DISK_TEMP_DIRS = ("/var/tmp",)
+"""Where temporary workspaces go when the system's temporary directory is in memory."""
+
+
+def temporary_parent() -> str | None:
+    """The directory for temporary workspaces: None (the system's temporary directory) unless
+    that directory keeps files in memory and ``TMPDIR`` does not name it (an explicit choice
+    stays, and the sandbox's report says ``memory: NO``); then the first of
+    :data:`DISK_TEMP_DIRS` that is on disk and writable, if any."""
+    from gramagent.tools.sandbox._memory import in_memory
+
+    if os.environ.get("TMPDIR") or not in_memory(tempfile.gettempdir()):
+        return None
+    return next((d for d in DISK_TEMP_DIRS if os.path.isdir(d) and not in_memory(d)
+                 and os.access(d, os.W_OK | os.X_OK)), None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -342,7 +360,8 @@ class WorkspaceProvider:
             root.mkdir(parents=True, exist_ok=True)
             return Workspace(root, data_dir=data_dir, settings=self.settings, temporary=False,
                              conversation=conversation)
-        root = Path(tempfile.mkdtemp(prefix="gramagent-session-")).resolve()
+        root = Path(tempfile.mkdtemp(prefix="gramagent-session-",
+                                     dir=temporary_parent())).resolve()
         return Workspace(root, data_dir=data_dir, settings=self.settings, temporary=True)
 
 
