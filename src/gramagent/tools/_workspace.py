@@ -14,12 +14,17 @@ A workspace is a directory with three parts:
 
 By default each conversation gets a temporary workspace, removed when the library forgets the
 conversation (:meth:`gramagent._runtime.library.ToolLibrary.forget`) or, at the latest, when
-the process exits. With ``session_dir=`` every conversation uses that directory, and it is
-kept. :func:`workspaces_of` finds the provider of a built-in library, so a caller (the CLI's
-``--outputs DIR``) can point it at a directory to keep before the first call, and can list
-the files the tools wrote (:meth:`Workspace.files`) to say where they went. Removal walks
-the tree iteratively through directory descriptors (no recursion limit, no path length
-limit, symlinks never followed); what cannot be removed is reported.
+the process exits; one left by a host killed with ``SIGKILL`` is removed by the next process
+that makes a temporary workspace beside it (:mod:`._leftovers`). It is made in the system's
+temporary directory, unless that directory keeps its files in memory (tmpfs, ramfs: bytes the
+sandbox's memory limit does not count) and ``TMPDIR`` does not name it: then in the first of
+:data:`DISK_TEMP_DIRS` on disk (:func:`temporary_parent`). With ``session_dir=`` every
+conversation uses that directory, and it is kept. :func:`workspaces_of` finds the provider
+of a built-in library, so a caller (the CLI's ``--outputs DIR``) can point it at a directory
+to keep before the first call, and can list the files the tools wrote
+(:meth:`Workspace.files`) to say where they went. Removal walks the tree iteratively through
+directory descriptors (no recursion limit, no path length limit, symlinks never followed);
+what cannot be removed is reported.
 """
 
 from __future__ import annotations
@@ -37,14 +42,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gramagent.errors import ConfigurationError, GramagentError
+from gramagent.tools._leftovers import OWNER_FILE, SESSION_PREFIX, remove_abandoned, write_owner
 
 if TYPE_CHECKING:
     from gramagent._runtime.library import ToolContext, ToolLibrary
     from gramagent.tools.sandbox import PythonSandbox, SandboxConfig
 
 __all__ = ["DATA_DIR_ENV", "DEFAULT_MAX_TABLE_BYTES", "DEFAULT_MAX_UPLOAD_BYTES",
-           "DIRECT_CONVERSATION", "ToolSettings", "Workspace", "WorkspaceError",
-           "WorkspaceProvider", "remove_tree", "workspaces_of"]
+           "DIRECT_CONVERSATION", "DISK_TEMP_DIRS", "ToolSettings", "Workspace", "WorkspaceError",
+           "WorkspaceProvider", "remove_tree", "temporary_parent", "workspaces_of"]
 
 _log = logging.getLogger(__name__)
 
@@ -55,6 +61,21 @@ DEFAULT_MAX_TABLE_BYTES = 512 * 1024 * 1024
 STATE_KEY = "gramagent.tools._workspace"
 DIRECT_CONVERSATION = "gramagent.direct"
 """The conversation id of tool calls made without a ToolContext."""
+DISK_TEMP_DIRS = ("/var/tmp",)
+"""Where temporary workspaces go when the system's temporary directory is in memory."""
+
+
+def temporary_parent() -> str | None:
+    """The directory for temporary workspaces: None (the system's temporary directory) unless
+    that directory keeps files in memory and ``TMPDIR`` does not name it (an explicit choice
+    stays, and the sandbox's report says ``memory: NO``); then the first of
+    :data:`DISK_TEMP_DIRS` that is on disk and writable, if any."""
+    from gramagent.tools.sandbox._memory import in_memory
+
+    if os.environ.get("TMPDIR") or not in_memory(tempfile.gettempdir()):
+        return None
+    return next((d for d in DISK_TEMP_DIRS if os.path.isdir(d) and not in_memory(d)
+                 and os.access(d, os.W_OK | os.X_OK)), None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,14 +167,16 @@ class Workspace:
     def files(self) -> list[Path]:
         """The regular files in this workspace now (tables, charts, what the sandbox's code
         wrote), relative to :attr:`root`, sorted; symlinks are not followed. The sandbox's
-        record of its worker (``.<work dir>.worker`` beside a work directory) is not one."""
+        record of its worker (``.<work dir>.worker`` beside a work directory) is not one, nor
+        is a temporary workspace's owner record."""
         found: list[Path] = []
         for folder, dirs, names in os.walk(self.root):
             dirs.sort()
             here = Path(folder)
             found.extend((here / name).relative_to(self.root) for name in names
                          if (here / name).is_file() and not (here / name).is_symlink()
-                         and not _worker_record(name, dirs))
+                         and not _worker_record(name, dirs)
+                         and not (self.temporary and here == self.root and name == OWNER_FILE))
         return sorted(found)
 
 
@@ -342,8 +365,23 @@ class WorkspaceProvider:
             root.mkdir(parents=True, exist_ok=True)
             return Workspace(root, data_dir=data_dir, settings=self.settings, temporary=False,
                              conversation=conversation)
-        root = Path(tempfile.mkdtemp(prefix="gramagent-session-")).resolve()
+        root = Path(tempfile.mkdtemp(prefix=SESSION_PREFIX, dir=temporary_parent())).resolve()
+        write_owner(root)
+        _reclaim_once(root.parent)
         return Workspace(root, data_dir=data_dir, settings=self.settings, temporary=True)
+
+
+_reclaimed: set[Path] = set()
+_reclaim_lock = threading.Lock()
+
+
+def _reclaim_once(parent: Path) -> None:
+    """Remove the workspaces abandoned in ``parent`` by dead hosts, once per process."""
+    with _reclaim_lock:
+        if parent in _reclaimed:
+            return
+        _reclaimed.add(parent)
+    remove_abandoned(parent, remove_tree)
 
 
 _providers: weakref.WeakKeyDictionary[ToolLibrary, WorkspaceProvider] = (

@@ -8,7 +8,9 @@ directory, else the host's own cgroup is used if its ``cgroup.subtree_control`` 
 ``memory``. Otherwise the holes are closed one by one: the syscall filter denies
 ``memfd_create``, System V IPC, POSIX message queues, splicing pages into pipes and growing
 pipe and socket buffers; as root the worker's IPC namespace has no room for System V IPC
-either; a work directory on tmpfs is reported as not counted.
+either. Files are memory on a file system that keeps them in memory (:data:`MEMORY_FILE_SYSTEMS`):
+temporary workspaces are made on disk where the machine has one (``docs/sandbox.md``), and a
+work directory on such a file system is reported as not counted.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CGROUP_ENV", "MemoryLimit"]
+__all__ = ["CGROUP_ENV", "MEMORY_FILE_SYSTEMS", "MemoryLimit", "file_system_type", "in_memory"]
 
 CGROUP_ENV = "GRAMAGENT_SANDBOX_CGROUP"
 """A cgroup v2 directory whose children may use the memory controller."""
+MEMORY_FILE_SYSTEMS = frozenset({"tmpfs", "ramfs"})
+"""File systems whose files are pages of memory (not counted by ``RLIMIT_AS``)."""
 
 
 def _cgroup2_mount() -> Path | None:
@@ -70,6 +74,11 @@ def file_system_type(path: Path) -> str:
             if inside and len(point) >= len(best):
                 best, kind = point, right.split()[0]
     return kind
+
+
+def in_memory(path: str | os.PathLike[str]) -> bool:
+    """Whether files under ``path`` are kept in memory (it is on tmpfs or ramfs)."""
+    return file_system_type(Path(path)) in MEMORY_FILE_SYSTEMS
 
 
 class MemoryLimit:
@@ -124,7 +133,7 @@ class MemoryLimit:
             return {"ok": True, "detail": f"cgroup v2 memory.max {self.limit} B (counts every "
                     f"page of the worker: heap, memfd, tmpfs files); {self.cgroup}"}
         filtered = _holds(syscalls)
-        tmpfs = file_system_type(workdir) == "tmpfs"
+        kind = file_system_type(workdir)
         holes = []
         if not filtered:
             holes.append("memfd pages, pages spliced into pipes and grown pipe and socket "
@@ -133,8 +142,8 @@ class MemoryLimit:
                 holes.append("System V shared memory, message queues and semaphores are not "
                              "counted (no syscall filter, and "
                              f"{_detail(ipc) or 'no IPC limits'})")
-        if tmpfs:
-            holes.append("the work directory is on tmpfs: its files are not counted")
+        if kind in MEMORY_FILE_SYSTEMS:
+            holes.append(f"the work directory is on {kind}: its files are not counted")
         base = f"address space only (RLIMIT_AS; {self.detail})"
         if holes:
             return {"ok": False, "detail": f"{base}; " + "; ".join(holes)}
