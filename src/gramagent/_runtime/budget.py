@@ -215,16 +215,17 @@ def _size(messages: Sequence[Message], turns: int, total: int) -> tuple[int, int
     """``turns`` and ``total`` UTF-8 bytes with ``messages``' texts (content, tool names,
     arguments) counted in: the texts are joined and measured once."""
     texts: list[str] = []
+    add = texts.append
     for message in messages:
-        if isinstance(message, UserMessage):
+        add(message.content or "")
+        if isinstance(message, ToolResultMessage):
+            add(message.name)
+        elif isinstance(message, UserMessage):
             turns += 1
-            texts.append(message.content)
-        elif isinstance(message, ToolResultMessage):
-            texts += message.name, message.content
         else:
-            texts.append(message.content or "")
             for call in message.tool_calls:
-                texts += call.name, call.arguments
+                add(call.name)
+                add(call.arguments)
     text = "".join(texts)
     size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
     return turns, total + size
