@@ -17,8 +17,16 @@ from hypothesis import strategies as st
 from runtime_support import make_agent, make_tools
 
 from gramagent import LimitExceeded, RunLimits, run_agent
-from gramagent._messages import Conversation, UserMessage
+from gramagent._messages import (
+    AssistantMessage,
+    Conversation,
+    Message,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 from gramagent._models.registry import resolve_model
+from gramagent._runtime.budget import _size
 from gramagent.testing import ScriptedServer, reply
 
 ANSWER = "ok, noted: é"  # 13 UTF-8 bytes
@@ -135,3 +143,36 @@ def test_runs_branching_from_one_context_each_count_their_own(turns: int,
         for size in branches:
             error = asyncio.run(branch(size))
             assert (error.limit, error.observed) == ("max_context_bytes", held + size)
+
+
+def _utf8(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+_texts = st.text(st.characters(codec=None, blacklist_categories=()), max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(parts=st.lists(st.tuples(st.sampled_from(["user", "result", "assistant"]),
+                                _texts, _texts, st.lists(st.tuples(_texts, _texts), max_size=3),
+                                st.booleans()), max_size=8))
+def test_the_size_of_messages_is_the_sum_of_their_texts_utf8_bytes(
+        parts: list[tuple[str, str, str, list[tuple[str, str]], bool]]) -> None:
+    """Each text counted on its own (lone surrogates 3 bytes each, as written with
+    surrogatepass), whatever the mix of messages: the bound's count of a request."""
+    messages: list[Message] = []
+    turns = total = 0
+    for kind, content, name, calls, empty in parts:
+        if kind == "user":
+            messages.append(UserMessage(content=content))
+            turns, total = turns + 1, total + _utf8(content)
+        elif kind == "result":
+            messages.append(ToolResultMessage(call_id="c", name=name, content=content))
+            total += _utf8(name) + _utf8(content)
+        else:
+            tool_calls = tuple(ToolCall(id="c", name=n, arguments=a) for n, a in calls)
+            messages.append(AssistantMessage(content=None if empty else content,
+                                             tool_calls=tool_calls))
+            total += (0 if empty else _utf8(content)) + sum(
+                _utf8(n) + _utf8(a) for n, a in calls)
+    assert _size(tuple(messages), 3, 7) == (turns + 3, total + 7)

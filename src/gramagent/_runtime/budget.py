@@ -8,6 +8,8 @@ stops it, carrying the conversation so far.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import orjson
 
 from gramagent._messages import (
@@ -97,9 +99,10 @@ class Budget:
             self.deadline.postpone(seconds)
             self.started += seconds
 
-    def start_request(self, now: float) -> None:
-        """Raise the limit one more request would pass (iterations, wall time, tokens);
-        else the request starts, under the deadline."""
+    def start_request(self, now: float, messages: Sequence[Message]) -> None:
+        """Raise the limit one more request would pass (iterations, wall time, tokens, the
+        conversation's bound on ``messages``, those the request carries); else the request
+        starts, under the deadline."""
         limits = self.limits
         if self.requests >= limits.max_iterations:
             raise self.exceeded("max_iterations", limits.max_iterations, self.requests,
@@ -114,11 +117,11 @@ class Budget:
                                 f"the token budget of {max_tokens} is spent "
                                 f"({spent} tokens in {self.requests} requests)")
         if limits.max_turns is not None or limits.max_context_bytes is not None:
-            self._check_conversation(limits)
+            self._check_conversation(limits, messages)
         self.deadline.start()
 
-    def _check_conversation(self, limits: RunLimits) -> None:
-        """Raise the conversation's bound (turns, bytes) its messages pass.
+    def _check_conversation(self, limits: RunLimits, messages: Sequence[Message]) -> None:
+        """Raise the conversation's bound (turns, bytes) ``messages`` pass.
 
         Counts only the messages added since the last request. On a run's first request,
         the size of what the run continues is remembered in the conversation's memo (shared
@@ -126,27 +129,13 @@ class Budget:
         ids): all but the last message (the run's own), so that the next run of the same
         conversation, or each of several runs continuing one context with messages of their
         own, counts only the messages after it."""
-        conversation = self.conversation
         if self._measured:  # later requests of the run: only what was added since
-            messages = conversation.messages[self._measured:]
-            turns, total = _size(messages, self.turns, self.context_bytes)
-            self._measured += len(messages)
-        elif len(conversation) <= REMEMBERED_FROM:  # short: counted whole
-            messages = conversation.messages
+            turns, total = _size(messages[self._measured:], self.turns, self.context_bytes)
+        elif len(messages) <= REMEMBERED_FROM:  # short: counted whole
             turns, total = _size(messages, 0, 0)
-            self._measured = len(messages)
         else:
-            messages = conversation.messages
-            start, turns, total = 0, 0, 0
-            memo = conversation.rendered.get(_SIZE)
-            if memo is not None:
-                before, known_turns, known_bytes = memo
-                if len(before) < len(messages) and messages[:len(before)] == before:
-                    start, turns, total = len(before), known_turns, known_bytes
-            turns, total = _size(messages[start:-1], turns, total)
-            conversation.rendered[_SIZE] = (messages[:-1], turns, total)
-            turns, total = _size(messages[-1:], turns, total)
-            self._measured = len(messages)
+            turns, total = self._continued_size(messages)
+        self._measured = len(messages)
         self.turns, self.context_bytes = turns, total
         max_turns = limits.max_turns
         if max_turns is not None and turns > max_turns:
@@ -159,6 +148,22 @@ class Budget:
                                 f"the conversation holds {total:,} bytes of messages, more "
                                 f"than a request may carry ({max_bytes:,}); start a new "
                                 "conversation or raise max_context_bytes")
+
+    def _continued_size(self, messages: Sequence[Message]) -> tuple[int, int]:
+        """The turns and bytes of ``messages`` on a run's first request, from the size the
+        conversation's memo remembers of a prefix of them; the memo then remembers all but
+        the last message."""
+        memo = self.conversation.rendered
+        start, turns, total = 0, 0, 0
+        remembered = memo.get(_SIZE)
+        if remembered is not None:
+            before, known_turns, known_bytes = remembered
+            if len(before) < len(messages) and messages[:len(before)] == before:
+                start, turns, total = len(before), known_turns, known_bytes
+        if start < len(messages) - 1:  # more to remember than the memo holds
+            turns, total = _size(messages[start:-1], turns, total)
+            memo[_SIZE] = (messages[:-1], turns, total)
+        return _size(messages[-1:], turns, total)
 
     def count(self, request: ModelRequest, turn: ModelTurn) -> Usage:
         """Count one answered request; returns its usage (estimated if none was reported)."""
@@ -206,23 +211,21 @@ def _message_chars(message: Message) -> int:
     return 0
 
 
-def _size(messages: tuple[Message, ...], turns: int, total: int) -> tuple[int, int]:
+def _size(messages: Sequence[Message], turns: int, total: int) -> tuple[int, int]:
     """``turns`` and ``total`` UTF-8 bytes with ``messages``' texts (content, tool names,
-    arguments) counted in."""
+    arguments) counted in: the texts are joined and measured once."""
+    texts: list[str] = []
+    add = texts.append
     for message in messages:
-        if isinstance(message, UserMessage):
+        add(message.content or "")
+        if isinstance(message, ToolResultMessage):
+            add(message.name)
+        elif isinstance(message, UserMessage):
             turns += 1
-            text = message.content
-        elif isinstance(message, ToolResultMessage):
-            total += _utf8_len(message.name)
-            text = message.content
         else:
-            text = message.content or ""
             for call in message.tool_calls:
-                total += _utf8_len(call.name) + _utf8_len(call.arguments)
-        total += len(text) if text.isascii() else _utf8_len(text)
-    return turns, total
-
-
-def _utf8_len(text: str) -> int:
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+                add(call.name)
+                add(call.arguments)
+    text = "".join(texts)
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    return turns, total + size
