@@ -90,7 +90,8 @@ def is_abandoned(record: str) -> bool:
 def _record_of(folder: Path, uid: int) -> str | None:
     """The owner record of ``folder`` if it and the record are ``uid``'s own (no symlinks)."""
     try:
-        if os.lstat(folder).st_uid != uid or not stat.S_ISDIR(os.lstat(folder).st_mode):
+        info = os.lstat(folder)
+        if info.st_uid != uid or not stat.S_ISDIR(info.st_mode):
             return None
         fd = os.open(folder / OWNER_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
