@@ -307,10 +307,13 @@ class Conversation:
     conversation. The system instruction is not stored: it comes from the agent each turn.
     """
 
-    __slots__ = ("_messages", "id", "rendered")
+    __slots__ = ("_measured", "_messages", "id", "rendered")
 
     def __init__(self, messages: Iterable[Message] = (), id: str | None = None) -> None:
         self._messages: list[Message] = list(messages)
+        self._measured: tuple[int, int, int] = (0, 0, 0)
+        """What :meth:`measure` counted last: the messages it covered, their user messages
+        and bytes."""
         self.id: str = id if id is not None else uuid.uuid4().hex
         """Identifies the conversation across runs (tools keep per-conversation state under
         it); kept by :meth:`copy`, not part of equality or of :meth:`to_list`."""
@@ -336,10 +339,43 @@ class Conversation:
         return (_conversation, (self._messages, self.id))
 
     def copy(self) -> Conversation:
-        """A new list of the same messages, with the same :attr:`id` (and rendering memo)."""
+        """A new list of the same messages, with the same :attr:`id` (and rendering memo),
+        measured as this one is (:meth:`measure`)."""
         copy = Conversation(self._messages, id=self.id)
         copy.rendered = self.rendered  # a memo of renderings of both (never of their value)
+        self.measure()
+        copy._measured = self._measured
         return copy
+
+    def measure(self) -> tuple[int, int]:
+        """The size the bounds of a conversation hold (``RunLimits.max_turns`` and
+        ``max_context_bytes``): its user messages, and the UTF-8 bytes of its texts (the
+        contents, the tool names of calls and results, the calls' arguments; a lone
+        surrogate counts three).
+
+        The messages are counted once: a later call counts only those added since, and a
+        :meth:`copy` starts from the count of its original (the runs that continue copies of
+        one context count only their own messages)."""
+        counted, turns, size = self._measured
+        messages = self._messages
+        if counted == len(messages):
+            return turns, size
+        texts: list[str] = []
+        for message in messages[counted:]:
+            if isinstance(message, ToolResultMessage):
+                texts += (message.content, message.name)
+            elif isinstance(message, UserMessage):
+                texts.append(message.content)
+                turns += 1
+            else:
+                if message.content:
+                    texts.append(message.content)
+                for call in message.tool_calls:
+                    texts += (call.name, call.arguments)
+        text = "".join(texts)  # measured once: one check for ASCII, one encoding at most
+        size += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+        self._measured = (len(messages), turns, size)
+        return turns, size
 
     def call_ids(self) -> set[str]:
         """The ids of every tool call in the conversation (a new set, the caller's to grow).

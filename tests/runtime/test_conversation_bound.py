@@ -26,7 +26,6 @@ from gramagent._messages import (
     UserMessage,
 )
 from gramagent._models.registry import resolve_model
-from gramagent._runtime.budget import _size
 from gramagent.testing import ScriptedServer, reply
 
 ANSWER = "ok, noted: é"  # 13 UTF-8 bytes
@@ -121,8 +120,8 @@ def test_the_conversation_bound_is_on_by_default_and_can_be_lifted() -> None:
                                                    max_size=4))
 def test_runs_branching_from_one_context_each_count_their_own(turns: int,
                                                               branches: list[int]) -> None:
-    """Copies of one context share its memo (the size remembered across runs): runs that
-    each continue it with a message of their own are each measured exactly."""
+    """A copy of a context starts from its original's count (Conversation.measure): runs
+    that each continue one context with a message of their own are each measured exactly."""
     history = [f"m{i}" for i in range(turns)]
     with ScriptedServer([reply(ANSWER)], loop=True) as server:
         _, error, context = asyncio.run(_converse(server, history, RunLimits()))
@@ -155,11 +154,15 @@ _texts = st.text(st.characters(codec=None, blacklist_categories=()), max_size=12
 @settings(max_examples=200, deadline=None)
 @given(parts=st.lists(st.tuples(st.sampled_from(["user", "result", "assistant"]),
                                 _texts, _texts, st.lists(st.tuples(_texts, _texts), max_size=3),
-                                st.booleans()), max_size=8))
+                                st.booleans()), max_size=8),
+       split=st.integers(0, 8), extra=_texts)
 def test_the_size_of_messages_is_the_sum_of_their_texts_utf8_bytes(
-        parts: list[tuple[str, str, str, list[tuple[str, str]], bool]]) -> None:
+        parts: list[tuple[str, str, str, list[tuple[str, str]], bool]], split: int,
+        extra: str) -> None:
     """Each text counted on its own (lone surrogates 3 bytes each, as written with
-    surrogatepass), whatever the mix of messages: the bound's count of a request."""
+    surrogatepass), whatever the mix of messages, and whether they were counted at once or
+    some before the others were added: the bound's count of a request. A copy goes on from
+    its original's count, and the original keeps its own."""
     messages: list[Message] = []
     turns = total = 0
     for kind, content, name, calls, empty in parts:
@@ -175,4 +178,12 @@ def test_the_size_of_messages_is_the_sum_of_their_texts_utf8_bytes(
                                              tool_calls=tool_calls))
             total += (0 if empty else _utf8(content)) + sum(
                 _utf8(n) + _utf8(a) for n, a in calls)
-    assert _size(tuple(messages), 3, 7) == (turns + 3, total + 7)
+    conversation = Conversation(messages[:split])
+    conversation.measure()
+    conversation.extend(messages[split:])
+    assert conversation.measure() == (turns, total)
+    assert Conversation(messages).measure() == (turns, total)
+    branch = conversation.copy()
+    branch.append(UserMessage(content=extra))
+    assert branch.measure() == (turns + 1, total + _utf8(extra))
+    assert conversation.measure() == (turns, total)

@@ -8,12 +8,9 @@ stops it, carrying the conversation so far.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import orjson
 
 from gramagent._messages import (
-    REMEMBERED_FROM,
     AssistantMessage,
     Conversation,
     Message,
@@ -32,10 +29,6 @@ __all__ = ["CHARS_PER_TOKEN", "Budget"]
 CHARS_PER_TOKEN = 4
 """Token estimate for turns whose server reports no usage."""
 
-_SIZE = "context_size"
-"""The key of the conversation's size (messages, user turns, bytes) in its memo."""
-
-
 class Budget:
     """The requests, tokens and time of one run, against its :class:`RunLimits`.
 
@@ -50,9 +43,8 @@ class Budget:
         started: when the run started, on the event loop's clock.
     """
 
-    __slots__ = ("_measured", "_tools_chars", "context_bytes", "conversation", "deadline",
-                 "estimated", "input_tokens", "limits", "output_tokens", "requests", "started",
-                 "turns")
+    __slots__ = ("_tools_chars", "conversation", "deadline", "estimated", "input_tokens",
+                 "limits", "output_tokens", "requests", "started")
 
     def __init__(self, limits: RunLimits, conversation: Conversation, started: float) -> None:
         wall_time = limits.wall_time
@@ -68,11 +60,6 @@ class Budget:
         self.estimated = False
         """Whether a server reported no usage for some request (its tokens estimated)."""
         self._tools_chars = -1
-        self.turns = 0
-        """User messages in the conversation (as of the last request)."""
-        self.context_bytes = 0
-        """UTF-8 bytes of the conversation's messages (as of the last request)."""
-        self._measured = 0  # how many of the conversation's messages are counted above
 
     @property
     def usage(self) -> Usage:
@@ -99,10 +86,9 @@ class Budget:
             self.deadline.postpone(seconds)
             self.started += seconds
 
-    def start_request(self, now: float, messages: Sequence[Message]) -> None:
+    def start_request(self, now: float) -> None:
         """Raise the limit one more request would pass (iterations, wall time, tokens, the
-        conversation's bound on ``messages``, those the request carries); else the request
-        starts, under the deadline."""
+        conversation's bounds); else the request starts, under the deadline."""
         limits = self.limits
         if self.requests >= limits.max_iterations:
             raise self.exceeded("max_iterations", limits.max_iterations, self.requests,
@@ -116,54 +102,20 @@ class Budget:
             raise self.exceeded("max_tokens", max_tokens, spent,
                                 f"the token budget of {max_tokens} is spent "
                                 f"({spent} tokens in {self.requests} requests)")
-        if limits.max_turns is not None or limits.max_context_bytes is not None:
-            self._check_conversation(limits, messages)
+        max_turns, max_bytes = limits.max_turns, limits.max_context_bytes
+        if max_turns is not None or max_bytes is not None:
+            turns, size = self.conversation.measure()
+            if max_turns is not None and turns > max_turns:
+                raise self.exceeded("max_turns", max_turns, turns,
+                                    f"the conversation has {turns} user messages, more than "
+                                    f"{max_turns}; start a new conversation or raise "
+                                    "max_turns")
+            if max_bytes is not None and size > max_bytes:
+                raise self.exceeded("max_context_bytes", max_bytes, size,
+                                    f"the conversation holds {size:,} bytes of messages, more "
+                                    f"than a request may carry ({max_bytes:,}); start a new "
+                                    "conversation or raise max_context_bytes")
         self.deadline.start()
-
-    def _check_conversation(self, limits: RunLimits, messages: Sequence[Message]) -> None:
-        """Raise the conversation's bound (turns, bytes) ``messages`` pass.
-
-        Counts only the messages added since the last request. On a run's first request,
-        the size of what the run continues is remembered in the conversation's memo (shared
-        with its copies, as :meth:`~gramagent._messages.Conversation.call_ids` remembers its
-        ids): all but the last message (the run's own), so that the next run of the same
-        conversation, or each of several runs continuing one context with messages of their
-        own, counts only the messages after it."""
-        if self._measured:  # later requests of the run: only what was added since
-            turns, total = _size(messages[self._measured:], self.turns, self.context_bytes)
-        elif len(messages) <= REMEMBERED_FROM:  # short: counted whole
-            turns, total = _size(messages, 0, 0)
-        else:
-            turns, total = self._continued_size(messages)
-        self._measured = len(messages)
-        self.turns, self.context_bytes = turns, total
-        max_turns = limits.max_turns
-        if max_turns is not None and turns > max_turns:
-            raise self.exceeded("max_turns", max_turns, turns,
-                                f"the conversation has {turns} user messages, more than "
-                                f"{max_turns}; start a new conversation or raise max_turns")
-        max_bytes = limits.max_context_bytes
-        if max_bytes is not None and total > max_bytes:
-            raise self.exceeded("max_context_bytes", max_bytes, total,
-                                f"the conversation holds {total:,} bytes of messages, more "
-                                f"than a request may carry ({max_bytes:,}); start a new "
-                                "conversation or raise max_context_bytes")
-
-    def _continued_size(self, messages: Sequence[Message]) -> tuple[int, int]:
-        """The turns and bytes of ``messages`` on a run's first request, from the size the
-        conversation's memo remembers of a prefix of them; the memo then remembers all but
-        the last message."""
-        memo = self.conversation.rendered
-        start, turns, total = 0, 0, 0
-        remembered = memo.get(_SIZE)
-        if remembered is not None:
-            before, known_turns, known_bytes = remembered
-            if len(before) < len(messages) and messages[:len(before)] == before:
-                start, turns, total = len(before), known_turns, known_bytes
-        if start < len(messages) - 1:  # more to remember than the memo holds
-            turns, total = _size(messages[start:-1], turns, total)
-            memo[_SIZE] = (messages[:-1], turns, total)
-        return _size(messages[-1:], turns, total)
 
     def count(self, request: ModelRequest, turn: ModelTurn) -> Usage:
         """Count one answered request; returns its usage (estimated if none was reported)."""
@@ -210,22 +162,3 @@ def _message_chars(message: Message) -> int:
             return len(content or "") + sum(len(c.name) + len(c.arguments) for c in calls)
     return 0
 
-
-def _size(messages: Sequence[Message], turns: int, total: int) -> tuple[int, int]:
-    """``turns`` and ``total`` UTF-8 bytes with ``messages``' texts (content, tool names,
-    arguments) counted in: the texts are joined and measured once."""
-    texts: list[str] = []
-    add = texts.append
-    for message in messages:
-        add(message.content or "")
-        if isinstance(message, ToolResultMessage):
-            add(message.name)
-        elif isinstance(message, UserMessage):
-            turns += 1
-        else:
-            for call in message.tool_calls:
-                add(call.name)
-                add(call.arguments)
-    text = "".join(texts)
-    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-    return turns, total + size

@@ -394,7 +394,7 @@ class _Run:
                     parallel_tool_calls=parallel)
                 # Ask the model: the limits checked first, the request cut short at the end
                 # of the wall time; the reply counted and logged.
-                budget.start_request(loop.time(), request.messages)
+                budget.start_request(loop.time())
                 try:
                     turn = await send(request)
                 except asyncio.CancelledError:
