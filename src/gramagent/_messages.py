@@ -361,17 +361,20 @@ class Conversation:
         if counted == len(messages):
             return turns, size
         texts: list[str] = []
+        add = texts.append
         for message in messages[counted:]:
             if isinstance(message, ToolResultMessage):
-                texts += (message.content, message.name)
+                add(message.content)
+                add(message.name)
             elif isinstance(message, UserMessage):
-                texts.append(message.content)
+                add(message.content)
                 turns += 1
             else:
                 if message.content:
-                    texts.append(message.content)
+                    add(message.content)
                 for call in message.tool_calls:
-                    texts += (call.name, call.arguments)
+                    add(call.name)
+                    add(call.arguments)
         text = "".join(texts)  # measured once: one check for ASCII, one encoding at most
         size += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
         self._measured = (len(messages), turns, size)
