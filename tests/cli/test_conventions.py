@@ -47,7 +47,12 @@ def test_every_command_is_walked() -> None:
     assert len(COMMANDS) > 20
 
 
-@pytest.mark.parametrize("words", COMMANDS, ids=lambda w: " ".join(w) or "gramagent")
+FAST_HELP = ([], ["run"], ["sessions", "list"])
+"""The commands whose help the fast suite checks (two subprocesses each); the others are slow."""
+
+
+@pytest.mark.parametrize("words", [w if w in FAST_HELP else pytest.param(w, marks=pytest.mark.slow)
+                                   for w in COMMANDS], ids=lambda w: " ".join(w) or "gramagent")
 def test_help_shows_metavars_not_python_types_and_h_is_help(words: list[str],
                                                            tmp_path: Path) -> None:
     """``-h`` prints the help ``--help`` prints; no line of it names a Python type."""

@@ -20,6 +20,7 @@ _NAMES = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=_NAMES, command=st.sampled_from([["schema"], ["check"], ["fmt"], ["run"]]))

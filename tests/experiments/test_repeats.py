@@ -124,6 +124,7 @@ def test_flip_rates_count_cases_whose_repeats_disagree() -> None:
         assert metric.flip_cases == CASES and metric.flip_rate == mixed / CASES
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), st.booleans()), min_size=3, max_size=12))
 def test_one_repeat_changes_nothing(outcomes: list[tuple[bool, bool]]) -> None:

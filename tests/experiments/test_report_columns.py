@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -111,6 +112,7 @@ def _plain(records: list[RunRecord]) -> dict[str, Any]:
             "finished": max((r.started + r.wall_ms / 1000 for r in timed), default=None)}
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(records=_records(), priced=st.booleans())
 def test_the_report_of_a_store_is_that_of_its_runs_counted_one_by_one(

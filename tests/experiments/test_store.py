@@ -148,6 +148,7 @@ def test_runs_of_two_experiments_never_mix_in_one_store(tmp_path: Path) -> None:
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(answer=st.one_of(st.sampled_from(['=HYPERLINK("http://x","y")', "+1+1", "-2+3",
@@ -175,6 +176,7 @@ def test_csv_export_never_hands_a_spreadsheet_a_formula(
     assert pq.read_table(tmp_path / "runs.parquet").to_pylist()[0]["answer"] == answer
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(saved=st.one_of(

@@ -397,6 +397,7 @@ async def test_invalid_calls_and_dry_runs_ask_nobody(mail: Mail, mailer: Agent,
     assert asked == [] and mail.runs["sendMail"] == 0
 
 
+@pytest.mark.slow
 async def test_waiting_for_a_person_is_not_wall_time(mail: Mail, mailer: Agent,
                                                      server: ScriptedServer,
                                                      model_for: ModelFactory) -> None:

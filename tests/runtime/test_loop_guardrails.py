@@ -186,6 +186,7 @@ def _stated_timeout(text: str) -> float:
     return float(text.split("did not finish within ")[1].split(" s")[0])
 
 
+@pytest.mark.slow
 @settings(max_examples=6, deadline=None)
 @given(st.lists(st.sampled_from(["later", "stuck"]), min_size=1, max_size=4).filter(
     lambda names: "later" in names))
@@ -279,6 +280,7 @@ async def late_start_run(before: str, after: str) -> tuple[str, ToolResultMessag
     return results["c0"].content, results["c1"]
 
 
+@pytest.mark.slow
 async def test_an_async_call_that_starts_late_is_bounded_by_the_end_of_the_run() -> None:
     """An async call that can only start once another call of its turn let go of the event
     loop (an async tool that blocks before its first await: the calls start in call order,
@@ -293,6 +295,7 @@ async def test_an_async_call_that_starts_late_is_bounded_by_the_end_of_the_run()
     assert late.is_error and "'pause' was not run: the run's time was up" in late.content
 
 
+@pytest.mark.slow
 async def test_async_calls_start_before_the_inline_calls_of_their_turn() -> None:
     """A turn's async calls run until they first wait before its inline calls run (started
     eagerly on 3.12; on 3.11 the turn lets the event loop run their first steps first): one

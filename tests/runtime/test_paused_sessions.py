@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from runtime_support import ModelFactory
@@ -41,6 +42,7 @@ _RESULTS = st.recursive(_LEAVES, lambda inner: st.one_of(
     max_leaves=8)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(result=_RESULTS)

@@ -54,6 +54,7 @@ def _every_operation(store_path: Path) -> list[str]:
     return outcomes
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(damage=st.lists(st.tuples(st.integers(0, 2**20), st.binary(min_size=1, max_size=64)),
                        min_size=1, max_size=6))

@@ -105,6 +105,7 @@ def test_the_repl_reads_tables_loaded_by_load_csv(data_dir: Path) -> None:
         library.forget()
 
 
+@pytest.mark.slow
 def test_timeouts_surface_as_errors_then_recover(library: ToolLibrary) -> None:
     skip_without_isolation(library)
     repl(library, "e", "kept = 1")

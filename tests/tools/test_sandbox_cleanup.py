@@ -87,6 +87,7 @@ def build(root: Path, shape: list[Any]) -> None:
 trees = st.recursive(st.integers(0, 3), lambda sub: st.lists(sub, max_size=6), max_leaves=60)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(shape=st.lists(trees, max_size=8))
 def test_removal_reads_each_entry_once(shape: list[Any], tmp_path_factory: Any) -> None:
@@ -103,7 +104,9 @@ def test_removal_reads_each_entry_once(shape: list[Any], tmp_path_factory: Any) 
     assert counter.listings <= directories
 
 
-@pytest.mark.parametrize("layout", ["siblings", "nested-siblings", "deep", "files"])
+@pytest.mark.parametrize("layout", [pytest.param("siblings", marks=pytest.mark.slow),
+                                    pytest.param("nested-siblings", marks=pytest.mark.slow),
+                                    "deep", pytest.param("files", marks=pytest.mark.slow)])
 def test_many_entries_are_removed_in_linear_work(layout: str, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The shapes of the attack: 10,000 empty sibling directories (listed 10,000 times
