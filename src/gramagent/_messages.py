@@ -361,20 +361,19 @@ class Conversation:
         if counted == len(messages):
             return turns, size
         texts: list[str] = []
-        add = texts.append
         for message in messages[counted:]:
             if isinstance(message, ToolResultMessage):
-                add(message.content)
-                add(message.name)
+                texts.append(message.content)
+                texts.append(message.name)
             elif isinstance(message, UserMessage):
-                add(message.content)
+                texts.append(message.content)
                 turns += 1
             else:
                 if message.content:
-                    add(message.content)
+                    texts.append(message.content)
                 for call in message.tool_calls:
-                    add(call.name)
-                    add(call.arguments)
+                    texts.append(call.name)
+                    texts.append(call.arguments)
         text = "".join(texts)  # measured once: one check for ASCII, one encoding at most
         size += len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
         self._measured = (len(messages), turns, size)
