@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from gramagent._models.weights import KEEP_PARTS_ENV
+
+# The installed weight parts are never emptied by a test. Tests join the real weights into
+# caches that do not outlive them (``tmp_path``, the CLI fuzz's ``GRAMAGENT_CACHE``): with the
+# parts emptied after such a join, every later test and command that needs the embedded model
+# found neither the parts nor the joined file. Set here, before any test, so the commands the
+# tests start inherit it too; the tests of the release itself unset it.
+os.environ[KEEP_PARTS_ENV] = "1"
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

@@ -372,9 +372,10 @@ def _fields(weights: PackagedWeights) -> dict[str, object]:
 
 
 def test_the_weights_are_kept_once_the_parts_emptied_once_joined(
-        make_parts, cache: Path) -> None:
+        make_parts, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """After a verified join the chunk files are empty (still there, for pip to uninstall),
     so the bytes are on disk once; the joined file is used from then on."""
+    monkeypatch.delenv(KEEP_PARTS_ENV)  # the default (the suite keeps the parts: conftest)
     parts = make_parts()
     before = sum(f.stat().st_blocks for f in parts.chunk_files)
     path = materialize_weights(parts.weights, cache_dir=cache, progress=False)
@@ -385,7 +386,8 @@ def test_the_weights_are_kept_once_the_parts_emptied_once_joined(
 
 
 def test_with_the_joined_file_gone_the_emptied_parts_say_how_to_get_them_back(
-        make_parts, cache: Path) -> None:
+        make_parts, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(KEEP_PARTS_ENV)  # the default (the suite keeps the parts: conftest)
     parts = make_parts()
     materialize_weights(parts.weights, cache_dir=cache, progress=False).unlink()
     with pytest.raises(WeightsVerificationError, match="emptied once joined") as info:
@@ -401,6 +403,21 @@ def test_keep_weight_parts_keeps_both_copies(
     parts = make_parts()
     materialize_weights(parts.weights, cache_dir=cache, progress=False)
     assert b"".join(f.read_bytes() for f in parts.chunk_files) == parts.whole
+
+
+def test_a_join_into_a_test_cache_leaves_the_installed_parts_whole(
+        make_parts, tmp_path: Path) -> None:
+    """What the suite's tests do (the CLI fuzz, any test with ``GRAMAGENT_CACHE`` under its
+    ``tmp_path``): join the weights into a cache that is removed after them. The parts stay
+    whole, so the next test that needs the model can join them again."""
+    for round_ in range(2):
+        parts = make_parts()
+        cache = tmp_path / f"cache{round_}"
+        path = materialize_weights(parts.weights, cache_dir=cache, progress=False)
+        path.unlink()
+        assert b"".join(f.read_bytes() for f in parts.chunk_files) == parts.whole
+        assert materialize_weights(parts.weights, cache_dir=cache,
+                                   progress=False).read_bytes() == parts.whole
 
 
 def test_a_part_that_cannot_be_written_keeps_the_rest(tmp_path: Path) -> None:
